@@ -1,0 +1,102 @@
+/*
+ * The driver interface: a versioned C table of operations that each driver fills in from its
+ * entry point, so a driver could live outside the tree as a shared object. The runtime keeps the
+ * API's bookkeeping (handles, validation, visibility, errors); the driver owns the devices.
+ *
+ * Device and core numbers here are physical: the runtime maps logical cores (LNC) onto them.
+ * Every operation returns a trn_result_t and, on failure, writes one line into `err` saying what
+ * was wrong and what to do. Operations are thread-safe unless noted.
+ */
+#ifndef TRN_DRIVERS_HAL_H
+#define TRN_DRIVERS_HAL_H
+
+#include <stdint.h>
+
+#include "trn/trn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TRN_HAL_VERSION 1u
+
+typedef struct trn_hal_error {
+  char message[TRN_DETAIL_MAX];
+} trn_hal_error_t;
+
+/** One driver instance: opened once per runtime initialisation. */
+typedef struct trn_hal_instance_s trn_hal_instance_t;
+
+/** Who this process is, as other processes and tools will see it. */
+typedef struct trn_hal_process_identity {
+  const char *command;         /**< command line, spaces between arguments */
+  const char *runtime_version; /**< e.g. "0.1.0" */
+} trn_hal_process_identity_t;
+
+/** A process attached to a device, as the driver records it. pid 0 = nobody. */
+typedef struct trn_hal_process {
+  int32_t pid;
+  uint32_t uid;
+  uint64_t attached_unix_ns;
+  uint64_t since_unix_ns;      /**< core_owner: when the core was claimed; else 0 */
+  uint64_t physical_core_mask; /**< physical cores it owns */
+  char command[TRN_COMMAND_MAX];
+  char runtime_version[32];
+} trn_hal_process_t;
+
+typedef struct trn_hal_ops {
+  uint32_t version; /**< TRN_HAL_VERSION the table was filled for */
+  uint32_t size;    /**< sizeof(trn_hal_ops_t) of the driver */
+  const char *name; /**< short driver name, "sim" */
+
+  /**
+   * Opens the driver. Finding no devices is not a failure: the instance reports 0 devices and
+   * `status`/`status_detail` say why. A failure (bad configuration, inaccessible or incompatible
+   * state) returns the error and no instance.
+   */
+  trn_result_t (*open)(const trn_hal_process_identity_t *identity, trn_hal_instance_t **instance,
+                       trn_hal_error_t *err);
+  /** Closes the instance; every claim it holds is dropped. Accepts NULL. */
+  void (*close)(trn_hal_instance_t *instance);
+
+  uint32_t (*device_count)(const trn_hal_instance_t *instance);
+  /** Why there are no devices (TRN_SUCCESS when there are), and a one-line description. */
+  trn_result_t (*status)(const trn_hal_instance_t *instance, char *detail, uint32_t detail_size);
+
+  /**
+   * Static properties of a device, physical view: the driver fills everything except the
+   * fields that depend on the process (logical cores, visible cores, index).
+   */
+  trn_result_t (*device_properties)(trn_hal_instance_t *instance, uint32_t device,
+                                    trn_device_properties_t *properties, trn_hal_error_t *err);
+  /** Directly linked devices, two-call enumeration. */
+  trn_result_t (*device_neighbors)(trn_hal_instance_t *instance, uint32_t device, uint32_t *count,
+                                   uint32_t *neighbors, trn_hal_error_t *err);
+
+  /**
+   * Claims physical cores [first, first+count) for this process, all or none, without blocking.
+   * TRN_ERROR_CORE_BUSY if any is held by another process; `busy_core` then says which.
+   */
+  trn_result_t (*core_claim)(trn_hal_instance_t *instance, uint32_t device, uint32_t first,
+                             uint32_t count, uint32_t *busy_core, trn_hal_error_t *err);
+  trn_result_t (*core_unclaim)(trn_hal_instance_t *instance, uint32_t device, uint32_t first,
+                               uint32_t count, trn_hal_error_t *err);
+  /** The live owner of a physical core (pid 0 when free). Never claims anything. */
+  trn_result_t (*core_owner)(trn_hal_instance_t *instance, uint32_t device, uint32_t core,
+                             trn_hal_process_t *owner, trn_hal_error_t *err);
+  /** Live processes attached to a device, two-call enumeration. Never claims anything. */
+  trn_result_t (*process_list)(trn_hal_instance_t *instance, uint32_t device, uint32_t *count,
+                               trn_hal_process_t *processes, trn_hal_error_t *err);
+} trn_hal_ops_t;
+
+/** The type of a driver's entry point. Fills `ops` for the requested interface version. */
+typedef trn_result_t (*trn_hal_get_ops_fn)(uint32_t version, trn_hal_ops_t *ops);
+
+/** The simulated device's entry point. */
+trn_result_t trn_hal_sim_get_ops(uint32_t version, trn_hal_ops_t *ops);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TRN_DRIVERS_HAL_H */

@@ -1,0 +1,61 @@
+#include "sim/config.hpp"
+
+#include <unistd.h>
+
+#include "common/parse.hpp"
+
+namespace trn::sim {
+
+uint64_t SimConfig::effective_hbm_bytes() const {
+  const GenerationSpec &spec = generation_spec(generation);
+  const uint64_t total = hbm_bytes != 0 ? hbm_bytes : spec.hbm_bytes;
+  const uint64_t per_bank = total / spec.hbm_banks / kHbmBankGranule * kHbmBankGranule;
+  return per_bank * spec.hbm_banks;
+}
+
+trn_result_t load_config(SimConfig *config, std::string *why) {
+  SimConfig result;
+  result.root =
+      common::env("TRN_SIM_ROOT").value_or("/dev/shm/trn-sim-" + std::to_string(getuid()));
+
+  if (auto text = common::env("TRN_SIM_DEVICES")) {
+    auto count = common::parse_uint(*text);
+    if (!count || *count > kMaxDevices) {
+      *why = "TRN_SIM_DEVICES='" + *text + "' is not a device count: use a number from 0 to " +
+             std::to_string(kMaxDevices);
+      return TRN_ERROR_INVALID_CONFIG;
+    }
+    result.device_count = static_cast<uint32_t>(*count);
+    result.device_count_explicit = true;
+  }
+
+  if (auto text = common::env("TRN_SIM_GENERATION")) {
+    auto generation = parse_generation(*text);
+    if (!generation) {
+      *why = "TRN_SIM_GENERATION='" + *text + "' is not a generation: use trn1, trn2 or trn3";
+      return TRN_ERROR_INVALID_CONFIG;
+    }
+    result.generation = *generation;
+    result.generation_explicit = true;
+  }
+
+  if (auto text = common::env("TRN_SIM_HBM_BYTES")) {
+    auto bytes = common::parse_bytes(*text);
+    const GenerationSpec &spec = generation_spec(result.generation);
+    const uint64_t minimum = kHbmBankGranule * spec.hbm_banks;
+    constexpr uint64_t kMaximum = 1ull << 50;  // sparse file size the kernel accepts comfortably
+    if (!bytes || *bytes < minimum || *bytes > kMaximum) {
+      *why = "TRN_SIM_HBM_BYTES='" + *text + "' is not a usable memory size: use bytes or a size " +
+             "like 8GiB, at least " + common::format_bytes(minimum) + " (" +
+             std::to_string(spec.hbm_banks) + " banks of 2 MiB) and at most 1 PiB";
+      return TRN_ERROR_INVALID_CONFIG;
+    }
+    result.hbm_bytes = *bytes;
+    result.hbm_explicit = true;
+  }
+
+  *config = std::move(result);
+  return TRN_SUCCESS;
+}
+
+}  // namespace trn::sim

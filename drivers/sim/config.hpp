@@ -1,0 +1,36 @@
+// The simulated devices' configuration, read from the environment:
+//   TRN_SIM_ROOT        state directory (default /dev/shm/trn-sim-<uid>)
+//   TRN_SIM_DEVICES     number of devices, 0..64 (default 1)
+//   TRN_SIM_GENERATION  trn1 | trn2 | trn3 (default trn2)
+//   TRN_SIM_HBM_BYTES   device memory per device, e.g. 8GiB (default: the generation's)
+// A value the user set is "explicit": it must match devices other processes already use.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sim/generation.hpp"
+
+namespace trn::sim {
+
+constexpr uint32_t kMaxDevices = 64;
+constexpr uint64_t kHbmBankGranule = 2ull << 20;  // bank sizes are whole 2 MiB chunks
+
+struct SimConfig {
+  std::string root;
+  uint32_t device_count = 1;
+  bool device_count_explicit = false;
+  trn_generation_t generation = TRN_GENERATION_TRN2;
+  bool generation_explicit = false;
+  uint64_t hbm_bytes = 0;  // 0 = the generation's
+  bool hbm_explicit = false;
+
+  // Device memory per device after defaults and rounding to whole bank granules.
+  uint64_t effective_hbm_bytes() const;
+};
+
+// Reads the environment. On a malformed value returns TRN_ERROR_INVALID_CONFIG with `why`
+// naming the variable, the bad text and what is accepted.
+trn_result_t load_config(SimConfig *config, std::string *why);
+
+}  // namespace trn::sim

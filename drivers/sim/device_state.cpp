@@ -1,0 +1,422 @@
+#include "sim/device_state.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "common/parse.hpp"
+#include "sim/generation.hpp"
+#include "sim/ofd_lock.hpp"
+#include "sim/seqlock.hpp"
+
+namespace trn::sim {
+
+namespace {
+
+std::string errno_text(int error) {
+  return std::strerror(error);
+}
+
+std::string stale_state_advice(const std::string &path) {
+  return "stop the processes using the device (trn-ls -w lists them), then remove " + path +
+         " (trn re-creates it), or point TRN_SIM_ROOT at another directory";
+}
+
+StateHeader make_header(const DeviceWish &wish) {
+  StateHeader header{};
+  std::memcpy(header.magic, kStateMagic, sizeof header.magic);
+  header.layout_version = kStateLayoutVersion;
+  header.header_bytes = sizeof(StateHeader);
+  header.file_bytes = sizeof(StateFile);
+  header.device_index = wish.index;
+  header.device_count = wish.device_count;
+  header.generation = static_cast<uint32_t>(wish.generation);
+  header.physical_cores = wish.physical_cores;
+  header.hbm_bytes = wish.hbm_bytes;
+  header.created_unix_ns = common::unix_now_ns();
+  header.creator_pid = getpid();
+  return header;
+}
+
+// Writes a complete state file under a temporary name and renames it into place, so no process
+// ever maps a half-initialised file. The caller holds the directory lock.
+trn_result_t create_state_file(const std::string &path, const DeviceWish &wish, std::string *why) {
+  static std::atomic<uint32_t> counter{0};
+  const std::string temp = path + ".tmp." + std::to_string(getpid()) + "." +
+                           std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+  const int fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *why = "cannot create " + temp + ": " + errno_text(errno);
+    return errno == EACCES ? TRN_ERROR_PERMISSION_DENIED : TRN_ERROR_DRIVER;
+  }
+  StateHeader header = make_header(wish);
+  trn_result_t result = TRN_SUCCESS;
+  if (ftruncate(fd, sizeof(StateFile)) != 0 ||
+      pwrite(fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) {
+    *why = "cannot write " + temp + ": " + errno_text(errno);
+    result = TRN_ERROR_DRIVER;
+  } else {
+    // Core records start with no owner.
+    CoreRecord::Body empty{-1, 0, 0};
+    for (uint32_t core = 0; core < kMaxPhysicalCores && result == TRN_SUCCESS; ++core) {
+      const off_t offset = static_cast<off_t>(
+          offsetof(StateFile, cores) + core * sizeof(CoreRecord) + offsetof(CoreRecord, body));
+      if (pwrite(fd, &empty, sizeof empty, offset) != static_cast<ssize_t>(sizeof empty)) {
+        *why = "cannot write " + temp + ": " + errno_text(errno);
+        result = TRN_ERROR_DRIVER;
+      }
+    }
+  }
+  close(fd);
+  if (result == TRN_SUCCESS && rename(temp.c_str(), path.c_str()) != 0) {
+    *why = "cannot rename " + temp + " to " + path + ": " + errno_text(errno);
+    result = TRN_ERROR_DRIVER;
+  }
+  if (result != TRN_SUCCESS) unlink(temp.c_str());
+  return result;
+}
+
+// Checks who owns the file and that nobody else may read it.
+trn_result_t check_file_access(const std::string &path, const struct stat &st, std::string *why) {
+  if (!S_ISREG(st.st_mode)) {
+    *why = path + " is not a regular file; " + stale_state_advice(path);
+    return TRN_ERROR_STATE_CORRUPT;
+  }
+  if (st.st_uid != geteuid()) {
+    *why = path + " belongs to uid " + std::to_string(st.st_uid) + ", not to this user (uid " +
+           std::to_string(geteuid()) + "); simulated devices are private to their user: " +
+           "set TRN_SIM_ROOT to a directory of your own";
+    return TRN_ERROR_PERMISSION_DENIED;
+  }
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
+    *why = path + " has mode " + mode + " but must be 0600 so other users cannot touch the " +
+           "device: run chmod 600 " + path;
+    return TRN_ERROR_PERMISSION_DENIED;
+  }
+  return TRN_SUCCESS;
+}
+
+trn_result_t validate_header(const std::string &path, const struct stat &st,
+                             const StateHeader &header, std::string *why) {
+  if (std::memcmp(header.magic, kStateMagic, sizeof kStateMagic) != 0) {
+    *why = path + " is not a trn device state file (bad magic); " + stale_state_advice(path);
+    return TRN_ERROR_STATE_CORRUPT;
+  }
+  if (header.layout_version != kStateLayoutVersion) {
+    *why =
+        path + " has state layout version " + std::to_string(header.layout_version) +
+        " but this trn " TRN_RELEASE_STRING " uses version " + std::to_string(kStateLayoutVersion) +
+        ": a process of another trn release created it. To clear it, " + stale_state_advice(path);
+    return TRN_ERROR_STATE_VERSION_MISMATCH;
+  }
+  if (header.header_bytes != sizeof(StateHeader) || header.file_bytes != sizeof(StateFile) ||
+      static_cast<uint64_t>(st.st_size) != sizeof(StateFile) || header.physical_cores == 0 ||
+      header.physical_cores > kMaxPhysicalCores || !is_known_generation(header.generation)) {
+    *why = path + " is damaged (" + std::to_string(st.st_size) + " bytes, expected " +
+           std::to_string(sizeof(StateFile)) + ", or inconsistent header); " +
+           stale_state_advice(path);
+    return TRN_ERROR_STATE_CORRUPT;
+  }
+  return TRN_SUCCESS;
+}
+
+bool same_config(const StateHeader &header, const DeviceWish &wish) {
+  return header.generation == static_cast<uint32_t>(wish.generation) &&
+         header.physical_cores == wish.physical_cores && header.hbm_bytes == wish.hbm_bytes &&
+         (wish.index != 0 || header.device_count == wish.device_count);
+}
+
+// Which explicit wishes the file contradicts, e.g. "TRN_SIM_GENERATION=trn1".
+std::string conflicting_settings(const StateHeader &header, const DeviceWish &wish) {
+  std::string out;
+  auto add = [&](const std::string &text) { out += (out.empty() ? "" : ", ") + text; };
+  if (wish.explicit_generation && header.generation != static_cast<uint32_t>(wish.generation))
+    add(std::string("TRN_SIM_GENERATION=") + generation_spec(wish.generation).name);
+  if (wish.explicit_hbm && header.hbm_bytes != wish.hbm_bytes)
+    add("TRN_SIM_HBM_BYTES=" + common::format_bytes(wish.hbm_bytes));
+  if (wish.explicit_device_count && wish.index == 0 && header.device_count != wish.device_count)
+    add("TRN_SIM_DEVICES=" + std::to_string(wish.device_count));
+  return out;
+}
+
+}  // namespace
+
+std::string describe_device_config(trn_generation_t generation, uint32_t cores,
+                                   uint64_t hbm_bytes) {
+  return std::string(generation_spec(generation).name) + " (" + std::to_string(cores) + " cores, " +
+         common::format_bytes(hbm_bytes) + ")";
+}
+
+DeviceState::DeviceState(std::string path, int fd, StateFile *file)
+    : path_(std::move(path)), fd_(fd), file_(file) {
+  std::memcpy(&header_, &file_->header, sizeof header_);
+}
+
+DeviceState::~DeviceState() {
+  munmap(file_, sizeof(StateFile));
+  close(fd_);  // drops every lock this process holds on the device
+}
+
+trn_result_t DeviceState::open(const std::string &root, const DeviceWish &wish,
+                               std::unique_ptr<DeviceState> *out, std::string *why) {
+  const std::string path = root + "/device" + std::to_string(wish.index) + ".state";
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+      if (trn_result_t r = create_state_file(path, wish, why); r != TRN_SUCCESS) return r;
+      fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    }
+    if (fd < 0) {
+      const int error = errno;
+      *why = "cannot open " + path + ": " + errno_text(error) +
+             (error == EACCES ? "; it must be readable and writable by you (mode 0600): run "
+                                "chmod 600 " +
+                                    path
+                              : "");
+      return error == EACCES ? TRN_ERROR_PERMISSION_DENIED : TRN_ERROR_DRIVER;
+    }
+    struct stat st {};
+    StateHeader header{};
+    trn_result_t result = TRN_SUCCESS;
+    if (fstat(fd, &st) != 0) {
+      *why = "cannot stat " + path + ": " + errno_text(errno);
+      result = TRN_ERROR_DRIVER;
+    } else if ((result = check_file_access(path, st, why)) != TRN_SUCCESS) {
+    } else if (static_cast<size_t>(st.st_size) < sizeof header ||
+               pread(fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) {
+      *why = path + " is truncated (" + std::to_string(st.st_size) +
+             " bytes, shorter than a state header); " + stale_state_advice(path);
+      result = TRN_ERROR_STATE_CORRUPT;
+    } else {
+      result = validate_header(path, st, header, why);
+    }
+    if (result != TRN_SUCCESS) {
+      close(fd);
+      return result;
+    }
+
+    void *map = mmap(nullptr, sizeof(StateFile), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+      *why = "cannot map " + path + ": " + errno_text(errno);
+      close(fd);
+      return TRN_ERROR_DRIVER;
+    }
+    std::unique_ptr<DeviceState> state(new DeviceState(path, fd, static_cast<StateFile *>(map)));
+
+    if (!same_config(header, wish)) {
+      // Nobody else has the file open: it is ours to re-create with this configuration.
+      if (attempt == 0 && ofd_try_lock(fd, kLockUsers, LockKind::exclusive) == 0) {
+        state.reset();
+        if (trn_result_t r = create_state_file(path, wish, why); r != TRN_SUCCESS) return r;
+        continue;
+      }
+      const std::string conflicts = conflicting_settings(header, wish);
+      if (!conflicts.empty()) {
+        std::string users;
+        {
+          std::lock_guard lock(state->mu_);
+          for (const auto &p : state->live_processes_locked())
+            users += (users.empty() ? "" : ", ") + std::string("pid ") + std::to_string(p.pid) +
+                     " (" + p.command + ")";
+        }
+        *why = "device " + std::to_string(wish.index) + " is in use as " +
+               describe_device_config(static_cast<trn_generation_t>(header.generation),
+                                      header.physical_cores, header.hbm_bytes) +
+               (users.empty() ? " by another process or tool" : " by " + users) +
+               ", but this process asks for " + conflicts +
+               ": use the same settings while it runs, or another TRN_SIM_ROOT";
+        return TRN_ERROR_INVALID_CONFIG;
+      }
+    }
+    if (int rc = ofd_try_lock(fd, kLockUsers, LockKind::shared); rc != 0) {
+      *why = "cannot lock " + path + ": " + errno_text(rc);
+      return TRN_ERROR_DRIVER;
+    }
+    *out = std::move(state);
+    return TRN_SUCCESS;
+  }
+  *why = "cannot re-create " + path + ": another process keeps replacing it";
+  return TRN_ERROR_DRIVER;
+}
+
+bool DeviceState::slot_is_live_locked(uint32_t slot) {
+  if (static_cast<int32_t>(slot) == slot_) return true;
+  bool held = false;
+  return ofd_is_held(fd_, kLockSlotBase + slot, LockKind::exclusive, &held) == 0 && held;
+}
+
+bool DeviceState::core_is_held_by_other_locked(uint32_t core) {
+  if (claimed_mask_ & (uint64_t{1} << core)) return false;
+  bool held = false;
+  return ofd_is_held(fd_, kLockCoreBase + core, LockKind::exclusive, &held) == 0 && held;
+}
+
+trn_hal_process_t DeviceState::describe_slot_locked(uint32_t slot) {
+  trn_hal_process_t process{};
+  ProcessSlot::Body body{};
+  if (!seqlock_read(file_->slots[slot], &body)) return process;
+  process.pid = body.pid;
+  process.uid = body.uid;
+  process.attached_unix_ns = body.attached_unix_ns;
+  std::memcpy(process.command, body.command, sizeof process.command);
+  process.command[sizeof process.command - 1] = '\0';
+  std::memcpy(process.runtime_version, body.runtime_version, sizeof process.runtime_version);
+  process.runtime_version[sizeof process.runtime_version - 1] = '\0';
+  return process;
+}
+
+std::vector<trn_hal_process_t> DeviceState::live_processes_locked() {
+  std::vector<trn_hal_process_t> live;
+  for (uint32_t slot = 0; slot < kMaxProcessSlots; ++slot) {
+    if (!slot_is_live_locked(slot)) continue;
+    trn_hal_process_t process = describe_slot_locked(slot);
+    if (process.pid == 0) continue;  // still registering
+    for (uint32_t core = 0; core < header_.physical_cores; ++core) {
+      const bool mine = static_cast<int32_t>(slot) == slot_ && (claimed_mask_ >> core & 1u);
+      CoreRecord::Body record{};
+      const bool theirs = !mine && core_is_held_by_other_locked(core) &&
+                          seqlock_read(file_->cores[core], &record) &&
+                          record.owner_slot == static_cast<int32_t>(slot);
+      if (mine || theirs) process.physical_core_mask |= uint64_t{1} << core;
+    }
+    live.push_back(process);
+  }
+  return live;
+}
+
+trn_result_t DeviceState::attach_locked(const trn_hal_process_identity_t &identity,
+                                        std::string *why) {
+  if (slot_ >= 0) return TRN_SUCCESS;
+  for (uint32_t slot = 0; slot < kMaxProcessSlots; ++slot) {
+    const int rc = ofd_try_lock(fd_, kLockSlotBase + slot, LockKind::exclusive);
+    if (rc == EAGAIN) continue;
+    if (rc != 0) {
+      *why = "cannot lock a process slot of " + path_ + ": " + errno_text(rc);
+      return TRN_ERROR_DRIVER;
+    }
+    ProcessSlot::Body body{};
+    body.pid = getpid();
+    body.uid = geteuid();
+    body.attached_unix_ns = common::unix_now_ns();
+    std::snprintf(body.command, sizeof body.command, "%s",
+                  identity.command ? identity.command : "");
+    std::snprintf(body.runtime_version, sizeof body.runtime_version, "%s",
+                  identity.runtime_version ? identity.runtime_version : "");
+    seqlock_write(file_->slots[slot], body);
+    slot_ = static_cast<int32_t>(slot);
+    return TRN_SUCCESS;
+  }
+  std::string users;
+  for (const auto &p : live_processes_locked())
+    users += (users.empty() ? "" : ", ") + std::to_string(p.pid);
+  *why = "device " + std::to_string(header_.device_index) + " already has " +
+         std::to_string(kMaxProcessSlots) + " processes attached (pids " + users +
+         "): end some of them first";
+  return TRN_ERROR_TOO_MANY_PROCESSES;
+}
+
+trn_result_t DeviceState::owner(uint32_t core, trn_hal_process_t *owner, std::string *why) {
+  std::lock_guard lock(mu_);
+  return owner_locked(core, owner, why);
+}
+
+trn_result_t DeviceState::claim(const trn_hal_process_identity_t &identity, uint32_t first,
+                                uint32_t count, uint32_t *busy_core, std::string *why) {
+  std::lock_guard lock(mu_);
+  if (trn_result_t r = attach_locked(identity, why); r != TRN_SUCCESS) return r;
+  uint64_t taken = 0;
+  for (uint32_t core = first; core < first + count; ++core) {
+    const uint64_t bit = uint64_t{1} << core;
+    if (claimed_mask_ & bit) continue;
+    const int rc = ofd_try_lock(fd_, kLockCoreBase + core, LockKind::exclusive);
+    if (rc != 0) {
+      for (uint32_t undo = first; undo < core; ++undo)
+        if (taken >> undo & 1u) ofd_unlock(fd_, kLockCoreBase + undo);
+      if (rc != EAGAIN) {
+        *why = "cannot lock core " + std::to_string(core) + " in " + path_ + ": " + errno_text(rc);
+        return TRN_ERROR_DRIVER;
+      }
+      if (busy_core) *busy_core = core;
+      trn_hal_process_t holder{};
+      owner_locked(core, &holder, why);
+      *why = holder.pid > 0 ? "pid " + std::to_string(holder.pid) + " (" + holder.command +
+                                  ") since " + common::format_unix_time(holder.since_unix_ns)
+                            : std::string("another process (it has not finished registering)");
+      return TRN_ERROR_CORE_BUSY;
+    }
+    taken |= bit;
+  }
+  const uint64_t now = common::unix_now_ns();
+  for (uint32_t core = first; core < first + count; ++core) {
+    if (!(taken >> core & 1u)) continue;
+    seqlock_write(file_->cores[core], CoreRecord::Body{slot_, getpid(), now});
+  }
+  claimed_mask_ |= taken;
+  return TRN_SUCCESS;
+}
+
+trn_result_t DeviceState::unclaim(uint32_t first, uint32_t count, std::string *why) {
+  std::lock_guard lock(mu_);
+  for (uint32_t core = first; core < first + count; ++core) {
+    const uint64_t bit = uint64_t{1} << core;
+    if (!(claimed_mask_ & bit)) continue;
+    seqlock_write(file_->cores[core], CoreRecord::Body{-1, 0, 0});
+    if (int rc = ofd_unlock(fd_, kLockCoreBase + core); rc != 0) {
+      *why = "cannot unlock core " + std::to_string(core) + " in " + path_ + ": " + errno_text(rc);
+      return TRN_ERROR_DRIVER;
+    }
+    claimed_mask_ &= ~bit;
+  }
+  return TRN_SUCCESS;
+}
+
+trn_result_t DeviceState::owner_locked(uint32_t core, trn_hal_process_t *owner, std::string *why) {
+  (void)why;
+  *owner = trn_hal_process_t{};
+  const bool mine = claimed_mask_ >> core & 1u;
+  if (!mine && !core_is_held_by_other_locked(core)) return TRN_SUCCESS;  // free
+  // The owner writes its record right after taking the lock; give it a moment if we raced it.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    CoreRecord::Body record{};
+    if (seqlock_read(file_->cores[core], &record) && record.owner_slot >= 0 &&
+        record.owner_slot < static_cast<int32_t>(kMaxProcessSlots)) {
+      *owner = describe_slot_locked(static_cast<uint32_t>(record.owner_slot));
+      owner->since_unix_ns = record.since_unix_ns;
+      if (owner->pid == record.pid && owner->pid != 0) return TRN_SUCCESS;
+    }
+    if (mine || !core_is_held_by_other_locked(core)) break;
+    struct timespec pause {
+      0, 100'000
+    };
+    nanosleep(&pause, nullptr);
+  }
+  *owner = trn_hal_process_t{};
+  owner->pid = -1;  // held, but by a process that has not finished registering
+  return TRN_SUCCESS;
+}
+
+trn_result_t DeviceState::processes(uint32_t *count, trn_hal_process_t *processes,
+                                    std::string *why) {
+  (void)why;
+  std::lock_guard lock(mu_);
+  const std::vector<trn_hal_process_t> live = live_processes_locked();
+  if (processes != nullptr) {
+    const uint32_t n = std::min<uint32_t>(*count, static_cast<uint32_t>(live.size()));
+    std::copy_n(live.begin(), n, processes);
+    *count = n;
+  } else {
+    *count = static_cast<uint32_t>(live.size());
+  }
+  return TRN_SUCCESS;
+}
+
+}  // namespace trn::sim

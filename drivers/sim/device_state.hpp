@@ -1,0 +1,73 @@
+// One simulated device's shared state: opening (creating, validating, re-creating an unused file
+// for a new configuration), the process slot, and core claims. See state_layout.hpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "drivers/hal.h"
+#include "sim/state_layout.hpp"
+
+namespace trn::sim {
+
+// What this process wants the device to be; `explicit_*` = the user asked for it.
+struct DeviceWish {
+  uint32_t index = 0;
+  uint32_t device_count = 1;
+  trn_generation_t generation = TRN_GENERATION_TRN2;
+  uint32_t physical_cores = 0;
+  uint64_t hbm_bytes = 0;
+  bool explicit_device_count = false;
+  bool explicit_generation = false;
+  bool explicit_hbm = false;
+};
+
+class DeviceState {
+ public:
+  // Opens `<root>/device<index>.state`; the caller holds the root's directory lock. A missing
+  // file is created; a file nobody else has open is re-created when its configuration differs;
+  // a file in use keeps its configuration (an explicit, different wish is then an error).
+  static trn_result_t open(const std::string &root, const DeviceWish &wish,
+                           std::unique_ptr<DeviceState> *out, std::string *why);
+  ~DeviceState();
+  DeviceState(const DeviceState &) = delete;
+  DeviceState &operator=(const DeviceState &) = delete;
+
+  const StateHeader &header() const { return header_; }
+  const std::string &path() const { return path_; }
+
+  // Claims physical cores [first, first+count), all or none. Takes a process slot first if
+  // this process has none yet.
+  trn_result_t claim(const trn_hal_process_identity_t &identity, uint32_t first, uint32_t count,
+                     uint32_t *busy_core, std::string *why);
+  trn_result_t unclaim(uint32_t first, uint32_t count, std::string *why);
+  // pid 0: free; pid -1: held by a process still registering.
+  trn_result_t owner(uint32_t core, trn_hal_process_t *owner, std::string *why);
+  trn_result_t processes(uint32_t *count, trn_hal_process_t *processes, std::string *why);
+
+ private:
+  DeviceState(std::string path, int fd, StateFile *file);
+  trn_result_t attach_locked(const trn_hal_process_identity_t &identity, std::string *why);
+  // Live processes as seen now; must hold mu_.
+  std::vector<trn_hal_process_t> live_processes_locked();
+  bool slot_is_live_locked(uint32_t slot);
+  bool core_is_held_by_other_locked(uint32_t core);
+  trn_hal_process_t describe_slot_locked(uint32_t slot);
+  trn_result_t owner_locked(uint32_t core, trn_hal_process_t *owner, std::string *why);
+
+  std::string path_;
+  int fd_;
+  StateFile *file_;
+  StateHeader header_;
+  std::mutex mu_;  // serialises this process's writes and lock probes on the file
+  int32_t slot_ = -1;
+  uint64_t claimed_mask_ = 0;
+};
+
+// "trn2 (8 cores, 96 GiB)" for error messages.
+std::string describe_device_config(trn_generation_t generation, uint32_t cores, uint64_t hbm_bytes);
+
+}  // namespace trn::sim

@@ -1,0 +1,327 @@
+/*
+ * trn — userspace runtime for Trainium-class NeuronCores: the C API.
+ *
+ * Conventions (see docs/ARCHITECTURE.md):
+ *  - Every function returns trn_result_t unless documented otherwise. On failure the thread-local
+ *    trn_last_error() holds a sentence saying what was wrong and what to do; it is only changed by
+ *    calls that fail.
+ *  - Handles are opaque and validated: a stale, wrong-kind or garbage handle gives
+ *    TRN_ERROR_INVALID_HANDLE, never a crash. Device and core handles stay valid until
+ *    trn_runtime_shutdown().
+ *  - Enumeration is two-call: pass *count = 0 (or an array of NULL) to learn the count, then an
+ *    array of *count elements. A short array receives the first *count elements.
+ *  - Output structs carry a type tag and size first; set them with the matching *_INIT macro so
+ *    that later, larger versions of a struct stay compatible.
+ *  - The runtime initialises itself on first use from the environment (TRN_DRIVER, TRN_SIM_*,
+ *    TRN_VISIBLE_CORES, TRN_LNC, TRN_LOG_LEVEL). Every function is safe to call from several
+ *    threads at once unless its documentation says otherwise.
+ */
+#ifndef TRN_TRN_H
+#define TRN_TRN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(TRN_BUILDING_LIBRARY)
+#define TRN_API __attribute__((visibility("default")))
+#else
+#define TRN_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------------
+ * Versions
+ * --------------------------------------------------------------------------------------------- */
+
+#define TRN_MAKE_VERSION(major, minor) ((uint32_t)(((major) << 16) | (minor)))
+#define TRN_VERSION_MAJOR(version) ((uint32_t)(version) >> 16)
+#define TRN_VERSION_MINOR(version) ((uint32_t)(version)&0xffffu)
+/** The API version this header describes. */
+#define TRN_API_VERSION TRN_MAKE_VERSION(0, 1)
+
+/** The API version the loaded library implements (compare with TRN_API_VERSION). */
+TRN_API uint32_t trn_get_version(void);
+/** The library's release string, e.g. "0.1.0". Static storage; never NULL. */
+TRN_API const char *trn_get_version_string(void);
+
+/* ------------------------------------------------------------------------------------------------
+ * Results
+ * Values are append-only. Ranges: 0-99 success and non-errors, 100-199 argument and handle
+ * validation, 200-299 resources, 300-399 device and driver, 400-499 kernel faults,
+ * 500-599 collectives, 900+ internal.
+ * --------------------------------------------------------------------------------------------- */
+
+typedef enum trn_result {
+  TRN_SUCCESS = 0,
+  TRN_NOT_READY = 1, /**< polled operation has not completed yet */
+  TRN_TIMEOUT = 2,   /**< the deadline passed; nothing failed */
+
+  TRN_ERROR_INVALID_ARGUMENT = 100,   /**< an argument value is not allowed */
+  TRN_ERROR_INVALID_HANDLE = 101,     /**< NULL, stale, garbage or wrong-kind handle */
+  TRN_ERROR_NULL_POINTER = 102,       /**< a required pointer argument is NULL */
+  TRN_ERROR_INVALID_ENUM = 103,       /**< an enum argument is out of its range */
+  TRN_ERROR_OUT_OF_RANGE = 104,       /**< an index or count is too large */
+  TRN_ERROR_INVALID_STRUCT = 105,     /**< struct tag or size not set with its *_INIT macro */
+  TRN_ERROR_INVALID_CONFIG = 106,     /**< malformed environment variable or configuration */
+  TRN_ERROR_UNSUPPORTED = 107,        /**< valid request this driver or device cannot do */
+  TRN_ERROR_INVALID_KERNEL_ARG = 108, /**< reserved for kernel argument binding */
+
+  TRN_ERROR_OUT_OF_HOST_MEMORY = 200,
+  TRN_ERROR_OUT_OF_DEVICE_MEMORY = 201,
+  TRN_ERROR_CORE_BUSY = 202,          /**< the core is owned by another process */
+  TRN_ERROR_NOT_OWNER = 203,          /**< this process does not own the core */
+  TRN_ERROR_QUEUE_FULL = 204,         /**< submission would block: wait for completions */
+  TRN_ERROR_TOO_MANY_PROCESSES = 205, /**< every process slot of the device is taken */
+  TRN_ERROR_HANDLE_IN_USE = 206,      /**< the object is still used by the device */
+
+  TRN_ERROR_NO_DEVICE = 300,              /**< the device does not exist or was removed */
+  TRN_ERROR_PERMISSION_DENIED = 301,      /**< device state not accessible to this user */
+  TRN_ERROR_STATE_VERSION_MISMATCH = 302, /**< device state written by another layout version */
+  TRN_ERROR_STATE_CORRUPT = 303,          /**< device state is damaged or truncated */
+  TRN_ERROR_DRIVER = 304,                 /**< the driver failed (system call error) */
+  TRN_ERROR_DEVICE_LOST = 305,            /**< the device stopped responding */
+  TRN_ERROR_DEVICE_FAULTED = 306,         /**< the device reported a fault */
+  TRN_ERROR_DRIVER_NOT_FOUND = 307,       /**< TRN_DRIVER names no known driver */
+
+  TRN_ERROR_INVALID_KERNEL = 400,
+  TRN_ERROR_KERNEL_FAULT = 401,
+  TRN_ERROR_KERNEL_DEADLOCK = 402,
+  TRN_ERROR_CANCELLED = 403,
+
+  TRN_ERROR_COLLECTIVE = 500,
+
+  TRN_ERROR_INTERNAL = 900,
+
+  TRN_RESULT_FORCE_INT32 = 0x7fffffff
+} trn_result_t;
+
+/** "TRN_ERROR_CORE_BUSY" for a result; "TRN_RESULT_UNKNOWN" for a value not in the enum. */
+TRN_API const char *trn_result_name(trn_result_t result);
+/** A one-line description of what a result means in general. Static storage; never NULL. */
+TRN_API const char *trn_result_string(trn_result_t result);
+/**
+ * The detail of the last call on this thread that failed, e.g. "NeuronCore 2 on device 0 is in
+ * use by pid 4121 (python train.py) since 12:03:11". Empty string when no call failed yet.
+ * Thread-local storage, valid until the next failing call on the same thread; never NULL.
+ */
+TRN_API const char *trn_last_error(void);
+
+/* ------------------------------------------------------------------------------------------------
+ * Struct tags: the first member of every versioned struct.
+ * --------------------------------------------------------------------------------------------- */
+
+typedef enum trn_struct_type {
+  TRN_STRUCT_DRIVER_PROPERTIES = 1,
+  TRN_STRUCT_DEVICE_PROPERTIES = 2,
+  TRN_STRUCT_CORE_PROPERTIES = 3,
+  TRN_STRUCT_PROCESS_INFO = 4,
+  TRN_STRUCT_FORCE_INT32 = 0x7fffffff
+} trn_struct_type_t;
+
+/** Tag and size first: the library reads and writes only the first `size` bytes. */
+typedef struct trn_struct_header {
+  trn_struct_type_t type;
+  uint32_t size;
+} trn_struct_header_t;
+
+/* Defines `<struct_type>_make()`: a zeroed struct with its tag and size set. The *_INIT macros call
+ * it, so `trn_device_properties_t p = TRN_DEVICE_PROPERTIES_INIT;` works in C and C++ without
+ * missing-initializer warnings in callers' builds. */
+#define TRN_DEFINE_STRUCT_MAKE(struct_type, tag)       \
+  static inline struct_type struct_type##_make(void) { \
+    struct_type value;                                 \
+    memset(&value, 0, sizeof value);                   \
+    value.header.type = (tag);                         \
+    value.header.size = (uint32_t)sizeof value;        \
+    return value;                                      \
+  }
+
+/* ------------------------------------------------------------------------------------------------
+ * Handles
+ * --------------------------------------------------------------------------------------------- */
+
+typedef struct trn_driver_s *trn_driver_t;
+typedef struct trn_device_s *trn_device_t;
+typedef struct trn_core_s *trn_core_t;
+
+/* ------------------------------------------------------------------------------------------------
+ * Runtime
+ * --------------------------------------------------------------------------------------------- */
+
+/**
+ * Releases every core this process owns, closes the drivers and invalidates every handle (later
+ * use gives TRN_ERROR_INVALID_HANDLE). The next call re-initialises from the environment, so a
+ * process can pick up a changed configuration. Safe to call at any time; calls racing with it
+ * either complete on the old runtime or fail with TRN_ERROR_INVALID_HANDLE.
+ */
+TRN_API trn_result_t trn_runtime_shutdown(void);
+
+/* ------------------------------------------------------------------------------------------------
+ * Drivers: where devices come from (TRN_DRIVER selects; default: every driver).
+ * --------------------------------------------------------------------------------------------- */
+
+#define TRN_NAME_MAX 64
+#define TRN_DETAIL_MAX 512
+
+typedef struct trn_driver_properties {
+  trn_struct_header_t header;
+  char name[TRN_NAME_MAX];            /**< "sim" */
+  uint32_t hal_version;               /**< driver interface version the driver implements */
+  uint32_t device_count;              /**< devices this driver found */
+  trn_result_t status;                /**< TRN_SUCCESS, or why it found no devices */
+  char status_detail[TRN_DETAIL_MAX]; /**< one line: what the driver found or why not */
+} trn_driver_properties_t;
+
+TRN_DEFINE_STRUCT_MAKE(trn_driver_properties_t, TRN_STRUCT_DRIVER_PROPERTIES)
+#define TRN_DRIVER_PROPERTIES_INIT trn_driver_properties_t_make()
+
+/**
+ * Lists the drivers the runtime loaded (two-call enumeration). A driver that found no devices is
+ * listed with the reason in its properties. Fails only if initialisation failed (bad
+ * configuration, inaccessible or incompatible device state); trn_last_error() says why.
+ */
+TRN_API trn_result_t trn_driver_get(uint32_t *count, trn_driver_t *drivers);
+TRN_API trn_result_t trn_driver_get_properties(trn_driver_t driver,
+                                               trn_driver_properties_t *properties);
+
+/* ------------------------------------------------------------------------------------------------
+ * Devices: one accelerator chip each.
+ * --------------------------------------------------------------------------------------------- */
+
+typedef enum trn_generation {
+  TRN_GENERATION_TRN1 = 1, /**< Trainium1, NeuronCore-v2 */
+  TRN_GENERATION_TRN2 = 2, /**< Trainium2, NeuronCore-v3 */
+  TRN_GENERATION_TRN3 = 3, /**< Trainium3, NeuronCore-v4 */
+  TRN_GENERATION_FORCE_INT32 = 0x7fffffff
+} trn_generation_t;
+
+/** "trn1", "trn2", "trn3"; "unknown" otherwise. */
+TRN_API const char *trn_generation_name(trn_generation_t generation);
+
+#define TRN_MAX_HBM_BANKS 8
+
+typedef struct trn_device_properties {
+  trn_struct_header_t header;
+  uint32_t index; /**< device index, 0..count-1, as trn-ls shows it */
+  trn_generation_t generation;
+  char name[TRN_NAME_MAX];      /**< "Trainium2 (simulated)" */
+  char driver[TRN_NAME_MAX];    /**< "sim" */
+  char pci_bdf[16];             /**< PCI-style bus id, "0000:10:00.0" */
+  uint32_t logical_core_config; /**< LNC: physical cores per logical core (1 or 2) */
+  uint32_t physical_core_count; /**< NeuronCores on the chip */
+  uint32_t core_count;          /**< logical cores = physical_core_count / LNC */
+  uint32_t first_core_id;       /**< global id of core 0 (ids as TRN_VISIBLE_CORES takes) */
+  uint32_t visible_core_count;  /**< cores of this device this process may use */
+  uint64_t hbm_bytes;           /**< total device memory */
+  uint32_t hbm_bank_count;
+  uint64_t hbm_bank_bytes[TRN_MAX_HBM_BANKS];
+  uint64_t hbm_bandwidth_bytes_per_s;
+  uint32_t dma_engines_per_core;
+  uint32_t semaphores_per_core;
+  uint32_t sbuf_partitions;          /**< 128 */
+  uint32_t sbuf_bytes_per_partition; /**< 192/224/256 KiB by generation */
+  uint32_t sbuf_usable_bytes_per_partition;
+  uint32_t psum_bytes_per_partition; /**< 16 KiB */
+  uint32_t psum_banks;               /**< 8 */
+  uint64_t tensor_clock_hz;
+  uint64_t vector_clock_hz;
+  uint64_t scalar_clock_hz;
+  uint64_t gpsimd_clock_hz;
+  uint64_t peak_bf16_flops_per_core; /**< dense, from clock × datapath */
+  uint64_t peak_fp32_flops_per_core;
+  uint32_t neighbor_count; /**< see trn_device_get_neighbors */
+} trn_device_properties_t;
+
+TRN_DEFINE_STRUCT_MAKE(trn_device_properties_t, TRN_STRUCT_DEVICE_PROPERTIES)
+#define TRN_DEVICE_PROPERTIES_INIT trn_device_properties_t_make()
+
+/**
+ * Lists the devices of every loaded driver (two-call enumeration). Zero devices is not an error;
+ * trn_driver_get_properties() says why each driver found none. Fails only if initialisation
+ * failed; trn_last_error() says why and what to do.
+ */
+TRN_API trn_result_t trn_device_get(uint32_t *count, trn_device_t *devices);
+TRN_API trn_result_t trn_device_get_properties(trn_device_t device,
+                                               trn_device_properties_t *properties);
+/** Indices of the devices directly linked to this one (NeuronLink), two-call enumeration. */
+TRN_API trn_result_t trn_device_get_neighbors(trn_device_t device, uint32_t *count,
+                                              uint32_t *device_indices);
+
+/** A process using a device: what trn-ls -w shows. */
+#define TRN_COMMAND_MAX 256
+#define TRN_MAX_CORES_PER_DEVICE 64
+
+typedef struct trn_process_info {
+  trn_struct_header_t header;
+  int32_t pid; /**< 0 when nobody */
+  uint32_t uid;
+  uint64_t attached_unix_ns;     /**< when the process attached to the device */
+  uint64_t since_unix_ns;        /**< for a core owner: when it acquired the core */
+  char command[TRN_COMMAND_MAX]; /**< command line, arguments separated by spaces */
+  char runtime_version[32];      /**< the trn release the process runs */
+  uint64_t core_mask;            /**< logical cores of this device it owns (bit i = core i) */
+} trn_process_info_t;
+
+TRN_DEFINE_STRUCT_MAKE(trn_process_info_t, TRN_STRUCT_PROCESS_INFO)
+#define TRN_PROCESS_INFO_INIT trn_process_info_t_make()
+
+/**
+ * Lists the live processes attached to a device (two-call enumeration). Each element must be
+ * initialised with TRN_PROCESS_INFO_INIT. Reads the device state only: it claims nothing and
+ * does not disturb the processes listed. Dead processes never appear.
+ */
+TRN_API trn_result_t trn_device_get_processes(trn_device_t device, uint32_t *count,
+                                              trn_process_info_t *processes);
+
+/* ------------------------------------------------------------------------------------------------
+ * Cores: NeuronCores (logical cores when LNC = 2).
+ * --------------------------------------------------------------------------------------------- */
+
+typedef struct trn_core_properties {
+  trn_struct_header_t header;
+  uint32_t device_index;
+  uint32_t index;               /**< logical core index within the device */
+  uint32_t global_id;           /**< id across devices, as TRN_VISIBLE_CORES takes it */
+  uint32_t first_physical_core; /**< physical cores index..index+physical_core_count-1 */
+  uint32_t physical_core_count; /**< = LNC */
+  uint32_t hbm_bank;            /**< the HBM bank nearest this core */
+  uint32_t dma_engines;
+  uint32_t owned; /**< 1 if this process owns the core */
+} trn_core_properties_t;
+
+TRN_DEFINE_STRUCT_MAKE(trn_core_properties_t, TRN_STRUCT_CORE_PROPERTIES)
+#define TRN_CORE_PROPERTIES_INIT trn_core_properties_t_make()
+
+/**
+ * Lists the cores of a device that this process may use (TRN_VISIBLE_CORES or
+ * NEURON_RT_VISIBLE_CORES restrict them), two-call enumeration. Listing claims nothing.
+ */
+TRN_API trn_result_t trn_core_get(trn_device_t device, uint32_t *count, trn_core_t *cores);
+TRN_API trn_result_t trn_core_get_properties(trn_core_t core, trn_core_properties_t *properties);
+
+/**
+ * Takes exclusive ownership of a core for this process. Never blocks. Acquiring a core this
+ * process already owns succeeds. Ownership ends with trn_core_release(), trn_runtime_shutdown()
+ * or the end of the process, however it ends (kill -9 included): the claim cannot go stale.
+ * @returns TRN_ERROR_CORE_BUSY when another process owns it; trn_last_error() names that
+ *          process (pid, command, since when).
+ */
+TRN_API trn_result_t trn_core_acquire(trn_core_t core);
+/** Gives up ownership. @returns TRN_ERROR_NOT_OWNER if this process does not own the core. */
+TRN_API trn_result_t trn_core_release(trn_core_t core);
+/**
+ * Who owns a core now. `owner` must be initialised with TRN_PROCESS_INFO_INIT. Its pid is 0 when
+ * the core is free, and -1 in the instant between another process's claim and its registration.
+ * Reads the device state only.
+ */
+TRN_API trn_result_t trn_core_get_owner(trn_core_t core, trn_process_info_t *owner);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TRN_TRN_H */

@@ -1,0 +1,153 @@
+// C entry points for NeuronCores: listing, properties and ownership.
+#include <string>
+
+#include "common/parse.hpp"
+#include "runtime/api_support.hpp"
+#include "runtime/process_info.hpp"
+#include "runtime/session.hpp"
+
+using namespace trn::rt;
+
+namespace {
+
+std::string core_name(const Core &core) {
+  return "NeuronCore " + std::to_string(core.index) + " on device " +
+         std::to_string(core.device->index);
+}
+
+// The live owner among the core's physical cores (pid 0: free).
+trn_result_t find_owner(const Core &core, trn_hal_process_t *owner) {
+  const Device &device = *core.device;
+  const uint32_t lnc = device.properties.logical_core_config;
+  *owner = trn_hal_process_t{};
+  for (uint32_t p = core.index * lnc; p < (core.index + 1) * lnc; ++p) {
+    trn_hal_error_t err{};
+    trn_result_t r =
+        device.driver->ops.core_owner(device.driver->instance, device.driver_index, p, owner, &err);
+    if (r != TRN_SUCCESS) return fail(r, err.message);
+    if (owner->pid != 0) break;
+  }
+  return TRN_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+TRN_API trn_result_t trn_core_get(trn_device_t handle, uint32_t *count, trn_core_t *cores) {
+  return TRN_API_CALL({
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    const Device *device = lookup_device(*session, handle, &result);
+    if (!device) return result;
+    if (trn_result_t r = check_count(count); r != TRN_SUCCESS) return r;
+    std::vector<const Core *> visible;
+    for (const Core *core : device->cores)
+      if (core->visible) visible.push_back(core);
+    enumerate(count, cores, visible.size(),
+              [&](uint32_t i) { return handle_of(*session, *visible[i]); });
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_core_get_properties(trn_core_t handle, trn_core_properties_t *properties) {
+  return TRN_API_CALL({
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    Core *core = lookup_core(*session, handle, &result);
+    if (!core) return result;
+    if (trn_result_t r = check_struct(properties, TRN_STRUCT_CORE_PROPERTIES, "properties",
+                                      "TRN_CORE_PROPERTIES_INIT");
+        r != TRN_SUCCESS)
+      return r;
+    Device &device = *core->device;
+    const trn_device_properties_t &dp = device.properties;
+    trn_core_properties_t full = TRN_CORE_PROPERTIES_INIT;
+    full.device_index = device.index;
+    full.index = core->index;
+    full.global_id = core->global_id;
+    full.physical_core_count = dp.logical_core_config;
+    full.first_physical_core = core->index * dp.logical_core_config;
+    // Banks are shared by neighbouring physical cores (two per bank on trn2).
+    const uint32_t cores_per_bank =
+        dp.hbm_bank_count ? std::max(1u, dp.physical_core_count / dp.hbm_bank_count) : 1;
+    full.hbm_bank = full.first_physical_core / cores_per_bank;
+    full.dma_engines = dp.dma_engines_per_core * dp.logical_core_config;
+    {
+      std::lock_guard lock(device.mu);
+      full.owned = core->owned ? 1 : 0;
+    }
+    copy_struct(full, properties);
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_core_acquire(trn_core_t handle) {
+  return TRN_API_CALL({
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    Core *core = lookup_core(*session, handle, &result);
+    if (!core) return result;
+    Device &device = *core->device;
+    std::lock_guard lock(device.mu);
+    if (core->owned) return TRN_SUCCESS;
+    const uint32_t lnc = device.properties.logical_core_config;
+    trn_hal_error_t err{};
+    uint32_t busy = 0;
+    result = device.driver->ops.core_claim(device.driver->instance, device.driver_index,
+                                           core->index * lnc, lnc, &busy, &err);
+    if (result == TRN_ERROR_CORE_BUSY)
+      return fail(result, core_name(*core) + " (core id " + std::to_string(core->global_id) +
+                              ") is in use by " + err.message +
+                              ": wait for it to release the core, end it, or pick another core "
+                              "with TRN_VISIBLE_CORES (trn-ls -w shows who owns what)");
+    if (result != TRN_SUCCESS) return fail(result, err.message);
+    core->owned = true;
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_core_release(trn_core_t handle) {
+  return TRN_API_CALL({
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    Core *core = lookup_core(*session, handle, &result);
+    if (!core) return result;
+    Device &device = *core->device;
+    std::lock_guard lock(device.mu);
+    if (!core->owned)
+      return fail(TRN_ERROR_NOT_OWNER,
+                  core_name(*core) + " is not owned by this process: acquire it first");
+    const uint32_t lnc = device.properties.logical_core_config;
+    trn_hal_error_t err{};
+    result = device.driver->ops.core_unclaim(device.driver->instance, device.driver_index,
+                                             core->index * lnc, lnc, &err);
+    if (result != TRN_SUCCESS) return fail(result, err.message);
+    core->owned = false;
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_core_get_owner(trn_core_t handle, trn_process_info_t *owner) {
+  return TRN_API_CALL({
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    const Core *core = lookup_core(*session, handle, &result);
+    if (!core) return result;
+    if (trn_result_t r =
+            check_struct(owner, TRN_STRUCT_PROCESS_INFO, "owner", "TRN_PROCESS_INFO_INIT");
+        r != TRN_SUCCESS)
+      return r;
+    trn_hal_process_t found{};
+    if (trn_result_t r = find_owner(*core, &found); r != TRN_SUCCESS) return r;
+    copy_struct(to_process_info(*core->device, found), owner);
+    return TRN_SUCCESS;
+  });
+}
+
+}  // extern "C"

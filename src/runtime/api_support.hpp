@@ -1,0 +1,55 @@
+// Checks and copies shared by the C entry points: versioned output structs and two-call
+// enumeration are done one way everywhere.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/error.hpp"
+#include "trn/trn.h"
+
+namespace trn::rt {
+
+// Accepts a struct whose header was set by its *_INIT macro (or by an older or newer header:
+// any size at least as big as the header).
+template <typename T>
+trn_result_t check_struct(const T *value, trn_struct_type_t type, const char *name,
+                          const char *init_macro) {
+  if (value == nullptr) return fail(TRN_ERROR_NULL_POINTER, std::string(name) + " is NULL");
+  if (value->header.type != type || value->header.size < sizeof(trn_struct_header_t))
+    return fail(TRN_ERROR_INVALID_STRUCT, std::string(name) + " has type tag " +
+                                              std::to_string(value->header.type) + " and size " +
+                                              std::to_string(value->header.size) +
+                                              ": initialise it with " + init_macro);
+  return TRN_SUCCESS;
+}
+
+// Writes `full` into `*out`, at most out->header.size bytes, keeping the caller's header.
+template <typename T>
+void copy_struct(const T &full, T *out) {
+  const uint32_t size = std::min<uint32_t>(out->header.size, sizeof(T));
+  const trn_struct_header_t header = out->header;
+  std::memcpy(reinterpret_cast<char *>(out) + sizeof header,
+              reinterpret_cast<const char *>(&full) + sizeof header, size - sizeof header);
+  out->header = header;
+}
+
+inline trn_result_t check_count(const uint32_t *count) {
+  return count ? TRN_SUCCESS : fail(TRN_ERROR_NULL_POINTER, "count is NULL");
+}
+
+// Two-call enumeration: without an array, reports how many; with one, fills min(*count, n).
+template <typename T, typename Make>
+void enumerate(uint32_t *count, T *out, size_t available, Make make) {
+  if (out == nullptr) {
+    *count = static_cast<uint32_t>(available);
+    return;
+  }
+  const uint32_t n = std::min<uint32_t>(*count, static_cast<uint32_t>(available));
+  for (uint32_t i = 0; i < n; ++i) out[i] = make(i);
+  *count = n;
+}
+
+}  // namespace trn::rt

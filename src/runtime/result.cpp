@@ -1,0 +1,95 @@
+// Names and descriptions of results and generations, and the library version.
+#include "trn/trn.h"
+
+namespace {
+
+struct ResultText {
+  trn_result_t result;
+  const char *name;
+  const char *text;
+};
+
+constexpr ResultText kResults[] = {
+    {TRN_SUCCESS, "TRN_SUCCESS", "success"},
+    {TRN_NOT_READY, "TRN_NOT_READY", "the operation has not completed yet"},
+    {TRN_TIMEOUT, "TRN_TIMEOUT", "the deadline passed before the operation completed"},
+    {TRN_ERROR_INVALID_ARGUMENT, "TRN_ERROR_INVALID_ARGUMENT", "an argument value is not allowed"},
+    {TRN_ERROR_INVALID_HANDLE, "TRN_ERROR_INVALID_HANDLE",
+     "the handle is NULL, stale, of the wrong kind or not a handle"},
+    {TRN_ERROR_NULL_POINTER, "TRN_ERROR_NULL_POINTER", "a required pointer argument is NULL"},
+    {TRN_ERROR_INVALID_ENUM, "TRN_ERROR_INVALID_ENUM", "an enum argument is out of its range"},
+    {TRN_ERROR_OUT_OF_RANGE, "TRN_ERROR_OUT_OF_RANGE", "an index or count is out of range"},
+    {TRN_ERROR_INVALID_STRUCT, "TRN_ERROR_INVALID_STRUCT",
+     "a struct was not initialised with its *_INIT macro (type tag or size wrong)"},
+    {TRN_ERROR_INVALID_CONFIG, "TRN_ERROR_INVALID_CONFIG",
+     "an environment variable or configuration value is malformed or contradictory"},
+    {TRN_ERROR_UNSUPPORTED, "TRN_ERROR_UNSUPPORTED", "the driver or device cannot do this"},
+    {TRN_ERROR_INVALID_KERNEL_ARG, "TRN_ERROR_INVALID_KERNEL_ARG",
+     "a kernel argument does not match the kernel's argument table"},
+    {TRN_ERROR_OUT_OF_HOST_MEMORY, "TRN_ERROR_OUT_OF_HOST_MEMORY", "out of host memory"},
+    {TRN_ERROR_OUT_OF_DEVICE_MEMORY, "TRN_ERROR_OUT_OF_DEVICE_MEMORY", "out of device memory"},
+    {TRN_ERROR_CORE_BUSY, "TRN_ERROR_CORE_BUSY", "the NeuronCore is owned by another process"},
+    {TRN_ERROR_NOT_OWNER, "TRN_ERROR_NOT_OWNER", "this process does not own the NeuronCore"},
+    {TRN_ERROR_QUEUE_FULL, "TRN_ERROR_QUEUE_FULL",
+     "the queue is full: wait for completions, then submit again"},
+    {TRN_ERROR_TOO_MANY_PROCESSES, "TRN_ERROR_TOO_MANY_PROCESSES",
+     "every process slot of the device is taken"},
+    {TRN_ERROR_HANDLE_IN_USE, "TRN_ERROR_HANDLE_IN_USE", "the object is still in use"},
+    {TRN_ERROR_NO_DEVICE, "TRN_ERROR_NO_DEVICE", "no such device"},
+    {TRN_ERROR_PERMISSION_DENIED, "TRN_ERROR_PERMISSION_DENIED",
+     "the device state is not accessible to this user"},
+    {TRN_ERROR_STATE_VERSION_MISMATCH, "TRN_ERROR_STATE_VERSION_MISMATCH",
+     "the device state was written by an incompatible trn release"},
+    {TRN_ERROR_STATE_CORRUPT, "TRN_ERROR_STATE_CORRUPT", "the device state is damaged"},
+    {TRN_ERROR_DRIVER, "TRN_ERROR_DRIVER", "the driver failed"},
+    {TRN_ERROR_DEVICE_LOST, "TRN_ERROR_DEVICE_LOST", "the device stopped responding"},
+    {TRN_ERROR_DEVICE_FAULTED, "TRN_ERROR_DEVICE_FAULTED", "the device reported a fault"},
+    {TRN_ERROR_DRIVER_NOT_FOUND, "TRN_ERROR_DRIVER_NOT_FOUND", "TRN_DRIVER names no known driver"},
+    {TRN_ERROR_INVALID_KERNEL, "TRN_ERROR_INVALID_KERNEL", "the kernel binary is malformed"},
+    {TRN_ERROR_KERNEL_FAULT, "TRN_ERROR_KERNEL_FAULT", "a kernel faulted during execution"},
+    {TRN_ERROR_KERNEL_DEADLOCK, "TRN_ERROR_KERNEL_DEADLOCK",
+     "a kernel deadlocked: no engine could make progress"},
+    {TRN_ERROR_CANCELLED, "TRN_ERROR_CANCELLED",
+     "the command was cancelled because an earlier one failed"},
+    {TRN_ERROR_COLLECTIVE, "TRN_ERROR_COLLECTIVE", "a collective operation failed"},
+    {TRN_ERROR_INTERNAL, "TRN_ERROR_INTERNAL", "internal error in trn (please report it)"},
+};
+
+const ResultText *find(trn_result_t result) {
+  for (const auto &entry : kResults)
+    if (entry.result == result) return &entry;
+  return nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+TRN_API const char *trn_result_name(trn_result_t result) {
+  const ResultText *entry = find(result);
+  return entry ? entry->name : "TRN_RESULT_UNKNOWN";
+}
+
+TRN_API const char *trn_result_string(trn_result_t result) {
+  const ResultText *entry = find(result);
+  return entry ? entry->text : "unknown result value";
+}
+
+TRN_API uint32_t trn_get_version(void) {
+  return TRN_API_VERSION;
+}
+
+TRN_API const char *trn_get_version_string(void) {
+  return TRN_RELEASE_STRING;
+}
+
+TRN_API const char *trn_generation_name(trn_generation_t generation) {
+  switch (generation) {
+    case TRN_GENERATION_TRN1: return "trn1";
+    case TRN_GENERATION_TRN2: return "trn2";
+    case TRN_GENERATION_TRN3: return "trn3";
+    default: return "unknown";
+  }
+}
+
+}  // extern "C"

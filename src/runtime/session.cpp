@@ -1,0 +1,319 @@
+#include "runtime/session.hpp"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "common/log.hpp"
+#include "common/parse.hpp"
+#include "runtime/error.hpp"
+#include "runtime/visibility.hpp"
+
+namespace trn::rt {
+
+namespace {
+
+struct BuiltinDriver {
+  const char *name;
+  trn_hal_get_ops_fn get_ops;
+};
+
+constexpr BuiltinDriver kBuiltinDrivers[] = {{"sim", trn_hal_sim_get_ops}};
+
+std::string builtin_driver_names() {
+  std::string names;
+  for (const auto &d : kBuiltinDrivers) names += (names.empty() ? "" : ", ") + std::string(d.name);
+  return names;
+}
+
+// The command line as other processes and tools will show it.
+std::string own_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!raw.empty() && raw.back() == '\0') raw.pop_back();
+  for (char &c : raw)
+    if (c == '\0') c = ' ';
+  if (raw.size() >= TRN_COMMAND_MAX) raw.resize(TRN_COMMAND_MAX - 1);
+  return raw;
+}
+
+trn_result_t select_drivers(std::vector<const BuiltinDriver *> *selected, std::string *why) {
+  auto wanted = common::env("TRN_DRIVER");
+  for (const auto &d : kBuiltinDrivers)
+    if (!wanted || *wanted == d.name) selected->push_back(&d);
+  if (selected->empty()) {
+    *why = "TRN_DRIVER='" + *wanted + "' names no driver: the drivers are " +
+           builtin_driver_names() + " (unset TRN_DRIVER to use every driver)";
+    return TRN_ERROR_DRIVER_NOT_FOUND;
+  }
+  return TRN_SUCCESS;
+}
+
+trn_result_t open_driver(const BuiltinDriver &builtin, const trn_hal_process_identity_t &identity,
+                         std::unique_ptr<Driver> *out, std::string *why) {
+  auto driver = std::make_unique<Driver>();
+  if (trn_result_t r = builtin.get_ops(TRN_HAL_VERSION, &driver->ops); r != TRN_SUCCESS) {
+    *why = std::string(builtin.name) + " driver does not implement driver interface version " +
+           std::to_string(TRN_HAL_VERSION);
+    return r;
+  }
+  trn_hal_error_t err{};
+  if (trn_result_t r = driver->ops.open(&identity, &driver->instance, &err); r != TRN_SUCCESS) {
+    *why = std::string(builtin.name) + " driver: " + err.message;
+    return r;
+  }
+  char detail[TRN_DETAIL_MAX] = {};
+  driver->status = driver->ops.status(driver->instance, detail, sizeof detail);
+  driver->status_detail = detail;
+  driver->device_count = driver->ops.device_count(driver->instance);
+  *out = std::move(driver);
+  return TRN_SUCCESS;
+}
+
+}  // namespace
+
+Session::~Session() {
+  for (auto &driver : drivers_)
+    if (driver->instance) driver->ops.close(driver->instance);
+}
+
+void Session::release_all() {
+  for (auto &device : devices_) {
+    std::lock_guard lock(device->mu);
+    for (Core *core : device->cores) {
+      if (!core->owned) continue;
+      trn_hal_error_t err{};
+      const uint32_t lnc = device->properties.logical_core_config;
+      if (device->driver->ops.core_unclaim(device->driver->instance, device->driver_index,
+                                           core->index * lnc, lnc, &err) != TRN_SUCCESS)
+        common::logger("runtime")->warn("releasing core {} of device {}: {}", core->index,
+                                        device->index, err.message);
+      core->owned = false;
+    }
+  }
+}
+
+trn_result_t Session::create(std::shared_ptr<Session> *out, std::string *why) {
+  VisibilityConfig visibility;
+  if (trn_result_t r = load_visibility(&visibility, why); r != TRN_SUCCESS) return r;
+  std::vector<const BuiltinDriver *> selected;
+  if (trn_result_t r = select_drivers(&selected, why); r != TRN_SUCCESS) return r;
+
+  auto session = std::shared_ptr<Session>(new Session());
+  const std::string command = own_command_line();
+  const trn_hal_process_identity_t identity{command.c_str(), TRN_RELEASE_STRING};
+
+  uint32_t next_core_id = 0;
+  for (const BuiltinDriver *builtin : selected) {
+    std::unique_ptr<Driver> driver;
+    if (trn_result_t r = open_driver(*builtin, identity, &driver, why); r != TRN_SUCCESS) return r;
+    driver->first_device = static_cast<uint32_t>(session->devices_.size());
+    for (uint32_t i = 0; i < driver->device_count; ++i) {
+      auto device = std::make_unique<Device>();
+      device->driver = driver.get();
+      device->driver_index = i;
+      device->index = static_cast<uint32_t>(session->devices_.size());
+      trn_device_properties_t &p = device->properties;
+      p = TRN_DEVICE_PROPERTIES_INIT;
+      trn_hal_error_t err{};
+      if (trn_result_t r = driver->ops.device_properties(driver->instance, i, &p, &err);
+          r != TRN_SUCCESS) {
+        *why = std::string(builtin->name) + " driver: " + err.message;
+        return r;
+      }
+      p.index = device->index;
+      const uint32_t max_lnc = p.generation == TRN_GENERATION_TRN1 ? 1 : 2;
+      if (visibility.lnc > max_lnc || p.physical_core_count % visibility.lnc != 0) {
+        *why = visibility.lnc_variable + "=" + std::to_string(visibility.lnc) +
+               " does not fit device " + std::to_string(device->index) + " (" +
+               trn_generation_name(p.generation) + ", " + std::to_string(p.physical_core_count) +
+               " physical cores): " + trn_generation_name(p.generation) + " supports only LNC=1" +
+               ", so unset it or set it to 1";
+        return TRN_ERROR_INVALID_CONFIG;
+      }
+      p.logical_core_config = visibility.lnc;
+      p.core_count = p.physical_core_count / visibility.lnc;
+      p.first_core_id = next_core_id;
+      next_core_id += p.core_count;
+      session->devices_.push_back(std::move(device));
+    }
+    session->drivers_.push_back(std::move(driver));
+  }
+
+  if (visibility.visible_cores && !visibility.visible_cores->empty() &&
+      visibility.visible_cores->back() >= next_core_id) {
+    *why = visibility.visible_cores_variable + "='" + visibility.visible_cores_text +
+           "' names core " + std::to_string(visibility.visible_cores->back()) + ", but there " +
+           (next_core_id == 1 ? "is only 1 core"
+                              : "are only " + std::to_string(next_core_id) + " cores") +
+           (next_core_id ? " (ids 0-" + std::to_string(next_core_id - 1) + ")" : "") + " on " +
+           std::to_string(session->devices_.size()) +
+           " device(s) with LNC=" + std::to_string(visibility.lnc);
+    return TRN_ERROR_INVALID_CONFIG;
+  }
+
+  for (auto &device : session->devices_) {
+    trn_device_properties_t &p = device->properties;
+    for (uint32_t c = 0; c < p.core_count; ++c) {
+      auto core = std::make_unique<Core>();
+      core->device = device.get();
+      core->index = c;
+      core->global_id = p.first_core_id + c;
+      core->slot = static_cast<uint32_t>(session->cores_.size());
+      core->visible = !visibility.visible_cores ||
+                      std::binary_search(visibility.visible_cores->begin(),
+                                         visibility.visible_cores->end(), core->global_id);
+      p.visible_core_count += core->visible ? 1 : 0;
+      device->cores.push_back(core.get());
+      session->cores_.push_back(std::move(core));
+    }
+  }
+  *out = std::move(session);
+  return TRN_SUCCESS;
+}
+
+// ---- the process-wide current session ----------------------------------------------------------
+
+namespace {
+
+struct Current {
+  std::mutex mu;  // guards session; held only to swap or copy the pointer, or to create it
+  std::shared_ptr<Session> session;
+};
+
+Current &current() {
+  static Current instance;
+  return instance;
+}
+
+// Set in a forked child: the inherited session's locks belong to the parent, so the child must
+// start over without touching them.
+std::atomic<bool> g_forked{false};
+
+void before_fork() {
+  current().mu.lock();
+}
+void after_fork_parent() {
+  current().mu.unlock();
+}
+void after_fork_child() {
+  g_forked.store(true, std::memory_order_relaxed);
+  current().mu.unlock();
+}
+
+void install_fork_handlers() {
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(before_fork, after_fork_parent, after_fork_child); });
+}
+
+}  // namespace
+
+std::shared_ptr<Session> current_session(trn_result_t *result) {
+  install_fork_handlers();
+  Current &state = current();
+  std::lock_guard lock(state.mu);
+  if (g_forked.exchange(false, std::memory_order_relaxed) && state.session) {
+    // Closing the child's copies of the descriptors leaves the parent's claims intact (the
+    // parent still holds its own descriptors); releasing them would not.
+    state.session.reset();
+  }
+  if (!state.session) {
+    std::string why;
+    std::shared_ptr<Session> session;
+    *result = Session::create(&session, &why);
+    if (*result != TRN_SUCCESS) {
+      fail(*result, why);
+      return nullptr;
+    }
+    state.session = std::move(session);
+  }
+  *result = TRN_SUCCESS;
+  return state.session;
+}
+
+void shutdown_session() {
+  std::shared_ptr<Session> session;
+  {
+    Current &state = current();
+    std::lock_guard lock(state.mu);
+    if (g_forked.exchange(false, std::memory_order_relaxed)) {
+      state.session.reset();
+      return;
+    }
+    session = std::move(state.session);
+  }
+  if (session) session->release_all();
+}
+
+// ---- handles ------------------------------------------------------------------------------------
+
+namespace {
+
+template <typename T, typename Handle>
+T *lookup(const Session &session, Handle handle, HandleKind kind,
+          const std::vector<std::unique_ptr<T>> &objects, trn_result_t *result) {
+  const char *what = handle_kind_name(kind);
+  if (handle == nullptr) {
+    *result = fail(TRN_ERROR_INVALID_HANDLE, std::string("the ") + what + " handle is NULL");
+    return nullptr;
+  }
+  const DecodedHandle decoded = decode_handle(from_handle(handle));
+  if (decoded.kind != kind) {
+    const bool known = decoded.kind == HandleKind::driver || decoded.kind == HandleKind::device ||
+                       decoded.kind == HandleKind::core;
+    *result =
+        fail(TRN_ERROR_INVALID_HANDLE,
+             known ? std::string("expected a ") + what + " handle but got a " +
+                         handle_kind_name(decoded.kind) + " handle"
+                   : std::string("the value passed as a ") + what + " handle is not a handle");
+    return nullptr;
+  }
+  if (decoded.generation != session.generation() || decoded.slot >= objects.size()) {
+    *result = fail(TRN_ERROR_INVALID_HANDLE,
+                   std::string("the ") + what +
+                       " handle is stale: it belongs to a runtime session that was shut down "
+                       "(trn_runtime_shutdown); get the " +
+                       what + " again");
+    return nullptr;
+  }
+  *result = TRN_SUCCESS;
+  return objects[decoded.slot].get();
+}
+
+}  // namespace
+
+const char *handle_kind_name(HandleKind kind) {
+  switch (kind) {
+    case HandleKind::driver: return "driver";
+    case HandleKind::device: return "device";
+    case HandleKind::core: return "core";
+  }
+  return "unknown";
+}
+
+Driver *lookup_driver(const Session &session, trn_driver_t handle, trn_result_t *result) {
+  return lookup(session, handle, HandleKind::driver, session.drivers(), result);
+}
+Device *lookup_device(const Session &session, trn_device_t handle, trn_result_t *result) {
+  return lookup(session, handle, HandleKind::device, session.devices(), result);
+}
+Core *lookup_core(const Session &session, trn_core_t handle, trn_result_t *result) {
+  return lookup(session, handle, HandleKind::core, session.cores(), result);
+}
+
+trn_driver_t handle_of(const Session &session, uint32_t driver_slot) {
+  return to_handle<trn_driver_t>(
+      encode_handle(session.generation(), HandleKind::driver, driver_slot));
+}
+trn_device_t handle_of(const Session &session, const Device &device) {
+  return to_handle<trn_device_t>(
+      encode_handle(session.generation(), HandleKind::device, device.index));
+}
+trn_core_t handle_of(const Session &session, const Core &core) {
+  return to_handle<trn_core_t>(encode_handle(session.generation(), HandleKind::core, core.slot));
+}
+
+}  // namespace trn::rt

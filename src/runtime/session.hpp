@@ -1,0 +1,86 @@
+// A runtime session: everything the runtime knows between initialisation and shutdown — the
+// drivers it opened, their devices and cores. API calls hold a shared_ptr to the session they
+// run on, so a concurrent trn_runtime_shutdown() never frees an object under a running call.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "drivers/hal.h"
+#include "runtime/handle.hpp"
+#include "trn/trn.h"
+
+namespace trn::rt {
+
+struct Driver {
+  trn_hal_ops_t ops{};
+  trn_hal_instance_t *instance = nullptr;
+  trn_result_t status = TRN_SUCCESS;
+  std::string status_detail;
+  uint32_t first_device = 0;  // index of its first device in the session
+  uint32_t device_count = 0;
+};
+
+struct Device;
+
+struct Core {
+  Device *device = nullptr;
+  uint32_t index = 0;      // logical index within the device
+  uint32_t global_id = 0;  // as TRN_VISIBLE_CORES names it
+  uint32_t slot = 0;       // handle slot in the session's core list
+  bool visible = false;
+  bool owned = false;  // guarded by device->mu
+};
+
+struct Device {
+  Driver *driver = nullptr;
+  uint32_t driver_index = 0;  // the device's number inside its driver
+  uint32_t index = 0;
+  trn_device_properties_t properties{};  // complete, process view
+  std::vector<Core *> cores;             // all logical cores, by index
+  std::mutex mu;                         // serialises ownership changes of its cores
+};
+
+class Session {
+ public:
+  ~Session();  // closes the drivers; does not release claims (see release_all)
+
+  // Opens the drivers and builds the device and core lists from the environment.
+  static trn_result_t create(std::shared_ptr<Session> *out, std::string *why);
+
+  uint32_t generation() const { return generation_; }
+  const std::vector<std::unique_ptr<Driver>> &drivers() const { return drivers_; }
+  const std::vector<std::unique_ptr<Device>> &devices() const { return devices_; }
+  const std::vector<std::unique_ptr<Core>> &cores() const { return cores_; }
+
+  // Gives up every core this process owns (explicit shutdown; never after fork in the child,
+  // where the claims belong to the parent).
+  void release_all();
+
+ private:
+  uint32_t generation_ = next_handle_generation();
+  std::vector<std::unique_ptr<Driver>> drivers_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<std::unique_ptr<Core>> cores_;
+};
+
+// The current session, created on first use. On failure returns null and sets *result and
+// trn_last_error(); the next call tries again (the environment may have been fixed).
+std::shared_ptr<Session> current_session(trn_result_t *result);
+// Ends the current session: releases owned cores, closes drivers, invalidates handles.
+void shutdown_session();
+
+// Handle lookups against a session: null (and the error recorded) when the handle is not a
+// live handle of that kind.
+Driver *lookup_driver(const Session &session, trn_driver_t handle, trn_result_t *result);
+Device *lookup_device(const Session &session, trn_device_t handle, trn_result_t *result);
+Core *lookup_core(const Session &session, trn_core_t handle, trn_result_t *result);
+
+trn_driver_t handle_of(const Session &session, uint32_t driver_slot);
+trn_device_t handle_of(const Session &session, const Device &device);
+trn_core_t handle_of(const Session &session, const Core &core);
+
+}  // namespace trn::rt
