@@ -29,6 +29,13 @@
 #define TRN_API
 #endif
 
+/* A cast that is clean in C and in C++ builds with -Wold-style-cast. */
+#ifdef __cplusplus
+#define TRN_CAST_(type, value) static_cast<type>(value)
+#else
+#define TRN_CAST_(type, value) ((type)(value))
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -37,9 +44,9 @@ extern "C" {
  * Versions
  * --------------------------------------------------------------------------------------------- */
 
-#define TRN_MAKE_VERSION(major, minor) ((uint32_t)(((major) << 16) | (minor)))
-#define TRN_VERSION_MAJOR(version) ((uint32_t)(version) >> 16)
-#define TRN_VERSION_MINOR(version) ((uint32_t)(version)&0xffffu)
+#define TRN_MAKE_VERSION(major, minor) TRN_CAST_(uint32_t, ((major) << 16) | (minor))
+#define TRN_VERSION_MAJOR(version) (TRN_CAST_(uint32_t, version) >> 16)
+#define TRN_VERSION_MINOR(version) (TRN_CAST_(uint32_t, version) & 0xffffu)
 /** The API version this header describes. */
 #define TRN_API_VERSION TRN_MAKE_VERSION(0, 1)
 
@@ -131,13 +138,13 @@ typedef struct trn_struct_header {
 /* Defines `<struct_type>_make()`: a zeroed struct with its tag and size set. The *_INIT macros call
  * it, so `trn_device_properties_t p = TRN_DEVICE_PROPERTIES_INIT;` works in C and C++ without
  * missing-initializer warnings in callers' builds. */
-#define TRN_DEFINE_STRUCT_MAKE(struct_type, tag)       \
-  static inline struct_type struct_type##_make(void) { \
-    struct_type value;                                 \
-    memset(&value, 0, sizeof value);                   \
-    value.header.type = (tag);                         \
-    value.header.size = (uint32_t)sizeof value;        \
-    return value;                                      \
+#define TRN_DEFINE_STRUCT_MAKE(struct_type, tag)           \
+  static inline struct_type struct_type##_make(void) {     \
+    struct_type value;                                     \
+    memset(&value, 0, sizeof value);                       \
+    value.header.type = (tag);                             \
+    value.header.size = TRN_CAST_(uint32_t, sizeof value); \
+    return value;                                          \
   }
 
 /* ------------------------------------------------------------------------------------------------

@@ -1,0 +1,39 @@
+// Child processes for multi-process tests: start a program with pipes, read its lines with a
+// deadline, kill it, reap it. Nothing here waits without a deadline.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace trn::test {
+
+class Child {
+ public:
+  // Starts `argv[0]` with the given arguments; stdin and stdout are pipes to this process.
+  explicit Child(const std::vector<std::string> &argv);
+  ~Child();  // kills (SIGKILL) and reaps if still running
+  Child(const Child &) = delete;
+  Child &operator=(const Child &) = delete;
+
+  pid_t pid() const { return pid_; }
+  // The next line of its stdout, or "" at EOF or after `timeout_ms`.
+  std::string read_line(int timeout_ms);
+  void close_stdin();
+  void kill(int signal);
+  // Waits up to `timeout_ms` for it to exit; its exit status, or -1 on timeout.
+  int wait(int timeout_ms);
+
+ private:
+  pid_t pid_ = -1;
+  int to_child_ = -1;
+  int from_child_ = -1;
+  std::string buffer_;
+  bool reaped_ = false;
+};
+
+// Runs a command to completion (bounded by timeout_ms) and returns its stdout+stderr.
+std::string run_command(const std::vector<std::string> &argv, int timeout_ms, int *status);
+
+}  // namespace trn::test

@@ -1,0 +1,31 @@
+// What the tools show, read once through the public API: drivers, devices, their neighbours
+// and processes. Reading claims nothing and disturbs no process.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trn/trn.h"
+
+namespace trn::tools {
+
+struct DeviceSnapshot {
+  trn_device_properties_t properties = TRN_DEVICE_PROPERTIES_INIT;
+  std::vector<uint32_t> neighbors;
+  std::vector<trn_process_info_t> processes;
+};
+
+struct Snapshot {
+  std::vector<trn_driver_properties_t> drivers;
+  std::vector<DeviceSnapshot> devices;
+  // One line saying why there is no device (empty when there are devices).
+  std::string no_device_reason;
+};
+
+// TRN_SUCCESS, or the failing result with trn_last_error() describing it.
+trn_result_t take_snapshot(Snapshot *snapshot);
+
+// Logical core indices of a mask, "0-3,6".
+std::string format_core_mask(uint64_t mask);
+
+}  // namespace trn::tools
