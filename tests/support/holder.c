@@ -102,6 +102,7 @@ int main(int argc, char **argv) {
     if (result != TRN_SUCCESS) {
       printf("busy %u %s\n", index, trn_result_name(result));
       fflush(stdout);
+      free(cores);
       return 3;
     }
   }
