@@ -95,11 +95,11 @@ trn_result_t check_file_access(const std::string &path, const struct stat &st, s
            "set TRN_SIM_ROOT to a directory of your own";
     return TRN_ERROR_PERMISSION_DENIED;
   }
-  if ((st.st_mode & 077) != 0) {
+  if ((st.st_mode & 077) != 0 || (st.st_mode & 0600) != 0600) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
-    *why = path + " has mode " + mode + " but must be 0600 so other users cannot touch the " +
-           "device: run chmod 600 " + path;
+    *why = path + " has mode " + mode + " but must be 0600 (yours to read and write, nobody " +
+           "else's): run chmod 600 " + path;
     return TRN_ERROR_PERMISSION_DENIED;
   }
   return TRN_SUCCESS;
@@ -174,6 +174,10 @@ trn_result_t DeviceState::open(const std::string &root, const DeviceWish &wish,
     if (fd < 0 && errno == ENOENT) {
       if (trn_result_t r = create_state_file(path, wish, why); r != TRN_SUCCESS) return r;
       fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    }
+    if (fd < 0 && errno == EISDIR) {
+      *why = path + " is a directory, not a device state file; " + stale_state_advice(path);
+      return TRN_ERROR_STATE_CORRUPT;
     }
     if (fd < 0) {
       const int error = errno;

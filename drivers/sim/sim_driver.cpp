@@ -45,7 +45,9 @@ trn_result_t prepare_root(const std::string &root, std::string *why) {
   if (mkdir(root.c_str(), 0700) != 0 && errno != EEXIST) {
     const int error = errno;
     *why = "cannot create the simulated device directory " + root +
-           " (TRN_SIM_ROOT): " + std::strerror(error);
+           " (TRN_SIM_ROOT): " + std::strerror(error) +
+           (error == ENOENT ? "; create its parent directory or set TRN_SIM_ROOT elsewhere"
+                            : "; set TRN_SIM_ROOT to a directory you can write");
     return error == EACCES ? TRN_ERROR_PERMISSION_DENIED : TRN_ERROR_DRIVER;
   }
   struct stat st {};

@@ -8,8 +8,9 @@
  *  - Handles are opaque and validated: a stale, wrong-kind or garbage handle gives
  *    TRN_ERROR_INVALID_HANDLE, never a crash. Device and core handles stay valid until
  *    trn_runtime_shutdown().
- *  - Enumeration is two-call: pass *count = 0 (or an array of NULL) to learn the count, then an
- *    array of *count elements. A short array receives the first *count elements.
+ *  - Enumeration is two-call: pass a NULL array to learn the count in *count, then an array of
+ *    *count elements. A shorter array receives the first *count elements and *count says how
+ *    many were written.
  *  - Output structs carry a type tag and size first; set them with the matching *_INIT macro so
  *    that later, larger versions of a struct stay compatible.
  *  - The runtime initialises itself on first use from the environment (TRN_DRIVER, TRN_SIM_*,

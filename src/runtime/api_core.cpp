@@ -145,6 +145,13 @@ TRN_API trn_result_t trn_core_get_owner(trn_core_t handle, trn_process_info_t *o
       return r;
     trn_hal_process_t found{};
     if (trn_result_t r = find_owner(*core, &found); r != TRN_SUCCESS) return r;
+    if (found.pid > 0) {
+      // Every core the owner holds on this device, as trn_device_get_processes reports it.
+      std::vector<trn_hal_process_t> processes;
+      if (trn_result_t r = list_processes(*core->device, &processes); r != TRN_SUCCESS) return r;
+      for (const auto &p : processes)
+        if (p.pid == found.pid) found.physical_core_mask = p.physical_core_mask;
+    }
     copy_struct(to_process_info(*core->device, found), owner);
     return TRN_SUCCESS;
   });

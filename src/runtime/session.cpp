@@ -76,8 +76,10 @@ trn_result_t open_driver(const BuiltinDriver &builtin, const trn_hal_process_ide
 }  // namespace
 
 Session::~Session() {
-  for (auto &driver : drivers_)
-    if (driver->instance) driver->ops.close(driver->instance);
+  // Devices and cores point into drivers: drop them first.
+  cores_.clear();
+  devices_.clear();
+  drivers_.clear();
 }
 
 void Session::release_all() {

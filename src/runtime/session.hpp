@@ -16,6 +16,13 @@
 namespace trn::rt {
 
 struct Driver {
+  Driver() = default;
+  Driver(const Driver &) = delete;
+  Driver &operator=(const Driver &) = delete;
+  ~Driver() {
+    if (instance) ops.close(instance);
+  }
+
   trn_hal_ops_t ops{};
   trn_hal_instance_t *instance = nullptr;
   trn_result_t status = TRN_SUCCESS;
@@ -46,7 +53,7 @@ struct Device {
 
 class Session {
  public:
-  ~Session();  // closes the drivers; does not release claims (see release_all)
+  ~Session();  // closes the drivers (dropping their claims without writing records)
 
   // Opens the drivers and builds the device and core lists from the environment.
   static trn_result_t create(std::shared_ptr<Session> *out, std::string *why);
