@@ -40,6 +40,10 @@ typedef struct trn_hal_process {
   uint64_t attached_unix_ns;
   uint64_t since_unix_ns;      /**< core_owner: when the core was claimed; else 0 */
   uint64_t physical_core_mask; /**< physical cores it owns */
+  uint64_t hbm_reserved_bytes[TRN_MAX_HBM_BANKS]; /**< chunks it holds, per bank */
+  uint64_t hbm_allocated_bytes[TRN_MAX_HBM_BANKS][TRN_MEM_CATEGORY_COUNT];
+  uint64_t hbm_peak_bytes[TRN_MAX_HBM_BANKS][TRN_MEM_CATEGORY_COUNT];
+  uint64_t hbm_allocation_count[TRN_MAX_HBM_BANKS][TRN_MEM_CATEGORY_COUNT];
   char command[TRN_COMMAND_MAX];
   char runtime_version[32];
 } trn_hal_process_t;
@@ -84,6 +88,40 @@ typedef struct trn_hal_ops {
   /** The live owner of a physical core (pid 0 when free). Never claims anything. */
   trn_result_t (*core_owner)(trn_hal_instance_t *instance, uint32_t device, uint32_t core,
                              trn_hal_process_t *owner, trn_hal_error_t *err);
+  /**
+   * Device memory. Reserves `bytes` (whole chunks of `chunk_bytes`) of one bank for this process
+   * as one contiguous range; nothing is committed yet. TRN_ERROR_OUT_OF_DEVICE_MEMORY when the
+   * bank has no such range (after reclaiming what dead processes held).
+   */
+  trn_result_t (*hbm_reserve)(trn_hal_instance_t *instance, uint32_t device, uint32_t bank,
+                              uint64_t bytes, uint64_t *device_address, trn_hal_error_t *err);
+  /** Returns a reserved range; its contents are discarded (it reads as zeros when reused). */
+  trn_result_t (*hbm_release)(trn_hal_instance_t *instance, uint32_t device,
+                              uint64_t device_address, uint64_t bytes, trn_hal_error_t *err);
+  /** A host pointer to a reserved or imported range (no commit). */
+  trn_result_t (*hbm_map)(trn_hal_instance_t *instance, uint32_t device, uint64_t device_address,
+                          uint64_t bytes, void **host, trn_hal_error_t *err);
+  /** Backs a range with storage before anything writes it: a full store fails here. */
+  trn_result_t (*hbm_commit)(trn_hal_instance_t *instance, uint32_t device, uint64_t device_address,
+                             uint64_t bytes, trn_hal_error_t *err);
+  /** Adds to this process's published allocation statistics (what tools show). */
+  void (*mem_account)(trn_hal_instance_t *instance, uint32_t device, uint32_t bank,
+                      trn_mem_category_t category, int64_t bytes, int64_t count);
+  /** Shares a reserved range with other processes; the range now lives while any holder does. */
+  trn_result_t (*hbm_export)(trn_hal_instance_t *instance, uint32_t device, uint64_t device_address,
+                             uint64_t bytes, uint32_t *record, uint64_t *id, trn_hal_error_t *err);
+  trn_result_t (*hbm_import)(trn_hal_instance_t *instance, uint32_t device, uint32_t record,
+                             uint64_t id, uint64_t *device_address, uint64_t *bytes,
+                             trn_hal_error_t *err);
+  /** Drops this process's hold on an export (exporter or importer). */
+  trn_result_t (*hbm_unexport)(trn_hal_instance_t *instance, uint32_t device, uint32_t record,
+                               uint64_t id, trn_hal_error_t *err);
+  /** A bank's size, the bytes live processes hold in it, and its largest free range. */
+  trn_result_t (*hbm_bank_usage)(trn_hal_instance_t *instance, uint32_t device, uint32_t bank,
+                                 uint64_t *bank_bytes, uint64_t *held_bytes,
+                                 uint64_t *largest_free_bytes, trn_hal_error_t *err);
+  uint64_t chunk_bytes; /**< reservation granule */
+
   /** Live processes attached to a device, two-call enumeration. Never claims anything. */
   trn_result_t (*process_list)(trn_hal_instance_t *instance, uint32_t device, uint32_t *count,
                                trn_hal_process_t *processes, trn_hal_error_t *err);

@@ -43,11 +43,10 @@ trn_result_t load_config(SimConfig *config, std::string *why) {
     auto bytes = common::parse_bytes(*text);
     const GenerationSpec &spec = generation_spec(result.generation);
     const uint64_t minimum = kHbmBankGranule * spec.hbm_banks;
-    constexpr uint64_t kMaximum = 1ull << 50;  // sparse file size the kernel accepts comfortably
-    if (!bytes || *bytes < minimum || *bytes > kMaximum) {
+    if (!bytes || *bytes < minimum || *bytes > kMaxHbmBytes) {
       *why = "TRN_SIM_HBM_BYTES='" + *text + "' is not a usable memory size: use bytes or a size " +
              "like 8GiB, at least " + common::format_bytes(minimum) + " (" +
-             std::to_string(spec.hbm_banks) + " banks of 2 MiB) and at most 1 PiB";
+             std::to_string(spec.hbm_banks) + " banks of 2 MiB) and at most 1 TiB";
       return TRN_ERROR_INVALID_CONFIG;
     }
     result.hbm_bytes = *bytes;

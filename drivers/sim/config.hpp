@@ -10,11 +10,12 @@
 #include <string>
 
 #include "sim/generation.hpp"
+#include "sim/state_layout.hpp"
 
 namespace trn::sim {
 
 constexpr uint32_t kMaxDevices = 64;
-constexpr uint64_t kHbmBankGranule = 2ull << 20;  // bank sizes are whole 2 MiB chunks
+constexpr uint64_t kHbmBankGranule = kChunkBytes;  // bank sizes are whole chunks
 
 struct SimConfig {
   std::string root;

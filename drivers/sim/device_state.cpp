@@ -24,6 +24,10 @@ std::string errno_text(int error) {
   return std::strerror(error);
 }
 
+std::string hbm_path_of(const std::string &state_path) {
+  return state_path.substr(0, state_path.size() - std::string(".state").size()) + ".hbm";
+}
+
 std::string stale_state_advice(const std::string &path) {
   return "stop the processes using the device (trn-ls -w lists them), then remove " + path +
          " (trn re-creates it), or point TRN_SIM_ROOT at another directory";
@@ -45,34 +49,59 @@ StateHeader make_header(const DeviceWish &wish) {
   return header;
 }
 
-// Writes a complete state file under a temporary name and renames it into place, so no process
-// ever maps a half-initialised file. The caller holds the directory lock.
-trn_result_t create_state_file(const std::string &path, const DeviceWish &wish, std::string *why) {
+std::string temp_name(const std::string &path) {
   static std::atomic<uint32_t> counter{0};
-  const std::string temp = path + ".tmp." + std::to_string(getpid()) + "." +
-                           std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+  return path + ".tmp." + std::to_string(getpid()) + "." +
+         std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+}
+
+// Fills a new state file through a mapping: the header, empty core records, and the memory
+// control block with its process-shared robust mutex (initialised in place, as POSIX requires).
+trn_result_t initialise_state(int fd, const std::string &path, const DeviceWish &wish,
+                              std::string *why) {
+  void *map = mmap(nullptr, sizeof(StateFile), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) {
+    *why = "cannot map " + path + ": " + errno_text(errno);
+    return TRN_ERROR_DRIVER;
+  }
+  auto *file = static_cast<StateFile *>(map);
+  file->header = make_header(wish);
+  for (auto &core : file->cores) core.body.owner_slot = -1;
+  MemoryControl &memory = file->memory;
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  const int rc = pthread_mutex_init(&memory.mutex, &attr);
+  pthread_mutexattr_destroy(&attr);
+  const GenerationSpec &spec = generation_spec(wish.generation);
+  memory.chunk_count = static_cast<uint32_t>(wish.hbm_bytes / kChunkBytes);
+  memory.bank_chunks = memory.chunk_count / spec.hbm_banks;
+  memory.next_export_id = 1;
+  munmap(map, sizeof(StateFile));
+  if (rc != 0) {
+    *why = "cannot initialise the memory lock of " + path + ": " + errno_text(rc);
+    return TRN_ERROR_DRIVER;
+  }
+  return TRN_SUCCESS;
+}
+
+// Creates `path` complete under a temporary name and renames it into place, so no process ever
+// opens a half-initialised file. `bytes` sizes the file (sparse).
+template <typename Fill>
+trn_result_t create_file(const std::string &path, uint64_t bytes, Fill fill, std::string *why) {
+  const std::string temp = temp_name(path);
   const int fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     *why = "cannot create " + temp + ": " + errno_text(errno);
     return errno == EACCES ? TRN_ERROR_PERMISSION_DENIED : TRN_ERROR_DRIVER;
   }
-  StateHeader header = make_header(wish);
   trn_result_t result = TRN_SUCCESS;
-  if (ftruncate(fd, sizeof(StateFile)) != 0 ||
-      pwrite(fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) {
-    *why = "cannot write " + temp + ": " + errno_text(errno);
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    *why = "cannot size " + temp + " to " + common::format_bytes(bytes) + ": " + errno_text(errno);
     result = TRN_ERROR_DRIVER;
   } else {
-    // Core records start with no owner.
-    CoreRecord::Body empty{-1, 0, 0};
-    for (uint32_t core = 0; core < kMaxPhysicalCores && result == TRN_SUCCESS; ++core) {
-      const off_t offset = static_cast<off_t>(
-          offsetof(StateFile, cores) + core * sizeof(CoreRecord) + offsetof(CoreRecord, body));
-      if (pwrite(fd, &empty, sizeof empty, offset) != static_cast<ssize_t>(sizeof empty)) {
-        *why = "cannot write " + temp + ": " + errno_text(errno);
-        result = TRN_ERROR_DRIVER;
-      }
-    }
+    result = fill(fd, temp);
   }
   close(fd);
   if (result == TRN_SUCCESS && rename(temp.c_str(), path.c_str()) != 0) {
@@ -81,6 +110,17 @@ trn_result_t create_state_file(const std::string &path, const DeviceWish &wish, 
   }
   if (result != TRN_SUCCESS) unlink(temp.c_str());
   return result;
+}
+
+// A device is two files: the state (created last, so a state file always has its memory file)
+// and the sparse backing of its HBM. The caller holds the directory lock.
+trn_result_t create_state_file(const std::string &path, const DeviceWish &wish, std::string *why) {
+  trn_result_t r = create_file(
+      hbm_path_of(path), wish.hbm_bytes, [](int, const std::string &) { return TRN_SUCCESS; }, why);
+  if (r != TRN_SUCCESS) return r;
+  return create_file(
+      path, sizeof(StateFile),
+      [&](int fd, const std::string &temp) { return initialise_state(fd, temp, wish, why); }, why);
 }
 
 // Checks who owns the file and that nobody else may read it.
@@ -162,6 +202,8 @@ DeviceState::DeviceState(std::string path, int fd, StateFile *file)
 }
 
 DeviceState::~DeviceState() {
+  if (hbm_base_) munmap(hbm_base_, header_.hbm_bytes);
+  if (hbm_fd_ >= 0) close(hbm_fd_);
   munmap(file_, sizeof(StateFile));
   close(fd_);  // drops every lock this process holds on the device
 }
@@ -284,6 +326,7 @@ std::vector<trn_hal_process_t> DeviceState::live_processes_locked() {
     if (!slot_is_live_locked(slot)) continue;
     trn_hal_process_t process = describe_slot_locked(slot);
     if (process.pid == 0) continue;  // still registering
+    fill_memory_locked(slot, &process);
     for (uint32_t core = 0; core < header_.physical_cores; ++core) {
       const bool mine = static_cast<int32_t>(slot) == slot_ && (claimed_mask_ >> core & 1u);
       CoreRecord::Body record{};
@@ -315,6 +358,15 @@ trn_result_t DeviceState::attach_locked(const trn_hal_process_identity_t &identi
                   identity.command ? identity.command : "");
     std::snprintf(body.runtime_version, sizeof body.runtime_version, "%s",
                   identity.runtime_version ? identity.runtime_version : "");
+    {
+      // A slot is reused only after its previous process died: return what it held first.
+      ChunkLock chunks(*this, why);
+      if (chunks.result() != TRN_SUCCESS) {
+        ofd_unlock(fd_, kLockSlotBase + slot);
+        return chunks.result();
+      }
+      reclaim_slot_chunks_locked(slot);
+    }
     seqlock_write(file_->slots[slot], body);
     slot_ = static_cast<int32_t>(slot);
     return TRN_SUCCESS;

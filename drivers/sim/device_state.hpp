@@ -48,6 +48,24 @@ class DeviceState {
   trn_result_t owner(uint32_t core, trn_hal_process_t *owner, std::string *why);
   trn_result_t processes(uint32_t *count, trn_hal_process_t *processes, std::string *why);
 
+  // Device memory (device_memory.cpp). Offsets are byte offsets into the device's HBM, which
+  // runs bank after bank.
+  uint64_t bank_bytes() const;
+  trn_result_t hbm_reserve(const trn_hal_process_identity_t &identity, uint32_t bank,
+                           uint64_t bytes, uint64_t *offset, std::string *why);
+  trn_result_t hbm_release(uint64_t offset, uint64_t bytes, std::string *why);
+  trn_result_t hbm_map(uint64_t offset, uint64_t bytes, void **host, std::string *why);
+  trn_result_t hbm_commit(uint64_t offset, uint64_t bytes, std::string *why);
+  void account(uint32_t bank, uint32_t category, int64_t bytes, int64_t count);
+  trn_result_t hbm_export(uint64_t offset, uint64_t bytes, uint32_t *record, uint64_t *id,
+                          std::string *why);
+  trn_result_t hbm_import(const trn_hal_process_identity_t &identity, uint32_t record, uint64_t id,
+                          uint64_t *offset, uint64_t *bytes, std::string *why);
+  trn_result_t hbm_unexport(uint32_t record, uint64_t id, std::string *why);
+  // Chunks of a bank held by live processes (exports included) and the largest free run.
+  trn_result_t bank_usage(uint32_t bank, uint64_t *held_bytes, uint64_t *largest_free_bytes,
+                          std::string *why);
+
  private:
   DeviceState(std::string path, int fd, StateFile *file);
   trn_result_t attach_locked(const trn_hal_process_identity_t &identity, std::string *why);
@@ -58,8 +76,30 @@ class DeviceState {
   trn_hal_process_t describe_slot_locked(uint32_t slot);
   trn_result_t owner_locked(uint32_t core, trn_hal_process_t *owner, std::string *why);
 
+  // Holds the chunk mutex (robust, taken with a deadline); see device_memory.cpp.
+  class ChunkLock {
+   public:
+    ChunkLock(DeviceState &state, std::string *why);
+    ~ChunkLock();
+    ChunkLock(const ChunkLock &) = delete;
+    ChunkLock &operator=(const ChunkLock &) = delete;
+    trn_result_t result() const { return result_; }
+
+   private:
+    DeviceState &state_;
+    trn_result_t result_ = TRN_SUCCESS;
+  };
+  uint64_t live_slot_mask_locked();
+  void reclaim_slot_chunks_locked(uint32_t slot);
+  void reclaim_dead_locked();
+  void free_chunks_locked(uint32_t first, uint32_t count);
+  trn_result_t open_hbm_locked(std::string *why);
+  void fill_memory_locked(uint32_t slot, trn_hal_process_t *process);
+
   std::string path_;
   int fd_;
+  int hbm_fd_ = -1;
+  char *hbm_base_ = nullptr;  // the whole HBM file, mapped on first use
   StateFile *file_;
   StateHeader header_;
   std::mutex mu_;  // serialises this process's writes and lock probes on the file

@@ -278,6 +278,126 @@ trn_result_t sim_process_list(trn_hal_instance_t *instance, uint32_t device, uin
   return r == TRN_SUCCESS ? r : fail(err, r, why);
 }
 
+// Device addresses: (device + 1) << 56 | bank << 48 | offset in the bank (see trn.h).
+uint64_t to_device_address(const DeviceState &state, uint32_t device, uint64_t offset) {
+  const uint64_t bank = offset / state.bank_bytes();
+  return (uint64_t{device + 1} << 56) | (bank << 48) | (offset % state.bank_bytes());
+}
+
+bool to_offset(const DeviceState &state, uint32_t device, uint64_t address, uint64_t bytes,
+               uint64_t *offset) {
+  const uint64_t bank = (address >> 48) & 0xffu;
+  const uint64_t in_bank = address & ((uint64_t{1} << 48) - 1);
+  if ((address >> 56) != device + 1u || in_bank >= state.bank_bytes() ||
+      bank >= state.header().hbm_bytes / state.bank_bytes())
+    return false;
+  *offset = bank * state.bank_bytes() + in_bank;
+  return bytes <= state.header().hbm_bytes - *offset;
+}
+
+template <typename Body>
+trn_result_t with_device(trn_hal_instance_t *instance, uint32_t device, trn_hal_error_t *err,
+                         Body body) {
+  DeviceState *state = device_of(instance, device, err);
+  if (!state) return TRN_ERROR_OUT_OF_RANGE;
+  std::string why;
+  trn_result_t r = body(*state, &why);
+  return r == TRN_SUCCESS ? r : fail(err, r, why);
+}
+
+trn_result_t bad_address(uint64_t address, std::string *why) {
+  char text[32];
+  std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(address));
+  *why = std::string("device address ") + text + " is not device memory of this device";
+  return TRN_ERROR_INVALID_ARGUMENT;
+}
+
+trn_result_t sim_hbm_reserve(trn_hal_instance_t *instance, uint32_t device, uint32_t bank,
+                             uint64_t bytes, uint64_t *address, trn_hal_error_t *err) {
+  return with_device(instance, device, err, [&](DeviceState &state, std::string *why) {
+    if (bank >= state.header().hbm_bytes / state.bank_bytes()) {
+      *why = "device " + std::to_string(device) + " has no HBM bank " + std::to_string(bank);
+      return TRN_ERROR_OUT_OF_RANGE;
+    }
+    uint64_t offset = 0;
+    trn_result_t r = state.hbm_reserve(instance->identity, bank, bytes, &offset, why);
+    if (r == TRN_SUCCESS) *address = to_device_address(state, device, offset);
+    return r;
+  });
+}
+
+trn_result_t sim_hbm_release(trn_hal_instance_t *instance, uint32_t device, uint64_t address,
+                             uint64_t bytes, trn_hal_error_t *err) {
+  return with_device(instance, device, err, [&](DeviceState &state, std::string *why) {
+    uint64_t offset = 0;
+    if (!to_offset(state, device, address, bytes, &offset)) return bad_address(address, why);
+    return state.hbm_release(offset, bytes, why);
+  });
+}
+
+trn_result_t sim_hbm_map(trn_hal_instance_t *instance, uint32_t device, uint64_t address,
+                         uint64_t bytes, void **host, trn_hal_error_t *err) {
+  return with_device(instance, device, err, [&](DeviceState &state, std::string *why) {
+    uint64_t offset = 0;
+    if (!to_offset(state, device, address, bytes, &offset)) return bad_address(address, why);
+    return state.hbm_map(offset, bytes, host, why);
+  });
+}
+
+trn_result_t sim_hbm_commit(trn_hal_instance_t *instance, uint32_t device, uint64_t address,
+                            uint64_t bytes, trn_hal_error_t *err) {
+  return with_device(instance, device, err, [&](DeviceState &state, std::string *why) {
+    uint64_t offset = 0;
+    if (!to_offset(state, device, address, bytes, &offset)) return bad_address(address, why);
+    return state.hbm_commit(offset, bytes, why);
+  });
+}
+
+void sim_mem_account(trn_hal_instance_t *instance, uint32_t device, uint32_t bank,
+                     trn_mem_category_t category, int64_t bytes, int64_t count) {
+  if (instance && device < instance->devices.size())
+    instance->devices[device]->account(bank, static_cast<uint32_t>(category), bytes, count);
+}
+
+trn_result_t sim_hbm_export(trn_hal_instance_t *instance, uint32_t device, uint64_t address,
+                            uint64_t bytes, uint32_t *record, uint64_t *id, trn_hal_error_t *err) {
+  return with_device(instance, device, err, [&](DeviceState &state, std::string *why) {
+    uint64_t offset = 0;
+    if (!to_offset(state, device, address, bytes, &offset)) return bad_address(address, why);
+    return state.hbm_export(offset, bytes, record, id, why);
+  });
+}
+
+trn_result_t sim_hbm_import(trn_hal_instance_t *instance, uint32_t device, uint32_t record,
+                            uint64_t id, uint64_t *address, uint64_t *bytes, trn_hal_error_t *err) {
+  return with_device(instance, device, err, [&](DeviceState &state, std::string *why) {
+    uint64_t offset = 0;
+    trn_result_t r = state.hbm_import(instance->identity, record, id, &offset, bytes, why);
+    if (r == TRN_SUCCESS) *address = to_device_address(state, device, offset);
+    return r;
+  });
+}
+
+trn_result_t sim_hbm_unexport(trn_hal_instance_t *instance, uint32_t device, uint32_t record,
+                              uint64_t id, trn_hal_error_t *err) {
+  return with_device(instance, device, err, [&](DeviceState &state, std::string *why) {
+    return state.hbm_unexport(record, id, why);
+  });
+}
+
+trn_result_t sim_hbm_bank_usage(trn_hal_instance_t *instance, uint32_t device, uint32_t bank,
+                                uint64_t *bank_bytes, uint64_t *held, uint64_t *largest_free,
+                                trn_hal_error_t *err) {
+  return with_device(instance, device, err, [&](DeviceState &state, std::string *why) {
+    if (bank >= state.header().hbm_bytes / state.bank_bytes()) {
+      *why = "device " + std::to_string(device) + " has no HBM bank " + std::to_string(bank);
+      return TRN_ERROR_OUT_OF_RANGE;
+    }
+    *bank_bytes = state.bank_bytes();
+    return state.bank_usage(bank, held, largest_free, why);
+  });
+}
+
 }  // namespace
 }  // namespace trn::sim
 
@@ -299,5 +419,15 @@ extern "C" trn_result_t trn_hal_sim_get_ops(uint32_t version, trn_hal_ops_t *ops
   ops->core_unclaim = sim_core_unclaim;
   ops->core_owner = sim_core_owner;
   ops->process_list = sim_process_list;
+  ops->hbm_reserve = sim_hbm_reserve;
+  ops->hbm_release = sim_hbm_release;
+  ops->hbm_map = sim_hbm_map;
+  ops->hbm_commit = sim_hbm_commit;
+  ops->mem_account = sim_mem_account;
+  ops->hbm_export = sim_hbm_export;
+  ops->hbm_import = sim_hbm_import;
+  ops->hbm_unexport = sim_hbm_unexport;
+  ops->hbm_bank_usage = sim_hbm_bank_usage;
+  ops->chunk_bytes = kChunkBytes;
   return TRN_SUCCESS;
 }

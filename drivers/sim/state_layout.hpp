@@ -8,6 +8,8 @@
 // readers in other processes never see a torn record.
 #pragma once
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdint>
 
@@ -15,10 +17,24 @@
 
 namespace trn::sim {
 
-constexpr uint32_t kStateLayoutVersion = 1;
+constexpr uint32_t kStateLayoutVersion = 2;
 constexpr char kStateMagic[8] = {'T', 'R', 'N', 'S', 'I', 'M', 'S', 'T'};
 constexpr uint32_t kMaxProcessSlots = 64;
 constexpr uint32_t kMaxPhysicalCores = 16;
+constexpr uint32_t kMaxHbmBanks = TRN_MAX_HBM_BANKS;
+constexpr uint32_t kCategories = TRN_MEM_CATEGORY_COUNT;
+
+// HBM is handed to processes in chunks: big enough that the chunk table stays small and a
+// process takes few of them, small enough that little is stranded (PyTorch's small segment).
+constexpr uint64_t kChunkBytes = 2ull << 20;
+constexpr uint64_t kMaxHbmBytes = 1ull << 40;  // 1 TiB per device
+constexpr uint32_t kMaxChunks = static_cast<uint32_t>(kMaxHbmBytes / kChunkBytes);
+constexpr uint32_t kMaxExports = 256;
+
+// Chunk owners: 0 = free, 1..kMaxProcessSlots = process slot + 1, kExportOwnerBase + i = export
+// record i (memory shared between processes, freed when its last holder lets go).
+constexpr uint16_t kChunkFree = 0;
+constexpr uint16_t kExportOwnerBase = 0x100;
 
 // Byte ranges of the state file used as open-file-description locks. The kernel drops them when
 // the holder's last descriptor closes, which includes every way a process can die.
@@ -53,6 +69,23 @@ struct alignas(64) ProcessSlot {
   } body;
 };
 
+// Memory accounting of a process slot, written by its owner with relaxed atomic stores and read
+// by anyone (each counter is a single word: no record-level consistency is needed).
+struct alignas(64) SlotMemory {
+  uint64_t reserved[kMaxHbmBanks];                // chunks held, in bytes
+  uint64_t allocated[kMaxHbmBanks][kCategories];  // bytes handed out by allocations
+  uint64_t peak[kMaxHbmBanks][kCategories];
+  uint64_t count[kMaxHbmBanks][kCategories];
+};
+
+// Memory exported by one process and imported by others. Guarded by the chunk mutex.
+struct ExportRecord {
+  uint64_t id;           // never reused within a file; 0 = unused record
+  uint64_t holder_mask;  // process slots holding it (liveness still checked through locks)
+  uint32_t first_chunk;
+  uint32_t chunk_count;
+};
+
 struct alignas(64) CoreRecord {
   std::atomic<uint32_t> seq;
   uint32_t pad;
@@ -63,10 +96,24 @@ struct alignas(64) CoreRecord {
   } body;
 };
 
+// Shared mutable memory state. Every change is made under `mutex` (robust: a holder that dies
+// leaves it recoverable) and in an order that a half-done change leaves only chunks owned by a
+// dead slot, which the next reclaim returns.
+struct alignas(64) MemoryControl {
+  pthread_mutex_t mutex;
+  uint64_t next_export_id;
+  uint32_t chunk_count;  // chunks in the device (hbm_bytes / kChunkBytes)
+  uint32_t bank_chunks;  // chunks per bank
+  ExportRecord exports[kMaxExports];
+  uint16_t chunk_owner[kMaxChunks];
+};
+
 struct StateFile {
   StateHeader header;
   ProcessSlot slots[kMaxProcessSlots];
+  SlotMemory slot_memory[kMaxProcessSlots];
   CoreRecord cores[kMaxPhysicalCores];
+  MemoryControl memory;
 };
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "state file needs lock-free atomics");

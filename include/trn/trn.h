@@ -127,6 +127,9 @@ typedef enum trn_struct_type {
   TRN_STRUCT_DEVICE_PROPERTIES = 2,
   TRN_STRUCT_CORE_PROPERTIES = 3,
   TRN_STRUCT_PROCESS_INFO = 4,
+  TRN_STRUCT_POOL_DESC = 5,
+  TRN_STRUCT_MEM_STATS = 6,
+  TRN_STRUCT_MEM_INFO = 7,
   TRN_STRUCT_FORCE_INT32 = 0x7fffffff
 } trn_struct_type_t;
 
@@ -155,6 +158,8 @@ typedef struct trn_struct_header {
 typedef struct trn_driver_s *trn_driver_t;
 typedef struct trn_device_s *trn_device_t;
 typedef struct trn_core_s *trn_core_t;
+typedef struct trn_pool_s *trn_pool_t;
+typedef struct trn_mem_s *trn_mem_t;
 
 /* ------------------------------------------------------------------------------------------------
  * Runtime
@@ -259,6 +264,21 @@ TRN_API trn_result_t trn_device_get_properties(trn_device_t device,
 TRN_API trn_result_t trn_device_get_neighbors(trn_device_t device, uint32_t *count,
                                               uint32_t *device_indices);
 
+/** What an allocation is for: drives the statistics, the tools and the OOM report. */
+typedef enum trn_mem_category {
+  TRN_MEM_CATEGORY_TENSORS = 0,
+  TRN_MEM_CATEGORY_CONSTANTS = 1,
+  TRN_MEM_CATEGORY_CODE = 2,
+  TRN_MEM_CATEGORY_SCRATCH = 3,
+  TRN_MEM_CATEGORY_DMA_RINGS = 4,
+  TRN_MEM_CATEGORY_COLLECTIVES = 5,
+  TRN_MEM_CATEGORY_COUNT = 6, /**< number of categories, not a category */
+  TRN_MEM_CATEGORY_FORCE_INT32 = 0x7fffffff
+} trn_mem_category_t;
+
+/** "tensors", "constants", "code", "scratch", "dma-rings", "collectives"; "unknown" otherwise. */
+TRN_API const char *trn_mem_category_name(trn_mem_category_t category);
+
 /** A process using a device: what trn-ls -w shows. */
 #define TRN_COMMAND_MAX 256
 #define TRN_MAX_CORES_PER_DEVICE 64
@@ -272,6 +292,9 @@ typedef struct trn_process_info {
   char command[TRN_COMMAND_MAX]; /**< command line, arguments separated by spaces */
   char runtime_version[32];      /**< the trn release the process runs */
   uint64_t core_mask;            /**< logical cores of this device it owns (bit i = core i) */
+  uint64_t hbm_reserved_bytes;   /**< device memory it holds (whole chunks, cached included) */
+  uint64_t hbm_allocated_bytes;  /**< of which handed out by allocations */
+  uint64_t hbm_allocated_by_category[TRN_MEM_CATEGORY_COUNT];
 } trn_process_info_t;
 
 TRN_DEFINE_STRUCT_MAKE(trn_process_info_t, TRN_STRUCT_PROCESS_INFO)
@@ -327,6 +350,146 @@ TRN_API trn_result_t trn_core_release(trn_core_t core);
  * Reads the device state only.
  */
 TRN_API trn_result_t trn_core_get_owner(trn_core_t core, trn_process_info_t *owner);
+
+/* ------------------------------------------------------------------------------------------------
+ * Memory: pools and allocations.
+ *
+ * Device memory (HBM) is split into banks (trn2: 4 banks of 24 GiB, each nearest 2 cores). A
+ * pool draws from one bank of one device (or from host memory that DMA can reach) and caches
+ * what it takes: freed allocations are reused without a system call, and cached memory goes
+ * back to the device on trn_pool_trim(), or by itself before an allocation reports
+ * TRN_ERROR_OUT_OF_DEVICE_MEMORY. Device memory is virtual until written: reserving it costs no
+ * host memory; writing commits it.
+ *
+ * Addresses: a device address is 64 bits, (device + 1) << 56 | bank << 48 | offset in the bank;
+ * host pool memory is addressed by its host virtual address. Kernels and DMA use these.
+ * --------------------------------------------------------------------------------------------- */
+
+typedef enum trn_pool_kind {
+  TRN_POOL_KIND_DEVICE = 1, /**< HBM of one bank of the device */
+  TRN_POOL_KIND_HOST = 2,   /**< host memory the device's DMA engines can reach */
+  TRN_POOL_KIND_FORCE_INT32 = 0x7fffffff
+} trn_pool_kind_t;
+
+typedef struct trn_pool_desc {
+  trn_struct_header_t header;
+  trn_pool_kind_t kind; /**< default (0) = TRN_POOL_KIND_DEVICE */
+  uint32_t hbm_bank;    /**< device pools: the bank (trn_core_properties_t.hbm_bank) */
+  uint64_t byte_limit;  /**< most bytes the pool may hold at once; 0 = the bank's size */
+} trn_pool_desc_t;
+
+TRN_DEFINE_STRUCT_MAKE(trn_pool_desc_t, TRN_STRUCT_POOL_DESC)
+#define TRN_POOL_DESC_INIT trn_pool_desc_t_make()
+
+/** Allocation statistics: per pool, or per device across processes. */
+typedef struct trn_mem_usage {
+  uint64_t current_bytes;
+  uint64_t peak_bytes;
+  uint64_t allocation_count; /**< live allocations */
+} trn_mem_usage_t;
+
+typedef struct trn_mem_stats {
+  trn_struct_header_t header;
+  uint64_t limit_bytes;    /**< the pool's limit, or the device's (bank's) size */
+  uint64_t reserved_bytes; /**< taken from the device: allocated + cached */
+  uint64_t peak_reserved_bytes;
+  uint64_t allocated_bytes; /**< handed out by live allocations (rounded sizes) */
+  uint64_t peak_allocated_bytes;
+  uint64_t allocation_count;
+  uint64_t largest_free_bytes; /**< pools: largest cached free block */
+  uint64_t oom_retries;        /**< pools: allocations that needed a trim to succeed */
+  uint32_t process_count;      /**< device stats: live processes holding memory */
+  trn_mem_usage_t by_category[TRN_MEM_CATEGORY_COUNT];
+} trn_mem_stats_t;
+
+TRN_DEFINE_STRUCT_MAKE(trn_mem_stats_t, TRN_STRUCT_MEM_STATS)
+#define TRN_MEM_STATS_INIT trn_mem_stats_t_make()
+
+/**
+ * Creates a pool. Device pools need no core ownership: memory belongs to the process.
+ * @returns TRN_ERROR_OUT_OF_RANGE for a bank the device does not have.
+ */
+TRN_API trn_result_t trn_pool_create(trn_device_t device, const trn_pool_desc_t *desc,
+                                     trn_pool_t *pool);
+/**
+ * Destroys a pool and returns its memory to the device. Accepts NULL.
+ * @returns TRN_ERROR_HANDLE_IN_USE while allocations of the pool are live (nothing is freed).
+ */
+TRN_API trn_result_t trn_pool_destroy(trn_pool_t pool);
+/** Returns the pool's cached free memory to the device. */
+TRN_API trn_result_t trn_pool_trim(trn_pool_t pool);
+TRN_API trn_result_t trn_pool_get_stats(trn_pool_t pool, trn_mem_stats_t *stats);
+
+/**
+ * Memory of a device (or one bank, or UINT32_MAX for all) across every live process: what
+ * trn-ls shows. Reads the device state only.
+ */
+TRN_API trn_result_t trn_device_get_memory_stats(trn_device_t device, uint32_t hbm_bank,
+                                                 trn_mem_stats_t *stats);
+
+/** The allocation may be exported to other processes (it gets whole chunks of its own). */
+#define TRN_MEM_FLAG_EXPORTABLE 0x1u
+
+/**
+ * Allocates `size` bytes (rounded up to 512) aligned to `alignment` (0 = 512; a power of two up
+ * to 2 MiB). The memory reads as zeros.
+ * @returns TRN_ERROR_OUT_OF_DEVICE_MEMORY when the bank (or the pool's limit, or the host
+ *          backing store) cannot hold it even after trimming the process's pools;
+ *          trn_last_error() then states the request and a table of who holds the bank.
+ */
+TRN_API trn_result_t trn_mem_alloc(trn_pool_t pool, uint64_t size, uint64_t alignment,
+                                   trn_mem_category_t category, uint32_t flags, trn_mem_t *mem);
+/** Frees an allocation or releases an imported one. Accepts NULL. */
+TRN_API trn_result_t trn_mem_free(trn_mem_t mem);
+
+typedef struct trn_mem_info {
+  trn_struct_header_t header;
+  uint64_t device_address;
+  uint64_t size; /**< the size asked for */
+  trn_mem_category_t category;
+  trn_pool_kind_t kind;
+  uint32_t device_index;
+  uint32_t hbm_bank;
+  uint32_t imported; /**< 1 if it came from trn_mem_import */
+  uint32_t flags;
+} trn_mem_info_t;
+
+TRN_DEFINE_STRUCT_MAKE(trn_mem_info_t, TRN_STRUCT_MEM_INFO)
+#define TRN_MEM_INFO_INIT trn_mem_info_t_make()
+
+TRN_API trn_result_t trn_mem_get_info(trn_mem_t mem, trn_mem_info_t *info);
+/**
+ * A host pointer to the memory's contents, valid until the allocation is freed. Mapping commits
+ * the whole allocation, so a full backing store fails here (TRN_ERROR_OUT_OF_DEVICE_MEMORY),
+ * never as a signal on a later write. Writes through the pointer are seen by the device.
+ */
+TRN_API trn_result_t trn_mem_map(trn_mem_t mem, void **host_pointer);
+/** Synchronous copies into and out of an allocation, bounds-checked. */
+TRN_API trn_result_t trn_mem_write(trn_mem_t mem, uint64_t offset, const void *source,
+                                   uint64_t size);
+TRN_API trn_result_t trn_mem_read(trn_mem_t mem, uint64_t offset, void *destination, uint64_t size);
+/** Sets `size` bytes at `offset` to the byte `value`. */
+TRN_API trn_result_t trn_mem_set(trn_mem_t mem, uint64_t offset, uint8_t value, uint64_t size);
+
+/** An exported allocation, to pass to another process of the same user (bytes, copyable). */
+typedef struct trn_ipc_handle {
+  uint8_t bytes[64];
+} trn_ipc_handle_t;
+
+/**
+ * Exports an allocation made with TRN_MEM_FLAG_EXPORTABLE. Lifetime: the memory stays valid
+ * for every process holding it — the exporter until it frees it, each importer until it frees
+ * its import — and returns to the device when the last holder frees it or exits, however it
+ * exits. No holder ever sees memory reused for something else.
+ */
+TRN_API trn_result_t trn_mem_export(trn_mem_t mem, trn_ipc_handle_t *handle);
+/**
+ * Imports an exported allocation into this process (any pool of the device; the result counts
+ * as imported). @returns TRN_ERROR_INVALID_ARGUMENT for a handle of another device, a handle
+ * whose memory was already returned, or bytes that are not a handle.
+ */
+TRN_API trn_result_t trn_mem_import(trn_device_t device, const trn_ipc_handle_t *handle,
+                                    trn_mem_t *mem);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -43,6 +43,6 @@ trn_result_t api_call(const char *function, Body &&body) noexcept {
   }
 }
 
-#define TRN_API_CALL(body) ::trn::rt::api_call(__func__, [&]() -> trn_result_t body)
+#define TRN_API_CALL(...) ::trn::rt::api_call(__func__, [&]() -> trn_result_t __VA_ARGS__)
 
 }  // namespace trn::rt

@@ -14,6 +14,13 @@ trn_process_info_t to_process_info(const Device &device, const trn_hal_process_t
   info.since_unix_ns = process.since_unix_ns;
   std::memcpy(info.command, process.command, sizeof info.command);
   std::memcpy(info.runtime_version, process.runtime_version, sizeof info.runtime_version);
+  for (uint32_t bank = 0; bank < TRN_MAX_HBM_BANKS; ++bank) {
+    info.hbm_reserved_bytes += process.hbm_reserved_bytes[bank];
+    for (uint32_t c = 0; c < TRN_MEM_CATEGORY_COUNT; ++c) {
+      info.hbm_allocated_bytes += process.hbm_allocated_bytes[bank][c];
+      info.hbm_allocated_by_category[c] += process.hbm_allocated_bytes[bank][c];
+    }
+  }
   const uint32_t lnc = device.properties.logical_core_config;
   for (uint32_t core = 0; core < device.properties.core_count && core < 64; ++core) {
     const uint64_t physical = ((uint64_t{1} << lnc) - 1) << (core * lnc);

@@ -83,6 +83,18 @@ TRN_API const char *trn_get_version_string(void) {
   return TRN_RELEASE_STRING;
 }
 
+TRN_API const char *trn_mem_category_name(trn_mem_category_t category) {
+  switch (category) {
+    case TRN_MEM_CATEGORY_TENSORS: return "tensors";
+    case TRN_MEM_CATEGORY_CONSTANTS: return "constants";
+    case TRN_MEM_CATEGORY_CODE: return "code";
+    case TRN_MEM_CATEGORY_SCRATCH: return "scratch";
+    case TRN_MEM_CATEGORY_DMA_RINGS: return "dma-rings";
+    case TRN_MEM_CATEGORY_COLLECTIVES: return "collectives";
+    default: return "unknown";
+  }
+}
+
 TRN_API const char *trn_generation_name(trn_generation_t generation) {
   switch (generation) {
     case TRN_GENERATION_TRN1: return "trn1";

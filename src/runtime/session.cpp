@@ -10,6 +10,7 @@
 #include "common/log.hpp"
 #include "common/parse.hpp"
 #include "runtime/error.hpp"
+#include "runtime/memory.hpp"
 #include "runtime/visibility.hpp"
 
 namespace trn::rt {
@@ -76,13 +77,24 @@ trn_result_t open_driver(const BuiltinDriver &builtin, const trn_hal_process_ide
 }  // namespace
 
 Session::~Session() {
-  // Devices and cores point into drivers: drop them first.
+  // Memory objects point into devices, devices and cores into drivers: drop them in that order.
+  // Nothing is returned to the driver here (see release_all): closing the driver is enough.
+  for (auto &mem : mems.all()) mems.remove_object(mem.get());
+  for (auto &pool : pools.all()) pools.remove_object(pool.get());
   cores_.clear();
   devices_.clear();
   drivers_.clear();
 }
 
 void Session::release_all() {
+  for (auto &mem : mems.all()) {
+    release_memory(*mem);
+    mems.remove_object(mem.get());
+  }
+  for (auto &pool : pools.all()) {
+    pool->release_all();
+    pools.remove_object(pool.get());
+  }
   for (auto &device : devices_) {
     std::lock_guard lock(device->mu);
     for (Core *core : device->cores) {
@@ -186,9 +198,11 @@ struct Current {
   std::shared_ptr<Session> session;
 };
 
+// Never destroyed: calls from other threads or atexit handlers may still run while static
+// destructors do.
 Current &current() {
-  static Current instance;
-  return instance;
+  static Current *instance = new Current;
+  return *instance;
 }
 
 // Set in a forked child: the inherited session's locks belong to the parent, so the child must
@@ -257,28 +271,10 @@ namespace {
 template <typename T, typename Handle>
 T *lookup(const Session &session, Handle handle, HandleKind kind,
           const std::vector<std::unique_ptr<T>> &objects, trn_result_t *result) {
-  const char *what = handle_kind_name(kind);
-  if (handle == nullptr) {
-    *result = fail(TRN_ERROR_INVALID_HANDLE, std::string("the ") + what + " handle is NULL");
-    return nullptr;
-  }
   const DecodedHandle decoded = decode_handle(from_handle(handle));
-  if (decoded.kind != kind) {
-    const bool known = decoded.kind == HandleKind::driver || decoded.kind == HandleKind::device ||
-                       decoded.kind == HandleKind::core;
-    *result =
-        fail(TRN_ERROR_INVALID_HANDLE,
-             known ? std::string("expected a ") + what + " handle but got a " +
-                         handle_kind_name(decoded.kind) + " handle"
-                   : std::string("the value passed as a ") + what + " handle is not a handle");
-    return nullptr;
-  }
-  if (decoded.generation != session.generation() || decoded.slot >= objects.size()) {
-    *result = fail(TRN_ERROR_INVALID_HANDLE,
-                   std::string("the ") + what +
-                       " handle is stale: it belongs to a runtime session that was shut down "
-                       "(trn_runtime_shutdown); get the " +
-                       what + " again");
+  if (handle == nullptr || decoded.kind != kind || decoded.generation != session.generation() ||
+      decoded.slot >= objects.size()) {
+    *result = invalid_handle(kind, from_handle(handle));
     return nullptr;
   }
   *result = TRN_SUCCESS;
@@ -287,11 +283,35 @@ T *lookup(const Session &session, Handle handle, HandleKind kind,
 
 }  // namespace
 
+trn_result_t invalid_handle(HandleKind expected, uint64_t value) {
+  const char *what = handle_kind_name(expected);
+  if (value == 0)
+    return fail(TRN_ERROR_INVALID_HANDLE, std::string("the ") + what + " handle is NULL");
+  const DecodedHandle decoded = decode_handle(value);
+  if (decoded.kind != expected) {
+    const bool known = decoded.kind >= HandleKind::driver && decoded.kind <= HandleKind::mem;
+    return fail(TRN_ERROR_INVALID_HANDLE,
+                known ? std::string("expected a ") + what + " handle but got a " +
+                            handle_kind_name(decoded.kind) + " handle"
+                      : std::string("the value passed as a ") + what + " handle is not a handle");
+  }
+  const bool dynamic = expected == HandleKind::pool || expected == HandleKind::mem;
+  return fail(TRN_ERROR_INVALID_HANDLE,
+              std::string("the ") + what + " handle is stale: " +
+                  (dynamic ? std::string("it was destroyed or freed, or its runtime session was "
+                                         "shut down")
+                           : "it belongs to a runtime session that was shut down "
+                             "(trn_runtime_shutdown); get the " +
+                                 std::string(what) + " again"));
+}
+
 const char *handle_kind_name(HandleKind kind) {
   switch (kind) {
     case HandleKind::driver: return "driver";
     case HandleKind::device: return "device";
     case HandleKind::core: return "core";
+    case HandleKind::pool: return "pool";
+    case HandleKind::mem: return "memory";
   }
   return "unknown";
 }

@@ -11,6 +11,7 @@
 
 #include "drivers/hal.h"
 #include "runtime/handle.hpp"
+#include "runtime/object_table.hpp"
 #include "trn/trn.h"
 
 namespace trn::rt {
@@ -42,13 +43,18 @@ struct Core {
   bool owned = false;  // guarded by device->mu
 };
 
+class Pool;
+struct Mem;
+
 struct Device {
   Driver *driver = nullptr;
   uint32_t driver_index = 0;  // the device's number inside its driver
   uint32_t index = 0;
-  trn_device_properties_t properties{};  // complete, process view
-  std::vector<Core *> cores;             // all logical cores, by index
-  std::mutex mu;                         // serialises ownership changes of its cores
+  trn_device_properties_t properties{};    // complete, process view
+  std::vector<Core *> cores;               // all logical cores, by index
+  std::mutex mu;                           // serialises ownership changes of its cores
+  std::mutex memory_mu;                    // guards pools and commit/export state of its memory
+  std::vector<std::weak_ptr<Pool>> pools;  // this process's pools of the device
 };
 
 class Session {
@@ -63,9 +69,12 @@ class Session {
   const std::vector<std::unique_ptr<Device>> &devices() const { return devices_; }
   const std::vector<std::unique_ptr<Core>> &cores() const { return cores_; }
 
-  // Gives up every core this process owns (explicit shutdown; never after fork in the child,
-  // where the claims belong to the parent).
+  // Gives up every allocation, pool and core this process owns (explicit shutdown; never after
+  // fork in the child, where they belong to the parent).
   void release_all();
+
+  ObjectTable<Pool> pools{HandleKind::pool};
+  ObjectTable<Mem> mems{HandleKind::mem};
 
  private:
   uint32_t generation_ = next_handle_generation();
@@ -85,6 +94,9 @@ void shutdown_session();
 Driver *lookup_driver(const Session &session, trn_driver_t handle, trn_result_t *result);
 Device *lookup_device(const Session &session, trn_device_t handle, trn_result_t *result);
 Core *lookup_core(const Session &session, trn_core_t handle, trn_result_t *result);
+
+// The error for a handle that is not a live handle of `expected` kind (NULL, wrong kind, stale).
+trn_result_t invalid_handle(HandleKind expected, uint64_t value);
 
 trn_driver_t handle_of(const Session &session, uint32_t driver_slot);
 trn_device_t handle_of(const Session &session, const Device &device);

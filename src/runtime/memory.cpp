@@ -1,0 +1,482 @@
+#include "runtime/memory.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/parse.hpp"
+#include "runtime/error.hpp"
+#include "runtime/process_info.hpp"
+#include "runtime/session.hpp"
+
+namespace trn::rt {
+
+namespace {
+
+uint64_t round_up(uint64_t value, uint64_t to) {
+  return (value + to - 1) / to * to;
+}
+
+const trn_hal_ops_t &ops(const Device &device) {
+  return device.driver->ops;
+}
+trn_hal_instance_t *instance(const Device &device) {
+  return device.driver->instance;
+}
+
+uint64_t chunk_bytes(const Device &device) {
+  return ops(device).chunk_bytes ? ops(device).chunk_bytes : (2ull << 20);
+}
+
+// Device memory from the driver as one segment of whole chunks, mapped for host access.
+trn_result_t reserve_device_range(Device &device, uint32_t bank, uint64_t bytes, Segment *segment,
+                                  std::string *why) {
+  trn_hal_error_t err{};
+  trn_result_t r = ops(device).hbm_reserve(instance(device), device.driver_index, bank, bytes,
+                                           &segment->address, &err);
+  if (r == TRN_SUCCESS)
+    r = ops(device).hbm_map(instance(device), device.driver_index, segment->address, bytes,
+                            &segment->host, &err);
+  if (r != TRN_SUCCESS) {
+    if (segment->address)
+      ops(device).hbm_release(instance(device), device.driver_index, segment->address, bytes,
+                              nullptr);
+    *why = err.message;
+    return r;
+  }
+  segment->size = bytes;
+  return TRN_SUCCESS;
+}
+
+void release_device_range(Device &device, const Segment &segment) {
+  trn_hal_error_t err{};
+  if (ops(device).hbm_release(instance(device), device.driver_index, segment.address, segment.size,
+                              &err) != TRN_SUCCESS)
+    common::logger("runtime")->warn("returning device memory: {}", err.message);
+}
+
+}  // namespace
+
+Pool::Pool(Device &device, trn_pool_kind_t kind, uint32_t bank, uint64_t limit)
+    : device_(device), kind_(kind), bank_(bank), limit_(limit) {}
+
+// Segments go back to the driver through trim() and release_all() only: a destructor that runs
+// in a forked child must not return its parent's memory.
+Pool::~Pool() = default;
+
+trn_result_t Pool::take_segment(uint64_t bytes, std::unique_ptr<SegmentStore> *out,
+                                std::string *why) {
+  auto store = std::make_unique<SegmentStore>();
+  Segment &segment = store->segment;
+  const uint64_t chunks = (bytes + chunk_bytes(device_) - 1) / chunk_bytes(device_);
+  if (kind_ == TRN_POOL_KIND_HOST) {
+    void *memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (memory == MAP_FAILED) {
+      *why =
+          "cannot map " + common::format_bytes(bytes) + " of host memory: " + std::strerror(errno);
+      return TRN_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    segment.host = memory;
+    segment.address = reinterpret_cast<uintptr_t>(memory);
+    segment.size = bytes;
+    store->committed.assign(chunks, 1);  // anonymous memory needs no commit
+  } else {
+    if (trn_result_t r = reserve_device_range(device_, bank_, bytes, &segment, why);
+        r != TRN_SUCCESS)
+      return r;
+    store->committed.assign(chunks, 0);
+  }
+  segment.cookie = store.get();
+  reserved_ += bytes;
+  peak_reserved_ = std::max(peak_reserved_, reserved_);
+  *out = std::move(store);
+  return TRN_SUCCESS;
+}
+
+void Pool::give_back(SegmentStore &store) {
+  if (kind_ == TRN_POOL_KIND_HOST)
+    munmap(store.segment.host, store.segment.size);
+  else
+    release_device_range(device_, store.segment);
+  reserved_ -= store.segment.size;
+}
+
+uint64_t Pool::trim_locked() {
+  uint64_t bytes = 0;
+  for (Segment *segment : blocks_.release_free_segments()) {
+    auto it = std::find_if(stores_.begin(), stores_.end(),
+                           [&](const auto &store) { return &store->segment == segment; });
+    bytes += segment->size;
+    give_back(**it);
+    stores_.erase(it);
+  }
+  return bytes;
+}
+
+trn_result_t Pool::check_limit_locked(uint64_t bytes, std::string *why) {
+  if (reserved_ + bytes <= limit_) return TRN_SUCCESS;
+  trim_locked();
+  if (reserved_ + bytes <= limit_) return TRN_SUCCESS;
+  *why = "the pool's byte limit is " + common::format_bytes(limit_) + " and it holds " +
+         common::format_bytes(reserved_) + " already";
+  return TRN_ERROR_OUT_OF_DEVICE_MEMORY;
+}
+
+uint64_t Pool::trim() {
+  std::lock_guard lock(mu_);
+  return trim_locked();
+}
+
+void Pool::release_all() {
+  std::lock_guard lock(mu_);
+  for (auto &store : stores_) give_back(*store);
+  stores_.clear();
+  blocks_.clear();
+}
+
+trn_result_t Pool::allocate_locked(uint64_t size, uint64_t alignment, Block **block,
+                                   std::string *why) {
+  *block = blocks_.allocate(size, alignment);
+  if (*block) return TRN_SUCCESS;
+  const uint64_t bytes = BlockAllocator::segment_size_for(size, alignment);
+  if (trn_result_t r = check_limit_locked(bytes, why); r != TRN_SUCCESS) return r;
+  std::unique_ptr<SegmentStore> store;
+  trn_result_t r = take_segment(bytes, &store, why);
+  if (r == TRN_ERROR_OUT_OF_DEVICE_MEMORY && trim_locked() > 0)
+    r = take_segment(bytes, &store, why);
+  if (r != TRN_SUCCESS) return r;
+  store->segment.small = BlockAllocator::is_small(size, alignment);
+  blocks_.add_segment(&store->segment);
+  stores_.push_back(std::move(store));
+  *block = blocks_.allocate(size, alignment);
+  return TRN_SUCCESS;
+}
+
+void Pool::charge(const Mem &mem, int sign) {
+  const int64_t bytes = sign * static_cast<int64_t>(mem.charged);
+  allocated_ += static_cast<uint64_t>(bytes);
+  count_ += static_cast<uint64_t>(sign);
+  peak_allocated_ = std::max(peak_allocated_, allocated_);
+  trn_mem_usage_t &usage = by_category_[mem.category];
+  usage.current_bytes += static_cast<uint64_t>(bytes);
+  usage.allocation_count += static_cast<uint64_t>(sign);
+  usage.peak_bytes = std::max(usage.peak_bytes, usage.current_bytes);
+  if (kind_ == TRN_POOL_KIND_DEVICE)
+    ops(device_).mem_account(instance(device_), device_.driver_index, bank_, mem.category, bytes,
+                             sign);
+}
+
+trn_result_t Pool::allocate_dedicated(uint64_t size, Mem &mem, std::string *why) {
+  const uint64_t bytes = round_up(size == 0 ? 1 : size, chunk_bytes(device_));
+  if (trn_result_t r = check_limit_locked(bytes, why); r != TRN_SUCCESS) return r;
+  mem.dedicated = std::make_unique<SegmentStore>();
+  trn_result_t r = reserve_device_range(device_, bank_, bytes, &mem.dedicated->segment, why);
+  if (r == TRN_ERROR_OUT_OF_DEVICE_MEMORY && trim_locked() > 0)
+    r = reserve_device_range(device_, bank_, bytes, &mem.dedicated->segment, why);
+  if (r != TRN_SUCCESS) {
+    mem.dedicated.reset();
+    return r;
+  }
+  mem.dedicated->committed.assign(bytes / chunk_bytes(device_), 0);
+  mem.address = mem.dedicated->segment.address;
+  mem.host = static_cast<char *>(mem.dedicated->segment.host);
+  mem.charged = bytes;
+  reserved_ += bytes;
+  peak_reserved_ = std::max(peak_reserved_, reserved_);
+  return TRN_SUCCESS;
+}
+
+trn_result_t Pool::allocate(uint64_t size, uint64_t alignment, trn_mem_category_t category,
+                            uint32_t flags, std::shared_ptr<Pool> self, std::shared_ptr<Mem> *out) {
+  auto mem = std::make_shared<Mem>();
+  mem->pool = std::move(self);
+  mem->device = &device_;
+  mem->kind = kind_;
+  mem->bank = bank_;
+  mem->category = category;
+  mem->flags = flags;
+  mem->size = size;
+  std::string why;
+  trn_result_t r = TRN_SUCCESS;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    {
+      std::lock_guard lock(mu_);
+      if (flags & TRN_MEM_FLAG_EXPORTABLE) {
+        r = allocate_dedicated(size, *mem, &why);
+      } else {
+        Block *block = nullptr;
+        r = allocate_locked(size, alignment, &block, &why);
+        if (r == TRN_SUCCESS) {
+          mem->block = block;
+          mem->address = block->address;
+          mem->charged = block->size;
+          mem->host = static_cast<char *>(block->segment->host) +
+                      (block->address - block->segment->address);
+        }
+      }
+      if (r == TRN_SUCCESS) {
+        if (attempt > 0) ++oom_retries_;
+        charge(*mem, +1);
+        *out = std::move(mem);
+        return TRN_SUCCESS;
+      }
+    }
+    if (r != TRN_ERROR_OUT_OF_DEVICE_MEMORY || kind_ != TRN_POOL_KIND_DEVICE) break;
+    // Other pools of this process may cache what this one needs: return it all, try again.
+    trim_device_pools(device_);
+  }
+  if (r == TRN_ERROR_OUT_OF_DEVICE_MEMORY && kind_ == TRN_POOL_KIND_DEVICE)
+    return fail(r, describe_oom(device_, bank_, size, alignment, category, why));
+  return fail(r, why);
+}
+
+void Pool::free(Mem &mem) {
+  std::lock_guard lock(mu_);
+  charge(mem, -1);
+  if (mem.block) {
+    blocks_.free(mem.block);
+    mem.block = nullptr;
+  }
+}
+
+void Pool::forget_dedicated(uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  reserved_ -= bytes;
+}
+
+uint64_t Pool::live_allocations() {
+  std::lock_guard lock(mu_);
+  return count_;
+}
+
+void Pool::stats(trn_mem_stats_t *stats) {
+  std::lock_guard lock(mu_);
+  stats->limit_bytes = limit_ != UINT64_MAX            ? limit_
+                       : kind_ == TRN_POOL_KIND_DEVICE ? device_.properties.hbm_bank_bytes[bank_]
+                                                       : 0;
+  stats->reserved_bytes = reserved_;
+  stats->peak_reserved_bytes = peak_reserved_;
+  stats->allocated_bytes = allocated_;
+  stats->peak_allocated_bytes = peak_allocated_;
+  stats->allocation_count = count_;
+  stats->largest_free_bytes = blocks_.largest_free();
+  stats->oom_retries = oom_retries_;
+  stats->process_count = 1;
+  std::copy(std::begin(by_category_), std::end(by_category_), stats->by_category);
+}
+
+void trim_device_pools(Device &device) {
+  std::vector<std::shared_ptr<Pool>> pools;
+  {
+    std::lock_guard lock(device.memory_mu);
+    for (auto &weak : device.pools)
+      if (auto pool = weak.lock()) pools.push_back(std::move(pool));
+  }
+  for (auto &pool : pools) pool->trim();
+}
+
+std::string describe_oom(Device &device, uint32_t bank, uint64_t size, uint64_t alignment,
+                         trn_mem_category_t category, const std::string &cause) {
+  const trn_device_properties_t &p = device.properties;
+  const uint32_t cores_per_bank = std::max(1u, p.physical_core_count / p.hbm_bank_count);
+  std::string text = "cannot allocate " + common::format_bytes(size) + " (alignment " +
+                     common::format_bytes(alignment) + ", category " +
+                     trn_mem_category_name(category) + ") in HBM bank " + std::to_string(bank) +
+                     " of device " + std::to_string(device.index) + " (physical cores " +
+                     std::to_string(bank * cores_per_bank) + "-" +
+                     std::to_string((bank + 1) * cores_per_bank - 1) + "): " + cause;
+  uint64_t bank_bytes = 0, held = 0, largest = 0;
+  trn_hal_error_t err{};
+  if (ops(device).hbm_bank_usage(instance(device), device.driver_index, bank, &bank_bytes, &held,
+                                 &largest, &err) == TRN_SUCCESS)
+    text += ". The bank has " + common::format_bytes(bank_bytes) + ", " +
+            common::format_bytes(held) + " held, largest free range " +
+            common::format_bytes(largest) + ".";
+  std::vector<trn_hal_process_t> processes;
+  if (list_processes(device, &processes) != TRN_SUCCESS) return text;
+  text += " Who holds the bank:\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "  %-8s %-28s %10s %10s", "PID", "COMMAND", "RESERVED",
+                "ALLOCATED");
+  text += line;
+  for (uint32_t c = 0; c < TRN_MEM_CATEGORY_COUNT; ++c) {
+    std::snprintf(line, sizeof line, " %11s",
+                  trn_mem_category_name(static_cast<trn_mem_category_t>(c)));
+    text += line;
+  }
+  text += "\n";
+  for (const auto &process : processes) {
+    uint64_t allocated = 0;
+    for (uint32_t c = 0; c < TRN_MEM_CATEGORY_COUNT; ++c)
+      allocated += process.hbm_allocated_bytes[bank][c];
+    if (process.hbm_reserved_bytes[bank] == 0 && allocated == 0) continue;
+    std::string command = process.command;
+    if (command.size() > 28) command = command.substr(0, 25) + "...";
+    std::snprintf(line, sizeof line, "  %-8d %-28s %10s %10s", process.pid, command.c_str(),
+                  common::format_bytes(process.hbm_reserved_bytes[bank]).c_str(),
+                  common::format_bytes(allocated).c_str());
+    text += line;
+    for (uint32_t c = 0; c < TRN_MEM_CATEGORY_COUNT; ++c) {
+      std::snprintf(line, sizeof line, " %11s",
+                    common::format_bytes(process.hbm_allocated_bytes[bank][c]).c_str());
+      text += line;
+    }
+    text += process.pid == getpid() ? "  (this process)\n" : "\n";
+  }
+  text +=
+      "Free memory in those processes, use another bank (trn_pool_desc_t.hbm_bank), or "
+      "lower the request.";
+  return text;
+}
+
+trn_result_t commit_range(Mem &mem, uint64_t offset, uint64_t bytes) {
+  if (mem.kind == TRN_POOL_KIND_HOST || bytes == 0) return TRN_SUCCESS;
+  Device &device = *mem.device;
+  SegmentStore *store =
+      mem.dedicated ? mem.dedicated.get() : static_cast<SegmentStore *>(mem.block->segment->cookie);
+  const uint64_t chunk = chunk_bytes(device);
+  const uint64_t start = mem.address + offset - store->segment.address;
+  const uint64_t first = start / chunk;
+  const uint64_t last = (start + bytes - 1) / chunk;
+  std::lock_guard lock(device.memory_mu);
+  for (uint64_t c = first; c <= last;) {
+    if (store->committed[c]) {
+      ++c;
+      continue;
+    }
+    uint64_t end = c;
+    while (end <= last && !store->committed[end]) ++end;
+    trn_hal_error_t err{};
+    trn_result_t r =
+        ops(device).hbm_commit(instance(device), device.driver_index,
+                               store->segment.address + c * chunk, (end - c) * chunk, &err);
+    if (r != TRN_SUCCESS) return fail(r, err.message);
+    std::fill(store->committed.begin() + static_cast<ptrdiff_t>(c),
+              store->committed.begin() + static_cast<ptrdiff_t>(end), 1);
+    c = end;
+  }
+  return TRN_SUCCESS;
+}
+
+// ---- IPC ------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr char kIpcMagic[8] = {'T', 'R', 'N', 'I', 'P', 'C', '1', '\0'};
+
+struct IpcHandle {
+  char magic[8];
+  uint32_t device_index;
+  uint32_t record;
+  uint64_t id;
+  uint64_t address;
+  uint64_t size;
+  uint32_t category;
+  uint32_t exporter_pid;
+  uint8_t reserved[16];
+};
+static_assert(sizeof(IpcHandle) == sizeof(trn_ipc_handle_t), "handle layout");
+
+}  // namespace
+
+trn_result_t export_memory(Mem &mem, trn_ipc_handle_t *handle) {
+  if (!mem.dedicated || mem.imported)
+    return fail(TRN_ERROR_INVALID_ARGUMENT,
+                mem.imported ? "imported memory cannot be exported again: export the original"
+                             : "the allocation was not made with TRN_MEM_FLAG_EXPORTABLE");
+  Device &device = *mem.device;
+  {
+    std::lock_guard lock(device.memory_mu);
+    if (!mem.exported) {
+      trn_hal_error_t err{};
+      trn_result_t r = ops(device).hbm_export(instance(device), device.driver_index, mem.address,
+                                              mem.dedicated->segment.size, &mem.export_record,
+                                              &mem.export_id, &err);
+      if (r != TRN_SUCCESS) return fail(r, err.message);
+      mem.exported = true;
+    }
+  }
+  IpcHandle out{};
+  std::memcpy(out.magic, kIpcMagic, sizeof kIpcMagic);
+  out.device_index = device.index;
+  out.record = mem.export_record;
+  out.id = mem.export_id;
+  out.address = mem.address;
+  out.size = mem.size;
+  out.category = static_cast<uint32_t>(mem.category);
+  out.exporter_pid = static_cast<uint32_t>(getpid());
+  std::memcpy(handle->bytes, &out, sizeof out);
+  return TRN_SUCCESS;
+}
+
+trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,
+                           std::shared_ptr<Mem> *out) {
+  IpcHandle in;
+  std::memcpy(&in, handle.bytes, sizeof in);
+  if (std::memcmp(in.magic, kIpcMagic, sizeof kIpcMagic) != 0 ||
+      in.category >= TRN_MEM_CATEGORY_COUNT)
+    return fail(TRN_ERROR_INVALID_ARGUMENT,
+                "the bytes are not a trn IPC handle (made by trn_mem_export)");
+  if (in.device_index != device.index)
+    return fail(TRN_ERROR_INVALID_ARGUMENT, "the handle is memory of device " +
+                                                std::to_string(in.device_index) +
+                                                ", not of device " + std::to_string(device.index));
+  auto mem = std::make_shared<Mem>();
+  mem->device = &device;
+  mem->dedicated = std::make_unique<SegmentStore>();
+  trn_hal_error_t err{};
+  uint64_t bytes = 0;
+  trn_result_t r = ops(device).hbm_import(instance(device), device.driver_index, in.record, in.id,
+                                          &mem->address, &bytes, &err);
+  if (r != TRN_SUCCESS)
+    return fail(
+        r, std::string(err.message) + " (exported by pid " + std::to_string(in.exporter_pid) + ")");
+  if (mem->address != in.address || in.size > bytes) {
+    ops(device).hbm_unexport(instance(device), device.driver_index, in.record, in.id, nullptr);
+    return fail(TRN_ERROR_INVALID_ARGUMENT, "the handle does not match the exported memory");
+  }
+  Segment &segment = mem->dedicated->segment;
+  segment.address = mem->address;
+  segment.size = bytes;
+  r = ops(device).hbm_map(instance(device), device.driver_index, mem->address, bytes, &segment.host,
+                          &err);
+  if (r != TRN_SUCCESS) {
+    ops(device).hbm_unexport(instance(device), device.driver_index, in.record, in.id, nullptr);
+    return fail(r, err.message);
+  }
+  mem->dedicated->committed.assign(bytes / chunk_bytes(device), 0);
+  mem->host = static_cast<char *>(segment.host);
+  mem->size = in.size;
+  mem->charged = bytes;
+  mem->category = static_cast<trn_mem_category_t>(in.category);
+  mem->bank = static_cast<uint32_t>((in.address >> 48) & 0xffu);
+  mem->imported = true;
+  mem->exported = true;
+  mem->export_record = in.record;
+  mem->export_id = in.id;
+  *out = std::move(mem);
+  return TRN_SUCCESS;
+}
+
+void release_memory(Mem &mem) {
+  Device &device = *mem.device;
+  if (mem.pool) mem.pool->free(mem);
+  if (!mem.dedicated) return;
+  trn_hal_error_t err{};
+  trn_result_t r;
+  if (mem.exported)
+    r = ops(device).hbm_unexport(instance(device), device.driver_index, mem.export_record,
+                                 mem.export_id, &err);
+  else
+    r = ops(device).hbm_release(instance(device), device.driver_index, mem.address,
+                                mem.dedicated->segment.size, &err);
+  if (r != TRN_SUCCESS) common::logger("runtime")->warn("returning device memory: {}", err.message);
+  if (mem.pool) mem.pool->forget_dedicated(mem.dedicated->segment.size);
+  mem.dedicated.reset();
+}
+
+}  // namespace trn::rt

@@ -1,0 +1,106 @@
+// Pools and allocations: the process side of device memory. A pool caches memory it took from
+// the driver (whole chunks, as segments) and sub-allocates it with a BlockAllocator; it gives
+// cached memory back on trim, and trims itself and the process's other pools of the device
+// before it reports out-of-memory.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/alloc/block_allocator.hpp"
+#include "trn/trn.h"
+
+namespace trn::rt {
+
+struct Device;
+class Pool;
+
+// A segment and whether each of its chunks has storage behind it yet.
+struct SegmentStore {
+  Segment segment;
+  std::vector<uint8_t> committed;  // per driver chunk; guarded by Device::memory_mu
+};
+
+struct Mem {
+  std::shared_ptr<Pool> pool;  // null for imported memory
+  Device *device = nullptr;
+  trn_pool_kind_t kind = TRN_POOL_KIND_DEVICE;
+  uint32_t bank = 0;
+  trn_mem_category_t category = TRN_MEM_CATEGORY_TENSORS;
+  uint32_t flags = 0;
+  uint64_t address = 0;
+  uint64_t size = 0;       // asked for
+  uint64_t charged = 0;    // counted in statistics (the block or the dedicated range)
+  char *host = nullptr;    // host view of `address`
+  Block *block = nullptr;  // sub-allocated memory
+  std::unique_ptr<SegmentStore> dedicated;  // exportable or imported memory: whole chunks
+  bool imported = false;
+  bool exported = false;  // guarded by Device::memory_mu
+  uint32_t export_record = 0;
+  uint64_t export_id = 0;
+};
+
+class Pool {
+ public:
+  Pool(Device &device, trn_pool_kind_t kind, uint32_t bank, uint64_t limit);
+  ~Pool();  // returns every segment
+  Pool(const Pool &) = delete;
+  Pool &operator=(const Pool &) = delete;
+
+  trn_result_t allocate(uint64_t size, uint64_t alignment, trn_mem_category_t category,
+                        uint32_t flags, std::shared_ptr<Pool> self, std::shared_ptr<Mem> *out);
+  void free(Mem &mem);
+  // Returns cached free segments to the driver; how many bytes.
+  uint64_t trim();
+  // Returns every segment (explicit destroy or shutdown).
+  void release_all();
+  // A dedicated range of this pool went back to the driver.
+  void forget_dedicated(uint64_t bytes);
+  void stats(trn_mem_stats_t *stats);
+  uint64_t live_allocations();
+
+  Device &device() const { return device_; }
+  trn_pool_kind_t kind() const { return kind_; }
+  uint32_t bank() const { return bank_; }
+
+ private:
+  uint64_t trim_locked();
+  trn_result_t check_limit_locked(uint64_t bytes, std::string *why);
+  trn_result_t allocate_locked(uint64_t size, uint64_t alignment, Block **block, std::string *why);
+  trn_result_t allocate_dedicated(uint64_t size, Mem &mem, std::string *why);
+  trn_result_t take_segment(uint64_t bytes, std::unique_ptr<SegmentStore> *out, std::string *why);
+  void give_back(SegmentStore &store);
+  void charge(const Mem &mem, int sign);
+
+  Device &device_;
+  const trn_pool_kind_t kind_;
+  const uint32_t bank_;
+  const uint64_t limit_;
+  std::mutex mu_;  // guards everything below
+  BlockAllocator blocks_;
+  std::vector<std::unique_ptr<SegmentStore>> stores_;
+  uint64_t reserved_ = 0, peak_reserved_ = 0;
+  uint64_t allocated_ = 0, peak_allocated_ = 0, count_ = 0, oom_retries_ = 0;
+  trn_mem_usage_t by_category_[TRN_MEM_CATEGORY_COUNT] = {};
+};
+
+// Out-of-memory report: what was asked and who holds the bank.
+std::string describe_oom(Device &device, uint32_t bank, uint64_t size, uint64_t alignment,
+                         trn_mem_category_t category, const std::string &cause);
+
+// Gives the process's cached memory of a device back (every pool), before reporting OOM.
+void trim_device_pools(Device &device);
+
+// Backs [offset, offset + bytes) of an allocation with storage before it is written.
+trn_result_t commit_range(Mem &mem, uint64_t offset, uint64_t bytes);
+
+trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,
+                           std::shared_ptr<Mem> *out);
+trn_result_t export_memory(Mem &mem, trn_ipc_handle_t *handle);
+// Frees what the allocation holds (block, dedicated range or import).
+void release_memory(Mem &mem);
+
+}  // namespace trn::rt

@@ -1,0 +1,92 @@
+// Handles of objects the API creates and destroys (pools, allocations): a slot per live object
+// with a generation that is never reused, so a freed handle, a handle of another kind or of a
+// previous session never finds an object. Lookups return a shared_ptr: an object stays alive
+// for a call that found it even if another thread destroys its handle meanwhile.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "runtime/handle.hpp"
+
+namespace trn::rt {
+
+template <typename T>
+class ObjectTable {
+ public:
+  explicit ObjectTable(HandleKind kind) : kind_(kind) {}
+
+  uint64_t insert(std::shared_ptr<T> object) {
+    std::lock_guard lock(mu_);
+    uint32_t slot;
+    if (!free_.empty()) {
+      slot = free_.back();
+      free_.pop_back();
+    } else {
+      slot = static_cast<uint32_t>(entries_.size());
+      entries_.emplace_back();
+    }
+    Entry &entry = entries_[slot];
+    entry.generation = next_handle_generation();
+    entry.object = std::move(object);
+    return encode_handle(entry.generation, kind_, slot);
+  }
+
+  std::shared_ptr<T> lookup(uint64_t value) const {
+    std::lock_guard lock(mu_);
+    const Entry *entry = find(value);
+    return entry ? entry->object : nullptr;
+  }
+
+  // Removes the handle and returns its object (null if the handle is not live).
+  std::shared_ptr<T> remove(uint64_t value) {
+    std::lock_guard lock(mu_);
+    Entry *entry = const_cast<Entry *>(find(value));
+    if (!entry) return nullptr;
+    std::shared_ptr<T> object = std::move(entry->object);
+    entry->generation = 0;
+    free_.push_back(decode_handle(value).slot);
+    return object;
+  }
+
+  // Removes whichever handle refers to `object` (teardown).
+  void remove_object(const T *object) {
+    std::lock_guard lock(mu_);
+    for (uint32_t slot = 0; slot < entries_.size(); ++slot) {
+      if (entries_[slot].object.get() != object) continue;
+      entries_[slot].object.reset();
+      entries_[slot].generation = 0;
+      free_.push_back(slot);
+    }
+  }
+
+  // Every live object, for teardown.
+  std::vector<std::shared_ptr<T>> all() const {
+    std::lock_guard lock(mu_);
+    std::vector<std::shared_ptr<T>> out;
+    for (const Entry &entry : entries_)
+      if (entry.object) out.push_back(entry.object);
+    return out;
+  }
+
+ private:
+  struct Entry {
+    uint32_t generation = 0;
+    std::shared_ptr<T> object;
+  };
+
+  const Entry *find(uint64_t value) const {
+    const DecodedHandle decoded = decode_handle(value);
+    if (decoded.kind != kind_ || decoded.slot >= entries_.size()) return nullptr;
+    const Entry &entry = entries_[decoded.slot];
+    return entry.generation == decoded.generation && entry.generation != 0 ? &entry : nullptr;
+  }
+
+  const HandleKind kind_;
+  mutable std::mutex mu_;  // guards entries_ and free_
+  std::vector<Entry> entries_;
+  std::vector<uint32_t> free_;
+};
+
+}  // namespace trn::rt
