@@ -390,7 +390,7 @@ typedef struct trn_mem_usage {
 
 typedef struct trn_mem_stats {
   trn_struct_header_t header;
-  uint64_t limit_bytes;    /**< the pool's limit, or the device's (bank's) size */
+  uint64_t limit_bytes;    /**< the pool limit, else the bank (device) size; 0 = none (host) */
   uint64_t reserved_bytes; /**< taken from the device: allocated + cached */
   uint64_t peak_reserved_bytes;
   uint64_t allocated_bytes; /**< handed out by live allocations (rounded sizes) */

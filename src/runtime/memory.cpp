@@ -105,9 +105,9 @@ void Pool::give_back(SegmentStore &store) {
   reserved_ -= store.segment.size;
 }
 
-uint64_t Pool::trim_locked() {
+uint64_t Pool::trim_locked(uint64_t smaller_than) {
   uint64_t bytes = 0;
-  for (Segment *segment : blocks_.release_free_segments()) {
+  for (Segment *segment : blocks_.release_free_segments(smaller_than)) {
     auto it = std::find_if(stores_.begin(), stores_.end(),
                            [&](const auto &store) { return &store->segment == segment; });
     bytes += segment->size;
@@ -144,6 +144,10 @@ trn_result_t Pool::allocate_locked(uint64_t size, uint64_t alignment, Block **bl
   if (*block) return TRN_SUCCESS;
   const uint64_t bytes = BlockAllocator::segment_size_for(size, alignment);
   if (trn_result_t r = check_limit_locked(bytes, why); r != TRN_SUCCESS) return r;
+  // Cached large segments too small for this request would only sit beside the new one: give
+  // them back first. Their chunks are contiguous in the bank, so the driver can hand the same
+  // range out again as one larger segment (what PyTorch's expandable segments achieve).
+  if (!BlockAllocator::is_small(size, alignment)) trim_locked(bytes);
   std::unique_ptr<SegmentStore> store;
   trn_result_t r = take_segment(bytes, &store, why);
   if (r == TRN_ERROR_OUT_OF_DEVICE_MEMORY && trim_locked() > 0)

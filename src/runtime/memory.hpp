@@ -67,7 +67,7 @@ class Pool {
   uint32_t bank() const { return bank_; }
 
  private:
-  uint64_t trim_locked();
+  uint64_t trim_locked(uint64_t smaller_than = UINT64_MAX);
   trn_result_t check_limit_locked(uint64_t bytes, std::string *why);
   trn_result_t allocate_locked(uint64_t size, uint64_t alignment, Block **block, std::string *why);
   trn_result_t allocate_dedicated(uint64_t size, Mem &mem, std::string *why);

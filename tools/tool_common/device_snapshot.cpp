@@ -25,7 +25,7 @@ trn_result_t snapshot_device(trn_device_t device, DeviceSnapshot *out) {
       r != TRN_SUCCESS)
     return r;
   out->processes.resize(count);
-  return TRN_SUCCESS;
+  return trn_device_get_memory_stats(device, UINT32_MAX, &out->memory);
 }
 
 }  // namespace

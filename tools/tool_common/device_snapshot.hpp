@@ -13,6 +13,7 @@ struct DeviceSnapshot {
   trn_device_properties_t properties = TRN_DEVICE_PROPERTIES_INIT;
   std::vector<uint32_t> neighbors;
   std::vector<trn_process_info_t> processes;
+  trn_mem_stats_t memory = TRN_MEM_STATS_INIT;  // all banks, all live processes
 };
 
 struct Snapshot {

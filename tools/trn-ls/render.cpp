@@ -22,8 +22,8 @@ std::vector<uint32_t> core_ids(const trn_device_properties_t &p) {
 }  // namespace
 
 std::string render_devices(const Snapshot &snapshot) {
-  Table table({"DEVICE", "GENERATION", "CORES", "CORE IDS", "MEMORY", "CONNECTED DEVICES",
-               "PCI BDF", "PROCESSES"});
+  Table table({"DEVICE", "GENERATION", "CORES", "CORE IDS", "MEMORY USED / TOTAL",
+               "CONNECTED DEVICES", "PCI BDF", "PROCESSES"});
   for (const auto &device : snapshot.devices) {
     const trn_device_properties_t &p = device.properties;
     std::string processes;
@@ -31,22 +31,24 @@ std::string render_devices(const Snapshot &snapshot) {
       processes += (processes.empty() ? "" : ", ") + std::to_string(proc.pid);
     table.add_row({std::to_string(p.index), trn_generation_name(p.generation),
                    std::to_string(p.core_count), common::format_index_list(core_ids(p)),
-                   common::format_bytes(p.hbm_bytes), join(device.neighbors), p.pci_bdf,
-                   processes.empty() ? "-" : processes});
+                   common::format_bytes(device.memory.reserved_bytes) + " / " +
+                       common::format_bytes(p.hbm_bytes),
+                   join(device.neighbors), p.pci_bdf, processes.empty() ? "-" : processes});
   }
   return table.render();
 }
 
 std::string render_processes(const Snapshot &snapshot) {
-  Table table({"DEVICE", "GENERATION", "CORES", "MEMORY", "PID", "COMMAND", "OWNED CORES",
-               "RUNTIME VERSION", "ATTACHED"});
+  Table table({"DEVICE", "GENERATION", "CORES", "MEMORY USED / TOTAL", "PID", "COMMAND",
+               "OWNED CORES", "PROCESS MEMORY", "RUNTIME VERSION", "ATTACHED"});
   for (const auto &device : snapshot.devices) {
     const trn_device_properties_t &p = device.properties;
     std::vector<std::string> base = {std::to_string(p.index), trn_generation_name(p.generation),
                                      std::to_string(p.core_count),
-                                     common::format_bytes(p.hbm_bytes)};
+                                     common::format_bytes(device.memory.reserved_bytes) + " / " +
+                                         common::format_bytes(p.hbm_bytes)};
     if (device.processes.empty()) {
-      base.insert(base.end(), {"-", "-", "-", "-", "-"});
+      base.insert(base.end(), {"-", "-", "-", "-", "-", "-"});
       table.add_row(base);
     }
     for (const auto &proc : device.processes) {
@@ -56,10 +58,10 @@ std::string render_processes(const Snapshot &snapshot) {
       std::vector<uint32_t> owned;
       for (uint32_t i = 0; i < 64; ++i)
         if (proc.core_mask >> i & 1u) owned.push_back(p.first_core_id + i);
-      row.insert(row.end(),
-                 {std::to_string(proc.pid), command,
-                  owned.empty() ? "-" : common::format_index_list(owned), proc.runtime_version,
-                  common::format_unix_time(proc.attached_unix_ns)});
+      row.insert(row.end(), {std::to_string(proc.pid), command,
+                             owned.empty() ? "-" : common::format_index_list(owned),
+                             common::format_bytes(proc.hbm_reserved_bytes), proc.runtime_version,
+                             common::format_unix_time(proc.attached_unix_ns)});
       table.add_row(row);
     }
   }
@@ -119,9 +121,16 @@ nlohmann::json to_json(const Snapshot &snapshot) {
       std::vector<uint32_t> owned;
       for (uint32_t i = 0; i < 64; ++i)
         if (proc.core_mask >> i & 1u) owned.push_back(p.first_core_id + i);
+      nlohmann::json by_category = nlohmann::json::object();
+      for (uint32_t c = 0; c < TRN_MEM_CATEGORY_COUNT; ++c)
+        by_category[trn_mem_category_name(static_cast<trn_mem_category_t>(c))] =
+            proc.hbm_allocated_by_category[c];
       processes.push_back({{"pid", proc.pid},
                            {"command", proc.command},
                            {"neuroncore_ids", owned},
+                           {"memory_reserved", proc.hbm_reserved_bytes},
+                           {"memory_allocated", proc.hbm_allocated_bytes},
+                           {"memory_allocated_by_category", by_category},
                            {"runtime_version", proc.runtime_version},
                            {"attached_unix_ns", proc.attached_unix_ns}});
     }
@@ -136,6 +145,8 @@ nlohmann::json to_json(const Snapshot &snapshot) {
                               {"logical_neuroncore_config", p.logical_core_config},
                               {"neuroncore_ids", core_ids(p)},
                               {"memory_size", p.hbm_bytes},
+                              {"memory_used", device.memory.reserved_bytes},
+                              {"memory_allocated", device.memory.allocated_bytes},
                               {"hbm_bank_sizes", banks},
                               {"connected_to", device.neighbors},
                               {"processes", processes}});

@@ -145,10 +145,12 @@ void BlockAllocator::free(Block *block) {
   set.insert(*block);
 }
 
-std::vector<Segment *> BlockAllocator::release_free_segments() {
+std::vector<Segment *> BlockAllocator::release_free_segments(uint64_t smaller_than) {
   std::vector<Segment *> released;
+  const bool all = smaller_than == UINT64_MAX;
   auto keep = std::remove_if(segments_.begin(), segments_.end(), [&](Segment *segment) {
     if (segment->blocks.size() != 1 || !segment->blocks.front().free) return false;
+    if (!all && (segment->small || segment->size >= smaller_than)) return false;
     Block &only = segment->blocks.front();
     free_set(*segment).erase(FreeSet::s_iterator_to(only));
     segment->blocks.clear();

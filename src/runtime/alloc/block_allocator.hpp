@@ -72,8 +72,9 @@ class BlockAllocator {
   // Adds a segment (its memory becomes one free block). Ownership stays with the caller until
   // release_free_segments() hands it back.
   void add_segment(Segment *segment);
-  // Removes every segment that is entirely free and returns them.
-  std::vector<Segment *> release_free_segments();
+  // Removes every segment that is entirely free and returns them; with `smaller_than`, only
+  // large segments below that size (ones that cannot serve the request at hand).
+  std::vector<Segment *> release_free_segments(uint64_t smaller_than = UINT64_MAX);
   // Forgets every segment and block (the caller returns the segments).
   void clear();
   // Every segment, for teardown.

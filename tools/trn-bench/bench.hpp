@@ -1,0 +1,38 @@
+// trn-bench: benchmark programs that print one JSON object per line with the project's figure,
+// a baseline measured in the same run and their ratio (these machines are too noisy for
+// absolute numbers to mean much on their own).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace trn::bench {
+
+struct Result {
+  std::string bench;
+  std::string case_name;
+  std::string unit;
+  double trn = 0;
+  double baseline = 0;
+  std::string baseline_name;
+  bool higher_is_better = false;
+};
+
+// {"bench": ..., "case": ..., "unit": ..., "trn": ..., "baseline": ..., "baseline_name": ...,
+//  "ratio": trn / baseline, "better": "higher"|"lower"}
+void print(const Result &result);
+
+// The median of `runs` timings of `body`, in nanoseconds per `operations`.
+double median_ns_per_op(int runs, uint64_t operations, const std::function<void()> &body);
+
+// Fails the program with a message when a trn call does not succeed.
+void check(int result, const char *what);
+
+using Bench = int (*)(int argc, char **argv);
+int bench_alloc(int argc, char **argv);
+
+}  // namespace trn::bench

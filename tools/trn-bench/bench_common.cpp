@@ -1,0 +1,42 @@
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "bench.hpp"
+#include "trn/trn.h"
+
+namespace trn::bench {
+
+void print(const Result &r) {
+  nlohmann::ordered_json line = {{"bench", r.bench},
+                                 {"case", r.case_name},
+                                 {"unit", r.unit},
+                                 {"trn", r.trn},
+                                 {"baseline", r.baseline},
+                                 {"baseline_name", r.baseline_name},
+                                 {"ratio", r.baseline != 0 ? r.trn / r.baseline : 0.0},
+                                 {"better", r.higher_is_better ? "higher" : "lower"}};
+  std::printf("%s\n", line.dump().c_str());
+  std::fflush(stdout);
+}
+
+double median_ns_per_op(int runs, uint64_t operations, const std::function<void()> &body) {
+  std::vector<double> samples;
+  for (int i = 0; i < runs; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    body();
+    const auto end = std::chrono::steady_clock::now();
+    samples.push_back(std::chrono::duration<double, std::nano>(end - start).count() /
+                      static_cast<double>(operations));
+  }
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+void check(int result, const char *what) {
+  if (result == TRN_SUCCESS) return;
+  std::fprintf(stderr, "trn-bench: %s failed: %s: %s\n", what,
+               trn_result_name(static_cast<trn_result_t>(result)), trn_last_error());
+  std::exit(1);
+}
+
+}  // namespace trn::bench

@@ -1,0 +1,37 @@
+// trn-bench NAME [options]: runs one benchmark; see --help for the list.
+#include <cstdio>
+#include <cstring>
+
+#include "bench.hpp"
+
+namespace {
+
+struct Entry {
+  const char *name;
+  trn::bench::Bench run;
+  const char *what;
+};
+
+constexpr Entry kBenches[] = {
+    {"alloc", trn::bench::bench_alloc,
+     "alloc+free pairs vs glibc malloc; fragmentation of a training-like trace"},
+};
+
+void usage() {
+  std::printf("usage: trn-bench NAME [--quick]\n\nbenchmarks (JSON lines on stdout):\n");
+  for (const auto &b : kBenches) std::printf("  %-8s %s\n", b.name, b.what);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    usage();
+    return argc < 2 ? 2 : 0;
+  }
+  for (const auto &b : kBenches)
+    if (!std::strcmp(argv[1], b.name)) return b.run(argc - 1, argv + 1);
+  std::fprintf(stderr, "trn-bench: no benchmark named '%s'\n", argv[1]);
+  usage();
+  return 2;
+}
