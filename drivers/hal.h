@@ -33,6 +33,28 @@ typedef struct trn_hal_process_identity {
   const char *runtime_version; /**< e.g. "0.1.0" */
 } trn_hal_process_identity_t;
 
+/**
+ * A semaphore's shared words. The runtime accesses them with atomic operations and sleeps on
+ * `wake` with a futex; a driver places cells where every process that uses the semaphore can
+ * map them (the sim: its device state file).
+ */
+typedef struct trn_hal_sem_cell {
+  uint64_t value;    /**< the timeline value */
+  uint32_t wake;     /**< futex word: changes on every signal or failure */
+  uint32_t failed;   /**< nonzero: a pending signal will not happen */
+  uint32_t sleepers; /**< waiters asleep on `wake` */
+  uint32_t reserved;
+} trn_hal_sem_cell_t;
+
+/** Per-core activity counters this process publishes (what tools show as utilisation). */
+typedef struct trn_hal_core_activity {
+  uint64_t commands_completed;
+  uint64_t commands_failed;
+  uint64_t dma_bytes;
+  uint64_t dma_busy_ns;  /**< simulated DMA engine time */
+  uint64_t busy_host_ns; /**< host time spent executing the core's commands */
+} trn_hal_core_activity_t;
+
 /** A process attached to a device, as the driver records it. pid 0 = nobody. */
 typedef struct trn_hal_process {
   int32_t pid;
@@ -44,6 +66,7 @@ typedef struct trn_hal_process {
   uint64_t hbm_allocated_bytes[TRN_MAX_HBM_BANKS][TRN_MEM_CATEGORY_COUNT];
   uint64_t hbm_peak_bytes[TRN_MAX_HBM_BANKS][TRN_MEM_CATEGORY_COUNT];
   uint64_t hbm_allocation_count[TRN_MAX_HBM_BANKS][TRN_MEM_CATEGORY_COUNT];
+  trn_hal_core_activity_t core_activity[TRN_MAX_CORES_PER_DEVICE]; /**< per physical core */
   char command[TRN_COMMAND_MAX];
   char runtime_version[32];
 } trn_hal_process_t;
@@ -121,6 +144,17 @@ typedef struct trn_hal_ops {
                                  uint64_t *bank_bytes, uint64_t *held_bytes,
                                  uint64_t *largest_free_bytes, trn_hal_error_t *err);
   uint64_t chunk_bytes; /**< reservation granule */
+
+  /** A semaphore cell other processes can import; freed when its last holder lets go or dies. */
+  trn_result_t (*sem_create)(trn_hal_instance_t *instance, uint32_t device, uint32_t *record,
+                             uint64_t *id, trn_hal_sem_cell_t **cell, trn_hal_error_t *err);
+  trn_result_t (*sem_import)(trn_hal_instance_t *instance, uint32_t device, uint32_t record,
+                             uint64_t id, trn_hal_sem_cell_t **cell, trn_hal_error_t *err);
+  trn_result_t (*sem_release)(trn_hal_instance_t *instance, uint32_t device, uint32_t record,
+                              uint64_t id, trn_hal_error_t *err);
+  /** Adds to this process's activity counters of a physical core. */
+  void (*core_account)(trn_hal_instance_t *instance, uint32_t device, uint32_t core,
+                       const trn_hal_core_activity_t *delta);
 
   /** Live processes attached to a device, two-call enumeration. Never claims anything. */
   trn_result_t (*process_list)(trn_hal_instance_t *instance, uint32_t device, uint32_t *count,

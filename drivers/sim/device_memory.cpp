@@ -105,7 +105,14 @@ void DeviceState::reclaim_slot_chunks_locked(uint32_t slot) {
       record = ExportRecord{};
     }
   }
+  for (uint32_t i = 0; i < kMaxSharedSems; ++i) {
+    ExportRecord &record = memory.sem_records[i];
+    if (record.id == 0) continue;
+    record.holder_mask &= ~(uint64_t{1} << slot);
+    if (record.holder_mask == 0) record = ExportRecord{};
+  }
   SlotMemory &counters = file_->slot_memory[slot];
+  for (auto &activity : counters.activity) activity = trn_hal_core_activity_t{};
   for (auto &word : counters.reserved) store(word, 0);
   for (auto *table : {&counters.allocated, &counters.peak, &counters.count})
     for (auto &row : *table)
@@ -383,8 +390,93 @@ trn_result_t DeviceState::bank_usage(uint32_t bank, uint64_t *held_bytes,
   return TRN_SUCCESS;
 }
 
+trn_result_t DeviceState::sem_create(const trn_hal_process_identity_t &identity,
+                                     uint32_t *record_index, uint64_t *id,
+                                     trn_hal_sem_cell_t **cell, std::string *why) {
+  std::lock_guard lock(mu_);
+  if (trn_result_t r = attach_locked(identity, why); r != TRN_SUCCESS) return r;
+  ChunkLock chunks(*this, why);
+  if (chunks.result() != TRN_SUCCESS) return chunks.result();
+  MemoryControl &memory = file_->memory;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    for (uint32_t i = 0; i < kMaxSharedSems; ++i) {
+      ExportRecord &record = memory.sem_records[i];
+      if (record.id != 0) continue;
+      record.id = memory.next_export_id++;
+      record.holder_mask = uint64_t{1} << slot_;
+      // A fresh cell: nobody can be waiting on a free record (its holders all let go).
+      trn_hal_sem_cell_t &c = memory.sem_cells[i];
+      std::atomic_ref<uint64_t>(c.value).store(0, std::memory_order_relaxed);
+      std::atomic_ref<uint32_t>(c.failed).store(0, std::memory_order_relaxed);
+      *record_index = i;
+      *id = record.id;
+      *cell = &c;
+      return TRN_SUCCESS;
+    }
+    reclaim_dead_locked();
+  }
+  *why = "the device already has " + std::to_string(kMaxSharedSems) +
+         " exportable semaphores: destroy some first";
+  return TRN_ERROR_OUT_OF_DEVICE_MEMORY;
+}
+
+trn_result_t DeviceState::sem_import(const trn_hal_process_identity_t &identity,
+                                     uint32_t record_index, uint64_t id, trn_hal_sem_cell_t **cell,
+                                     std::string *why) {
+  std::lock_guard lock(mu_);
+  if (trn_result_t r = attach_locked(identity, why); r != TRN_SUCCESS) return r;
+  ChunkLock chunks(*this, why);
+  if (chunks.result() != TRN_SUCCESS) return chunks.result();
+  if (record_index >= kMaxSharedSems) {
+    *why = "the handle names no semaphore of this device";
+    return TRN_ERROR_INVALID_ARGUMENT;
+  }
+  ExportRecord &record = file_->memory.sem_records[record_index];
+  if (record.id != id || (record.holder_mask & live_slot_mask_locked()) == 0) {
+    *why = "the semaphore is gone: every process that held it destroyed it or exited";
+    return TRN_ERROR_INVALID_ARGUMENT;
+  }
+  record.holder_mask |= uint64_t{1} << slot_;
+  *cell = &file_->memory.sem_cells[record_index];
+  return TRN_SUCCESS;
+}
+
+trn_result_t DeviceState::sem_release(uint32_t record_index, uint64_t id, std::string *why) {
+  std::lock_guard lock(mu_);
+  ChunkLock chunks(*this, why);
+  if (chunks.result() != TRN_SUCCESS) return chunks.result();
+  if (record_index >= kMaxSharedSems || slot_ < 0 ||
+      file_->memory.sem_records[record_index].id != id) {
+    *why = "this process holds no such semaphore";
+    return TRN_ERROR_INVALID_ARGUMENT;
+  }
+  ExportRecord &record = file_->memory.sem_records[record_index];
+  record.holder_mask &= ~(uint64_t{1} << slot_) & live_slot_mask_locked();
+  if (record.holder_mask == 0) record = ExportRecord{};
+  return TRN_SUCCESS;
+}
+
+void DeviceState::core_account(uint32_t core, const trn_hal_core_activity_t &delta) {
+  if (slot_ < 0 || core >= kMaxPhysicalCores) return;
+  trn_hal_core_activity_t &a = file_->slot_memory[slot_].activity[core];
+  store(a.commands_completed, load(a.commands_completed) + delta.commands_completed);
+  store(a.commands_failed, load(a.commands_failed) + delta.commands_failed);
+  store(a.dma_bytes, load(a.dma_bytes) + delta.dma_bytes);
+  store(a.dma_busy_ns, load(a.dma_busy_ns) + delta.dma_busy_ns);
+  store(a.busy_host_ns, load(a.busy_host_ns) + delta.busy_host_ns);
+}
+
 void DeviceState::fill_memory_locked(uint32_t slot, trn_hal_process_t *process) {
   const SlotMemory &counters = file_->slot_memory[slot];
+  for (uint32_t core = 0; core < kMaxPhysicalCores && core < TRN_MAX_CORES_PER_DEVICE; ++core) {
+    const trn_hal_core_activity_t &a = counters.activity[core];
+    trn_hal_core_activity_t &out = process->core_activity[core];
+    out.commands_completed = load(a.commands_completed);
+    out.commands_failed = load(a.commands_failed);
+    out.dma_bytes = load(a.dma_bytes);
+    out.dma_busy_ns = load(a.dma_busy_ns);
+    out.busy_host_ns = load(a.busy_host_ns);
+  }
   for (uint32_t bank = 0; bank < kMaxHbmBanks; ++bank) {
     process->hbm_reserved_bytes[bank] = load(counters.reserved[bank]);
     for (uint32_t category = 0; category < kCategories; ++category) {

@@ -62,6 +62,14 @@ class DeviceState {
   trn_result_t hbm_import(const trn_hal_process_identity_t &identity, uint32_t record, uint64_t id,
                           uint64_t *offset, uint64_t *bytes, std::string *why);
   trn_result_t hbm_unexport(uint32_t record, uint64_t id, std::string *why);
+  // Shared semaphores (device_memory.cpp): cells in the state file, freed with their last holder.
+  trn_result_t sem_create(const trn_hal_process_identity_t &identity, uint32_t *record,
+                          uint64_t *id, trn_hal_sem_cell_t **cell, std::string *why);
+  trn_result_t sem_import(const trn_hal_process_identity_t &identity, uint32_t record, uint64_t id,
+                          trn_hal_sem_cell_t **cell, std::string *why);
+  trn_result_t sem_release(uint32_t record, uint64_t id, std::string *why);
+  void core_account(uint32_t core, const trn_hal_core_activity_t &delta);
+
   // Chunks of a bank held by live processes (exports included) and the largest free run.
   trn_result_t bank_usage(uint32_t bank, uint64_t *held_bytes, uint64_t *largest_free_bytes,
                           std::string *why);

@@ -29,7 +29,8 @@ struct GenerationSpec {
   uint64_t vector_clock_hz;
   uint64_t scalar_clock_hz;
   uint64_t gpsimd_clock_hz;
-  uint32_t max_lnc;  // largest logical-core grouping the generation supports
+  uint32_t max_lnc;                 // largest logical-core grouping the generation supports
+  uint64_t dma_engine_bytes_per_s;  // achievable per-engine rate, §1.5 (17/23/33 B/ns)
 };
 
 const GenerationSpec &generation_spec(trn_generation_t generation);

@@ -221,6 +221,7 @@ trn_result_t sim_device_properties(trn_hal_instance_t *instance, uint32_t device
   p->gpsimd_clock_hz = spec.gpsimd_clock_hz;
   p->peak_bf16_flops_per_core = spec.tensor_clock_hz * kBf16FlopsPerTensorCycle;
   p->peak_fp32_flops_per_core = spec.tensor_clock_hz * kFp32FlopsPerTensorCycle;
+  p->dma_engine_bytes_per_s = spec.dma_engine_bytes_per_s;
   p->neighbor_count = static_cast<uint32_t>(
       torus_neighbors(device, static_cast<uint32_t>(instance->devices.size())).size());
   return TRN_SUCCESS;
@@ -398,6 +399,33 @@ trn_result_t sim_hbm_bank_usage(trn_hal_instance_t *instance, uint32_t device, u
   });
 }
 
+trn_result_t sim_sem_create(trn_hal_instance_t *instance, uint32_t device, uint32_t *record,
+                            uint64_t *id, trn_hal_sem_cell_t **cell, trn_hal_error_t *err) {
+  return with_device(instance, device, err, [&](DeviceState &state, std::string *why) {
+    return state.sem_create(instance->identity, record, id, cell, why);
+  });
+}
+
+trn_result_t sim_sem_import(trn_hal_instance_t *instance, uint32_t device, uint32_t record,
+                            uint64_t id, trn_hal_sem_cell_t **cell, trn_hal_error_t *err) {
+  return with_device(instance, device, err, [&](DeviceState &state, std::string *why) {
+    return state.sem_import(instance->identity, record, id, cell, why);
+  });
+}
+
+trn_result_t sim_sem_release(trn_hal_instance_t *instance, uint32_t device, uint32_t record,
+                             uint64_t id, trn_hal_error_t *err) {
+  return with_device(instance, device, err, [&](DeviceState &state, std::string *why) {
+    return state.sem_release(record, id, why);
+  });
+}
+
+void sim_core_account(trn_hal_instance_t *instance, uint32_t device, uint32_t core,
+                      const trn_hal_core_activity_t *delta) {
+  if (instance && delta && device < instance->devices.size())
+    instance->devices[device]->core_account(core, *delta);
+}
+
 }  // namespace
 }  // namespace trn::sim
 
@@ -429,5 +457,9 @@ extern "C" trn_result_t trn_hal_sim_get_ops(uint32_t version, trn_hal_ops_t *ops
   ops->hbm_unexport = sim_hbm_unexport;
   ops->hbm_bank_usage = sim_hbm_bank_usage;
   ops->chunk_bytes = kChunkBytes;
+  ops->sem_create = sim_sem_create;
+  ops->sem_import = sim_sem_import;
+  ops->sem_release = sim_sem_release;
+  ops->core_account = sim_core_account;
   return TRN_SUCCESS;
 }

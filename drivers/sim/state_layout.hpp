@@ -13,11 +13,12 @@
 #include <atomic>
 #include <cstdint>
 
+#include "drivers/hal.h"
 #include "trn/trn.h"
 
 namespace trn::sim {
 
-constexpr uint32_t kStateLayoutVersion = 2;
+constexpr uint32_t kStateLayoutVersion = 3;
 constexpr char kStateMagic[8] = {'T', 'R', 'N', 'S', 'I', 'M', 'S', 'T'};
 constexpr uint32_t kMaxProcessSlots = 64;
 constexpr uint32_t kMaxPhysicalCores = 16;
@@ -30,6 +31,7 @@ constexpr uint64_t kChunkBytes = 2ull << 20;
 constexpr uint64_t kMaxHbmBytes = 1ull << 40;  // 1 TiB per device
 constexpr uint32_t kMaxChunks = static_cast<uint32_t>(kMaxHbmBytes / kChunkBytes);
 constexpr uint32_t kMaxExports = 256;
+constexpr uint32_t kMaxSharedSems = 1024;
 
 // Chunk owners: 0 = free, 1..kMaxProcessSlots = process slot + 1, kExportOwnerBase + i = export
 // record i (memory shared between processes, freed when its last holder lets go).
@@ -76,6 +78,7 @@ struct alignas(64) SlotMemory {
   uint64_t allocated[kMaxHbmBanks][kCategories];  // bytes handed out by allocations
   uint64_t peak[kMaxHbmBanks][kCategories];
   uint64_t count[kMaxHbmBanks][kCategories];
+  trn_hal_core_activity_t activity[kMaxPhysicalCores];
 };
 
 // Memory exported by one process and imported by others. Guarded by the chunk mutex.
@@ -105,6 +108,8 @@ struct alignas(64) MemoryControl {
   uint32_t chunk_count;  // chunks in the device (hbm_bytes / kChunkBytes)
   uint32_t bank_chunks;  // chunks per bank
   ExportRecord exports[kMaxExports];
+  ExportRecord sem_records[kMaxSharedSems];  // first_chunk/chunk_count unused
+  trn_hal_sem_cell_t sem_cells[kMaxSharedSems];
   uint16_t chunk_owner[kMaxChunks];
 };
 

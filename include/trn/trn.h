@@ -130,6 +130,9 @@ typedef enum trn_struct_type {
   TRN_STRUCT_POOL_DESC = 5,
   TRN_STRUCT_MEM_STATS = 6,
   TRN_STRUCT_MEM_INFO = 7,
+  TRN_STRUCT_SEM_DESC = 8,
+  TRN_STRUCT_QUEUE_DESC = 9,
+  TRN_STRUCT_QUEUE_FAULT = 10,
   TRN_STRUCT_FORCE_INT32 = 0x7fffffff
 } trn_struct_type_t;
 
@@ -160,6 +163,8 @@ typedef struct trn_device_s *trn_device_t;
 typedef struct trn_core_s *trn_core_t;
 typedef struct trn_pool_s *trn_pool_t;
 typedef struct trn_mem_s *trn_mem_t;
+typedef struct trn_sem_s *trn_sem_t;
+typedef struct trn_queue_s *trn_queue_t;
 
 /* ------------------------------------------------------------------------------------------------
  * Runtime
@@ -246,7 +251,8 @@ typedef struct trn_device_properties {
   uint64_t gpsimd_clock_hz;
   uint64_t peak_bf16_flops_per_core; /**< dense, from clock × datapath */
   uint64_t peak_fp32_flops_per_core;
-  uint32_t neighbor_count; /**< see trn_device_get_neighbors */
+  uint32_t neighbor_count;         /**< see trn_device_get_neighbors */
+  uint64_t dma_engine_bytes_per_s; /**< achievable rate of one DMA engine */
 } trn_device_properties_t;
 
 TRN_DEFINE_STRUCT_MAKE(trn_device_properties_t, TRN_STRUCT_DEVICE_PROPERTIES)
@@ -490,6 +496,162 @@ TRN_API trn_result_t trn_mem_export(trn_mem_t mem, trn_ipc_handle_t *handle);
  */
 TRN_API trn_result_t trn_mem_import(trn_device_t device, const trn_ipc_handle_t *handle,
                                     trn_mem_t *mem);
+
+/* ------------------------------------------------------------------------------------------------
+ * Semaphores: the one completion primitive. A 64-bit timeline value that only grows; waiters
+ * wait for it to reach a value. Queues wait on and signal them; each queue owns one whose value
+ * is its last completed sequence number, so an "event" is a (semaphore, value) pair.
+ *
+ * A semaphore whose pending signal can no longer happen (its queue faulted, or the queue was
+ * destroyed) is marked failed: waits for values it has not reached return TRN_ERROR_CANCELLED at
+ * once instead of hanging. The next host signal clears the mark.
+ *
+ * Waiting spins for a bounded budget (TRN_SPIN_NS, default 20000 ns), then sleeps on a futex
+ * until the value, the failure or the deadline.
+ * --------------------------------------------------------------------------------------------- */
+
+/** The semaphore lives in the device state and can be exported to other processes. */
+#define TRN_SEM_FLAG_EXPORTABLE 0x1u
+
+typedef struct trn_sem_desc {
+  trn_struct_header_t header;
+  uint64_t initial_value;
+  uint32_t flags; /**< TRN_SEM_FLAG_* */
+} trn_sem_desc_t;
+
+TRN_DEFINE_STRUCT_MAKE(trn_sem_desc_t, TRN_STRUCT_SEM_DESC)
+#define TRN_SEM_DESC_INIT trn_sem_desc_t_make()
+
+TRN_API trn_result_t trn_sem_create(trn_device_t device, const trn_sem_desc_t *desc,
+                                    trn_sem_t *sem);
+/**
+ * Destroys a semaphore (or this process's import of it). Accepts NULL.
+ * @returns TRN_ERROR_HANDLE_IN_USE while a queue command still waits on or signals it.
+ */
+TRN_API trn_result_t trn_sem_destroy(trn_sem_t sem);
+/**
+ * Sets the value from the host and wakes the waiters it satisfies.
+ * @returns TRN_ERROR_INVALID_ARGUMENT for a value below the current one (values only grow);
+ *          a queue's own timeline semaphore cannot be signalled from the host.
+ */
+TRN_API trn_result_t trn_sem_signal(trn_sem_t sem, uint64_t value);
+/**
+ * Waits until the value is at least `value`. `timeout_ns` 0 polls, UINT64_MAX waits forever.
+ * @returns TRN_SUCCESS, TRN_TIMEOUT (nothing failed; the deadline passed), or
+ *          TRN_ERROR_CANCELLED when the semaphore is marked failed (trn_last_error() says which
+ *          queue failed and why).
+ */
+TRN_API trn_result_t trn_sem_wait(trn_sem_t sem, uint64_t value, uint64_t timeout_ns);
+/** The current value (even when failed: then the result is TRN_ERROR_CANCELLED). */
+TRN_API trn_result_t trn_sem_query(trn_sem_t sem, uint64_t *value);
+/**
+ * A file descriptor that becomes readable (POLLIN, as an eventfd) when the value reaches `value`
+ * or the semaphore fails: for epoll, poll and io_uring event loops. The caller closes it.
+ */
+TRN_API trn_result_t trn_sem_get_fd(trn_sem_t sem, uint64_t value, int *fd);
+/** Exports a TRN_SEM_FLAG_EXPORTABLE semaphore so another process can wait on or signal it. */
+TRN_API trn_result_t trn_sem_export(trn_sem_t sem, trn_ipc_handle_t *handle);
+TRN_API trn_result_t trn_sem_import(trn_device_t device, const trn_ipc_handle_t *handle,
+                                    trn_sem_t *sem);
+
+/* ------------------------------------------------------------------------------------------------
+ * Queues: in-order streams of commands on a core (compute) or on a core's DMA engines (copy).
+ * Every submission returns a sequence number (1, 2, 3, ...); the queue's timeline semaphore
+ * reaches it when the command completes. Each command may wait on and signal semaphores.
+ *
+ * Submission never blocks: with `capacity` commands in flight the next one returns
+ * TRN_ERROR_QUEUE_FULL; wait for completions (trn_sem_wait on the queue's semaphore or
+ * trn_queue_finish) and submit again. A command that fails puts the queue in an error state with
+ * a fault record; later commands are cancelled and every semaphore they would have signalled is
+ * marked failed, so no waiter hangs. trn_queue_reset() clears the error state.
+ * --------------------------------------------------------------------------------------------- */
+
+typedef enum trn_queue_kind {
+  TRN_QUEUE_KIND_COMPUTE = 1, /**< kernels (and every other command) on an owned core */
+  TRN_QUEUE_KIND_COPY = 2,    /**< copies and memsets on the DMA engines of a core */
+  TRN_QUEUE_KIND_FORCE_INT32 = 0x7fffffff
+} trn_queue_kind_t;
+
+typedef struct trn_queue_desc {
+  trn_struct_header_t header;
+  trn_queue_kind_t kind; /**< default (0) = TRN_QUEUE_KIND_COPY */
+  trn_core_t core;       /**< acquired for this process if it is not already */
+  uint32_t capacity;     /**< commands in flight before TRN_ERROR_QUEUE_FULL; 0 = 1024 */
+  uint32_t dma_engines;  /**< DMA engines a copy is split across; 0 = all of the core's */
+} trn_queue_desc_t;
+
+TRN_DEFINE_STRUCT_MAKE(trn_queue_desc_t, TRN_STRUCT_QUEUE_DESC)
+#define TRN_QUEUE_DESC_INIT trn_queue_desc_t_make()
+
+/** A (semaphore, value) pair: what a command waits for or signals. */
+typedef struct trn_sem_point {
+  trn_sem_t sem;
+  uint64_t value;
+} trn_sem_point_t;
+
+/** What a command waits for before it starts and signals when it completes. */
+typedef struct trn_sync {
+  const trn_sem_point_t *waits;
+  uint32_t wait_count;
+  const trn_sem_point_t *signals;
+  uint32_t signal_count;
+} trn_sync_t;
+
+TRN_API trn_result_t trn_queue_create(const trn_queue_desc_t *desc, trn_queue_t *queue);
+/**
+ * Destroys a queue. Work in flight: the command running completes, commands not started are
+ * cancelled (their semaphores marked failed), then the queue is freed; this never waits for a
+ * semaphore. Accepts NULL.
+ */
+TRN_API trn_result_t trn_queue_destroy(trn_queue_t queue);
+
+/**
+ * Copies `size` bytes between allocations: host pool to device, device to host, within or
+ * across cores and devices. `sync` may be NULL; `sequence` (may be NULL) receives the command's
+ * sequence number. Both ranges are checked at submission; memory freed before the copy runs is
+ * a fault of the queue.
+ */
+TRN_API trn_result_t trn_queue_copy(trn_queue_t queue, trn_mem_t destination,
+                                    uint64_t destination_offset, trn_mem_t source,
+                                    uint64_t source_offset, uint64_t size, const trn_sync_t *sync,
+                                    uint64_t *sequence);
+TRN_API trn_result_t trn_queue_memset(trn_queue_t queue, trn_mem_t destination, uint64_t offset,
+                                      uint8_t value, uint64_t size, const trn_sync_t *sync,
+                                      uint64_t *sequence);
+/** A command that only waits and signals (a semaphore wait, a signal, or both). */
+TRN_API trn_result_t trn_queue_barrier(trn_queue_t queue, const trn_sync_t *sync,
+                                       uint64_t *sequence);
+/**
+ * Waits until every command submitted so far has completed.
+ * @returns TRN_SUCCESS; TRN_TIMEOUT (the queue may be blocked on a semaphore nobody signals);
+ *          or the fault's result when the queue is in an error state (see trn_queue_get_fault).
+ */
+TRN_API trn_result_t trn_queue_finish(trn_queue_t queue, uint64_t timeout_ns);
+/** The queue's timeline semaphore (owned by the queue: do not destroy it). */
+TRN_API trn_result_t trn_queue_get_semaphore(trn_queue_t queue, trn_sem_t *sem);
+
+typedef struct trn_queue_fault {
+  trn_struct_header_t header;
+  trn_result_t result; /**< TRN_SUCCESS when the queue has no fault */
+  uint64_t sequence;   /**< the command that failed */
+  char command[32];    /**< "copy", "memset", "barrier", ... */
+  char reason[TRN_DETAIL_MAX];
+  uint64_t destination_address;
+  uint64_t source_address;
+  uint64_t size;
+  uint64_t cancelled; /**< commands cancelled after it */
+} trn_queue_fault_t;
+
+TRN_DEFINE_STRUCT_MAKE(trn_queue_fault_t, TRN_STRUCT_QUEUE_FAULT)
+#define TRN_QUEUE_FAULT_INIT trn_queue_fault_t_make()
+
+TRN_API trn_result_t trn_queue_get_fault(trn_queue_t queue, trn_queue_fault_t *fault);
+/**
+ * Leaves the error state: the fault record is cleared and the queue accepts commands again
+ * (sequence numbers continue). @returns TRN_ERROR_HANDLE_IN_USE while cancelled commands are
+ * still draining; call again after trn_queue_finish.
+ */
+TRN_API trn_result_t trn_queue_reset(trn_queue_t queue);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -32,6 +32,29 @@ trn_result_t find_owner(const Core &core, trn_hal_process_t *owner) {
 
 }  // namespace
 
+namespace trn::rt {
+
+trn_result_t acquire_core(Core &core) {
+  Device &device = *core.device;
+  std::lock_guard lock(device.mu);
+  if (core.owned) return TRN_SUCCESS;
+  const uint32_t lnc = device.properties.logical_core_config;
+  trn_hal_error_t err{};
+  uint32_t busy = 0;
+  const trn_result_t result = device.driver->ops.core_claim(
+      device.driver->instance, device.driver_index, core.index * lnc, lnc, &busy, &err);
+  if (result == TRN_ERROR_CORE_BUSY)
+    return fail(result, core_name(core) + " (core id " + std::to_string(core.global_id) +
+                            ") is in use by " + err.message +
+                            ": wait for it to release the core, end it, or pick another core "
+                            "with TRN_VISIBLE_CORES (trn-ls -w shows who owns what)");
+  if (result != TRN_SUCCESS) return fail(result, err.message);
+  core.owned = true;
+  return TRN_SUCCESS;
+}
+
+}  // namespace trn::rt
+
 extern "C" {
 
 TRN_API trn_result_t trn_core_get(trn_device_t handle, uint32_t *count, trn_core_t *cores) {
@@ -91,22 +114,7 @@ TRN_API trn_result_t trn_core_acquire(trn_core_t handle) {
     if (!session) return result;
     Core *core = lookup_core(*session, handle, &result);
     if (!core) return result;
-    Device &device = *core->device;
-    std::lock_guard lock(device.mu);
-    if (core->owned) return TRN_SUCCESS;
-    const uint32_t lnc = device.properties.logical_core_config;
-    trn_hal_error_t err{};
-    uint32_t busy = 0;
-    result = device.driver->ops.core_claim(device.driver->instance, device.driver_index,
-                                           core->index * lnc, lnc, &busy, &err);
-    if (result == TRN_ERROR_CORE_BUSY)
-      return fail(result, core_name(*core) + " (core id " + std::to_string(core->global_id) +
-                              ") is in use by " + err.message +
-                              ": wait for it to release the core, end it, or pick another core "
-                              "with TRN_VISIBLE_CORES (trn-ls -w shows who owns what)");
-    if (result != TRN_SUCCESS) return fail(result, err.message);
-    core->owned = true;
-    return TRN_SUCCESS;
+    return acquire_core(*core);
   });
 }
 
@@ -122,6 +130,10 @@ TRN_API trn_result_t trn_core_release(trn_core_t handle) {
     if (!core->owned)
       return fail(TRN_ERROR_NOT_OWNER,
                   core_name(*core) + " is not owned by this process: acquire it first");
+    if (core->queues > 0)
+      return fail(TRN_ERROR_HANDLE_IN_USE, core_name(*core) + " still has " +
+                                               std::to_string(core->queues) +
+                                               " queues: destroy them before releasing the core");
     const uint32_t lnc = device.properties.logical_core_config;
     trn_hal_error_t err{};
     result = device.driver->ops.core_unclaim(device.driver->instance, device.driver_index,

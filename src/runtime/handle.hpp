@@ -13,7 +13,15 @@
 
 namespace trn::rt {
 
-enum class HandleKind : uint8_t { driver = 1, device = 2, core = 3, pool = 4, mem = 5 };
+enum class HandleKind : uint8_t {
+  driver = 1,
+  device = 2,
+  core = 3,
+  pool = 4,
+  mem = 5,
+  sem = 6,
+  queue = 7
+};
 
 constexpr uint32_t kMaxHandleSlot = (1u << 24) - 1;
 

@@ -11,6 +11,8 @@
 #include "common/parse.hpp"
 #include "runtime/error.hpp"
 #include "runtime/memory.hpp"
+#include "runtime/queue.hpp"
+#include "runtime/sem.hpp"
 #include "runtime/visibility.hpp"
 
 namespace trn::rt {
@@ -79,6 +81,12 @@ trn_result_t open_driver(const BuiltinDriver &builtin, const trn_hal_process_ide
 Session::~Session() {
   // Memory objects point into devices, devices and cores into drivers: drop them in that order.
   // Nothing is returned to the driver here (see release_all): closing the driver is enough.
+  // Queue workers must stop before the memory and semaphores their commands use go away.
+  for (auto &queue : queues.all()) {
+    queue->shutdown();
+    queues.remove_object(queue.get());
+  }
+  for (auto &sem : sems.all()) sems.remove_object(sem.get());
   for (auto &mem : mems.all()) mems.remove_object(mem.get());
   for (auto &pool : pools.all()) pools.remove_object(pool.get());
   cores_.clear();
@@ -87,6 +95,14 @@ Session::~Session() {
 }
 
 void Session::release_all() {
+  for (auto &queue : queues.all()) {
+    queue->shutdown();
+    queues.remove_object(queue.get());
+  }
+  for (auto &sem : sems.all()) {
+    release_sem(*sem);
+    sems.remove_object(sem.get());
+  }
   for (auto &mem : mems.all()) {
     release_memory(*mem);
     mems.remove_object(mem.get());
@@ -289,13 +305,13 @@ trn_result_t invalid_handle(HandleKind expected, uint64_t value) {
     return fail(TRN_ERROR_INVALID_HANDLE, std::string("the ") + what + " handle is NULL");
   const DecodedHandle decoded = decode_handle(value);
   if (decoded.kind != expected) {
-    const bool known = decoded.kind >= HandleKind::driver && decoded.kind <= HandleKind::mem;
+    const bool known = decoded.kind >= HandleKind::driver && decoded.kind <= HandleKind::queue;
     return fail(TRN_ERROR_INVALID_HANDLE,
                 known ? std::string("expected a ") + what + " handle but got a " +
                             handle_kind_name(decoded.kind) + " handle"
                       : std::string("the value passed as a ") + what + " handle is not a handle");
   }
-  const bool dynamic = expected == HandleKind::pool || expected == HandleKind::mem;
+  const bool dynamic = expected >= HandleKind::pool;
   return fail(TRN_ERROR_INVALID_HANDLE,
               std::string("the ") + what + " handle is stale: " +
                   (dynamic ? std::string("it was destroyed or freed, or its runtime session was "
@@ -312,6 +328,8 @@ const char *handle_kind_name(HandleKind kind) {
     case HandleKind::core: return "core";
     case HandleKind::pool: return "pool";
     case HandleKind::mem: return "memory";
+    case HandleKind::sem: return "semaphore";
+    case HandleKind::queue: return "queue";
   }
   return "unknown";
 }

@@ -40,11 +40,14 @@ struct Core {
   uint32_t global_id = 0;  // as TRN_VISIBLE_CORES names it
   uint32_t slot = 0;       // handle slot in the session's core list
   bool visible = false;
-  bool owned = false;  // guarded by device->mu
+  bool owned = false;   // guarded by device->mu
+  uint32_t queues = 0;  // live queues on the core; guarded by device->mu
 };
 
 class Pool;
 struct Mem;
+class Sem;
+class Queue;
 
 struct Device {
   Driver *driver = nullptr;
@@ -75,6 +78,8 @@ class Session {
 
   ObjectTable<Pool> pools{HandleKind::pool};
   ObjectTable<Mem> mems{HandleKind::mem};
+  ObjectTable<Sem> sems{HandleKind::sem};
+  ObjectTable<Queue> queues{HandleKind::queue};
 
  private:
   uint32_t generation_ = next_handle_generation();
@@ -94,6 +99,9 @@ void shutdown_session();
 Driver *lookup_driver(const Session &session, trn_driver_t handle, trn_result_t *result);
 Device *lookup_device(const Session &session, trn_device_t handle, trn_result_t *result);
 Core *lookup_core(const Session &session, trn_core_t handle, trn_result_t *result);
+
+// Takes a core for this process (idempotent); the work of trn_core_acquire.
+trn_result_t acquire_core(Core &core);
 
 // The error for a handle that is not a live handle of `expected` kind (NULL, wrong kind, stale).
 trn_result_t invalid_handle(HandleKind expected, uint64_t value);

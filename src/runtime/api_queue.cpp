@@ -1,0 +1,256 @@
+// C entry points for queues.
+#include <cstring>
+
+#include "runtime/api_support.hpp"
+#include "runtime/memory.hpp"
+#include "runtime/queue.hpp"
+#include "runtime/session.hpp"
+
+using namespace trn::rt;
+
+namespace {
+
+constexpr uint32_t kDefaultCapacity = 1024;
+constexpr uint32_t kMaxCapacity = 1u << 20;
+
+std::shared_ptr<Queue> lookup_queue(Session &session, trn_queue_t handle, trn_result_t *result) {
+  auto queue = session.queues.lookup(from_handle(handle));
+  *result = queue ? TRN_SUCCESS : invalid_handle(HandleKind::queue, from_handle(handle));
+  return queue;
+}
+
+trn_result_t resolve_points(Session &session, const trn_sem_point_t *points, uint32_t count,
+                            const char *name, bool signals, std::vector<SemRef> *out) {
+  if (count > 0 && points == nullptr)
+    return fail(TRN_ERROR_NULL_POINTER, std::string("sync->") + name +
+                                            " is NULL but its count is " + std::to_string(count));
+  for (uint32_t i = 0; i < count; ++i) {
+    auto sem = session.sems.lookup(from_handle(points[i].sem));
+    if (!sem) {
+      invalid_handle(HandleKind::sem, from_handle(points[i].sem));
+      return fail(TRN_ERROR_INVALID_HANDLE, std::string("sync->") + name + "[" + std::to_string(i) +
+                                                "]: " + trn_last_error());
+    }
+    if (signals && sem->queue_timeline())
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  std::string("sync->signals[") + std::to_string(i) +
+                      "] is a queue's own semaphore, which only its queue signals");
+    out->push_back({std::move(sem), points[i].value});
+  }
+  return TRN_SUCCESS;
+}
+
+// Looks the queue up, fills the command's synchronisation, and submits it.
+template <typename Fill>
+trn_result_t submit(trn_queue_t handle, const trn_sync_t *sync, uint64_t *sequence, Fill fill) {
+  trn_result_t result;
+  auto session = current_session(&result);
+  if (!session) return result;
+  auto queue = lookup_queue(*session, handle, &result);
+  if (!queue) return result;
+  Command command;
+  if (sync) {
+    if (trn_result_t r =
+            resolve_points(*session, sync->waits, sync->wait_count, "waits", false, &command.waits);
+        r != TRN_SUCCESS)
+      return r;
+    if (trn_result_t r = resolve_points(*session, sync->signals, sync->signal_count, "signals",
+                                        true, &command.signals);
+        r != TRN_SUCCESS)
+      return r;
+  }
+  if (trn_result_t r = fill(*session, command); r != TRN_SUCCESS) return r;
+  return queue->submit(std::move(command), sequence);
+}
+
+trn_result_t resolve_range(Session &session, trn_mem_t handle, uint64_t offset, uint64_t size,
+                           const char *name, std::shared_ptr<Mem> *out) {
+  auto mem = session.mems.lookup(from_handle(handle));
+  if (!mem) {
+    invalid_handle(HandleKind::mem, from_handle(handle));
+    return fail(TRN_ERROR_INVALID_HANDLE, std::string(name) + ": " + trn_last_error());
+  }
+  if (offset > mem->size || size > mem->size - offset)
+    return fail(TRN_ERROR_OUT_OF_RANGE, std::string(name) + ": bytes " + std::to_string(offset) +
+                                            ".." + std::to_string(offset + size) +
+                                            " are outside the allocation of " +
+                                            std::to_string(mem->size) + " bytes");
+  *out = std::move(mem);
+  return TRN_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+TRN_API trn_result_t trn_queue_create(const trn_queue_desc_t *desc, trn_queue_t *queue_out) {
+  return TRN_API_CALL({
+    if (trn_result_t r = check_struct(desc, TRN_STRUCT_QUEUE_DESC, "desc", "TRN_QUEUE_DESC_INIT");
+        r != TRN_SUCCESS)
+      return r;
+    if (!queue_out) return fail(TRN_ERROR_NULL_POINTER, "queue is NULL");
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    trn_queue_desc_t d = TRN_QUEUE_DESC_INIT;
+    std::memcpy(&d, desc, std::min<size_t>(desc->header.size, sizeof d));
+    Core *core = lookup_core(*session, d.core, &result);
+    if (!core) return fail(result, std::string("desc.core: ") + trn_last_error());
+    const trn_queue_kind_t kind = d.kind == 0 ? TRN_QUEUE_KIND_COPY : d.kind;
+    if (kind != TRN_QUEUE_KIND_COMPUTE && kind != TRN_QUEUE_KIND_COPY)
+      return fail(TRN_ERROR_INVALID_ENUM,
+                  "desc.kind " + std::to_string(d.kind) +
+                      " is not TRN_QUEUE_KIND_COMPUTE or TRN_QUEUE_KIND_COPY");
+    const uint32_t capacity = d.capacity == 0 ? kDefaultCapacity : d.capacity;
+    if (capacity > kMaxCapacity)
+      return fail(TRN_ERROR_INVALID_ARGUMENT, "desc.capacity " + std::to_string(capacity) +
+                                                  " is above the limit of " +
+                                                  std::to_string(kMaxCapacity));
+    Device &device = *core->device;
+    const uint32_t engines =
+        device.properties.dma_engines_per_core * device.properties.logical_core_config;
+    const uint32_t dma_engines = d.dma_engines == 0 ? engines : d.dma_engines;
+    if (dma_engines > engines)
+      return fail(TRN_ERROR_OUT_OF_RANGE, "desc.dma_engines " + std::to_string(dma_engines) +
+                                              " is more than the core's " +
+                                              std::to_string(engines));
+    if (trn_result_t r = acquire_core(*core); r != TRN_SUCCESS) return r;
+    auto queue = std::make_shared<Queue>(device, *core, kind, capacity, dma_engines);
+    queue->timeline_handle = session->sems.insert(queue->timeline());
+    {
+      std::lock_guard lock(device.mu);
+      ++core->queues;
+    }
+    *queue_out = to_handle<trn_queue_t>(session->queues.insert(std::move(queue)));
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_queue_destroy(trn_queue_t handle) {
+  return TRN_API_CALL({
+    if (handle == nullptr) return TRN_SUCCESS;
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    auto queue = session->queues.remove(from_handle(handle));
+    if (!queue) return invalid_handle(HandleKind::queue, from_handle(handle));
+    queue->shutdown();
+    session->sems.remove(queue->timeline_handle);
+    Device &device = *queue->core().device;
+    std::lock_guard lock(device.mu);
+    --queue->core().queues;
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_queue_copy(trn_queue_t queue, trn_mem_t destination,
+                                    uint64_t destination_offset, trn_mem_t source,
+                                    uint64_t source_offset, uint64_t size, const trn_sync_t *sync,
+                                    uint64_t *sequence) {
+  return TRN_API_CALL({
+    return submit(queue, sync, sequence, [&](Session &session, Command &command) {
+      std::shared_ptr<Mem> to, from;
+      if (trn_result_t r =
+              resolve_range(session, destination, destination_offset, size, "destination", &to);
+          r != TRN_SUCCESS)
+        return r;
+      if (trn_result_t r = resolve_range(session, source, source_offset, size, "source", &from);
+          r != TRN_SUCCESS)
+        return r;
+      command.kind = Command::Kind::copy;
+      command.destination = to;
+      command.source = from;
+      command.destination_offset = destination_offset;
+      command.source_offset = source_offset;
+      command.destination_address = to->address + destination_offset;
+      command.source_address = from->address + source_offset;
+      command.size = size;
+      return TRN_SUCCESS;
+    });
+  });
+}
+
+TRN_API trn_result_t trn_queue_memset(trn_queue_t queue, trn_mem_t destination, uint64_t offset,
+                                      uint8_t value, uint64_t size, const trn_sync_t *sync,
+                                      uint64_t *sequence) {
+  return TRN_API_CALL({
+    return submit(queue, sync, sequence, [&](Session &session, Command &command) {
+      std::shared_ptr<Mem> to;
+      if (trn_result_t r = resolve_range(session, destination, offset, size, "destination", &to);
+          r != TRN_SUCCESS)
+        return r;
+      command.kind = Command::Kind::memset;
+      command.destination = to;
+      command.destination_offset = offset;
+      command.destination_address = to->address + offset;
+      command.size = size;
+      command.value = value;
+      return TRN_SUCCESS;
+    });
+  });
+}
+
+TRN_API trn_result_t trn_queue_barrier(trn_queue_t queue, const trn_sync_t *sync,
+                                       uint64_t *sequence) {
+  return TRN_API_CALL({
+    return submit(queue, sync, sequence, [](Session &, Command &command) {
+      command.kind = Command::Kind::barrier;
+      return TRN_SUCCESS;
+    });
+  });
+}
+
+TRN_API trn_result_t trn_queue_finish(trn_queue_t handle, uint64_t timeout_ns) {
+  return TRN_API_CALL({
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    auto queue = lookup_queue(*session, handle, &result);
+    if (!queue) return result;
+    return queue->finish(timeout_ns);
+  });
+}
+
+TRN_API trn_result_t trn_queue_get_semaphore(trn_queue_t handle, trn_sem_t *sem) {
+  return TRN_API_CALL({
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    auto queue = lookup_queue(*session, handle, &result);
+    if (!queue) return result;
+    if (!sem) return fail(TRN_ERROR_NULL_POINTER, "sem is NULL");
+    *sem = to_handle<trn_sem_t>(queue->timeline_handle);
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_queue_get_fault(trn_queue_t handle, trn_queue_fault_t *fault) {
+  return TRN_API_CALL({
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    auto queue = lookup_queue(*session, handle, &result);
+    if (!queue) return result;
+    if (trn_result_t r =
+            check_struct(fault, TRN_STRUCT_QUEUE_FAULT, "fault", "TRN_QUEUE_FAULT_INIT");
+        r != TRN_SUCCESS)
+      return r;
+    trn_queue_fault_t full = TRN_QUEUE_FAULT_INIT;
+    queue->fault(&full);
+    copy_struct(full, fault);
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_queue_reset(trn_queue_t handle) {
+  return TRN_API_CALL({
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    auto queue = lookup_queue(*session, handle, &result);
+    if (!queue) return result;
+    return queue->reset();
+  });
+}
+
+}  // extern "C"

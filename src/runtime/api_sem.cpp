@@ -1,0 +1,212 @@
+// C entry points for semaphores.
+#include <cstring>
+
+#include "runtime/api_support.hpp"
+#include "runtime/sem.hpp"
+#include "runtime/session.hpp"
+
+using namespace trn::rt;
+
+namespace {
+
+constexpr char kSemIpcMagic[8] = {'T', 'R', 'N', 'S', 'E', 'M', '1', '\0'};
+
+struct SemIpcHandle {
+  char magic[8];
+  uint32_t device_index;
+  uint32_t record;
+  uint64_t id;
+  uint32_t exporter_pid;
+  uint8_t reserved[36];
+};
+static_assert(sizeof(SemIpcHandle) == sizeof(trn_ipc_handle_t), "handle layout");
+
+std::shared_ptr<Sem> lookup_sem(Session &session, trn_sem_t handle, trn_result_t *result) {
+  auto sem = session.sems.lookup(from_handle(handle));
+  *result = sem ? TRN_SUCCESS : invalid_handle(HandleKind::sem, from_handle(handle));
+  return sem;
+}
+
+trn_result_t cancelled(const Sem &sem) {
+  return fail(TRN_ERROR_CANCELLED, "the semaphore is marked failed: " + sem.failure_reason());
+}
+
+}  // namespace
+
+extern "C" {
+
+TRN_API trn_result_t trn_sem_create(trn_device_t device_handle, const trn_sem_desc_t *desc,
+                                    trn_sem_t *sem_out) {
+  return TRN_API_CALL({
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    Device *device = lookup_device(*session, device_handle, &result);
+    if (!device) return result;
+    if (trn_result_t r = check_struct(desc, TRN_STRUCT_SEM_DESC, "desc", "TRN_SEM_DESC_INIT");
+        r != TRN_SUCCESS)
+      return r;
+    if (!sem_out) return fail(TRN_ERROR_NULL_POINTER, "sem is NULL");
+    trn_sem_desc_t d = TRN_SEM_DESC_INIT;
+    std::memcpy(&d, desc, std::min<size_t>(desc->header.size, sizeof d));
+    if ((d.flags & ~TRN_SEM_FLAG_EXPORTABLE) != 0)
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  "desc.flags has bits other than TRN_SEM_FLAG_EXPORTABLE");
+    std::shared_ptr<Sem> sem;
+    if (d.flags & TRN_SEM_FLAG_EXPORTABLE) {
+      uint32_t record = 0;
+      uint64_t id = 0;
+      trn_hal_sem_cell_t *cell = nullptr;
+      trn_hal_error_t err{};
+      const Driver &driver = *device->driver;
+      if (trn_result_t r = driver.ops.sem_create(driver.instance, device->driver_index, &record,
+                                                 &id, &cell, &err);
+          r != TRN_SUCCESS)
+        return fail(r, err.message);
+      sem = std::make_shared<Sem>(*device, cell, record, id);
+      sem->signal(d.initial_value, true);
+    } else {
+      sem = std::make_shared<Sem>(*device, d.initial_value, false);
+    }
+    *sem_out = to_handle<trn_sem_t>(session->sems.insert(std::move(sem)));
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_sem_destroy(trn_sem_t handle) {
+  return TRN_API_CALL({
+    if (handle == nullptr) return TRN_SUCCESS;
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    auto sem = lookup_sem(*session, handle, &result);
+    if (!sem) return result;
+    if (sem->queue_timeline())
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  "this is a queue's own semaphore: it goes with trn_queue_destroy");
+    if (const uint32_t users = sem->users.load(); users > 0)
+      return fail(TRN_ERROR_HANDLE_IN_USE,
+                  std::to_string(users) +
+                      " queued commands still wait on or signal the semaphore: finish them first");
+    if (!session->sems.remove(from_handle(handle)))
+      return invalid_handle(HandleKind::sem, from_handle(handle));
+    release_sem(*sem);
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_sem_signal(trn_sem_t handle, uint64_t value) {
+  return TRN_API_CALL({
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    auto sem = lookup_sem(*session, handle, &result);
+    if (!sem) return result;
+    if (sem->queue_timeline())
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  "a queue's semaphore is signalled by its queue only: use a semaphore of your "
+                  "own (trn_sem_create) and a barrier that waits on it");
+    const uint64_t current = sem->value();
+    if (value < current)
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  "value " + std::to_string(value) + " is below the current value " +
+                      std::to_string(current) + ": semaphore values only grow");
+    sem->signal(value, true);
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_sem_wait(trn_sem_t handle, uint64_t value, uint64_t timeout_ns) {
+  return TRN_API_CALL({
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    auto sem = lookup_sem(*session, handle, &result);
+    if (!sem) return result;
+    const trn_result_t r = sem->wait(value, timeout_ns, nullptr);
+    if (r == TRN_ERROR_CANCELLED) return cancelled(*sem);
+    return r;
+  });
+}
+
+TRN_API trn_result_t trn_sem_query(trn_sem_t handle, uint64_t *value) {
+  return TRN_API_CALL({
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    auto sem = lookup_sem(*session, handle, &result);
+    if (!sem) return result;
+    if (!value) return fail(TRN_ERROR_NULL_POINTER, "value is NULL");
+    *value = sem->value();
+    return sem->failed() ? cancelled(*sem) : TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_sem_get_fd(trn_sem_t handle, uint64_t value, int *fd) {
+  return TRN_API_CALL({
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    auto sem = lookup_sem(*session, handle, &result);
+    if (!sem) return result;
+    if (!fd) return fail(TRN_ERROR_NULL_POINTER, "fd is NULL");
+    return sem->watch(value, fd);
+  });
+}
+
+TRN_API trn_result_t trn_sem_export(trn_sem_t handle, trn_ipc_handle_t *ipc) {
+  return TRN_API_CALL({
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    auto sem = lookup_sem(*session, handle, &result);
+    if (!sem) return result;
+    if (!ipc) return fail(TRN_ERROR_NULL_POINTER, "handle is NULL");
+    if (!sem->shared())
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  "the semaphore was not created with TRN_SEM_FLAG_EXPORTABLE");
+    SemIpcHandle out{};
+    std::memcpy(out.magic, kSemIpcMagic, sizeof kSemIpcMagic);
+    out.device_index = sem->device().index;
+    out.record = sem->record();
+    out.id = sem->id();
+    out.exporter_pid = static_cast<uint32_t>(getpid());
+    std::memcpy(ipc->bytes, &out, sizeof out);
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_sem_import(trn_device_t device_handle, const trn_ipc_handle_t *ipc,
+                                    trn_sem_t *sem_out) {
+  return TRN_API_CALL({
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    Device *device = lookup_device(*session, device_handle, &result);
+    if (!device) return result;
+    if (!ipc) return fail(TRN_ERROR_NULL_POINTER, "handle is NULL");
+    if (!sem_out) return fail(TRN_ERROR_NULL_POINTER, "sem is NULL");
+    SemIpcHandle in;
+    std::memcpy(&in, ipc->bytes, sizeof in);
+    if (std::memcmp(in.magic, kSemIpcMagic, sizeof kSemIpcMagic) != 0)
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  "the bytes are not a trn semaphore handle (made by trn_sem_export)");
+    if (in.device_index != device->index)
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  "the handle is a semaphore of device " + std::to_string(in.device_index) +
+                      ", not of device " + std::to_string(device->index));
+    trn_hal_sem_cell_t *cell = nullptr;
+    trn_hal_error_t err{};
+    const Driver &driver = *device->driver;
+    if (trn_result_t r = driver.ops.sem_import(driver.instance, device->driver_index, in.record,
+                                               in.id, &cell, &err);
+        r != TRN_SUCCESS)
+      return fail(r, std::string(err.message) + " (exported by pid " +
+                         std::to_string(in.exporter_pid) + ")");
+    *sem_out = to_handle<trn_sem_t>(
+        session->sems.insert(std::make_shared<Sem>(*device, cell, in.record, in.id)));
+    return TRN_SUCCESS;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,340 @@
+#include "runtime/queue.hpp"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+#include <latch>
+
+#include "common/log.hpp"
+#include "runtime/error.hpp"
+#include "runtime/memory.hpp"
+#include "runtime/session.hpp"
+
+namespace trn::rt {
+
+namespace {
+
+// DMA costs from reference/trainium.md §1.5: each transfer pays the semaphore-to-start latency
+// (~1.3 us) and descriptor generation (~0.6 us); engines then move data in parallel at their
+// per-engine rate.
+constexpr uint64_t kDmaFixedNs = 1900;
+// Copies from this size up are split across host threads, as the engines split them.
+constexpr uint64_t kParallelCopyBytes = 8ull << 20;
+
+void futex_wait_word(std::atomic<uint32_t> *word, uint32_t expected, uint64_t timeout_ns) {
+  struct timespec ts {};
+  ts.tv_sec = static_cast<time_t>(timeout_ns / 1000000000u);
+  ts.tv_nsec = static_cast<long>(timeout_ns % 1000000000u);
+  syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr,
+          0);
+}
+
+void futex_wake_word(std::atomic<uint32_t> *word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr,
+          0);
+}
+
+// memcpy/memset split across up to 4 host threads for large transfers.
+template <typename Part>
+void parallel_parts(uint64_t bytes, Part part) {
+  const unsigned threads = std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
+  if (bytes < kParallelCopyBytes || threads == 1) {
+    part(0, bytes);
+    return;
+  }
+  const uint64_t step = (bytes / threads + 4095) & ~uint64_t{4095};
+  std::vector<std::thread> helpers;
+  for (unsigned i = 1; i < threads && i * step < bytes; ++i)
+    helpers.emplace_back([&, i] { part(i * step, std::min(bytes, (i + 1) * step) - i * step); });
+  part(0, std::min(bytes, step));
+  for (auto &helper : helpers) helper.join();
+}
+
+}  // namespace
+
+const char *command_name(Command::Kind kind) {
+  switch (kind) {
+    case Command::Kind::copy: return "copy";
+    case Command::Kind::memset: return "memset";
+    case Command::Kind::barrier: return "barrier";
+  }
+  return "unknown";
+}
+
+Queue::Queue(Device &device, Core &core, trn_queue_kind_t kind, uint32_t capacity,
+             uint32_t dma_engines)
+    : device_(device),
+      core_(core),
+      kind_(kind),
+      capacity_(capacity),
+      dma_engines_(dma_engines),
+      timeline_(std::make_shared<Sem>(device, 0, true)),
+      fault_(TRN_QUEUE_FAULT_INIT) {
+  worker_ = std::thread([this] { run(); });
+}
+
+Queue::~Queue() {
+  shutdown();
+}
+
+trn_result_t Queue::submit(Command command, uint64_t *sequence) {
+  {
+    std::lock_guard lock(mu_);
+    if (submitted_ - retired_.load(std::memory_order_acquire) >= capacity_)
+      return fail(TRN_ERROR_QUEUE_FULL,
+                  "the queue has " + std::to_string(capacity_) +
+                      " commands in flight (its capacity): wait for some to complete "
+                      "(trn_sem_wait on the queue's semaphore, or trn_queue_finish), then submit "
+                      "again");
+    if (stop_.load(std::memory_order_acquire))
+      return fail(TRN_ERROR_INVALID_HANDLE, "the queue is being destroyed");
+    command.sequence = ++submitted_;
+    for (auto &ref : command.waits) ref.sem->users.fetch_add(1, std::memory_order_relaxed);
+    for (auto &ref : command.signals) ref.sem->users.fetch_add(1, std::memory_order_relaxed);
+    if (sequence) *sequence = command.sequence;
+    pending_.push_back(std::move(command));
+  }
+  doorbell_.fetch_add(1, std::memory_order_release);
+  if (worker_asleep_.load(std::memory_order_acquire)) futex_wake_word(&doorbell_);
+  return TRN_SUCCESS;
+}
+
+bool Queue::next(Command *command) {
+  std::lock_guard lock(mu_);
+  if (pending_.empty()) return false;
+  *command = std::move(pending_.front());
+  pending_.pop_front();
+  return true;
+}
+
+void Queue::run() {
+  for (;;) {
+    Command command;
+    if (next(&command)) {
+      if (stop_.load(std::memory_order_acquire))
+        cancel(command, "the queue was destroyed before the command ran");
+      else if (in_error_.load(std::memory_order_acquire))
+        cancel(command, "an earlier command of the queue failed");
+      else
+        execute(command);
+      continue;
+    }
+    if (stop_.load(std::memory_order_acquire)) return;
+    // Idle: spin for the budget (a submission is then picked up in well under a microsecond),
+    // then sleep until the doorbell rings, in bounded slices.
+    const uint32_t seen = doorbell_.load(std::memory_order_acquire);
+    const uint64_t spin_until = monotonic_ns() + spin_budget_ns();
+    bool rang = false;
+    for (uint32_t i = 0; !rang; ++i) {
+      rang = doorbell_.load(std::memory_order_acquire) != seen;
+      if ((i & 63) == 0 && monotonic_ns() >= spin_until) break;
+      __builtin_ia32_pause();
+    }
+    if (rang) continue;
+    worker_asleep_.store(1, std::memory_order_release);
+    {
+      std::lock_guard lock(mu_);
+      rang = !pending_.empty() || stop_.load(std::memory_order_acquire);
+    }
+    if (!rang && doorbell_.load(std::memory_order_acquire) == seen)
+      futex_wait_word(&doorbell_, seen, 100'000'000);
+    worker_asleep_.store(0, std::memory_order_release);
+  }
+}
+
+void Queue::execute(Command &command) {
+  const uint64_t start = monotonic_ns();
+  for (auto &wait : command.waits) {
+    const trn_result_t r = wait.sem->wait(wait.value, UINT64_MAX, &stop_);
+    if (r == TRN_SUCCESS) continue;
+    if (stop_.load(std::memory_order_acquire)) {
+      cancel(command, "the queue was destroyed while the command waited on a semaphore");
+      return;
+    }
+    record_fault(command, TRN_ERROR_CANCELLED,
+                 "a semaphore it waited on failed: " + wait.sem->failure_reason());
+    return;
+  }
+  std::string why;
+  trn_result_t result = TRN_SUCCESS;
+  trn_hal_core_activity_t activity{};
+  switch (command.kind) {
+    case Command::Kind::copy: result = copy(command, &why); break;
+    case Command::Kind::memset: result = memset(command, &why); break;
+    case Command::Kind::barrier: break;
+  }
+  if (result != TRN_SUCCESS) {
+    record_fault(command, result, why);
+    return;
+  }
+  if (command.kind != Command::Kind::barrier) {
+    activity.dma_bytes = command.size;
+    activity.dma_busy_ns = simulated_dma_ns(command.size);
+  }
+  activity.commands_completed = 1;
+  activity.busy_host_ns = monotonic_ns() - start;
+  const trn_hal_ops_t &ops = device_.driver->ops;
+  ops.core_account(device_.driver->instance, device_.driver_index,
+                   core_.index * device_.properties.logical_core_config, &activity);
+  retire(command);
+}
+
+trn_result_t Queue::copy(Command &command, std::string *why) {
+  auto destination = command.destination.lock();
+  auto source = command.source.lock();
+  if (!destination || !source) {
+    *why = std::string("the ") + (!source ? "source" : "destination") +
+           " memory was freed before the copy ran (keep allocations alive until the commands "
+           "that use them complete)";
+    return TRN_ERROR_DEVICE_FAULTED;
+  }
+  if (trn_result_t r = commit_range(*destination, command.destination_offset, command.size);
+      r != TRN_SUCCESS) {
+    *why = trn_last_error();
+    return r;
+  }
+  char *to = destination->host + command.destination_offset;
+  const char *from = source->host + command.source_offset;
+  parallel_parts(command.size, [&](uint64_t offset, uint64_t bytes) {
+    std::memmove(to + offset, from + offset, bytes);
+  });
+  return TRN_SUCCESS;
+}
+
+trn_result_t Queue::memset(Command &command, std::string *why) {
+  auto destination = command.destination.lock();
+  if (!destination) {
+    *why = "the destination memory was freed before the memset ran";
+    return TRN_ERROR_DEVICE_FAULTED;
+  }
+  if (trn_result_t r = commit_range(*destination, command.destination_offset, command.size);
+      r != TRN_SUCCESS) {
+    *why = trn_last_error();
+    return r;
+  }
+  char *to = destination->host + command.destination_offset;
+  parallel_parts(command.size, [&](uint64_t offset, uint64_t bytes) {
+    std::memset(to + offset, command.value, bytes);
+  });
+  return TRN_SUCCESS;
+}
+
+uint64_t Queue::simulated_dma_ns(uint64_t bytes) const {
+  const uint64_t per_engine = device_.properties.dma_engine_bytes_per_s
+                                  ? device_.properties.dma_engine_bytes_per_s
+                                  : 23'000'000'000ull;
+  const double rate = static_cast<double>(per_engine) * dma_engines_ / 1e9;  // bytes per ns
+  return kDmaFixedNs + static_cast<uint64_t>(static_cast<double>(bytes) / rate);
+}
+
+void Queue::retire(Command &command) {
+  for (auto &signal : command.signals) {
+    signal.sem->signal(signal.value, false);
+    signal.sem->users.fetch_sub(1, std::memory_order_relaxed);
+  }
+  for (auto &wait : command.waits) wait.sem->users.fetch_sub(1, std::memory_order_relaxed);
+  retired_.store(command.sequence, std::memory_order_release);
+  timeline_->signal(command.sequence, false);
+}
+
+void Queue::cancel(Command &command, const std::string &reason) {
+  const std::string text = std::string(command_name(command.kind)) + " #" +
+                           std::to_string(command.sequence) + " was cancelled: " + reason;
+  for (auto &signal : command.signals) {
+    signal.sem->fail(text);
+    signal.sem->users.fetch_sub(1, std::memory_order_relaxed);
+  }
+  for (auto &wait : command.waits) wait.sem->users.fetch_sub(1, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(mu_);
+    if (fault_.result != TRN_SUCCESS) ++fault_.cancelled;
+  }
+  retired_.store(command.sequence, std::memory_order_release);
+  timeline_->fail(text);
+}
+
+void Queue::record_fault(const Command &command, trn_result_t result, const std::string &reason) {
+  const std::string text = std::string(command_name(command.kind)) + " #" +
+                           std::to_string(command.sequence) + " failed: " + reason;
+  {
+    std::lock_guard lock(mu_);
+    fault_ = TRN_QUEUE_FAULT_INIT;
+    fault_.result = result;
+    fault_.sequence = command.sequence;
+    std::snprintf(fault_.command, sizeof fault_.command, "%s", command_name(command.kind));
+    std::snprintf(fault_.reason, sizeof fault_.reason, "%s", reason.c_str());
+    fault_.destination_address = command.destination_address;
+    fault_.source_address = command.source_address;
+    fault_.size = command.size;
+  }
+  in_error_.store(true, std::memory_order_release);
+  for (auto &signal : command.signals) {
+    signal.sem->fail(text);
+    signal.sem->users.fetch_sub(1, std::memory_order_relaxed);
+  }
+  for (auto &wait : command.waits) wait.sem->users.fetch_sub(1, std::memory_order_relaxed);
+  trn_hal_core_activity_t activity{};
+  activity.commands_failed = 1;
+  device_.driver->ops.core_account(device_.driver->instance, device_.driver_index,
+                                   core_.index * device_.properties.logical_core_config, &activity);
+  common::logger("runtime")->info("queue on core {} of device {}: {}", core_.index, device_.index,
+                                  text);
+  retired_.store(command.sequence, std::memory_order_release);
+  timeline_->fail(text);
+}
+
+trn_result_t Queue::finish(uint64_t timeout_ns) {
+  uint64_t target;
+  {
+    std::lock_guard lock(mu_);
+    target = submitted_;
+  }
+  auto faulted = [&] {
+    std::lock_guard lock(mu_);
+    return fail(fault_.result == TRN_SUCCESS ? TRN_ERROR_CANCELLED : fault_.result,
+                std::string("the queue is in an error state: ") + fault_.command + " #" +
+                    std::to_string(fault_.sequence) + " failed: " + fault_.reason +
+                    " (trn_queue_get_fault has the record; trn_queue_reset recovers)");
+  };
+  if (in_error_.load(std::memory_order_acquire)) return faulted();
+  const trn_result_t r = timeline_->wait(target, timeout_ns, nullptr);
+  if (r == TRN_SUCCESS) return r;
+  if (r == TRN_ERROR_CANCELLED || in_error_.load(std::memory_order_acquire)) return faulted();
+  return fail(TRN_TIMEOUT, "the queue completed " + std::to_string(timeline_->value()) + " of " +
+                               std::to_string(target) +
+                               " commands before the deadline; the next one may be waiting on "
+                               "a semaphore nobody signals");
+}
+
+trn_result_t Queue::reset() {
+  if (!in_error_.load(std::memory_order_acquire)) return TRN_SUCCESS;
+  std::lock_guard lock(mu_);
+  if (retired_.load(std::memory_order_acquire) < submitted_)
+    return fail(TRN_ERROR_HANDLE_IN_USE,
+                "cancelled commands are still draining: call trn_queue_finish, then reset again");
+  fault_ = TRN_QUEUE_FAULT_INIT;
+  in_error_.store(false, std::memory_order_release);
+  timeline_->signal(submitted_, true);
+  return TRN_SUCCESS;
+}
+
+void Queue::fault(trn_queue_fault_t *out) {
+  std::lock_guard lock(mu_);
+  *out = fault_;
+}
+
+void Queue::shutdown() {
+  std::lock_guard guard(shutdown_mu_);
+  if (!worker_.joinable()) return;
+  stop_.store(true, std::memory_order_release);
+  doorbell_.fetch_add(1, std::memory_order_release);
+  futex_wake_word(&doorbell_);
+  worker_.join();
+  Command command;
+  while (next(&command)) cancel(command, "the queue was destroyed before the command ran");
+}
+
+}  // namespace trn::rt
