@@ -34,5 +34,8 @@ void check(int result, const char *what);
 
 using Bench = int (*)(int argc, char **argv);
 int bench_alloc(int argc, char **argv);
+int bench_sem(int argc, char **argv);
+int bench_submit(int argc, char **argv);
+int bench_copy(int argc, char **argv);
 
 }  // namespace trn::bench

@@ -15,6 +15,11 @@ struct Entry {
 constexpr Entry kBenches[] = {
     {"alloc", trn::bench::bench_alloc,
      "alloc+free pairs vs glibc malloc; fragmentation of a training-like trace"},
+    {"sem", trn::bench::bench_sem,
+     "semaphore signal->wake round trips vs raw atomic and futex ping-pong"},
+    {"submit", trn::bench::bench_submit,
+     "empty command submit->completion vs raw ping-pong; commands/s in batches"},
+    {"copy", trn::bench::bench_copy, "h2d, d2h, d2d copy bandwidth vs memcpy (1 and all threads)"},
 };
 
 void usage() {

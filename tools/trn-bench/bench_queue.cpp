@@ -1,0 +1,267 @@
+// trn-bench sem | submit | copy: semaphore wake-ups, command submission round trips and DMA
+// copy bandwidth, each against a raw baseline measured in the same run.
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench.hpp"
+#include "trn/trn.h"
+
+namespace trn::bench {
+
+namespace {
+
+struct Context {
+  trn_device_t device = nullptr;
+  trn_core_t core = nullptr;
+};
+
+Context open_device() {
+  Context c;
+  uint32_t count = 1;
+  check(trn_device_get(&count, &c.device), "trn_device_get");
+  if (count == 0) {
+    std::fprintf(stderr, "trn-bench: no device\n");
+    std::exit(1);
+  }
+  count = 1;
+  check(trn_core_get(c.device, &count, &c.core), "trn_core_get");
+  return c;
+}
+
+trn_sem_t make_sem(const Context &c) {
+  trn_sem_desc_t desc = TRN_SEM_DESC_INIT;
+  trn_sem_t sem;
+  check(trn_sem_create(c.device, &desc, &sem), "trn_sem_create");
+  return sem;
+}
+
+// Two threads hand a counter back and forth through two spinning atomics: the floor for any
+// cross-thread signal on this machine.
+double raw_ping_pong_ns(int runs, uint64_t rounds) {
+  return median_ns_per_op(runs, rounds, [&] {
+    std::atomic<uint64_t> ping{0}, pong{0};
+    std::thread other([&] {
+      for (uint64_t i = 1; i <= rounds; ++i) {
+        while (ping.load(std::memory_order_acquire) < i) __builtin_ia32_pause();
+        pong.store(i, std::memory_order_release);
+      }
+    });
+    for (uint64_t i = 1; i <= rounds; ++i) {
+      ping.store(i, std::memory_order_release);
+      while (pong.load(std::memory_order_acquire) < i) __builtin_ia32_pause();
+    }
+    other.join();
+  });
+}
+
+long futex(std::atomic<uint32_t> *word, int op, uint32_t value) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), op, value, nullptr, nullptr, 0);
+}
+
+// The same hand-off where each side sleeps on a futex: the cost of waking a parked thread.
+double raw_futex_ping_pong_ns(int runs, uint64_t rounds) {
+  return median_ns_per_op(runs, rounds, [&] {
+    std::atomic<uint32_t> ping{0}, pong{0};
+    std::thread other([&] {
+      for (uint32_t i = 1; i <= rounds; ++i) {
+        while (ping.load(std::memory_order_acquire) < i) futex(&ping, FUTEX_WAIT_PRIVATE, i - 1);
+        pong.store(i, std::memory_order_release);
+        futex(&pong, FUTEX_WAKE_PRIVATE, 1);
+      }
+    });
+    for (uint32_t i = 1; i <= rounds; ++i) {
+      ping.store(i, std::memory_order_release);
+      futex(&ping, FUTEX_WAKE_PRIVATE, 1);
+      while (pong.load(std::memory_order_acquire) < i) futex(&pong, FUTEX_WAIT_PRIVATE, i - 1);
+    }
+    other.join();
+  });
+}
+
+double sem_ping_pong_ns(const Context &c, int runs, uint64_t rounds) {
+  return median_ns_per_op(runs, rounds, [&] {
+    trn_sem_t ping = make_sem(c), pong = make_sem(c);
+    std::thread other([&] {
+      for (uint64_t i = 1; i <= rounds; ++i) {
+        check(trn_sem_wait(ping, i, UINT64_MAX), "trn_sem_wait");
+        check(trn_sem_signal(pong, i), "trn_sem_signal");
+      }
+    });
+    for (uint64_t i = 1; i <= rounds; ++i) {
+      check(trn_sem_signal(ping, i), "trn_sem_signal");
+      check(trn_sem_wait(pong, i, UINT64_MAX), "trn_sem_wait");
+    }
+    other.join();
+    trn_sem_destroy(ping);
+    trn_sem_destroy(pong);
+  });
+}
+
+bool quick(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--quick")) return true;
+  return false;
+}
+
+bool parked(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--parked")) return true;
+  return false;
+}
+
+}  // namespace
+
+int bench_sem(int argc, char **argv) {
+  const bool q = quick(argc, argv);
+  const int runs = q ? 3 : 7;
+  Context c = open_device();
+  if (parked(argc, argv)) {
+    // Run by the spinning variant below with TRN_SPIN_NS=0 in its environment.
+    const uint64_t rounds = q ? 500 : 3000;
+    print({"sem", "signal->wake round trip, parked waiters (TRN_SPIN_NS=0)", "ns/round trip",
+           sem_ping_pong_ns(c, runs, rounds), raw_futex_ping_pong_ns(runs, rounds),
+           "raw futex ping-pong of two threads", false});
+    return 0;
+  }
+  const uint64_t rounds = q ? 20000 : 200000;
+  print({"sem", "signal->wake round trip, spinning waiters", "ns/round trip",
+         sem_ping_pong_ns(c, runs, rounds), raw_ping_pong_ns(runs, rounds),
+         "raw atomic ping-pong of two threads", false});
+  // The parked variant needs the spin budget set before the runtime reads it: run it anew.
+  trn_runtime_shutdown();
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child == 0) {
+    setenv("TRN_SPIN_NS", "0", 1);
+    execl("/proc/self/exe", "trn-bench", "sem", "--parked", q ? "--quick" : nullptr, nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+int bench_submit(int argc, char **argv) {
+  const bool q = quick(argc, argv);
+  const int runs = q ? 3 : 7;
+  const uint64_t rounds = q ? 20000 : 200000;
+  Context c = open_device();
+  trn_queue_desc_t desc = TRN_QUEUE_DESC_INIT;
+  desc.core = c.core;
+  desc.kind = TRN_QUEUE_KIND_COMPUTE;
+  trn_queue_t queue;
+  check(trn_queue_create(&desc, &queue), "trn_queue_create");
+  trn_sem_t timeline;
+  check(trn_queue_get_semaphore(queue, &timeline), "trn_queue_get_semaphore");
+  const double raw = raw_ping_pong_ns(runs, rounds);
+  const double round_trip = median_ns_per_op(runs, rounds, [&] {
+    for (uint64_t i = 0; i < rounds; ++i) {
+      uint64_t sequence;
+      check(trn_queue_barrier(queue, nullptr, &sequence), "trn_queue_barrier");
+      check(trn_sem_wait(timeline, sequence, UINT64_MAX), "trn_sem_wait");
+    }
+  });
+  print({"submit", "empty command submit->completion round trip", "ns/round trip", round_trip, raw,
+         "raw atomic ping-pong of two threads", false});
+  constexpr uint64_t kBatch = 64;
+  const uint64_t batches = rounds / kBatch;
+  const double per_command = median_ns_per_op(runs, batches * kBatch, [&] {
+    for (uint64_t b = 0; b < batches; ++b) {
+      uint64_t sequence = 0;
+      for (uint64_t i = 0; i < kBatch; ++i)
+        check(trn_queue_barrier(queue, nullptr, &sequence), "trn_queue_barrier");
+      check(trn_sem_wait(timeline, sequence, UINT64_MAX), "trn_sem_wait");
+    }
+  });
+  print({"submit", "empty commands in batches of 64", "commands/s", 1e9 / per_command, 1e9 / raw,
+         "raw atomic ping-pong hand-offs/s", true});
+  check(trn_queue_destroy(queue), "trn_queue_destroy");
+  return 0;
+}
+
+int bench_copy(int argc, char **argv) {
+  const bool q = quick(argc, argv);
+  const int runs = q ? 3 : 5;
+  Context c = open_device();
+  trn_pool_desc_t pool_desc = TRN_POOL_DESC_INIT;
+  trn_pool_t device_pool, host_pool;
+  check(trn_pool_create(c.device, &pool_desc, &device_pool), "trn_pool_create");
+  pool_desc.kind = TRN_POOL_KIND_HOST;
+  check(trn_pool_create(c.device, &pool_desc, &host_pool), "trn_pool_create");
+  trn_queue_desc_t desc = TRN_QUEUE_DESC_INIT;
+  desc.core = c.core;
+  trn_queue_t queue;
+  check(trn_queue_create(&desc, &queue), "trn_queue_create");
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<uint64_t> sizes = {64ull << 10, 1ull << 20, 16ull << 20, 256ull << 20};
+  if (!q) sizes.push_back(1ull << 30);
+  for (uint64_t size : sizes) {
+    trn_mem_t host, device_a, device_b;
+    check(trn_mem_alloc(host_pool, size, 0, TRN_MEM_CATEGORY_TENSORS, 0, &host), "trn_mem_alloc");
+    check(trn_mem_alloc(device_pool, size, 0, TRN_MEM_CATEGORY_TENSORS, 0, &device_a),
+          "trn_mem_alloc");
+    check(trn_mem_alloc(device_pool, size, 0, TRN_MEM_CATEGORY_TENSORS, 0, &device_b),
+          "trn_mem_alloc");
+    void *pointer;
+    for (trn_mem_t m : {host, device_a, device_b}) {  // commit and touch every page first
+      check(trn_mem_map(m, &pointer), "trn_mem_map");
+      std::memset(pointer, 1, size);
+    }
+    const uint64_t repeat = std::max<uint64_t>(1, (256ull << 20) / size);
+    auto bandwidth = [&](trn_mem_t to, trn_mem_t from) {
+      const double ns = median_ns_per_op(runs, 1, [&] {
+        for (uint64_t i = 0; i < repeat; ++i) {
+          check(trn_queue_copy(queue, to, 0, from, 0, size, nullptr, nullptr), "trn_queue_copy");
+          if (i % 512 == 511) check(trn_queue_finish(queue, UINT64_MAX), "trn_queue_finish");
+        }
+        check(trn_queue_finish(queue, UINT64_MAX), "trn_queue_finish");
+      });
+      return static_cast<double>(size * repeat) / ns;  // bytes per ns = GB/s
+    };
+    std::vector<char> a(size, 1), b(size, 2);
+    const double memcpy_one = static_cast<double>(size * repeat) / median_ns_per_op(runs, 1, [&] {
+                                for (uint64_t i = 0; i < repeat; ++i)
+                                  std::memcpy(a.data(), b.data(), size);
+                              });
+    const double memcpy_all = static_cast<double>(size * repeat) / median_ns_per_op(runs, 1, [&] {
+                                for (uint64_t i = 0; i < repeat; ++i) {
+                                  std::vector<std::thread> helpers;
+                                  const uint64_t step = size / threads;
+                                  for (unsigned t = 1; t < threads; ++t)
+                                    helpers.emplace_back([&, t] {
+                                      std::memcpy(a.data() + t * step, b.data() + t * step,
+                                                  t + 1 == threads ? size - t * step : step);
+                                    });
+                                  std::memcpy(a.data(), b.data(), threads == 1 ? size : step);
+                                  for (auto &h : helpers) h.join();
+                                }
+                              });
+    const std::string label = size >= (1ull << 20) ? std::to_string(size >> 20) + " MiB"
+                                                   : std::to_string(size >> 10) + " KiB";
+    const std::pair<const char *, double> cases[] = {
+        {"h2d", bandwidth(device_a, host)},
+        {"d2h", bandwidth(host, device_a)},
+        {"d2d", bandwidth(device_b, device_a)},
+    };
+    for (const auto &[name, gbps] : cases) {
+      print({"copy", std::string(name) + " " + label, "GB/s", gbps, memcpy_one, "memcpy 1 thread",
+             true});
+      print({"copy", std::string(name) + " " + label, "GB/s", gbps, memcpy_all,
+             "memcpy " + std::to_string(threads) + " threads", true});
+    }
+    for (trn_mem_t m : {host, device_a, device_b}) trn_mem_free(m);
+  }
+  check(trn_queue_destroy(queue), "trn_queue_destroy");
+  return 0;
+}
+
+}  // namespace trn::bench
