@@ -243,14 +243,48 @@ void install_fork_handlers() {
 
 }  // namespace
 
-std::shared_ptr<Session> current_session(trn_result_t *result) {
+namespace {
+
+// Bumped whenever the current session changes; a thread's cached session is valid while the
+// epoch it saw is current. Readers only load it, so calls on several threads share no written
+// cache line here.
+std::atomic<uint64_t> g_epoch{1};
+
+struct ThreadCache {
+  uint64_t epoch = 0;
+  std::shared_ptr<Session> session;
+};
+thread_local ThreadCache t_cache;
+
+// In a forked child the inherited session's queue workers do not exist: its queues are kept
+// (never destroyed, never joined), while the rest of the session closes its descriptors so the
+// parent's claims end with the parent.
+void abandon_after_fork(std::shared_ptr<Session> session) {
+  if (!session) return;
+  static auto *kept = new std::vector<std::shared_ptr<Queue>>;
+  for (auto &queue : session->queues.all()) {
+    kept->push_back(queue);
+    session->queues.remove_object(queue.get());
+  }
+}
+
+}  // namespace
+
+Session *current_session(trn_result_t *result) {
+  if (!g_forked.load(std::memory_order_relaxed) && t_cache.session &&
+      t_cache.epoch == g_epoch.load(std::memory_order_acquire)) {
+    *result = TRN_SUCCESS;
+    return t_cache.session.get();
+  }
   install_fork_handlers();
   Current &state = current();
   std::lock_guard lock(state.mu);
-  if (g_forked.exchange(false, std::memory_order_relaxed) && state.session) {
-    // Closing the child's copies of the descriptors leaves the parent's claims intact (the
-    // parent still holds its own descriptors); releasing them would not.
+  if (g_forked.exchange(false, std::memory_order_relaxed)) {
+    abandon_after_fork(state.session);
+    if (t_cache.session != state.session) abandon_after_fork(t_cache.session);
+    t_cache.session.reset();
     state.session.reset();
+    g_epoch.fetch_add(1, std::memory_order_release);
   }
   if (!state.session) {
     std::string why;
@@ -261,9 +295,12 @@ std::shared_ptr<Session> current_session(trn_result_t *result) {
       return nullptr;
     }
     state.session = std::move(session);
+    g_epoch.fetch_add(1, std::memory_order_release);
   }
+  t_cache.session = state.session;
+  t_cache.epoch = g_epoch.load(std::memory_order_acquire);
   *result = TRN_SUCCESS;
-  return state.session;
+  return t_cache.session.get();
 }
 
 void shutdown_session() {
@@ -272,11 +309,17 @@ void shutdown_session() {
     Current &state = current();
     std::lock_guard lock(state.mu);
     if (g_forked.exchange(false, std::memory_order_relaxed)) {
+      abandon_after_fork(state.session);
+      if (t_cache.session != state.session) abandon_after_fork(t_cache.session);
       state.session.reset();
+      t_cache.session.reset();
+      g_epoch.fetch_add(1, std::memory_order_release);
       return;
     }
     session = std::move(state.session);
+    g_epoch.fetch_add(1, std::memory_order_release);
   }
+  t_cache.session.reset();
   if (session) session->release_all();
 }
 

@@ -90,7 +90,9 @@ class Session {
 
 // The current session, created on first use. On failure returns null and sets *result and
 // trn_last_error(); the next call tries again (the environment may have been fixed).
-std::shared_ptr<Session> current_session(trn_result_t *result);
+// The pointer stays valid for the calling thread until its next API call (the thread keeps a
+// reference; a concurrent shutdown only makes the next call start a new session).
+Session *current_session(trn_result_t *result);
 // Ends the current session: releases owned cores, closes drivers, invalidates handles.
 void shutdown_session();
 
