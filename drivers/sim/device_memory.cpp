@@ -173,11 +173,10 @@ trn_result_t DeviceState::hbm_reserve(const trn_hal_process_identity_t &identity
     }
     return -1;
   };
-  int64_t found = find_run();
-  if (found < 0) {
-    reclaim_dead_locked();
-    found = find_run();
-  }
+  // Chunks of dead processes are free space: return them before placing, so a range is never
+  // placed around them (64 lock probes, cheap next to the reservation's rarity).
+  reclaim_dead_locked();
+  const int64_t found = find_run();
   if (found < 0) {
     *why = "bank " + std::to_string(bank) + " has no free range of " +
            common::format_bytes(uint64_t{want} * kChunkBytes);
@@ -297,10 +296,8 @@ trn_result_t DeviceState::hbm_export(uint64_t offset, uint64_t bytes, uint32_t *
     record.holder_mask = uint64_t{1} << slot_;
     record.first_chunk = first;
     record.chunk_count = count;
+    // The exporter keeps counting the range as reserved; every importer counts it too.
     std::fill_n(&memory.chunk_owner[first], count, static_cast<uint16_t>(kExportOwnerBase + i));
-    const uint32_t bank = first / memory.bank_chunks;
-    uint64_t &reserved = file_->slot_memory[slot_].reserved[bank];
-    store(reserved, load(reserved) - uint64_t{count} * kChunkBytes);
     *record_index = i;
     *id = record.id;
     return TRN_SUCCESS;
@@ -327,7 +324,13 @@ trn_result_t DeviceState::hbm_import(const trn_hal_process_identity_t &identity,
     *why = "the exported memory is gone: every process that held it freed it or exited";
     return TRN_ERROR_INVALID_ARGUMENT;
   }
-  record.holder_mask |= uint64_t{1} << slot_;
+  const uint64_t bit = uint64_t{1} << slot_;
+  if (!(record.holder_mask & bit)) {
+    record.holder_mask |= bit;
+    uint64_t &reserved =
+        file_->slot_memory[slot_].reserved[record.first_chunk / file_->memory.bank_chunks];
+    store(reserved, load(reserved) + uint64_t{record.chunk_count} * kChunkBytes);
+  }
   *offset = uint64_t{record.first_chunk} * kChunkBytes;
   *bytes = uint64_t{record.chunk_count} * kChunkBytes;
   return TRN_SUCCESS;
@@ -347,6 +350,9 @@ trn_result_t DeviceState::hbm_unexport(uint32_t record_index, uint64_t id, std::
     *why = "this process holds no such export";
     return TRN_ERROR_INVALID_ARGUMENT;
   }
+  uint64_t &reserved =
+      file_->slot_memory[slot_].reserved[record.first_chunk / file_->memory.bank_chunks];
+  store(reserved, load(reserved) - uint64_t{record.chunk_count} * kChunkBytes);
   record.holder_mask &= ~bit & live_slot_mask_locked();
   if (record.holder_mask == 0) {
     free_chunks_locked(record.first_chunk, record.chunk_count);

@@ -402,6 +402,7 @@ trn_result_t export_memory(Mem &mem, trn_ipc_handle_t *handle) {
                                               &mem.export_id, &err);
       if (r != TRN_SUCCESS) return fail(r, err.message);
       mem.exported = true;
+      ++device.export_holds[{mem.export_record, mem.export_id}];
     }
   }
   IpcHandle out{};
@@ -462,6 +463,10 @@ trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,
   mem->exported = true;
   mem->export_record = in.record;
   mem->export_id = in.id;
+  {
+    std::lock_guard lock(device.memory_mu);
+    ++device.export_holds[{in.record, in.id}];
+  }
   *out = std::move(mem);
   return TRN_SUCCESS;
 }
@@ -471,11 +476,19 @@ void release_memory(Mem &mem) {
   if (mem.pool) mem.pool->free(mem);
   if (!mem.dedicated) return;
   trn_hal_error_t err{};
-  trn_result_t r;
-  if (mem.exported)
-    r = ops(device).hbm_unexport(instance(device), device.driver_index, mem.export_record,
-                                 mem.export_id, &err);
-  else
+  trn_result_t r = TRN_SUCCESS;
+  if (mem.exported) {
+    bool last = false;
+    {
+      std::lock_guard lock(device.memory_mu);
+      auto it = device.export_holds.find({mem.export_record, mem.export_id});
+      last = it == device.export_holds.end() || --it->second == 0;
+      if (last && it != device.export_holds.end()) device.export_holds.erase(it);
+    }
+    if (last)
+      r = ops(device).hbm_unexport(instance(device), device.driver_index, mem.export_record,
+                                   mem.export_id, &err);
+  } else
     r = ops(device).hbm_release(instance(device), device.driver_index, mem.address,
                                 mem.dedicated->segment.size, &err);
   if (r != TRN_SUCCESS) common::logger("runtime")->warn("returning device memory: {}", err.message);

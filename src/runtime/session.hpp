@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,6 +59,9 @@ struct Device {
   std::mutex mu;                           // serialises ownership changes of its cores
   std::mutex memory_mu;                    // guards pools and commit/export state of its memory
   std::vector<std::weak_ptr<Pool>> pools;  // this process's pools of the device
+  // How many of this process's allocations hold each export (record, id): the driver knows one
+  // hold per process, so it is let go only when the last of them is freed.
+  std::map<std::pair<uint32_t, uint64_t>, uint32_t> export_holds;  // guarded by memory_mu
 };
 
 class Session {
