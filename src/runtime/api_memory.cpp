@@ -53,10 +53,12 @@ TRN_API trn_result_t trn_pool_create(trn_device_t device_handle, const trn_pool_
     if (!pool_out) return fail(TRN_ERROR_NULL_POINTER, "pool is NULL");
     trn_pool_desc_t d = TRN_POOL_DESC_INIT;
     std::memcpy(&d, desc, std::min<size_t>(desc->header.size, sizeof d));
-    const trn_pool_kind_t kind = d.kind == 0 ? TRN_POOL_KIND_DEVICE : d.kind;
-    if (kind != TRN_POOL_KIND_DEVICE && kind != TRN_POOL_KIND_HOST)
-      return fail(TRN_ERROR_INVALID_ENUM, "desc.kind " + std::to_string(d.kind) +
+    const uint32_t kind_bits = enum_bits(d.kind);
+    if (kind_bits != 0 && kind_bits != TRN_POOL_KIND_DEVICE && kind_bits != TRN_POOL_KIND_HOST)
+      return fail(TRN_ERROR_INVALID_ENUM, "desc.kind " + std::to_string(kind_bits) +
                                               " is not TRN_POOL_KIND_DEVICE or TRN_POOL_KIND_HOST");
+    const trn_pool_kind_t kind =
+        kind_bits == TRN_POOL_KIND_HOST ? TRN_POOL_KIND_HOST : TRN_POOL_KIND_DEVICE;
     const trn_device_properties_t &p = device->properties;
     if (kind == TRN_POOL_KIND_DEVICE && d.hbm_bank >= p.hbm_bank_count)
       return fail(TRN_ERROR_OUT_OF_RANGE, "device " + std::to_string(p.index) +

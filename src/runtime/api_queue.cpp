@@ -29,7 +29,7 @@ trn_result_t resolve_points(Session &session, const trn_sem_point_t *points, uin
     if (!sem) {
       invalid_handle(HandleKind::sem, from_handle(points[i].sem));
       return fail(TRN_ERROR_INVALID_HANDLE, std::string("sync->") + name + "[" + std::to_string(i) +
-                                                "]: " + trn_last_error());
+                                                "]: " + last_detail());
     }
     if (signals && sem->queue_timeline())
       return fail(TRN_ERROR_INVALID_ARGUMENT,
@@ -68,7 +68,7 @@ trn_result_t resolve_range(Session &session, trn_mem_t handle, uint64_t offset, 
   auto mem = session.mems.lookup(from_handle(handle));
   if (!mem) {
     invalid_handle(HandleKind::mem, from_handle(handle));
-    return fail(TRN_ERROR_INVALID_HANDLE, std::string(name) + ": " + trn_last_error());
+    return fail(TRN_ERROR_INVALID_HANDLE, std::string(name) + ": " + last_detail());
   }
   if (offset > mem->size || size > mem->size - offset)
     return fail(TRN_ERROR_OUT_OF_RANGE, std::string(name) + ": bytes " + std::to_string(offset) +
@@ -95,12 +95,14 @@ TRN_API trn_result_t trn_queue_create(const trn_queue_desc_t *desc, trn_queue_t 
     trn_queue_desc_t d = TRN_QUEUE_DESC_INIT;
     std::memcpy(&d, desc, std::min<size_t>(desc->header.size, sizeof d));
     Core *core = lookup_core(*session, d.core, &result);
-    if (!core) return fail(result, std::string("desc.core: ") + trn_last_error());
-    const trn_queue_kind_t kind = d.kind == 0 ? TRN_QUEUE_KIND_COPY : d.kind;
-    if (kind != TRN_QUEUE_KIND_COMPUTE && kind != TRN_QUEUE_KIND_COPY)
+    if (!core) return fail(result, std::string("desc.core: ") + last_detail());
+    const uint32_t kind_bits = enum_bits(d.kind);
+    if (kind_bits != 0 && kind_bits != TRN_QUEUE_KIND_COMPUTE && kind_bits != TRN_QUEUE_KIND_COPY)
       return fail(TRN_ERROR_INVALID_ENUM,
-                  "desc.kind " + std::to_string(d.kind) +
+                  "desc.kind " + std::to_string(kind_bits) +
                       " is not TRN_QUEUE_KIND_COMPUTE or TRN_QUEUE_KIND_COPY");
+    const trn_queue_kind_t kind =
+        kind_bits == TRN_QUEUE_KIND_COMPUTE ? TRN_QUEUE_KIND_COMPUTE : TRN_QUEUE_KIND_COPY;
     const uint32_t capacity = d.capacity == 0 ? kDefaultCapacity : d.capacity;
     if (capacity > kMaxCapacity)
       return fail(TRN_ERROR_INVALID_ARGUMENT, "desc.capacity " + std::to_string(capacity) +

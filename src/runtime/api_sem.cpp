@@ -64,6 +64,7 @@ TRN_API trn_result_t trn_sem_create(trn_device_t device_handle, const trn_sem_de
           r != TRN_SUCCESS)
         return fail(r, err.message);
       sem = std::make_shared<Sem>(*device, cell, record, id);
+      hold_sem(*sem);
       sem->signal(d.initial_value, true);
     } else {
       sem = std::make_shared<Sem>(*device, d.initial_value, false);
@@ -203,8 +204,9 @@ TRN_API trn_result_t trn_sem_import(trn_device_t device_handle, const trn_ipc_ha
         r != TRN_SUCCESS)
       return fail(r, std::string(err.message) + " (exported by pid " +
                          std::to_string(in.exporter_pid) + ")");
-    *sem_out = to_handle<trn_sem_t>(
-        session->sems.insert(std::make_shared<Sem>(*device, cell, in.record, in.id)));
+    auto sem = std::make_shared<Sem>(*device, cell, in.record, in.id);
+    hold_sem(*sem);
+    *sem_out = to_handle<trn_sem_t>(session->sems.insert(std::move(sem)));
     return TRN_SUCCESS;
   });
 }

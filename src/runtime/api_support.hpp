@@ -36,6 +36,16 @@ void copy_struct(const T &full, T *out) {
   out->header = header;
 }
 
+// A caller's enum field as the integer it holds: a C caller may store any value there, which
+// C++ must not load through the enum type.
+template <typename Enum>
+uint32_t enum_bits(const Enum &field) {
+  uint32_t bits;
+  static_assert(sizeof field == sizeof bits, "enums are 32 bits");
+  std::memcpy(&bits, &field, sizeof bits);
+  return bits;
+}
+
 inline trn_result_t check_count(const uint32_t *count) {
   return count ? TRN_SUCCESS : fail(TRN_ERROR_NULL_POINTER, "count is NULL");
 }

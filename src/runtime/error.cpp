@@ -6,6 +6,7 @@ namespace trn::rt {
 
 namespace {
 thread_local std::string t_last_error;
+thread_local std::string t_last_detail;
 thread_local const char *t_function = nullptr;
 }  // namespace
 
@@ -16,12 +17,17 @@ ApiScope::~ApiScope() {
   t_function = previous_;
 }
 
+const std::string &last_detail() {
+  return t_last_detail;
+}
+
 const char *current_function() {
   return t_function ? t_function : "trn";
 }
 
 trn_result_t fail(trn_result_t result, const std::string &detail) {
   try {
+    t_last_detail = detail;
     t_last_error = std::string(current_function()) + ": " + detail;
     common::logger("runtime")->debug("{} -> {}", t_last_error, trn_result_name(result));
   } catch (...) {

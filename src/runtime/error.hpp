@@ -15,6 +15,9 @@ namespace trn::rt {
 // at debug level, and returns `result`.
 trn_result_t fail(trn_result_t result, const std::string &detail);
 
+// The last failure's detail without the "function: " prefix, for wrapping into another message.
+const std::string &last_detail();
+
 // The API function running on this thread (for error prefixes).
 const char *current_function();
 

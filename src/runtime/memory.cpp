@@ -133,9 +133,9 @@ uint64_t Pool::trim() {
 
 void Pool::release_all() {
   std::lock_guard lock(mu_);
+  blocks_.clear();  // first: it walks the segments' block lists
   for (auto &store : stores_) give_back(*store);
   stores_.clear();
-  blocks_.clear();
 }
 
 trn_result_t Pool::allocate_locked(uint64_t size, uint64_t alignment, Block **block,

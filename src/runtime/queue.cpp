@@ -193,7 +193,7 @@ trn_result_t Queue::copy(Command &command, std::string *why) {
   }
   if (trn_result_t r = commit_range(*destination, command.destination_offset, command.size);
       r != TRN_SUCCESS) {
-    *why = trn_last_error();
+    *why = last_detail();
     return r;
   }
   char *to = destination->host + command.destination_offset;
@@ -212,7 +212,7 @@ trn_result_t Queue::memset(Command &command, std::string *why) {
   }
   if (trn_result_t r = commit_range(*destination, command.destination_offset, command.size);
       r != TRN_SUCCESS) {
-    *why = trn_last_error();
+    *why = last_detail();
     return r;
   }
   char *to = destination->host + command.destination_offset;
@@ -299,10 +299,23 @@ trn_result_t Queue::finish(uint64_t timeout_ns) {
                     std::to_string(fault_.sequence) + " failed: " + fault_.reason +
                     " (trn_queue_get_fault has the record; trn_queue_reset recovers)");
   };
-  if (in_error_.load(std::memory_order_acquire)) return faulted();
+  const uint64_t start = monotonic_ns();
+  const uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
+  // After a fault the worker cancels what follows in microseconds: let it finish, so the fault
+  // record is complete and reset can follow.
+  auto drained = [&] {
+    while (retired_.load(std::memory_order_acquire) < target && monotonic_ns() < deadline) {
+      struct timespec pause {
+        0, 20'000
+      };
+      nanosleep(&pause, nullptr);
+    }
+    return faulted();
+  };
+  if (in_error_.load(std::memory_order_acquire)) return drained();
   const trn_result_t r = timeline_->wait(target, timeout_ns, nullptr);
   if (r == TRN_SUCCESS) return r;
-  if (r == TRN_ERROR_CANCELLED || in_error_.load(std::memory_order_acquire)) return faulted();
+  if (r == TRN_ERROR_CANCELLED || in_error_.load(std::memory_order_acquire)) return drained();
   return fail(TRN_TIMEOUT, "the queue completed " + std::to_string(timeline_->value()) + " of " +
                                std::to_string(target) +
                                " commands before the deadline; the next one may be waiting on "

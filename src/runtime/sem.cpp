@@ -199,9 +199,22 @@ bool Sem::has_watchers() const {
   return !watchers_.empty();
 }
 
+void hold_sem(Sem &sem) {
+  if (!sem.shared()) return;
+  std::lock_guard lock(sem.device().memory_mu);
+  ++sem.device().sem_holds[{sem.record(), sem.id()}];
+}
+
 void release_sem(Sem &sem) {
   if (!sem.shared()) return;
   Device &device = sem.device();
+  {
+    // The driver knows one hold per process: let go only with this process's last handle.
+    std::lock_guard lock(device.memory_mu);
+    auto it = device.sem_holds.find({sem.record(), sem.id()});
+    if (it != device.sem_holds.end() && --it->second > 0) return;
+    if (it != device.sem_holds.end()) device.sem_holds.erase(it);
+  }
   trn_hal_error_t err{};
   if (device.driver->ops.sem_release(device.driver->instance, device.driver_index, sem.record(),
                                      sem.id(), &err) != TRN_SUCCESS)

@@ -69,7 +69,9 @@ class Sem : public std::enable_shared_from_this<Sem> {
   std::string reason_;
 };
 
-// Gives a shared semaphore back to the driver (this process's hold on it).
+// Counts and releases this process's handles of a shared semaphore; the driver's hold goes with
+// the last one.
+void hold_sem(Sem &sem);
 void release_sem(Sem &sem);
 
 // Polls a shared semaphore's watchers from a background thread while it has any.

@@ -62,6 +62,7 @@ struct Device {
   // How many of this process's allocations hold each export (record, id): the driver knows one
   // hold per process, so it is let go only when the last of them is freed.
   std::map<std::pair<uint32_t, uint64_t>, uint32_t> export_holds;  // guarded by memory_mu
+  std::map<std::pair<uint32_t, uint64_t>, uint32_t> sem_holds;     // likewise, for semaphores
 };
 
 class Session {
