@@ -237,7 +237,20 @@ trn_result_t DeviceState::hbm_commit(uint64_t offset, uint64_t bytes, std::strin
   if (bytes == 0) return TRN_SUCCESS;
   if (fallocate(hbm_fd_, 0, static_cast<off_t>(offset), static_cast<off_t>(bytes)) == 0)
     return TRN_SUCCESS;
-  const int error = errno;
+  int error = errno;
+  if (error == ENOSPC) {
+    // Storage written by processes that died is still allocated until their chunks are
+    // reclaimed: return it and try once more.
+    {
+      std::lock_guard lock(mu_);
+      ChunkLock chunks(*this, why);
+      if (chunks.result() != TRN_SUCCESS) return chunks.result();
+      reclaim_dead_locked();
+    }
+    if (fallocate(hbm_fd_, 0, static_cast<off_t>(offset), static_cast<off_t>(bytes)) == 0)
+      return TRN_SUCCESS;
+    error = errno;
+  }
   if (error == ENOSPC) {
     struct statvfs fs {};
     const std::string root = path_.substr(0, path_.rfind('/'));

@@ -608,8 +608,8 @@ TRN_API trn_result_t trn_queue_destroy(trn_queue_t queue);
 /**
  * Copies `size` bytes between allocations: host pool to device, device to host, within or
  * across cores and devices. `sync` may be NULL; `sequence` (may be NULL) receives the command's
- * sequence number. Both ranges are checked at submission; memory freed before the copy runs is
- * a fault of the queue.
+ * sequence number. Both ranges are checked at submission (they must not overlap); memory freed
+ * before the copy runs is a fault of the queue.
  */
 TRN_API trn_result_t trn_queue_copy(trn_queue_t queue, trn_mem_t destination,
                                     uint64_t destination_offset, trn_mem_t source,

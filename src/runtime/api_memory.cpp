@@ -300,9 +300,7 @@ TRN_API trn_result_t trn_mem_read(trn_mem_t handle, uint64_t offset, void *desti
     if (trn_result_t r = check_range(*mem, offset, size, destination, "destination");
         r != TRN_SUCCESS)
       return r;
-    // Uncommitted device memory reads as zeros (a hole in the sparse backing).
-    if (size) std::memcpy(destination, mem->host + offset, size);
-    return TRN_SUCCESS;
+    return read_range(*mem, offset, destination, size);
   });
 }
 

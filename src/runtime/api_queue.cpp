@@ -28,8 +28,8 @@ trn_result_t resolve_points(Session &session, const trn_sem_point_t *points, uin
     auto sem = session.sems.lookup(from_handle(points[i].sem));
     if (!sem) {
       invalid_handle(HandleKind::sem, from_handle(points[i].sem));
-      return fail(TRN_ERROR_INVALID_HANDLE, std::string("sync->") + name + "[" + std::to_string(i) +
-                                                "]: " + last_detail());
+      return fail(TRN_ERROR_INVALID_HANDLE,
+                  std::string("sync->") + name + "[" + std::to_string(i) + "]: " + last_detail());
     }
     if (signals && sem->queue_timeline())
       return fail(TRN_ERROR_INVALID_ARGUMENT,
@@ -159,6 +159,10 @@ TRN_API trn_result_t trn_queue_copy(trn_queue_t queue, trn_mem_t destination,
       if (trn_result_t r = resolve_range(session, source, source_offset, size, "source", &from);
           r != TRN_SUCCESS)
         return r;
+      if (to == from && destination_offset < source_offset + size &&
+          source_offset < destination_offset + size)
+        return fail(TRN_ERROR_INVALID_ARGUMENT,
+                    "the source and destination ranges overlap: copy through a second allocation");
       command.kind = Command::Kind::copy;
       command.destination = to;
       command.source = from;

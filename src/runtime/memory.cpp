@@ -142,14 +142,24 @@ trn_result_t Pool::allocate_locked(uint64_t size, uint64_t alignment, Block **bl
                                    std::string *why) {
   *block = blocks_.allocate(size, alignment);
   if (*block) return TRN_SUCCESS;
-  const uint64_t bytes = BlockAllocator::segment_size_for(size, alignment);
-  if (trn_result_t r = check_limit_locked(bytes, why); r != TRN_SUCCESS) return r;
+  // The preferred segment (shared with later requests of its class), else the smallest that
+  // serves this request: when the pool's limit or the bank's free ranges leave less room.
+  const uint64_t minimum = BlockAllocator::minimum_segment_size(size, alignment);
+  uint64_t bytes = BlockAllocator::segment_size_for(size, alignment);
+  if (trn_result_t r = check_limit_locked(minimum, why); r != TRN_SUCCESS) return r;
+  if (limit_ != UINT64_MAX && reserved_ + bytes > limit_)
+    bytes = std::max(minimum, (limit_ - reserved_) / BlockAllocator::kLargeRounding *
+                                  BlockAllocator::kLargeRounding);
   // Cached large segments too small for this request would only sit beside the new one: give
   // them back first. Their chunks are contiguous in the bank, so the driver can hand the same
   // range out again as one larger segment (what PyTorch's expandable segments achieve).
   if (!BlockAllocator::is_small(size, alignment)) trim_locked(bytes);
   std::unique_ptr<SegmentStore> store;
   trn_result_t r = take_segment(bytes, &store, why);
+  if (r == TRN_ERROR_OUT_OF_DEVICE_MEMORY && bytes > minimum) {
+    bytes = minimum;
+    r = take_segment(bytes, &store, why);
+  }
   if (r == TRN_ERROR_OUT_OF_DEVICE_MEMORY && trim_locked() > 0)
     r = take_segment(bytes, &store, why);
   if (r != TRN_SUCCESS) return r;
@@ -362,6 +372,40 @@ trn_result_t commit_range(Mem &mem, uint64_t offset, uint64_t bytes) {
     std::fill(store->committed.begin() + static_cast<ptrdiff_t>(c),
               store->committed.begin() + static_cast<ptrdiff_t>(end), 1);
     c = end;
+  }
+  return TRN_SUCCESS;
+}
+
+trn_result_t read_range(Mem &mem, uint64_t offset, void *destination, uint64_t bytes) {
+  if (bytes == 0) return TRN_SUCCESS;
+  char *out = static_cast<char *>(destination);
+  if (mem.kind == TRN_POOL_KIND_HOST) {
+    std::memcpy(out, mem.host + offset, bytes);
+    return TRN_SUCCESS;
+  }
+  if (mem.dedicated) {
+    // Shared memory may have been written by another process: back it and read it.
+    if (trn_result_t r = commit_range(mem, offset, bytes); r != TRN_SUCCESS) return r;
+    std::memcpy(out, mem.host + offset, bytes);
+    return TRN_SUCCESS;
+  }
+  // Only this process writes its pool memory, so its commit map is the truth: chunks never
+  // committed read as zeros without touching them (a read fault on a hole of a full tmpfs would
+  // be a SIGBUS, and would commit memory for nothing).
+  Device &device = *mem.device;
+  const SegmentStore *store = static_cast<SegmentStore *>(mem.block->segment->cookie);
+  const uint64_t chunk = chunk_bytes(device);
+  uint64_t done = 0;
+  std::lock_guard lock(device.memory_mu);
+  while (done < bytes) {
+    const uint64_t position = mem.address + offset + done - store->segment.address;
+    const uint64_t c = position / chunk;
+    const uint64_t part = std::min(bytes - done, (c + 1) * chunk - position);
+    if (store->committed[c])
+      std::memcpy(out + done, mem.host + offset + done, part);
+    else
+      std::memset(out + done, 0, part);
+    done += part;
   }
   return TRN_SUCCESS;
 }

@@ -97,6 +97,9 @@ void trim_device_pools(Device &device);
 // Backs [offset, offset + bytes) of an allocation with storage before it is written.
 trn_result_t commit_range(Mem &mem, uint64_t offset, uint64_t bytes);
 
+// Copies out of an allocation; memory never written reads as zeros without being touched.
+trn_result_t read_range(Mem &mem, uint64_t offset, void *destination, uint64_t bytes);
+
 trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,
                            std::shared_ptr<Mem> *out);
 trn_result_t export_memory(Mem &mem, trn_ipc_handle_t *handle);

@@ -197,11 +197,14 @@ trn_result_t Queue::copy(Command &command, std::string *why) {
     return r;
   }
   char *to = destination->host + command.destination_offset;
-  const char *from = source->host + command.source_offset;
+  std::atomic<trn_result_t> result{TRN_SUCCESS};
   parallel_parts(command.size, [&](uint64_t offset, uint64_t bytes) {
-    std::memmove(to + offset, from + offset, bytes);
+    if (trn_result_t r = read_range(*source, command.source_offset + offset, to + offset, bytes);
+        r != TRN_SUCCESS)
+      result.store(r);
   });
-  return TRN_SUCCESS;
+  if (result.load() != TRN_SUCCESS) *why = "reading the source: " + last_detail();
+  return result.load();
 }
 
 trn_result_t Queue::memset(Command &command, std::string *why) {

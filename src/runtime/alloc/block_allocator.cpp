@@ -38,6 +38,10 @@ bool BlockAllocator::is_small(uint64_t size, uint64_t alignment) {
   return padded_size(size, alignment) <= kSmallRequest;
 }
 
+uint64_t BlockAllocator::minimum_segment_size(uint64_t size, uint64_t alignment) {
+  return round_up(padded_size(size, alignment), kLargeRounding);
+}
+
 uint64_t BlockAllocator::segment_size_for(uint64_t size, uint64_t alignment) {
   const uint64_t padded = padded_size(size, alignment);
   if (padded <= kSmallRequest) return kSmallSegment;

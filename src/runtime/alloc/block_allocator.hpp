@@ -63,6 +63,8 @@ class BlockAllocator {
   static bool is_small(uint64_t size, uint64_t alignment);
   // The segment size to ask for when nothing cached fits a request.
   static uint64_t segment_size_for(uint64_t size, uint64_t alignment);
+  // The smallest segment that can serve the request (when the preferred one does not fit).
+  static uint64_t minimum_segment_size(uint64_t size, uint64_t alignment);
 
   // A free block of at least `size` bytes (rounded) at an address aligned to `alignment` (a
   // power of two >= kMinBlock), or nullptr when no cached segment fits.
