@@ -83,46 +83,53 @@ void DeviceState::free_chunks_locked(uint32_t first, uint32_t count) {
   std::fill_n(&file_->memory.chunk_owner[first], count, kChunkFree);
 }
 
-void DeviceState::reclaim_slot_chunks_locked(uint32_t slot) {
+void DeviceState::reclaim_slots_locked(uint64_t slots) {
+  if (slots == 0) return;
   MemoryControl &memory = file_->memory;
-  const uint16_t owner = slot_owner(slot);
+  auto reclaimed = [&](uint16_t owner) {
+    return owner != kChunkFree && owner < kExportOwnerBase && (slots >> (owner - 1) & 1u);
+  };
+  // One pass over the chunk table, freeing each run of reclaimed chunks at once.
   for (uint32_t chunk = 0; chunk < memory.chunk_count;) {
-    if (memory.chunk_owner[chunk] != owner) {
+    if (!reclaimed(memory.chunk_owner[chunk])) {
       ++chunk;
       continue;
     }
     uint32_t end = chunk;
-    while (end < memory.chunk_count && memory.chunk_owner[end] == owner) ++end;
+    while (end < memory.chunk_count && reclaimed(memory.chunk_owner[end])) ++end;
     free_chunks_locked(chunk, end - chunk);
     chunk = end;
   }
-  for (uint32_t i = 0; i < kMaxExports; ++i) {
-    ExportRecord &record = memory.exports[i];
-    if (record.id == 0) continue;
-    record.holder_mask &= ~(uint64_t{1} << slot);
+  for (ExportRecord &record : memory.exports) {
+    if (record.id == 0 || !(record.holder_mask & slots)) continue;
+    record.holder_mask &= ~slots;
     if (record.holder_mask == 0) {
       free_chunks_locked(record.first_chunk, record.chunk_count);
       record = ExportRecord{};
     }
   }
-  for (uint32_t i = 0; i < kMaxSharedSems; ++i) {
-    ExportRecord &record = memory.sem_records[i];
-    if (record.id == 0) continue;
-    record.holder_mask &= ~(uint64_t{1} << slot);
+  for (ExportRecord &record : memory.sem_records) {
+    if (record.id == 0 || !(record.holder_mask & slots)) continue;
+    record.holder_mask &= ~slots;
     if (record.holder_mask == 0) record = ExportRecord{};
   }
-  SlotMemory &counters = file_->slot_memory[slot];
-  for (auto &activity : counters.activity) activity = trn_hal_core_activity_t{};
-  for (auto &word : counters.reserved) store(word, 0);
-  for (auto *table : {&counters.allocated, &counters.peak, &counters.count})
-    for (auto &row : *table)
-      for (auto &word : row) store(word, 0);
+  for (uint32_t slot = 0; slot < kMaxProcessSlots; ++slot) {
+    if (!(slots >> slot & 1u)) continue;
+    SlotMemory &counters = file_->slot_memory[slot];
+    for (auto &activity : counters.activity) activity = trn_hal_core_activity_t{};
+    for (auto &word : counters.reserved) store(word, 0);
+    for (auto *table : {&counters.allocated, &counters.peak, &counters.count})
+      for (auto &row : *table)
+        for (auto &word : row) store(word, 0);
+  }
+}
+
+void DeviceState::reclaim_slot_chunks_locked(uint32_t slot) {
+  reclaim_slots_locked(uint64_t{1} << slot);
 }
 
 void DeviceState::reclaim_dead_locked() {
-  const uint64_t live = live_slot_mask_locked();
-  for (uint32_t slot = 0; slot < kMaxProcessSlots; ++slot)
-    if (!(live >> slot & 1u)) reclaim_slot_chunks_locked(slot);
+  reclaim_slots_locked(~live_slot_mask_locked());
 }
 
 trn_result_t DeviceState::open_hbm_locked(std::string *why) {

@@ -98,6 +98,7 @@ class DeviceState {
     trn_result_t result_ = TRN_SUCCESS;
   };
   uint64_t live_slot_mask_locked();
+  void reclaim_slots_locked(uint64_t slots);
   void reclaim_slot_chunks_locked(uint32_t slot);
   void reclaim_dead_locked();
   void free_chunks_locked(uint32_t first, uint32_t count);

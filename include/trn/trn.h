@@ -133,6 +133,7 @@ typedef enum trn_struct_type {
   TRN_STRUCT_SEM_DESC = 8,
   TRN_STRUCT_QUEUE_DESC = 9,
   TRN_STRUCT_QUEUE_FAULT = 10,
+  TRN_STRUCT_CORE_ACTIVITY = 11,
   TRN_STRUCT_FORCE_INT32 = 0x7fffffff
 } trn_struct_type_t;
 
@@ -341,6 +342,24 @@ TRN_API trn_result_t trn_core_get(trn_device_t device, uint32_t *count, trn_core
 TRN_API trn_result_t trn_core_get_properties(trn_core_t core, trn_core_properties_t *properties);
 
 /**
+ * Activity counters of a core, summed over the live processes that used it; they only grow
+ * while those processes live (tools turn them into rates). Reads the device state only.
+ */
+typedef struct trn_core_activity {
+  trn_struct_header_t header;
+  uint64_t commands_completed;
+  uint64_t commands_failed;
+  uint64_t dma_bytes;
+  uint64_t dma_busy_ns;  /**< simulated time the core's DMA engines were busy */
+  uint64_t busy_host_ns; /**< host time spent executing the core's commands */
+} trn_core_activity_t;
+
+TRN_DEFINE_STRUCT_MAKE(trn_core_activity_t, TRN_STRUCT_CORE_ACTIVITY)
+#define TRN_CORE_ACTIVITY_INIT trn_core_activity_t_make()
+
+TRN_API trn_result_t trn_core_get_activity(trn_core_t core, trn_core_activity_t *activity);
+
+/**
  * Takes exclusive ownership of a core for this process. Never blocks. Acquiring a core this
  * process already owns succeeds. Ownership ends with trn_core_release(), trn_runtime_shutdown()
  * or the end of the process, however it ends (kill -9 included): the claim cannot go stale.
@@ -438,7 +457,8 @@ TRN_API trn_result_t trn_device_get_memory_stats(trn_device_t device, uint32_t h
 
 /**
  * Allocates `size` bytes (rounded up to 512) aligned to `alignment` (0 = 512; a power of two up
- * to 2 MiB). The memory reads as zeros.
+ * to 2 MiB). Memory new to the process reads as zeros (no data passes between processes);
+ * memory this process freed and allocates again may hold what it wrote before, as with malloc.
  * @returns TRN_ERROR_OUT_OF_DEVICE_MEMORY when the bank (or the pool's limit, or the host
  *          backing store) cannot hold it even after trimming the process's pools;
  *          trn_last_error() then states the request and a table of who holds the bank.
@@ -608,8 +628,8 @@ TRN_API trn_result_t trn_queue_destroy(trn_queue_t queue);
 /**
  * Copies `size` bytes between allocations: host pool to device, device to host, within or
  * across cores and devices. `sync` may be NULL; `sequence` (may be NULL) receives the command's
- * sequence number. Both ranges are checked at submission (they must not overlap); memory freed
- * before the copy runs is a fault of the queue.
+ * sequence number. Both ranges are checked at submission; overlapping ranges copy as memmove
+ * does; memory freed before the copy runs is a fault of the queue.
  */
 TRN_API trn_result_t trn_queue_copy(trn_queue_t queue, trn_mem_t destination,
                                     uint64_t destination_offset, trn_mem_t source,

@@ -107,6 +107,37 @@ TRN_API trn_result_t trn_core_get_properties(trn_core_t handle, trn_core_propert
   });
 }
 
+TRN_API trn_result_t trn_core_get_activity(trn_core_t handle, trn_core_activity_t *activity) {
+  return TRN_API_CALL({
+    trn_result_t result;
+    auto session = current_session(&result);
+    if (!session) return result;
+    const Core *core = lookup_core(*session, handle, &result);
+    if (!core) return result;
+    if (trn_result_t r =
+            check_struct(activity, TRN_STRUCT_CORE_ACTIVITY, "activity", "TRN_CORE_ACTIVITY_INIT");
+        r != TRN_SUCCESS)
+      return r;
+    const Device &device = *core->device;
+    std::vector<trn_hal_process_t> processes;
+    if (trn_result_t r = list_processes(device, &processes); r != TRN_SUCCESS) return r;
+    trn_core_activity_t full = TRN_CORE_ACTIVITY_INIT;
+    const uint32_t lnc = device.properties.logical_core_config;
+    for (const auto &process : processes) {
+      for (uint32_t p = core->index * lnc; p < (core->index + 1) * lnc && p < 64; ++p) {
+        const trn_hal_core_activity_t &a = process.core_activity[p];
+        full.commands_completed += a.commands_completed;
+        full.commands_failed += a.commands_failed;
+        full.dma_bytes += a.dma_bytes;
+        full.dma_busy_ns += a.dma_busy_ns;
+        full.busy_host_ns += a.busy_host_ns;
+      }
+    }
+    copy_struct(full, activity);
+    return TRN_SUCCESS;
+  });
+}
+
 TRN_API trn_result_t trn_core_acquire(trn_core_t handle) {
   return TRN_API_CALL({
     trn_result_t result;

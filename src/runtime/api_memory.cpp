@@ -201,9 +201,10 @@ TRN_API trn_result_t trn_mem_alloc(trn_pool_t pool_handle, uint64_t size, uint64
                   "alignment " + std::to_string(alignment) +
                       " is not a power of two from 1 to 2 MiB (0 means 512 bytes)");
     alignment = std::max(alignment, BlockAllocator::kMinBlock);
-    if (static_cast<uint32_t>(category) >= TRN_MEM_CATEGORY_COUNT)
+    const uint32_t category_bits = enum_bits(category);  // a C caller may pass any value
+    if (category_bits >= TRN_MEM_CATEGORY_COUNT)
       return fail(TRN_ERROR_INVALID_ENUM,
-                  "category " + std::to_string(category) + " is not a trn_mem_category_t");
+                  "category " + std::to_string(category_bits) + " is not a trn_mem_category_t");
     if ((flags & ~TRN_MEM_FLAG_EXPORTABLE) != 0)
       return fail(TRN_ERROR_INVALID_ARGUMENT, "flags 0x" + std::to_string(flags) +
                                                   " has bits other than TRN_MEM_FLAG_EXPORTABLE");
@@ -214,7 +215,8 @@ TRN_API trn_result_t trn_mem_alloc(trn_pool_t pool_handle, uint64_t size, uint64
       return fail(TRN_ERROR_OUT_OF_DEVICE_MEMORY,
                   "size " + std::to_string(size) + " is larger than any device memory");
     std::shared_ptr<Mem> mem;
-    if (trn_result_t r = pool->allocate(size, alignment, category, flags, pool, &mem);
+    if (trn_result_t r = pool->allocate(
+            size, alignment, static_cast<trn_mem_category_t>(category_bits), flags, pool, &mem);
         r != TRN_SUCCESS)
       return r;
     *mem_out = to_handle<trn_mem_t>(session->mems.insert(std::move(mem)));

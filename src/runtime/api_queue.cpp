@@ -159,10 +159,6 @@ TRN_API trn_result_t trn_queue_copy(trn_queue_t queue, trn_mem_t destination,
       if (trn_result_t r = resolve_range(session, source, source_offset, size, "source", &from);
           r != TRN_SUCCESS)
         return r;
-      if (to == from && destination_offset < source_offset + size &&
-          source_offset < destination_offset + size)
-        return fail(TRN_ERROR_INVALID_ARGUMENT,
-                    "the source and destination ranges overlap: copy through a second allocation");
       command.kind = Command::Kind::copy;
       command.destination = to;
       command.source = from;

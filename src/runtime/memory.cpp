@@ -65,7 +65,9 @@ Pool::Pool(Device &device, trn_pool_kind_t kind, uint32_t bank, uint64_t limit)
 
 // Segments go back to the driver through trim() and release_all() only: a destructor that runs
 // in a forked child must not return its parent's memory.
-Pool::~Pool() = default;
+Pool::~Pool() {
+  blocks_.clear();
+}  // before stores_ frees the segments it walks
 
 trn_result_t Pool::take_segment(uint64_t bytes, std::unique_ptr<SegmentStore> *out,
                                 std::string *why) {
@@ -484,8 +486,14 @@ trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,
   if (r != TRN_SUCCESS)
     return fail(
         r, std::string(err.message) + " (exported by pid " + std::to_string(in.exporter_pid) + ")");
+  auto let_go = [&] {
+    // Only if no allocation of this process already holds the export.
+    std::lock_guard lock(device.memory_mu);
+    if (!device.export_holds.count({in.record, in.id}))
+      ops(device).hbm_unexport(instance(device), device.driver_index, in.record, in.id, nullptr);
+  };
   if (mem->address != in.address || in.size > bytes) {
-    ops(device).hbm_unexport(instance(device), device.driver_index, in.record, in.id, nullptr);
+    let_go();
     return fail(TRN_ERROR_INVALID_ARGUMENT, "the handle does not match the exported memory");
   }
   Segment &segment = mem->dedicated->segment;
@@ -494,7 +502,7 @@ trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,
   r = ops(device).hbm_map(instance(device), device.driver_index, mem->address, bytes, &segment.host,
                           &err);
   if (r != TRN_SUCCESS) {
-    ops(device).hbm_unexport(instance(device), device.driver_index, in.record, in.id, nullptr);
+    let_go();
     return fail(r, err.message);
   }
   mem->dedicated->committed.assign(bytes / chunk_bytes(device), 0);

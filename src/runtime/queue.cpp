@@ -197,6 +197,16 @@ trn_result_t Queue::copy(Command &command, std::string *why) {
     return r;
   }
   char *to = destination->host + command.destination_offset;
+  if (destination == source) {
+    // One allocation: ranges may overlap, so move it whole, as memmove does.
+    if (trn_result_t r = commit_range(*source, command.source_offset, command.size);
+        r != TRN_SUCCESS) {
+      *why = "reading the source: " + last_detail();
+      return r;
+    }
+    std::memmove(to, source->host + command.source_offset, command.size);
+    return TRN_SUCCESS;
+  }
   std::atomic<trn_result_t> result{TRN_SUCCESS};
   parallel_parts(command.size, [&](uint64_t offset, uint64_t bytes) {
     if (trn_result_t r = read_range(*source, command.source_offset + offset, to + offset, bytes);

@@ -53,7 +53,11 @@ std::string render_processes(const Snapshot &snapshot) {
     }
     for (const auto &proc : device.processes) {
       std::vector<std::string> row = base;
+      // The program's name without its directory, then its arguments, cut to fit.
       std::string command = proc.command;
+      const size_t program_end = command.find(' ');
+      const size_t slash = command.rfind('/', program_end);
+      if (slash != std::string::npos) command.erase(0, slash + 1);
       if (command.size() > 48) command = command.substr(0, 45) + "...";
       std::vector<uint32_t> owned;
       for (uint32_t i = 0; i < 64; ++i)
