@@ -5,6 +5,9 @@
  *     acquires the cores of device 0, prints "ready <pid>" and holds them until its standard
  *     input closes or 60 s pass. Prints "busy <core> <result>" and exits 3 if one is taken.
  *
+ *   trn-test-holder --work CORE...
+ *     runs memsets on a queue on each core until stdin closes (see work_mode).
+ *
  *   trn-test-holder --cycle ITERATIONS OCCUPANCY_FILE CORE...
  *     repeatedly acquires and releases the cores (at most ITERATIONS rounds, at most 10 s).
  *     While it owns a core it marks the core in OCCUPANCY_FILE (one int per core, shared by all
@@ -279,7 +282,52 @@ static int import_mode(int argc, char **argv) {
   return 0;
 }
 
+/* --work CORE...: a copy queue on each core and 64 MiB of device memory; memsets run on every
+ * queue until stdin closes (60 s at most), so tools see busy cores. Prints "working <pid>". */
+static int work_mode(int argc, char **argv) {
+  uint32_t count;
+  trn_core_t *cores = get_cores(&count);
+  uint32_t device_count = 1;
+  trn_device_t device;
+  trn_device_get(&device_count, &device);
+  trn_pool_desc_t desc = TRN_POOL_DESC_INIT;
+  trn_pool_t pool;
+  trn_mem_t mem;
+  if (trn_pool_create(device, &desc, &pool) != TRN_SUCCESS ||
+      trn_mem_alloc(pool, 64u << 20, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem) != TRN_SUCCESS) {
+    fprintf(stderr, "holder: %s\n", trn_last_error());
+    return 2;
+  }
+  trn_queue_t queues[16];
+  int queue_count = 0;
+  for (int a = 2; a < argc && queue_count < 16; ++a) {
+    trn_queue_desc_t qd = TRN_QUEUE_DESC_INIT;
+    qd.core = cores[core_arg(argv[a], count)];
+    if (trn_queue_create(&qd, &queues[queue_count]) != TRN_SUCCESS) {
+      printf("busy %s %s\n", argv[a], trn_last_error());
+      fflush(stdout);
+      return 3;
+    }
+    ++queue_count;
+  }
+  printf("working %d\n", (int)getpid());
+  fflush(stdout);
+  const double deadline = now_s() + 60.0;
+  struct pollfd in = {0, POLLIN, 0};
+  while (now_s() < deadline && poll(&in, 1, 0) == 0) {
+    for (int q = 0; q < queue_count; ++q)
+      trn_queue_memset(queues[q], mem, 0, (uint8_t)q, 16u << 20, NULL, NULL);
+    for (int q = 0; q < queue_count; ++q) trn_queue_finish(queues[q], 10000000000ull);
+  }
+  for (int q = 0; q < queue_count; ++q) trn_queue_destroy(queues[q]);
+  trn_mem_free(mem);
+  trn_pool_destroy(pool);
+  free(cores);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--work") == 0) return work_mode(argc, argv);
   if (argc > 1 && strcmp(argv[1], "--cycle") == 0) return cycle(argc, argv);
   if (argc > 1 && strcmp(argv[1], "--alloc") == 0) return alloc_mode(argc, argv);
   if (argc > 1 && strcmp(argv[1], "--export") == 0) return export_mode(argc, argv);

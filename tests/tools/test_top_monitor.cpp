@@ -1,0 +1,226 @@
+// trn-top (batch mode) and trn-monitor watching a process that works on two cores: the numbers
+// they report, the monitor's JSON schema, the Prometheus endpoint scraped over loopback, and
+// the dead process disappearing at once.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/sim_env.hpp"
+#include "support/subprocess.hpp"
+
+using nlohmann::json;
+using trn::test::Child;
+using trn::test::run_command;
+using trn::test::SimEnv;
+
+namespace {
+
+std::vector<json> monitor_documents(const std::string &count = "2",
+                                    const std::vector<std::string> &extra = {}) {
+  std::vector<std::string> argv = {TRN_MONITOR_PATH, "-n", count, "-i", "300"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  int status = 0;
+  const std::string out = run_command(argv, 20000, &status);
+  INFO(out);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  std::vector<json> docs;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line.front() == '{') docs.push_back(json::parse(line));
+  return docs;
+}
+
+// Every document of schema_version 1 has these fields with these types.
+void check_schema(const json &doc) {
+  REQUIRE(doc.at("schema_version") == 1);
+  REQUIRE(doc.at("trn_version").is_string());
+  REQUIRE(doc.at("timestamp_unix_ns").is_number_unsigned());
+  REQUIRE(doc.at("period_ns").is_number_unsigned());
+  REQUIRE((doc.at("error").is_null() || doc.at("error").is_string()));
+  REQUIRE(doc.at("devices").is_array());
+  for (const json &device : doc.at("devices")) {
+    REQUIRE(device.at("device").is_number_unsigned());
+    REQUIRE(device.at("generation").is_string());
+    REQUIRE(device.at("period_ns").is_number_unsigned());
+    REQUIRE(device.at("error").is_null());
+    const json &memory = device.at("memory");
+    for (const char *key : {"total_bytes", "used_bytes", "allocated_bytes"})
+      REQUIRE(memory.at(key).is_number_unsigned());
+    REQUIRE(memory.at("by_category").size() == 6);
+    for (const json &core : device.at("cores")) {
+      REQUIRE(core.at("core").is_number_unsigned());
+      REQUIRE(core.at("core_id").is_number_unsigned());
+      REQUIRE((core.at("owner_pid").is_null() || core.at("owner_pid").is_number_integer()));
+      for (const char *key :
+           {"busy_percent", "simulated_dma_busy_percent", "commands_per_s", "dma_bytes_per_s"})
+        REQUIRE(core.at(key).is_number());
+      for (const char *key : {"commands_completed", "commands_failed", "dma_bytes"})
+        REQUIRE(core.at(key).is_number_unsigned());
+    }
+    for (const json &process : device.at("processes")) {
+      REQUIRE(process.at("pid").is_number_integer());
+      REQUIRE(process.at("command").is_string());
+      REQUIRE(process.at("neuroncore_ids").is_array());
+      REQUIRE(process.at("memory_reserved_bytes").is_number_unsigned());
+      REQUIRE(process.at("memory_allocated_bytes").is_number_unsigned());
+      REQUIRE(process.at("memory_by_category").is_object());
+      REQUIRE(process.at("error").is_null());
+    }
+  }
+}
+
+const json *find_process(const json &device, int pid) {
+  for (const json &process : device.at("processes"))
+    if (process.at("pid") == pid) return &process;
+  return nullptr;
+}
+
+uint16_t free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr *>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  getsockname(fd, reinterpret_cast<sockaddr *>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+// GET over loopback; "" when nothing answers.
+std::string http_get(uint16_t port, const std::string &path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr *>(&address), sizeof address) == 0) {
+    const std::string request = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    (void)!write(fd, request.data(), request.size());
+    char buffer[4096];
+    for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;)
+      response.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  return response;
+}
+
+}  // namespace
+
+TEST_CASE("trn-top and trn-monitor report a process working on two cores, then its death") {
+  SimEnv env;
+  Child worker({TRN_TEST_HOLDER, "--work", "0", "1"});
+  REQUIRE(worker.read_line(20000) == "working " + std::to_string(worker.pid()));
+  const std::string pid = std::to_string(worker.pid());
+
+  int status = 0;
+  const std::string top = run_command({TRN_TOP_PATH, "-b", "-n", "2", "-d", "300"}, 20000, &status);
+  INFO(top);
+  REQUIRE(WEXITSTATUS(status) == 0);
+  std::istringstream lines(top);
+  int busy_cores = 0;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string core, owner;
+    double busy = 0;
+    if (fields >> core >> owner >> busy && (core == "0" || core == "1") && owner == pid && busy > 0)
+      ++busy_cores;
+  }
+  CHECK(busy_cores >= 2);  // both cores, in at least one of the two snapshots
+  CHECK_THAT(top, Catch::Contains("Memory  used 64 MiB / 96 GiB"));
+  CHECK_THAT(top, Catch::Contains(pid + " "));
+
+  const auto docs = monitor_documents();
+  REQUIRE(docs.size() == 2);
+  for (const json &doc : docs) check_schema(doc);
+  const json &device = docs.back().at("devices").at(0);
+  CHECK(device.at("memory").at("used_bytes").get<uint64_t>() >= (64u << 20));
+  for (int core = 0; core < 2; ++core) {
+    const json &c = device.at("cores").at(core);
+    CHECK(c.at("owner_pid") == worker.pid());
+    CHECK(c.at("busy_percent").get<double>() > 0);
+    CHECK(c.at("commands_per_s").get<double>() > 0);
+    CHECK(c.at("dma_bytes_per_s").get<double>() > 0);
+  }
+  CHECK(device.at("cores").at(2).at("owner_pid").is_null());
+  const json *listed = find_process(device, worker.pid());
+  REQUIRE(listed != nullptr);
+  CHECK(listed->at("neuroncore_ids") == json::array({0, 1}));
+  CHECK(listed->at("memory_allocated_bytes") == (64u << 20));
+
+  worker.kill(SIGKILL);
+  REQUIRE(worker.wait(10000) != -1);
+  const auto after = monitor_documents();
+  REQUIRE(!after.empty());
+  const json &gone = after.front().at("devices").at(0);
+  CHECK(find_process(gone, std::stoi(pid)) == nullptr);
+  CHECK(gone.at("cores").at(0).at("owner_pid").is_null());
+  CHECK(gone.at("memory").at("used_bytes") == 0);
+  const std::string top_after =
+      run_command({TRN_TOP_PATH, "-b", "-n", "1", "-d", "100"}, 20000, &status);
+  CHECK_THAT(top_after, !Catch::Contains(pid + " "));
+  CHECK_THAT(top_after, Catch::Contains("(no process uses this device)"));
+}
+
+TEST_CASE("trn-monitor serves Prometheus text over loopback and writes a textfile") {
+  SimEnv env;
+  const uint16_t port = free_port();
+  Child monitor({TRN_MONITOR_PATH, "-n", "20", "-i", "200", "--prometheus", std::to_string(port)});
+  REQUIRE(!monitor.read_line(20000).empty());  // the first document: the endpoint is up
+  const std::string metrics = http_get(port, "/metrics");
+  INFO(metrics);
+  CHECK_THAT(metrics, Catch::StartsWith("HTTP/1.1 200 OK"));
+  CHECK_THAT(metrics, Catch::Contains("text/plain; version=0.0.4"));
+  CHECK_THAT(metrics, Catch::Contains("\ntrn_up 1\n"));
+  CHECK_THAT(metrics, Catch::Contains("# TYPE trn_core_busy_ratio gauge"));
+  CHECK_THAT(metrics, Catch::Contains("trn_core_busy_ratio{device=\"0\",core=\"7\"} 0"));
+  CHECK_THAT(metrics, Catch::Contains("trn_device_memory_total_bytes{device=\"0\"} 103079215104"));
+  CHECK_THAT(http_get(port, "/other"), Catch::StartsWith("HTTP/1.1 404"));
+  monitor.kill(SIGTERM);
+  CHECK(monitor.wait(10000) != -1);
+
+  const std::string textfile = env.root() + "/trn.prom";
+  monitor_documents("1", {"--prometheus-textfile", textfile});
+  std::ifstream in(textfile);
+  std::stringstream text;
+  text << in.rdbuf();
+  CHECK_THAT(text.str(), Catch::Contains("trn_up 1"));
+}
+
+TEST_CASE("no device and unreadable state give the same one line in every tool") {
+  SimEnv env;
+  env.set("TRN_SIM_DEVICES", "0");
+  int status = 0;
+  const std::string top = run_command({TRN_TOP_PATH, "-b", "-n", "1", "-d", "100"}, 20000, &status);
+  CHECK_THAT(top, Catch::Contains("no devices: sim driver: TRN_SIM_DEVICES=0"));
+  const auto docs = monitor_documents("1");
+  REQUIRE(!docs.empty());
+  CHECK(docs.front().at("devices").empty());
+  CHECK_THAT(docs.front().at("no_device_reason").get<std::string>(),
+             Catch::Contains("sim driver: TRN_SIM_DEVICES=0"));
+  const std::string ls = run_command({TRN_LS_PATH}, 20000, &status);
+  CHECK_THAT(ls, Catch::Contains("no devices: sim driver: TRN_SIM_DEVICES=0"));
+
+  env.set("TRN_SIM_DEVICES", nullptr);
+  env.set("TRN_VISIBLE_CORES", "x");
+  const std::string reason = "TRN_VISIBLE_CORES='x' is malformed";
+  CHECK_THAT(run_command({TRN_TOP_PATH, "-b", "-n", "1", "-d", "100"}, 20000, &status),
+             Catch::Contains(reason));
+  const auto bad = monitor_documents("1");
+  REQUIRE(!bad.empty());
+  CHECK_THAT(bad.front().at("error").get<std::string>(), Catch::Contains(reason));
+  CHECK_THAT(run_command({TRN_LS_PATH}, 20000, &status), Catch::Contains(reason));
+}
