@@ -128,6 +128,20 @@ void DeviceState::reclaim_slot_chunks_locked(uint32_t slot) {
   reclaim_slots_locked(uint64_t{1} << slot);
 }
 
+uint64_t DeviceState::dead_holders_locked() {
+  const MemoryControl &memory = file_->memory;
+  uint64_t holders = 0;
+  for (uint32_t slot = 0; slot < kMaxProcessSlots; ++slot)
+    for (uint64_t bytes : file_->slot_memory[slot].reserved)
+      if (load(bytes) != 0) holders |= uint64_t{1} << slot;
+  for (const ExportRecord &record : memory.exports) holders |= record.holder_mask;
+  for (const ExportRecord &record : memory.sem_records) holders |= record.holder_mask;
+  uint64_t dead = 0;
+  for (uint32_t slot = 0; slot < kMaxProcessSlots; ++slot)
+    if ((holders >> slot & 1u) && !slot_is_live_locked(slot)) dead |= uint64_t{1} << slot;
+  return dead;
+}
+
 void DeviceState::reclaim_dead_locked() {
   reclaim_slots_locked(~live_slot_mask_locked());
 }
@@ -181,9 +195,14 @@ trn_result_t DeviceState::hbm_reserve(const trn_hal_process_identity_t &identity
     return -1;
   };
   // Chunks of dead processes are free space: return them before placing, so a range is never
-  // placed around them (64 lock probes, cheap next to the reservation's rarity).
-  reclaim_dead_locked();
-  const int64_t found = find_run();
+  // placed around them. Only slots that hold something are probed; a slot that died before it
+  // counted its chunks is caught by the full reclaim when no range is found.
+  reclaim_slots_locked(dead_holders_locked());
+  int64_t found = find_run();
+  if (found < 0) {
+    reclaim_dead_locked();
+    found = find_run();
+  }
   if (found < 0) {
     *why = "bank " + std::to_string(bank) + " has no free range of " +
            common::format_bytes(uint64_t{want} * kChunkBytes);

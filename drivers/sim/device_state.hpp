@@ -99,6 +99,7 @@ class DeviceState {
   };
   uint64_t live_slot_mask_locked();
   void reclaim_slots_locked(uint64_t slots);
+  uint64_t dead_holders_locked();  // dead slots that still hold memory or exports
   void reclaim_slot_chunks_locked(uint32_t slot);
   void reclaim_dead_locked();
   void free_chunks_locked(uint32_t first, uint32_t count);

@@ -21,8 +21,9 @@ namespace {
 // (~1.3 us) and descriptor generation (~0.6 us); engines then move data in parallel at their
 // per-engine rate.
 constexpr uint64_t kDmaFixedNs = 1900;
-// Copies from this size up are split across host threads, as the engines split them.
-constexpr uint64_t kParallelCopyBytes = 8ull << 20;
+// Copies from this size up are split across host threads, as the engines split them: below it
+// starting the threads costs more than they save.
+constexpr uint64_t kParallelCopyBytes = 64ull << 20;
 
 void futex_wait_word(std::atomic<uint32_t> *word, uint32_t expected, uint64_t timeout_ns) {
   struct timespec ts {};
