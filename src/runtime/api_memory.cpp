@@ -12,18 +12,6 @@ namespace {
 
 constexpr uint64_t kMaxAlignment = 2ull << 20;
 
-std::shared_ptr<Pool> lookup_pool(Session &session, trn_pool_t handle, trn_result_t *result) {
-  auto pool = session.pools.lookup(from_handle(handle));
-  *result = pool ? TRN_SUCCESS : invalid_handle(HandleKind::pool, from_handle(handle));
-  return pool;
-}
-
-std::shared_ptr<Mem> lookup_mem(Session &session, trn_mem_t handle, trn_result_t *result) {
-  auto mem = session.mems.lookup(from_handle(handle));
-  *result = mem ? TRN_SUCCESS : invalid_handle(HandleKind::mem, from_handle(handle));
-  return mem;
-}
-
 trn_result_t check_range(const Mem &mem, uint64_t offset, uint64_t size, const void *pointer,
                          const char *pointer_name) {
   if (size > 0 && pointer == nullptr)
@@ -85,7 +73,7 @@ TRN_API trn_result_t trn_pool_destroy(trn_pool_t handle) {
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto pool = lookup_pool(*session, handle, &result);
+    auto pool = session->pools.find(handle, &result);
     if (!pool) return result;
     if (const uint64_t live = pool->live_allocations(); live > 0)
       return fail(TRN_ERROR_HANDLE_IN_USE, "the pool still has " + std::to_string(live) +
@@ -102,7 +90,7 @@ TRN_API trn_result_t trn_pool_trim(trn_pool_t handle) {
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto pool = lookup_pool(*session, handle, &result);
+    auto pool = session->pools.find(handle, &result);
     if (!pool) return result;
     pool->trim();
     return TRN_SUCCESS;
@@ -114,7 +102,7 @@ TRN_API trn_result_t trn_pool_get_stats(trn_pool_t handle, trn_mem_stats_t *stat
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto pool = lookup_pool(*session, handle, &result);
+    auto pool = session->pools.find(handle, &result);
     if (!pool) return result;
     if (trn_result_t r = check_struct(stats, TRN_STRUCT_MEM_STATS, "stats", "TRN_MEM_STATS_INIT");
         r != TRN_SUCCESS)
@@ -190,7 +178,7 @@ TRN_API trn_result_t trn_mem_alloc(trn_pool_t pool_handle, uint64_t size, uint64
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto pool = lookup_pool(*session, pool_handle, &result);
+    auto pool = session->pools.find(pool_handle, &result);
     if (!pool) return result;
     if (!mem_out) return fail(TRN_ERROR_NULL_POINTER, "mem is NULL");
     if (size == 0)
@@ -242,7 +230,7 @@ TRN_API trn_result_t trn_mem_get_info(trn_mem_t handle, trn_mem_info_t *info) {
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto mem = lookup_mem(*session, handle, &result);
+    auto mem = session->mems.find(handle, &result);
     if (!mem) return result;
     if (trn_result_t r = check_struct(info, TRN_STRUCT_MEM_INFO, "info", "TRN_MEM_INFO_INIT");
         r != TRN_SUCCESS)
@@ -266,7 +254,7 @@ TRN_API trn_result_t trn_mem_map(trn_mem_t handle, void **host_pointer) {
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto mem = lookup_mem(*session, handle, &result);
+    auto mem = session->mems.find(handle, &result);
     if (!mem) return result;
     if (!host_pointer) return fail(TRN_ERROR_NULL_POINTER, "host_pointer is NULL");
     if (trn_result_t r = commit_range(*mem, 0, mem->size); r != TRN_SUCCESS) return r;
@@ -281,7 +269,7 @@ TRN_API trn_result_t trn_mem_write(trn_mem_t handle, uint64_t offset, const void
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto mem = lookup_mem(*session, handle, &result);
+    auto mem = session->mems.find(handle, &result);
     if (!mem) return result;
     if (trn_result_t r = check_range(*mem, offset, size, source, "source"); r != TRN_SUCCESS)
       return r;
@@ -297,7 +285,7 @@ TRN_API trn_result_t trn_mem_read(trn_mem_t handle, uint64_t offset, void *desti
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto mem = lookup_mem(*session, handle, &result);
+    auto mem = session->mems.find(handle, &result);
     if (!mem) return result;
     if (trn_result_t r = check_range(*mem, offset, size, destination, "destination");
         r != TRN_SUCCESS)
@@ -311,7 +299,7 @@ TRN_API trn_result_t trn_mem_set(trn_mem_t handle, uint64_t offset, uint8_t valu
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto mem = lookup_mem(*session, handle, &result);
+    auto mem = session->mems.find(handle, &result);
     if (!mem) return result;
     if (trn_result_t r = check_range(*mem, offset, size, mem->host, "memory"); r != TRN_SUCCESS)
       return r;
@@ -326,7 +314,7 @@ TRN_API trn_result_t trn_mem_export(trn_mem_t handle, trn_ipc_handle_t *ipc) {
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto mem = lookup_mem(*session, handle, &result);
+    auto mem = session->mems.find(handle, &result);
     if (!mem) return result;
     if (!ipc) return fail(TRN_ERROR_NULL_POINTER, "handle is NULL");
     return export_memory(*mem, ipc);

@@ -13,12 +13,6 @@ namespace {
 constexpr uint32_t kDefaultCapacity = 1024;
 constexpr uint32_t kMaxCapacity = 1u << 20;
 
-std::shared_ptr<Queue> lookup_queue(Session &session, trn_queue_t handle, trn_result_t *result) {
-  auto queue = session.queues.lookup(from_handle(handle));
-  *result = queue ? TRN_SUCCESS : invalid_handle(HandleKind::queue, from_handle(handle));
-  return queue;
-}
-
 trn_result_t resolve_points(Session &session, const trn_sem_point_t *points, uint32_t count,
                             const char *name, bool signals, std::vector<SemRef> *out) {
   if (count > 0 && points == nullptr)
@@ -46,7 +40,7 @@ trn_result_t submit(trn_queue_t handle, const trn_sync_t *sync, uint64_t *sequen
   trn_result_t result;
   auto session = current_session(&result);
   if (!session) return result;
-  auto queue = lookup_queue(*session, handle, &result);
+  auto queue = session->queues.find(handle, &result);
   if (!queue) return result;
   Command command;
   if (sync) {
@@ -207,7 +201,7 @@ TRN_API trn_result_t trn_queue_finish(trn_queue_t handle, uint64_t timeout_ns) {
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto queue = lookup_queue(*session, handle, &result);
+    auto queue = session->queues.find(handle, &result);
     if (!queue) return result;
     return queue->finish(timeout_ns);
   });
@@ -218,7 +212,7 @@ TRN_API trn_result_t trn_queue_get_semaphore(trn_queue_t handle, trn_sem_t *sem)
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto queue = lookup_queue(*session, handle, &result);
+    auto queue = session->queues.find(handle, &result);
     if (!queue) return result;
     if (!sem) return fail(TRN_ERROR_NULL_POINTER, "sem is NULL");
     *sem = to_handle<trn_sem_t>(queue->timeline_handle);
@@ -231,7 +225,7 @@ TRN_API trn_result_t trn_queue_get_fault(trn_queue_t handle, trn_queue_fault_t *
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto queue = lookup_queue(*session, handle, &result);
+    auto queue = session->queues.find(handle, &result);
     if (!queue) return result;
     if (trn_result_t r =
             check_struct(fault, TRN_STRUCT_QUEUE_FAULT, "fault", "TRN_QUEUE_FAULT_INIT");
@@ -249,7 +243,7 @@ TRN_API trn_result_t trn_queue_reset(trn_queue_t handle) {
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto queue = lookup_queue(*session, handle, &result);
+    auto queue = session->queues.find(handle, &result);
     if (!queue) return result;
     return queue->reset();
   });

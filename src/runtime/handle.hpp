@@ -11,6 +11,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "trn/trn.h"
+
 namespace trn::rt {
 
 enum class HandleKind : uint8_t {
@@ -58,5 +60,9 @@ uint64_t from_handle(Handle handle) {
 }
 
 const char *handle_kind_name(HandleKind kind);
+
+// Records and returns the error for a value that is not a live handle of `expected` kind
+// (NULL, another kind, stale or garbage), saying which.
+trn_result_t invalid_handle(HandleKind expected, uint64_t value);
 
 }  // namespace trn::rt

@@ -39,6 +39,14 @@ class ObjectTable {
     return entry ? entry->object : nullptr;
   }
 
+  // The object of an API handle, or null with the error recorded in *result.
+  template <typename Handle>
+  std::shared_ptr<T> find(Handle handle, trn_result_t *result) const {
+    auto object = lookup(from_handle(handle));
+    *result = object ? TRN_SUCCESS : invalid_handle(kind_, from_handle(handle));
+    return object;
+  }
+
   // Removes the handle and returns its object (null if the handle is not live).
   std::shared_ptr<T> remove(uint64_t value) {
     std::lock_guard lock(mu_);

@@ -110,9 +110,6 @@ Core *lookup_core(const Session &session, trn_core_t handle, trn_result_t *resul
 // Takes a core for this process (idempotent); the work of trn_core_acquire.
 trn_result_t acquire_core(Core &core);
 
-// The error for a handle that is not a live handle of `expected` kind (NULL, wrong kind, stale).
-trn_result_t invalid_handle(HandleKind expected, uint64_t value);
-
 trn_driver_t handle_of(const Session &session, uint32_t driver_slot);
 trn_device_t handle_of(const Session &session, const Device &device);
 trn_core_t handle_of(const Session &session, const Core &core);

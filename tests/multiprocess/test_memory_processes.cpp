@@ -15,18 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "support/result_printing.hpp"
 #include "support/sim_env.hpp"
 #include "support/subprocess.hpp"
 #include "trn/trn.h"
-
-namespace Catch {
-template <>
-struct StringMaker<trn_result_t> {
-  static std::string convert(trn_result_t result) {
-    return std::string(trn_result_name(result)) + " (" + std::to_string(result) + ")";
-  }
-};
-}  // namespace Catch
 
 using trn::test::Child;
 using trn::test::run_command;
