@@ -1,5 +1,6 @@
 // C entry points for pools and allocations.
 #include <cstring>
+#include <shared_mutex>
 
 #include "runtime/api_support.hpp"
 #include "runtime/memory.hpp"
@@ -230,7 +231,7 @@ TRN_API trn_result_t trn_mem_get_info(trn_mem_t handle, trn_mem_info_t *info) {
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto mem = session->mems.find(handle, &result);
+    auto *mem = session->mems.find_fast(handle, &result);
     if (!mem) return result;
     if (trn_result_t r = check_struct(info, TRN_STRUCT_MEM_INFO, "info", "TRN_MEM_INFO_INIT");
         r != TRN_SUCCESS)
@@ -254,9 +255,11 @@ TRN_API trn_result_t trn_mem_map(trn_mem_t handle, void **host_pointer) {
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto mem = session->mems.find(handle, &result);
+    auto *mem = session->mems.find_fast(handle, &result);
     if (!mem) return result;
     if (!host_pointer) return fail(TRN_ERROR_NULL_POINTER, "host_pointer is NULL");
+    std::shared_lock in_use(mem->use);
+    if (mem->freed) return invalid_handle(HandleKind::mem, from_handle(handle));  // freed meanwhile
     if (trn_result_t r = commit_range(*mem, 0, mem->size); r != TRN_SUCCESS) return r;
     *host_pointer = mem->host;
     return TRN_SUCCESS;
@@ -269,10 +272,12 @@ TRN_API trn_result_t trn_mem_write(trn_mem_t handle, uint64_t offset, const void
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto mem = session->mems.find(handle, &result);
+    auto *mem = session->mems.find_fast(handle, &result);
     if (!mem) return result;
     if (trn_result_t r = check_range(*mem, offset, size, source, "source"); r != TRN_SUCCESS)
       return r;
+    std::shared_lock in_use(mem->use);
+    if (mem->freed) return invalid_handle(HandleKind::mem, from_handle(handle));  // freed meanwhile
     if (trn_result_t r = commit_range(*mem, offset, size); r != TRN_SUCCESS) return r;
     if (size) std::memcpy(mem->host + offset, source, size);
     return TRN_SUCCESS;
@@ -285,11 +290,13 @@ TRN_API trn_result_t trn_mem_read(trn_mem_t handle, uint64_t offset, void *desti
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto mem = session->mems.find(handle, &result);
+    auto *mem = session->mems.find_fast(handle, &result);
     if (!mem) return result;
     if (trn_result_t r = check_range(*mem, offset, size, destination, "destination");
         r != TRN_SUCCESS)
       return r;
+    std::shared_lock in_use(mem->use);
+    if (mem->freed) return invalid_handle(HandleKind::mem, from_handle(handle));  // freed meanwhile
     return read_range(*mem, offset, destination, size);
   });
 }
@@ -299,10 +306,12 @@ TRN_API trn_result_t trn_mem_set(trn_mem_t handle, uint64_t offset, uint8_t valu
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto mem = session->mems.find(handle, &result);
+    auto *mem = session->mems.find_fast(handle, &result);
     if (!mem) return result;
     if (trn_result_t r = check_range(*mem, offset, size, mem->host, "memory"); r != TRN_SUCCESS)
       return r;
+    std::shared_lock in_use(mem->use);
+    if (mem->freed) return invalid_handle(HandleKind::mem, from_handle(handle));  // freed meanwhile
     if (trn_result_t r = commit_range(*mem, offset, size); r != TRN_SUCCESS) return r;
     if (size) std::memset(mem->host + offset, value, size);
     return TRN_SUCCESS;
@@ -314,7 +323,7 @@ TRN_API trn_result_t trn_mem_export(trn_mem_t handle, trn_ipc_handle_t *ipc) {
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto mem = session->mems.find(handle, &result);
+    auto *mem = session->mems.find_fast(handle, &result);
     if (!mem) return result;
     if (!ipc) return fail(TRN_ERROR_NULL_POINTER, "handle is NULL");
     return export_memory(*mem, ipc);

@@ -40,7 +40,7 @@ trn_result_t submit(trn_queue_t handle, const trn_sync_t *sync, uint64_t *sequen
   trn_result_t result;
   auto session = current_session(&result);
   if (!session) return result;
-  auto queue = session->queues.find(handle, &result);
+  auto *queue = session->queues.find_fast(handle, &result);
   if (!queue) return result;
   Command command;
   if (sync) {
@@ -201,7 +201,7 @@ TRN_API trn_result_t trn_queue_finish(trn_queue_t handle, uint64_t timeout_ns) {
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto queue = session->queues.find(handle, &result);
+    auto *queue = session->queues.find_fast(handle, &result);
     if (!queue) return result;
     return queue->finish(timeout_ns);
   });
@@ -212,7 +212,7 @@ TRN_API trn_result_t trn_queue_get_semaphore(trn_queue_t handle, trn_sem_t *sem)
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto queue = session->queues.find(handle, &result);
+    auto *queue = session->queues.find_fast(handle, &result);
     if (!queue) return result;
     if (!sem) return fail(TRN_ERROR_NULL_POINTER, "sem is NULL");
     *sem = to_handle<trn_sem_t>(queue->timeline_handle);
@@ -225,7 +225,7 @@ TRN_API trn_result_t trn_queue_get_fault(trn_queue_t handle, trn_queue_fault_t *
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto queue = session->queues.find(handle, &result);
+    auto *queue = session->queues.find_fast(handle, &result);
     if (!queue) return result;
     if (trn_result_t r =
             check_struct(fault, TRN_STRUCT_QUEUE_FAULT, "fault", "TRN_QUEUE_FAULT_INIT");
@@ -243,7 +243,7 @@ TRN_API trn_result_t trn_queue_reset(trn_queue_t handle) {
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto queue = session->queues.find(handle, &result);
+    auto *queue = session->queues.find_fast(handle, &result);
     if (!queue) return result;
     return queue->reset();
   });

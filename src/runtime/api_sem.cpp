@@ -95,7 +95,7 @@ TRN_API trn_result_t trn_sem_signal(trn_sem_t handle, uint64_t value) {
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto sem = session->sems.find(handle, &result);
+    auto *sem = session->sems.find_fast(handle, &result);
     if (!sem) return result;
     if (sem->queue_timeline())
       return fail(TRN_ERROR_INVALID_ARGUMENT,
@@ -116,7 +116,7 @@ TRN_API trn_result_t trn_sem_wait(trn_sem_t handle, uint64_t value, uint64_t tim
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto sem = session->sems.find(handle, &result);
+    auto *sem = session->sems.find_fast(handle, &result);
     if (!sem) return result;
     const trn_result_t r = sem->wait(value, timeout_ns, nullptr);
     if (r == TRN_ERROR_CANCELLED) return cancelled(*sem);
@@ -129,7 +129,7 @@ TRN_API trn_result_t trn_sem_query(trn_sem_t handle, uint64_t *value) {
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto sem = session->sems.find(handle, &result);
+    auto *sem = session->sems.find_fast(handle, &result);
     if (!sem) return result;
     if (!value) return fail(TRN_ERROR_NULL_POINTER, "value is NULL");
     *value = sem->value();
@@ -142,7 +142,7 @@ TRN_API trn_result_t trn_sem_get_fd(trn_sem_t handle, uint64_t value, int *fd) {
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto sem = session->sems.find(handle, &result);
+    auto *sem = session->sems.find_fast(handle, &result);
     if (!sem) return result;
     if (!fd) return fail(TRN_ERROR_NULL_POINTER, "fd is NULL");
     return sem->watch(value, fd);
@@ -154,7 +154,7 @@ TRN_API trn_result_t trn_sem_export(trn_sem_t handle, trn_ipc_handle_t *ipc) {
     trn_result_t result;
     auto session = current_session(&result);
     if (!session) return result;
-    auto sem = session->sems.find(handle, &result);
+    auto *sem = session->sems.find_fast(handle, &result);
     if (!sem) return result;
     if (!ipc) return fail(TRN_ERROR_NULL_POINTER, "handle is NULL");
     if (!sem->shared())

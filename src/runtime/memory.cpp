@@ -524,6 +524,9 @@ trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,
 }
 
 void release_memory(Mem &mem) {
+  std::unique_lock in_use(mem.use);
+  if (mem.freed) return;
+  mem.freed = true;
   Device &device = *mem.device;
   if (mem.pool) mem.pool->free(mem);
   if (!mem.dedicated) return;

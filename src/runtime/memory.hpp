@@ -7,6 +7,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,11 @@ struct Mem {
   std::unique_ptr<SegmentStore> dedicated;  // exportable or imported memory: whole chunks
   bool imported = false;
   bool exported = false;  // guarded by Device::memory_mu
+  // Users of the memory (queue commands, host copies) hold it shared; freeing takes it
+  // exclusively, so memory is never returned under a copy that runs, and a copy that starts
+  // after the free sees `freed` and faults instead.
+  std::shared_mutex use;
+  bool freed = false;  // guarded by `use`
   uint32_t export_record = 0;
   uint64_t export_id = 0;
 };

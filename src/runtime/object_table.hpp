@@ -4,6 +4,7 @@
 // for a call that found it even if another thread destroys its handle meanwhile.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -47,6 +48,27 @@ class ObjectTable {
     return object;
   }
 
+  // The same without taking the table's lock or touching the object's reference count (on the
+  // hot path of signal, wait and submit, two threads would otherwise bounce those cache lines):
+  // a few recent lookups are cached per thread, valid while no handle of the table has been
+  // removed since. The pointer stays valid until this thread's next find_fast on this table
+  // (the cache keeps the object alive), so use it within one API call.
+  template <typename Handle>
+  T *find_fast(Handle handle, trn_result_t *result) const {
+    const uint64_t value = from_handle(handle);
+    const uint64_t version = version_.load(std::memory_order_acquire);
+    for (CacheEntry &entry : cache_)
+      if (entry.handle == value && entry.table == id_ && entry.version == version && entry.object) {
+        *result = TRN_SUCCESS;
+        return entry.object.get();
+      }
+    auto object = find(handle, result);
+    if (!object) return nullptr;
+    CacheEntry &entry = cache_[cache_next_++ % kCacheEntries];
+    entry = CacheEntry{id_, version, value, std::move(object)};
+    return entry.object.get();
+  }
+
   // Removes the handle and returns its object (null if the handle is not live).
   std::shared_ptr<T> remove(uint64_t value) {
     std::lock_guard lock(mu_);
@@ -54,6 +76,7 @@ class ObjectTable {
     if (!entry) return nullptr;
     std::shared_ptr<T> object = std::move(entry->object);
     entry->generation = 0;
+    version_.fetch_add(1, std::memory_order_release);
     free_.push_back(decode_handle(value).slot);
     return object;
   }
@@ -66,6 +89,7 @@ class ObjectTable {
       entries_[slot].object.reset();
       entries_[slot].generation = 0;
       free_.push_back(slot);
+      version_.fetch_add(1, std::memory_order_release);
     }
   }
 
@@ -91,6 +115,19 @@ class ObjectTable {
     return entry.generation == decoded.generation && entry.generation != 0 ? &entry : nullptr;
   }
 
+  struct CacheEntry {
+    uint64_t table = 0;
+    uint64_t version = 0;
+    uint64_t handle = 0;
+    std::shared_ptr<T> object;
+  };
+  static constexpr unsigned kCacheEntries = 4;
+  static inline thread_local CacheEntry cache_[kCacheEntries];
+  static inline thread_local unsigned cache_next_ = 0;
+  static inline std::atomic<uint64_t> next_id_{1};
+
+  const uint64_t id_ = next_id_.fetch_add(1, std::memory_order_relaxed);  // never reused
+  std::atomic<uint64_t> version_{0};  // bumped whenever a handle is removed
   const HandleKind kind_;
   mutable std::mutex mu_;  // guards entries_ and free_
   std::vector<Entry> entries_;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <latch>
+#include <shared_mutex>
 
 #include "common/log.hpp"
 #include "runtime/error.hpp"
@@ -186,8 +187,11 @@ void Queue::execute(Command &command) {
 trn_result_t Queue::copy(Command &command, std::string *why) {
   auto destination = command.destination.lock();
   auto source = command.source.lock();
-  if (!destination || !source) {
-    *why = std::string("the ") + (!source ? "source" : "destination") +
+  std::shared_lock<std::shared_mutex> hold_destination, hold_source;
+  if (destination) hold_destination = std::shared_lock(destination->use);
+  if (source && source != destination) hold_source = std::shared_lock(source->use);
+  if (!destination || !source || destination->freed || source->freed) {
+    *why = std::string("the ") + (!source || source->freed ? "source" : "destination") +
            " memory was freed before the copy ran (keep allocations alive until the commands "
            "that use them complete)";
     return TRN_ERROR_DEVICE_FAULTED;
@@ -220,7 +224,9 @@ trn_result_t Queue::copy(Command &command, std::string *why) {
 
 trn_result_t Queue::memset(Command &command, std::string *why) {
   auto destination = command.destination.lock();
-  if (!destination) {
+  std::shared_lock<std::shared_mutex> hold;
+  if (destination) hold = std::shared_lock(destination->use);
+  if (!destination || destination->freed) {
     *why = "the destination memory was freed before the memset ran";
     return TRN_ERROR_DEVICE_FAULTED;
   }
