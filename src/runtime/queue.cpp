@@ -187,9 +187,13 @@ void Queue::execute(Command &command) {
 trn_result_t Queue::copy(Command &command, std::string *why) {
   auto destination = command.destination.lock();
   auto source = command.source.lock();
-  std::shared_lock<std::shared_mutex> hold_destination, hold_source;
-  if (destination) hold_destination = std::shared_lock(destination->use);
-  if (source && source != destination) hold_source = std::shared_lock(source->use);
+  // Two allocations are always held in address order, so copies in opposite directions and a
+  // free waiting between them cannot deadlock.
+  std::shared_lock<std::shared_mutex> hold_first, hold_second;
+  Mem *first = std::min(destination.get(), source.get(), std::less<Mem *>());
+  Mem *second = std::max(destination.get(), source.get(), std::less<Mem *>());
+  if (first) hold_first = std::shared_lock(first->use);
+  if (second && second != first) hold_second = std::shared_lock(second->use);
   if (!destination || !source || destination->freed || source->freed) {
     *why = std::string("the ") + (!source || source->freed ? "source" : "destination") +
            " memory was freed before the copy ran (keep allocations alive until the commands "

@@ -315,8 +315,9 @@ static int work_mode(int argc, char **argv) {
   const double deadline = now_s() + 60.0;
   struct pollfd in = {0, POLLIN, 0};
   while (now_s() < deadline && poll(&in, 1, 0) == 0) {
-    for (int q = 0; q < queue_count; ++q)
-      trn_queue_memset(queues[q], mem, 0, (uint8_t)q, 16u << 20, NULL, NULL);
+    for (int q = 0; q < queue_count; ++q)  // each queue its own 16 MiB: no two write one byte
+      trn_queue_memset(queues[q], mem, (uint64_t)(q % 4) * (16u << 20), (uint8_t)q, 16u << 20, NULL,
+                       NULL);
     for (int q = 0; q < queue_count; ++q) trn_queue_finish(queues[q], 10000000000ull);
   }
   for (int q = 0; q < queue_count; ++q) trn_queue_destroy(queues[q]);
