@@ -59,9 +59,7 @@ extern "C" {
 
 TRN_API trn_result_t trn_core_get(trn_device_t handle, uint32_t *count, trn_core_t *cores) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     const Device *device = lookup_device(*session, handle, &result);
     if (!device) return result;
     if (trn_result_t r = check_count(count); r != TRN_SUCCESS) return r;
@@ -76,9 +74,7 @@ TRN_API trn_result_t trn_core_get(trn_device_t handle, uint32_t *count, trn_core
 
 TRN_API trn_result_t trn_core_get_properties(trn_core_t handle, trn_core_properties_t *properties) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     Core *core = lookup_core(*session, handle, &result);
     if (!core) return result;
     if (trn_result_t r = check_struct(properties, TRN_STRUCT_CORE_PROPERTIES, "properties",
@@ -109,9 +105,7 @@ TRN_API trn_result_t trn_core_get_properties(trn_core_t handle, trn_core_propert
 
 TRN_API trn_result_t trn_core_get_activity(trn_core_t handle, trn_core_activity_t *activity) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     const Core *core = lookup_core(*session, handle, &result);
     if (!core) return result;
     if (trn_result_t r =
@@ -140,9 +134,7 @@ TRN_API trn_result_t trn_core_get_activity(trn_core_t handle, trn_core_activity_
 
 TRN_API trn_result_t trn_core_acquire(trn_core_t handle) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     Core *core = lookup_core(*session, handle, &result);
     if (!core) return result;
     return acquire_core(*core);
@@ -151,9 +143,7 @@ TRN_API trn_result_t trn_core_acquire(trn_core_t handle) {
 
 TRN_API trn_result_t trn_core_release(trn_core_t handle) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     Core *core = lookup_core(*session, handle, &result);
     if (!core) return result;
     Device &device = *core->device;
@@ -177,9 +167,7 @@ TRN_API trn_result_t trn_core_release(trn_core_t handle) {
 
 TRN_API trn_result_t trn_core_get_owner(trn_core_t handle, trn_process_info_t *owner) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     const Core *core = lookup_core(*session, handle, &result);
     if (!core) return result;
     if (trn_result_t r =

@@ -19,9 +19,7 @@ TRN_API trn_result_t trn_runtime_shutdown(void) {
 TRN_API trn_result_t trn_driver_get(uint32_t *count, trn_driver_t *drivers) {
   return TRN_API_CALL({
     if (trn_result_t r = check_count(count); r != TRN_SUCCESS) return r;
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     enumerate(count, drivers, session->drivers().size(),
               [&](uint32_t i) { return handle_of(*session, i); });
     return TRN_SUCCESS;
@@ -31,9 +29,7 @@ TRN_API trn_result_t trn_driver_get(uint32_t *count, trn_driver_t *drivers) {
 TRN_API trn_result_t trn_driver_get_properties(trn_driver_t handle,
                                                trn_driver_properties_t *properties) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     const Driver *driver = lookup_driver(*session, handle, &result);
     if (!driver) return result;
     if (trn_result_t r = check_struct(properties, TRN_STRUCT_DRIVER_PROPERTIES, "properties",
@@ -55,9 +51,7 @@ TRN_API trn_result_t trn_driver_get_properties(trn_driver_t handle,
 TRN_API trn_result_t trn_device_get(uint32_t *count, trn_device_t *devices) {
   return TRN_API_CALL({
     if (trn_result_t r = check_count(count); r != TRN_SUCCESS) return r;
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     enumerate(count, devices, session->devices().size(),
               [&](uint32_t i) { return handle_of(*session, *session->devices()[i]); });
     return TRN_SUCCESS;
@@ -67,9 +61,7 @@ TRN_API trn_result_t trn_device_get(uint32_t *count, trn_device_t *devices) {
 TRN_API trn_result_t trn_device_get_properties(trn_device_t handle,
                                                trn_device_properties_t *properties) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     const Device *device = lookup_device(*session, handle, &result);
     if (!device) return result;
     if (trn_result_t r = check_struct(properties, TRN_STRUCT_DEVICE_PROPERTIES, "properties",
@@ -84,9 +76,7 @@ TRN_API trn_result_t trn_device_get_properties(trn_device_t handle,
 TRN_API trn_result_t trn_device_get_neighbors(trn_device_t handle, uint32_t *count,
                                               uint32_t *device_indices) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     const Device *device = lookup_device(*session, handle, &result);
     if (!device) return result;
     if (trn_result_t r = check_count(count); r != TRN_SUCCESS) return r;
@@ -104,9 +94,7 @@ TRN_API trn_result_t trn_device_get_neighbors(trn_device_t handle, uint32_t *cou
 TRN_API trn_result_t trn_device_get_processes(trn_device_t handle, uint32_t *count,
                                               trn_process_info_t *processes) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     const Device *device = lookup_device(*session, handle, &result);
     if (!device) return result;
     if (trn_result_t r = check_count(count); r != TRN_SUCCESS) return r;

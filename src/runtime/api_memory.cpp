@@ -31,17 +31,14 @@ extern "C" {
 TRN_API trn_result_t trn_pool_create(trn_device_t device_handle, const trn_pool_desc_t *desc,
                                      trn_pool_t *pool_out) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     Device *device = lookup_device(*session, device_handle, &result);
     if (!device) return result;
-    if (trn_result_t r = check_struct(desc, TRN_STRUCT_POOL_DESC, "desc", "TRN_POOL_DESC_INIT");
+    trn_pool_desc_t d = TRN_POOL_DESC_INIT;
+    if (trn_result_t r = read_desc(desc, TRN_STRUCT_POOL_DESC, "TRN_POOL_DESC_INIT", &d);
         r != TRN_SUCCESS)
       return r;
     if (!pool_out) return fail(TRN_ERROR_NULL_POINTER, "pool is NULL");
-    trn_pool_desc_t d = TRN_POOL_DESC_INIT;
-    std::memcpy(&d, desc, std::min<size_t>(desc->header.size, sizeof d));
     const uint32_t kind_bits = enum_bits(d.kind);
     if (kind_bits != 0 && kind_bits != TRN_POOL_KIND_DEVICE && kind_bits != TRN_POOL_KIND_HOST)
       return fail(TRN_ERROR_INVALID_ENUM, "desc.kind " + std::to_string(kind_bits) +
@@ -71,9 +68,7 @@ TRN_API trn_result_t trn_pool_create(trn_device_t device_handle, const trn_pool_
 TRN_API trn_result_t trn_pool_destroy(trn_pool_t handle) {
   return TRN_API_CALL({
     if (handle == nullptr) return TRN_SUCCESS;
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto pool = session->pools.find(handle, &result);
     if (!pool) return result;
     if (const uint64_t live = pool->live_allocations(); live > 0)
@@ -88,9 +83,7 @@ TRN_API trn_result_t trn_pool_destroy(trn_pool_t handle) {
 
 TRN_API trn_result_t trn_pool_trim(trn_pool_t handle) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto pool = session->pools.find(handle, &result);
     if (!pool) return result;
     pool->trim();
@@ -100,9 +93,7 @@ TRN_API trn_result_t trn_pool_trim(trn_pool_t handle) {
 
 TRN_API trn_result_t trn_pool_get_stats(trn_pool_t handle, trn_mem_stats_t *stats) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto pool = session->pools.find(handle, &result);
     if (!pool) return result;
     if (trn_result_t r = check_struct(stats, TRN_STRUCT_MEM_STATS, "stats", "TRN_MEM_STATS_INIT");
@@ -118,9 +109,7 @@ TRN_API trn_result_t trn_pool_get_stats(trn_pool_t handle, trn_mem_stats_t *stat
 TRN_API trn_result_t trn_device_get_memory_stats(trn_device_t device_handle, uint32_t bank,
                                                  trn_mem_stats_t *stats) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     Device *device = lookup_device(*session, device_handle, &result);
     if (!device) return result;
     if (trn_result_t r = check_struct(stats, TRN_STRUCT_MEM_STATS, "stats", "TRN_MEM_STATS_INIT");
@@ -176,9 +165,7 @@ TRN_API trn_result_t trn_mem_alloc(trn_pool_t pool_handle, uint64_t size, uint64
                                    trn_mem_category_t category, uint32_t flags,
                                    trn_mem_t *mem_out) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto pool = session->pools.find(pool_handle, &result);
     if (!pool) return result;
     if (!mem_out) return fail(TRN_ERROR_NULL_POINTER, "mem is NULL");
@@ -216,9 +203,7 @@ TRN_API trn_result_t trn_mem_alloc(trn_pool_t pool_handle, uint64_t size, uint64
 TRN_API trn_result_t trn_mem_free(trn_mem_t handle) {
   return TRN_API_CALL({
     if (handle == nullptr) return TRN_SUCCESS;
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto mem = session->mems.remove(from_handle(handle));
     if (!mem) return invalid_handle(HandleKind::mem, from_handle(handle));
     release_memory(*mem);
@@ -228,9 +213,7 @@ TRN_API trn_result_t trn_mem_free(trn_mem_t handle) {
 
 TRN_API trn_result_t trn_mem_get_info(trn_mem_t handle, trn_mem_info_t *info) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto *mem = session->mems.find_fast(handle, &result);
     if (!mem) return result;
     if (trn_result_t r = check_struct(info, TRN_STRUCT_MEM_INFO, "info", "TRN_MEM_INFO_INIT");
@@ -252,9 +235,7 @@ TRN_API trn_result_t trn_mem_get_info(trn_mem_t handle, trn_mem_info_t *info) {
 
 TRN_API trn_result_t trn_mem_map(trn_mem_t handle, void **host_pointer) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto *mem = session->mems.find_fast(handle, &result);
     if (!mem) return result;
     if (!host_pointer) return fail(TRN_ERROR_NULL_POINTER, "host_pointer is NULL");
@@ -269,9 +250,7 @@ TRN_API trn_result_t trn_mem_map(trn_mem_t handle, void **host_pointer) {
 TRN_API trn_result_t trn_mem_write(trn_mem_t handle, uint64_t offset, const void *source,
                                    uint64_t size) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto *mem = session->mems.find_fast(handle, &result);
     if (!mem) return result;
     if (trn_result_t r = check_range(*mem, offset, size, source, "source"); r != TRN_SUCCESS)
@@ -287,9 +266,7 @@ TRN_API trn_result_t trn_mem_write(trn_mem_t handle, uint64_t offset, const void
 TRN_API trn_result_t trn_mem_read(trn_mem_t handle, uint64_t offset, void *destination,
                                   uint64_t size) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto *mem = session->mems.find_fast(handle, &result);
     if (!mem) return result;
     if (trn_result_t r = check_range(*mem, offset, size, destination, "destination");
@@ -303,9 +280,7 @@ TRN_API trn_result_t trn_mem_read(trn_mem_t handle, uint64_t offset, void *desti
 
 TRN_API trn_result_t trn_mem_set(trn_mem_t handle, uint64_t offset, uint8_t value, uint64_t size) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto *mem = session->mems.find_fast(handle, &result);
     if (!mem) return result;
     if (trn_result_t r = check_range(*mem, offset, size, mem->host, "memory"); r != TRN_SUCCESS)
@@ -320,9 +295,7 @@ TRN_API trn_result_t trn_mem_set(trn_mem_t handle, uint64_t offset, uint8_t valu
 
 TRN_API trn_result_t trn_mem_export(trn_mem_t handle, trn_ipc_handle_t *ipc) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto *mem = session->mems.find_fast(handle, &result);
     if (!mem) return result;
     if (!ipc) return fail(TRN_ERROR_NULL_POINTER, "handle is NULL");
@@ -333,9 +306,7 @@ TRN_API trn_result_t trn_mem_export(trn_mem_t handle, trn_ipc_handle_t *ipc) {
 TRN_API trn_result_t trn_mem_import(trn_device_t device_handle, const trn_ipc_handle_t *ipc,
                                     trn_mem_t *mem_out) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     Device *device = lookup_device(*session, device_handle, &result);
     if (!device) return result;
     if (!ipc) return fail(TRN_ERROR_NULL_POINTER, "handle is NULL");

@@ -37,9 +37,7 @@ trn_result_t resolve_points(Session &session, const trn_sem_point_t *points, uin
 // Looks the queue up, fills the command's synchronisation, and submits it.
 template <typename Fill>
 trn_result_t submit(trn_queue_t handle, const trn_sync_t *sync, uint64_t *sequence, Fill fill) {
-  trn_result_t result;
-  auto session = current_session(&result);
-  if (!session) return result;
+  TRN_GET_SESSION(session);
   auto *queue = session->queues.find_fast(handle, &result);
   if (!queue) return result;
   Command command;
@@ -79,15 +77,12 @@ extern "C" {
 
 TRN_API trn_result_t trn_queue_create(const trn_queue_desc_t *desc, trn_queue_t *queue_out) {
   return TRN_API_CALL({
-    if (trn_result_t r = check_struct(desc, TRN_STRUCT_QUEUE_DESC, "desc", "TRN_QUEUE_DESC_INIT");
+    trn_queue_desc_t d = TRN_QUEUE_DESC_INIT;
+    if (trn_result_t r = read_desc(desc, TRN_STRUCT_QUEUE_DESC, "TRN_QUEUE_DESC_INIT", &d);
         r != TRN_SUCCESS)
       return r;
     if (!queue_out) return fail(TRN_ERROR_NULL_POINTER, "queue is NULL");
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
-    trn_queue_desc_t d = TRN_QUEUE_DESC_INIT;
-    std::memcpy(&d, desc, std::min<size_t>(desc->header.size, sizeof d));
+    TRN_GET_SESSION(session);
     Core *core = lookup_core(*session, d.core, &result);
     if (!core) return fail(result, std::string("desc.core: ") + last_detail());
     const uint32_t kind_bits = enum_bits(d.kind);
@@ -125,9 +120,7 @@ TRN_API trn_result_t trn_queue_create(const trn_queue_desc_t *desc, trn_queue_t 
 TRN_API trn_result_t trn_queue_destroy(trn_queue_t handle) {
   return TRN_API_CALL({
     if (handle == nullptr) return TRN_SUCCESS;
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto queue = session->queues.remove(from_handle(handle));
     if (!queue) return invalid_handle(HandleKind::queue, from_handle(handle));
     queue->shutdown();
@@ -198,9 +191,7 @@ TRN_API trn_result_t trn_queue_barrier(trn_queue_t queue, const trn_sync_t *sync
 
 TRN_API trn_result_t trn_queue_finish(trn_queue_t handle, uint64_t timeout_ns) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto *queue = session->queues.find_fast(handle, &result);
     if (!queue) return result;
     return queue->finish(timeout_ns);
@@ -209,9 +200,7 @@ TRN_API trn_result_t trn_queue_finish(trn_queue_t handle, uint64_t timeout_ns) {
 
 TRN_API trn_result_t trn_queue_get_semaphore(trn_queue_t handle, trn_sem_t *sem) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto *queue = session->queues.find_fast(handle, &result);
     if (!queue) return result;
     if (!sem) return fail(TRN_ERROR_NULL_POINTER, "sem is NULL");
@@ -222,9 +211,7 @@ TRN_API trn_result_t trn_queue_get_semaphore(trn_queue_t handle, trn_sem_t *sem)
 
 TRN_API trn_result_t trn_queue_get_fault(trn_queue_t handle, trn_queue_fault_t *fault) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto *queue = session->queues.find_fast(handle, &result);
     if (!queue) return result;
     if (trn_result_t r =
@@ -240,9 +227,7 @@ TRN_API trn_result_t trn_queue_get_fault(trn_queue_t handle, trn_queue_fault_t *
 
 TRN_API trn_result_t trn_queue_reset(trn_queue_t handle) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto *queue = session->queues.find_fast(handle, &result);
     if (!queue) return result;
     return queue->reset();

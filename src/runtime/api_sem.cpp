@@ -32,17 +32,14 @@ extern "C" {
 TRN_API trn_result_t trn_sem_create(trn_device_t device_handle, const trn_sem_desc_t *desc,
                                     trn_sem_t *sem_out) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     Device *device = lookup_device(*session, device_handle, &result);
     if (!device) return result;
-    if (trn_result_t r = check_struct(desc, TRN_STRUCT_SEM_DESC, "desc", "TRN_SEM_DESC_INIT");
+    trn_sem_desc_t d = TRN_SEM_DESC_INIT;
+    if (trn_result_t r = read_desc(desc, TRN_STRUCT_SEM_DESC, "TRN_SEM_DESC_INIT", &d);
         r != TRN_SUCCESS)
       return r;
     if (!sem_out) return fail(TRN_ERROR_NULL_POINTER, "sem is NULL");
-    trn_sem_desc_t d = TRN_SEM_DESC_INIT;
-    std::memcpy(&d, desc, std::min<size_t>(desc->header.size, sizeof d));
     if ((d.flags & ~TRN_SEM_FLAG_EXPORTABLE) != 0)
       return fail(TRN_ERROR_INVALID_ARGUMENT,
                   "desc.flags has bits other than TRN_SEM_FLAG_EXPORTABLE");
@@ -71,9 +68,7 @@ TRN_API trn_result_t trn_sem_create(trn_device_t device_handle, const trn_sem_de
 TRN_API trn_result_t trn_sem_destroy(trn_sem_t handle) {
   return TRN_API_CALL({
     if (handle == nullptr) return TRN_SUCCESS;
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto sem = session->sems.find(handle, &result);
     if (!sem) return result;
     if (sem->queue_timeline())
@@ -92,9 +87,7 @@ TRN_API trn_result_t trn_sem_destroy(trn_sem_t handle) {
 
 TRN_API trn_result_t trn_sem_signal(trn_sem_t handle, uint64_t value) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto *sem = session->sems.find_fast(handle, &result);
     if (!sem) return result;
     if (sem->queue_timeline())
@@ -113,9 +106,7 @@ TRN_API trn_result_t trn_sem_signal(trn_sem_t handle, uint64_t value) {
 
 TRN_API trn_result_t trn_sem_wait(trn_sem_t handle, uint64_t value, uint64_t timeout_ns) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto *sem = session->sems.find_fast(handle, &result);
     if (!sem) return result;
     const trn_result_t r = sem->wait(value, timeout_ns, nullptr);
@@ -126,9 +117,7 @@ TRN_API trn_result_t trn_sem_wait(trn_sem_t handle, uint64_t value, uint64_t tim
 
 TRN_API trn_result_t trn_sem_query(trn_sem_t handle, uint64_t *value) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto *sem = session->sems.find_fast(handle, &result);
     if (!sem) return result;
     if (!value) return fail(TRN_ERROR_NULL_POINTER, "value is NULL");
@@ -139,9 +128,7 @@ TRN_API trn_result_t trn_sem_query(trn_sem_t handle, uint64_t *value) {
 
 TRN_API trn_result_t trn_sem_get_fd(trn_sem_t handle, uint64_t value, int *fd) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto *sem = session->sems.find_fast(handle, &result);
     if (!sem) return result;
     if (!fd) return fail(TRN_ERROR_NULL_POINTER, "fd is NULL");
@@ -151,9 +138,7 @@ TRN_API trn_result_t trn_sem_get_fd(trn_sem_t handle, uint64_t value, int *fd) {
 
 TRN_API trn_result_t trn_sem_export(trn_sem_t handle, trn_ipc_handle_t *ipc) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     auto *sem = session->sems.find_fast(handle, &result);
     if (!sem) return result;
     if (!ipc) return fail(TRN_ERROR_NULL_POINTER, "handle is NULL");
@@ -174,9 +159,7 @@ TRN_API trn_result_t trn_sem_export(trn_sem_t handle, trn_ipc_handle_t *ipc) {
 TRN_API trn_result_t trn_sem_import(trn_device_t device_handle, const trn_ipc_handle_t *ipc,
                                     trn_sem_t *sem_out) {
   return TRN_API_CALL({
-    trn_result_t result;
-    auto session = current_session(&result);
-    if (!session) return result;
+    TRN_GET_SESSION(session);
     Device *device = lookup_device(*session, device_handle, &result);
     if (!device) return result;
     if (!ipc) return fail(TRN_ERROR_NULL_POINTER, "handle is NULL");

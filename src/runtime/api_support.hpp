@@ -8,9 +8,17 @@
 #include <vector>
 
 #include "runtime/error.hpp"
+#include "runtime/session.hpp"
 #include "trn/trn.h"
 
 namespace trn::rt {
+
+// In an entry point: declares `result` and `name` (the current session), or returns why there is
+// no session.
+#define TRN_GET_SESSION(name)                          \
+  trn_result_t result;                                 \
+  ::trn::rt::Session *name = current_session(&result); \
+  if (!name) return result
 
 // Accepts a struct whose header was set by its *_INIT macro (or by an older or newer header:
 // any size at least as big as the header).
@@ -60,6 +68,15 @@ void enumerate(uint32_t *count, T *out, size_t available, Make make) {
   const uint32_t n = std::min<uint32_t>(*count, static_cast<uint32_t>(available));
   for (uint32_t i = 0; i < n; ++i) out[i] = make(i);
   *count = n;
+}
+
+// A caller's descriptor: checked (see check_struct), then copied over `out` (which holds the
+// defaults, from the *_INIT macro) up to the size the caller's header knows.
+template <typename T>
+trn_result_t read_desc(const T *desc, trn_struct_type_t type, const char *init_macro, T *out) {
+  if (trn_result_t r = check_struct(desc, type, "desc", init_macro); r != TRN_SUCCESS) return r;
+  std::memcpy(out, desc, std::min<size_t>(desc->header.size, sizeof *out));
+  return TRN_SUCCESS;
 }
 
 }  // namespace trn::rt
