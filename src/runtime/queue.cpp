@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <latch>
 #include <shared_mutex>
 
 #include "common/log.hpp"

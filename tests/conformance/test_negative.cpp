@@ -11,11 +11,14 @@
 #include <thread>
 #include <vector>
 
+#include "support/api_helpers.hpp"
 #include "support/result_printing.hpp"
 #include "support/sim_env.hpp"
 #include "trn/trn.h"
 
 namespace {
+
+using trn::test::error_contains;
 
 using trn::test::SimEnv;
 
@@ -23,10 +26,6 @@ std::string last_error() {
   const char *text = trn_last_error();
   REQUIRE(text != nullptr);
   return text;
-}
-
-bool error_contains(const std::string &part) {
-  return last_error().find(part) != std::string::npos;
 }
 
 trn_device_t first_device() {

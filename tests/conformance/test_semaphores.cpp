@@ -19,11 +19,18 @@
 #include <thread>
 #include <vector>
 
+#include "support/api_helpers.hpp"
 #include "support/result_printing.hpp"
 #include "support/sim_env.hpp"
 #include "trn/trn.h"
 
 namespace {
+
+using trn::test::core_at;
+using trn::test::devices;
+using trn::test::error_contains;
+using trn::test::first_device;
+using trn::test::last_error;
 
 using trn::test::SimEnv;
 using Clock = std::chrono::steady_clock;
@@ -31,42 +38,8 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kMs = 1'000'000;
 constexpr uint64_t kSecond = 1'000'000'000;
 
-std::string last_error() {
-  return trn_last_error();
-}
-
-bool error_contains(const std::string &part) {
-  return last_error().find(part) != std::string::npos;
-}
-
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::vector<trn_device_t> devices() {
-  uint32_t count = 0;
-  INFO(last_error());
-  REQUIRE(trn_device_get(&count, nullptr) == TRN_SUCCESS);
-  std::vector<trn_device_t> list(count);
-  REQUIRE(trn_device_get(&count, list.data()) == TRN_SUCCESS);
-  list.resize(count);
-  return list;
-}
-
-trn_device_t first_device() {
-  auto list = devices();
-  REQUIRE(!list.empty());
-  return list[0];
-}
-
-trn_core_t core_at(trn_device_t device, uint32_t index) {
-  uint32_t count = 0;
-  INFO(last_error());
-  REQUIRE(trn_core_get(device, &count, nullptr) == TRN_SUCCESS);
-  std::vector<trn_core_t> cores(count);
-  REQUIRE(trn_core_get(device, &count, cores.data()) == TRN_SUCCESS);
-  REQUIRE(index < count);
-  return cores[index];
 }
 
 trn_sem_t make_sem(trn_device_t device, uint64_t initial = 0, uint32_t flags = 0) {
