@@ -1,0 +1,117 @@
+// Writes a few kernels built with ProgramBuilder into a directory: the seed corpus of
+// fuzz_kernel_loader.  Usage: trn-fuzz-make-seeds DIR
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "isa/builder.hpp"
+#include "isa/container.hpp"
+
+using namespace trn::isa;
+
+namespace {
+
+Program empty_kernel() {
+  return ProgramBuilder("empty").finish();
+}
+
+// out = relu(x) through SBUF, with source lines.
+Program relu_kernel() {
+  ProgramBuilder b("relu");
+  const auto x = b.arg("x", DType::kF32, {128, 512}, ArgDirection::kIn);
+  const auto o = b.arg("out", DType::kF32, {128, 512}, ArgDirection::kOut);
+  b.dma_copy(Engine::kSync, 0, sbuf_tile(DType::kF32, 0, 128, 0, 512),
+             hbm_tile(x, DType::kF32, 512, 0, 128, 0, 512))
+      .signal_add(0)
+      .line(3);
+  b.activation(sbuf_tile(DType::kF32, 0, 128, 2048, 512), sbuf_tile(DType::kF32, 0, 128, 0, 512),
+               ActFunc::kRelu)
+      .wait_ge(0, 1)
+      .signal_add(1)
+      .line(4);
+  b.dma_copy(Engine::kSync, 1, hbm_tile(o, DType::kF32, 512, 0, 128, 0, 512),
+             sbuf_tile(DType::kF32, 0, 128, 2048, 512))
+      .wait_ge(1, 1)
+      .line(5);
+  Program p = b.finish();
+  p.source_file = "relu.trn.s";
+  return p;
+}
+
+// One instruction of every opcode, constants, no debug section.
+Program all_opcodes_kernel() {
+  ProgramBuilder b("all_opcodes");
+  const auto a = b.arg("a", DType::kBf16, {128, 128}, ArgDirection::kIn);
+  const auto o = b.arg("o", DType::kF32, {128, 128}, ArgDirection::kInOut);
+  b.dma_copy(Engine::kSync, 0, sbuf_tile(DType::kBf16, 0, 128, 0, 128),
+             hbm_tile(a, DType::kBf16, 128, 0, 128, 0, 128))
+      .signal_add(0);
+  b.dma_copy(Engine::kSync, 1, sbuf_tile(DType::kF32, 0, 1, 4096, 4),
+             hbm(kConstantsArg, DType::kF32, 0, 0, 1, {{1, 4}}));
+  b.matmul(psum_tile(DType::kF32, 0, 128, 0, 128), sbuf_tile(DType::kBf16, 0, 128, 0, 128),
+           sbuf_tile(DType::kBf16, 0, 128, 0, 128), true)
+      .wait_ge(0, 1);
+  b.transpose(Engine::kTensor, psum_tile(DType::kF32, 0, 128, 1024, 128),
+              sbuf_tile(DType::kF32, 0, 128, 512, 128));
+  b.activation(sbuf_tile(DType::kF32, 0, 128, 512, 128), psum_tile(DType::kF32, 0, 128, 0, 128),
+               ActFunc::kGelu, 0.5f, 0.25f);
+  b.tensor_tensor(Engine::kVector, sbuf_tile(DType::kF32, 0, 128, 1024, 128),
+                  sbuf_tile(DType::kF32, 0, 128, 512, 128),
+                  sbuf_tile(DType::kF32, 0, 128, 512, 128), AluOp::kAdd);
+  b.tensor_scalar(Engine::kGpSimd, sbuf_tile(DType::kF32, 0, 128, 1536, 128),
+                  sbuf_tile(DType::kF32, 0, 128, 1024, 128), AluOp::kMultiply, 2.0f, AluOp::kAdd,
+                  1.0f);
+  b.tensor_reduce(sbuf_tile(DType::kF32, 0, 128, 2048, 1),
+                  sbuf_tile(DType::kF32, 0, 128, 1536, 128), AluOp::kMax, 0, true);
+  b.tensor_copy(Engine::kScalar, sbuf_tile(DType::kF16, 0, 128, 2560, 128),
+                sbuf_tile(DType::kF32, 0, 128, 1536, 128));
+  b.memset(Engine::kVector, sbuf_tile(DType::kI32, 0, 128, 3072, 4), 7.0f);
+  b.iota(sbuf_tile(DType::kI32, 0, 128, 3072, 16), pattern({{1, 16}}), 0, 16);
+  b.affine_select(sbuf_tile(DType::kF32, 0, 128, 3584, 16), pattern({{-1, 16}}), 0, 1,
+                  AluOp::kGreaterEqual, sbuf_tile(DType::kF32, 0, 128, 1536, 16), -1.0f);
+  b.sem_wait(Engine::kScalar, 1, 1);
+  b.sem_signal(Engine::kVector, 1, 1);
+  b.barrier();
+  b.dma_copy(Engine::kGpSimd, 2, hbm_tile(o, DType::kF32, 128, 0, 128, 0, 128),
+             sbuf_tile(DType::kF32, 0, 128, 1024, 128))
+      .wait_eq(0, 1)
+      .signal_set(2, 5);
+  Program p = b.finish();
+  p.constants = {std::byte{0}, std::byte{0}, std::byte{0x80}, std::byte{0x3F}};
+  p.constants.resize(16, std::byte{0});
+  return p;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  const std::filesystem::path dir = argv[1];
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    std::fprintf(stderr, "%s: %s\n", dir.c_str(), ec.message().c_str());
+    return 1;
+  }
+  const std::vector<std::pair<const char *, Program>> kernels = {
+      {"empty.trnk", empty_kernel()},
+      {"relu.trnk", relu_kernel()},
+      {"all_opcodes.trnk", all_opcodes_kernel()}};
+  for (const auto &[name, program] : kernels) {
+    const auto bytes = write_kernel(program);
+    std::ofstream f(dir / name, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char *>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+    if (!f) {
+      std::fprintf(stderr, "%s: write failed\n", (dir / name).c_str());
+      return 1;
+    }
+  }
+  return 0;
+}

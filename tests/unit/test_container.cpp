@@ -1,0 +1,730 @@
+// The kernel container: round trips of every field, deterministic bytes, and a specific reason
+// for every class of malformed input (the reader is also fuzzed: fuzz/fuzz_kernel_loader.cpp).
+#include <bit>
+#include <catch2/catch.hpp>
+#include <limits>
+#include <string>
+
+#include "isa/builder.hpp"
+#include "isa/container.hpp"
+#include "isa/validate.hpp"
+
+using namespace trn;
+using namespace trn::isa;
+
+namespace {
+
+using Bytes = std::vector<std::byte>;
+
+// ----- field-by-field comparison -----------------------------------------------------------
+
+void check_same_ap(const AccessPattern &a, const AccessPattern &b, const char *role) {
+  INFO(role);
+  CHECK(a.space == b.space);
+  CHECK(a.dtype == b.dtype);
+  CHECK(a.arg == b.arg);
+  CHECK(a.partition_start == b.partition_start);
+  CHECK(a.partition_count == b.partition_count);
+  CHECK(a.partition_stride == b.partition_stride);
+  CHECK(a.offset == b.offset);
+  CHECK(a.num_dims == b.num_dims);
+  for (size_t d = 0; d < kMaxFreeDims; ++d) {
+    INFO("dim " << d);
+    CHECK(a.dims[d].stride == b.dims[d].stride);
+    CHECK(a.dims[d].count == b.dims[d].count);
+  }
+}
+
+void check_same_instruction(const Instruction &a, const Instruction &b) {
+  CHECK(a.opcode == b.opcode);
+  CHECK(a.engine == b.engine);
+  CHECK(a.func == b.func);
+  CHECK(a.func2 == b.func2);
+  CHECK(a.queue == b.queue);
+  CHECK(a.flags == b.flags);
+  check_same_ap(a.dst, b.dst, "dst");
+  check_same_ap(a.dst2, b.dst2, "dst2");
+  check_same_ap(a.src0, b.src0, "src0");
+  check_same_ap(a.src1, b.src1, "src1");
+  check_same_ap(a.src2, b.src2, "src2");
+  for (size_t i = 0; i < 2; ++i) {  // bit patterns: NaN payloads and -0 survive too
+    CHECK(std::bit_cast<uint32_t>(a.imm[i]) == std::bit_cast<uint32_t>(b.imm[i]));
+    CHECK(a.iimm[i] == b.iimm[i]);
+  }
+  CHECK(a.wait.cmp == b.wait.cmp);
+  CHECK(a.wait.sem == b.wait.sem);
+  CHECK(a.wait.value == b.wait.value);
+  CHECK(a.signal.op == b.signal.op);
+  CHECK(a.signal.sem == b.signal.sem);
+  CHECK(a.signal.value == b.signal.value);
+}
+
+void check_same_program(const Program &a, const Program &b) {
+  CHECK(a.name == b.name);
+  REQUIRE(a.args.size() == b.args.size());
+  for (size_t i = 0; i < a.args.size(); ++i) {
+    INFO("argument " << i);
+    CHECK(a.args[i].name == b.args[i].name);
+    CHECK(a.args[i].dtype == b.args[i].dtype);
+    CHECK(a.args[i].shape == b.args[i].shape);
+    CHECK(a.args[i].direction == b.args[i].direction);
+  }
+  for (uint32_t e = 0; e < kEngineCount; ++e) {
+    INFO("engine " << engine_name(static_cast<Engine>(e)));
+    REQUIRE(a.streams[e].size() == b.streams[e].size());
+    for (size_t i = 0; i < a.streams[e].size(); ++i) {
+      INFO("instruction " << i);
+      check_same_instruction(a.streams[e][i], b.streams[e][i]);
+    }
+    CHECK(a.source_lines[e] == b.source_lines[e]);
+  }
+  CHECK(a.constants == b.constants);
+  CHECK(a.source_file == b.source_file);
+}
+
+// ----- programs ------------------------------------------------------------------------------
+
+// Every opcode, and every field of an instruction set to something other than its default.
+Program full_program() {
+  ProgramBuilder b("every_field");
+  const auto x = b.arg("x", DType::kBf16, {4, 128, 512}, ArgDirection::kIn);
+  const auto y = b.arg("y_out", DType::kFp8E4m3, {128, 512}, ArgDirection::kOut);
+  b.arg("io", DType::kI32, {}, ArgDirection::kInOut);
+  b.arg("scratch", DType::kU8, {1, 2, 3, 4, 5, 6, 7, 8}, ArgDirection::kInOut);
+
+  b.dma_copy(Engine::kSync, 7, sbuf_tile(DType::kF32, 0, 128, 64, 512),
+             hbm(x, DType::kBf16, 1024, -512, 128, {{1, 256}, {2, 2}}))
+      .signal_add(3, 1)
+      .line(10);
+  b.dma_copy(Engine::kGpSimd, 15, hbm(y, DType::kFp8E4m3, 0, 512, 128, {{1, 512}}),
+             sbuf_tile(DType::kF32, 0, 128, 64, 512))
+      .wait_eq(4, 9)
+      .signal_set(5, 77);
+  b.dma_copy(Engine::kSync, 1, sbuf_tile(DType::kF32, 0, 1, 0, 16),
+             hbm(kConstantsArg, DType::kF32, 8, 0, 1, {{1, 16}}));
+  b.matmul(psum(DType::kF32, 0, 128, 2048, {{1, 512}}), sbuf_tile(DType::kBf16, 0, 128, 0, 128),
+           sbuf_tile(DType::kBf16, 0, 128, 256, 512), true)
+      .wait_ge(3, 1)
+      .line(11);
+  b.matmul(psum_tile(DType::kF32, 0, 128, 0, 512), sbuf_tile(DType::kF16, 0, 64, 0, 128),
+           sbuf_tile(DType::kF16, 0, 64, 256, 512), false);
+  b.transpose(Engine::kTensor, psum_tile(DType::kF32, 0, 32, 0, 128),
+              sbuf_tile(DType::kF32, 0, 128, 0, 32));
+  auto act = b.activation(sbuf_tile(DType::kF32, 0, 128, 0, 512),
+                          psum_tile(DType::kF32, 0, 128, 0, 512), ActFunc::kGeluTanh, 0.5f, -1.25f);
+  act.get().flags = kFlagAccumulate | kFlagScaleTile | kFlagBiasTile;
+  act.get().dst2 = sbuf_tile(DType::kF32, 0, 128, 8192, 1);
+  act.get().src1 = sbuf_tile(DType::kF32, 0, 128, 8196, 1);
+  act.get().src2 = sbuf_tile(DType::kF32, 0, 128, 8200, 1);
+  b.tensor_tensor(Engine::kVector, sbuf_tile(DType::kI16, 0, 128, 0, 64),
+                  sbuf_tile(DType::kI16, 0, 128, 128, 64), sbuf_tile(DType::kI8, 0, 128, 256, 64),
+                  AluOp::kBitwiseXor)
+      .line(20);
+  auto ts = b.tensor_scalar(Engine::kGpSimd, sbuf_tile(DType::kF32, 32, 32, 0, 8),
+                            sbuf_tile(DType::kF32, 32, 32, 64, 8), AluOp::kSubtract,
+                            std::numeric_limits<float>::infinity(), AluOp::kMax, -0.0f);
+  ts.get().flags = kFlagReverse0 | kFlagReverse1 | kFlagOperand0Tile | kFlagOperand1Tile;
+  b.tensor_reduce(sbuf_tile(DType::kF32, 0, 128, 0, 1),
+                  sbuf(DType::kF32, 0, 128, 64, {{64, 4}, {1, 64}}), AluOp::kMax, 1, true);
+  b.tensor_copy(Engine::kScalar, sbuf_tile(DType::kFp8E5m2, 0, 128, 0, 4),
+                sbuf(DType::kF32, 0, 128, 16, {{-1, 4}}));
+  b.memset(Engine::kVector, sbuf_tile(DType::kU8, 0, 128, 0, 100), 3.0f);
+  b.iota(sbuf_tile(DType::kI32, 0, 128, 0, 64), pattern({{1, 8}, {8, 8}}), -7, 64);
+  auto sel = b.affine_select(sbuf_tile(DType::kF32, 0, 128, 0, 64), pattern({{-1, 64}}), 5, 1,
+                             AluOp::kGreaterEqual, sbuf_tile(DType::kF32, 0, 128, 256, 64),
+                             -std::numeric_limits<float>::max());
+  sel.get().imm[1] = std::bit_cast<float>(0x7FC01234u);  // a NaN with a payload
+  b.sem_wait(Engine::kScalar, 255, 0xFFFFFFFFu);
+  b.sem_signal(Engine::kTensor, 254, 2);
+  b.barrier();
+
+  // A raw instruction with every field distinct and extreme, on each engine.
+  for (uint32_t e = 0; e < kEngineCount; ++e) {
+    Instruction in;
+    in.opcode = Opcode::kNop;
+    in.engine = static_cast<Engine>(e);
+    in.func = 0xAB;
+    in.func2 = 0xCD;
+    in.queue = 0xEF;
+    in.flags = 0xFFFFFFFFu;
+    AccessPattern *aps[] = {&in.dst, &in.dst2, &in.src0, &in.src1, &in.src2};
+    uint32_t k = 1;
+    for (AccessPattern *ap : aps) {
+      ap->space = static_cast<MemSpace>(k % 4);
+      ap->dtype = static_cast<DType>(k % kDTypeCount);
+      ap->arg = static_cast<uint16_t>(0xFFFF - k);
+      ap->partition_start = 0x80000000u + k;
+      ap->partition_count = 0xFFFFFFF0u + k;
+      ap->partition_stride = std::numeric_limits<int64_t>::min() + k;
+      ap->offset = 0xFFFFFFFFFFFFFF00ull + k;
+      ap->num_dims = k - 1;
+      for (uint32_t d = 0; d < kMaxFreeDims; ++d)
+        ap->dims[d] = {std::numeric_limits<int32_t>::min() + static_cast<int32_t>(d + k),
+                       0xFFFFFF00u + d + k};
+      ++k;
+    }
+    in.imm = {std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::infinity()};
+    in.iimm = {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+    in.wait = {SemCmp::kEq, 0xFFFF, 0xFFFFFFFFu};
+    in.signal = {SemOp::kSet, 0xFFFE, 0x12345678u};
+    b.add(in).line(1000 + e);
+  }
+
+  Program p = b.finish();
+  p.constants.resize(77);
+  for (size_t i = 0; i < p.constants.size(); ++i)
+    p.constants[i] = static_cast<std::byte>(i * 37 + 1);
+  p.source_file = "kernels/every_field.trn.s";
+  return p;
+}
+
+// A small kernel: one argument, one instruction on the tensor and sync streams.
+Program small_program() {
+  ProgramBuilder b("k");
+  const auto x = b.arg("x", DType::kF32, {128, 4}, ArgDirection::kInOut);
+  b.dma_copy(Engine::kSync, 0, sbuf_tile(DType::kF32, 0, 128, 0, 4),
+             hbm_tile(x, DType::kF32, 4, 0, 128, 0, 4))
+      .signal_add(0);
+  b.transpose(Engine::kTensor, psum_tile(DType::kF32, 0, 4, 0, 128),
+              sbuf_tile(DType::kF32, 0, 128, 0, 4))
+      .wait_ge(0, 1);
+  Program p = b.finish();
+  p.constants.resize(8, std::byte{1});
+  return p;
+}
+
+// A kernel that obeys the ISA's rules: out = relu(x) through SBUF.
+Program relu_program() {
+  ProgramBuilder b("relu");
+  const auto x = b.arg("x", DType::kF32, {128, 512}, ArgDirection::kIn);
+  const auto o = b.arg("out", DType::kF32, {128, 512}, ArgDirection::kOut);
+  b.dma_copy(Engine::kSync, 0, sbuf_tile(DType::kF32, 0, 128, 0, 512),
+             hbm_tile(x, DType::kF32, 512, 0, 128, 0, 512))
+      .signal_add(0)
+      .line(3);
+  b.activation(sbuf_tile(DType::kF32, 0, 128, 2048, 512), sbuf_tile(DType::kF32, 0, 128, 0, 512),
+               ActFunc::kRelu)
+      .wait_ge(0, 1)
+      .signal_add(1)
+      .line(4);
+  b.dma_copy(Engine::kSync, 1, hbm_tile(o, DType::kF32, 512, 0, 128, 0, 512),
+             sbuf_tile(DType::kF32, 0, 128, 2048, 512))
+      .wait_ge(1, 1)
+      .line(5);
+  Program p = b.finish();
+  p.source_file = "relu.trn.s";
+  return p;
+}
+
+// ----- byte surgery on an encoded kernel ---------------------------------------------------
+
+uint64_t get_le(const Bytes &b, size_t off, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v |= uint64_t{std::to_integer<uint8_t>(b.at(off + i))} << (8 * i);
+  return v;
+}
+
+void put_le(Bytes &b, size_t off, size_t n, uint64_t v) {
+  for (size_t i = 0; i < n; ++i) b.at(off + i) = static_cast<std::byte>(v >> (8 * i));
+}
+
+size_t shoff(const Bytes &b) {
+  return static_cast<size_t>(get_le(b, 40, 8));
+}
+size_t shnum(const Bytes &b) {
+  return static_cast<size_t>(get_le(b, 60, 2));
+}
+size_t shdr(const Bytes &b, size_t index) {
+  return shoff(b) + index * 64;
+}
+
+// Offset of the section header of the section called `name`.
+size_t header_of(const Bytes &b, const std::string &name) {
+  const size_t strtab = shdr(b, get_le(b, 62, 2));
+  const size_t names = static_cast<size_t>(get_le(b, strtab + 24, 8));
+  for (size_t i = 1; i < shnum(b); ++i) {
+    const size_t h = shdr(b, i);
+    const size_t at = names + static_cast<size_t>(get_le(b, h, 4));
+    std::string s;
+    for (size_t k = at; b.at(k) != std::byte{0}; ++k) s.push_back(static_cast<char>(b[k]));
+    if (s == name) return h;
+  }
+  FAIL("no section " << name);
+  return 0;
+}
+size_t offset_of(const Bytes &b, const std::string &name) {
+  return static_cast<size_t>(get_le(b, header_of(b, name) + 24, 8));
+}
+size_t size_of(const Bytes &b, const std::string &name) {
+  return static_cast<size_t>(get_le(b, header_of(b, name) + 32, 8));
+}
+
+std::string read_error(const Bytes &b) {
+  Program p;
+  auto e = read_kernel(b, p);
+  return e ? *e : std::string("(read succeeded)");
+}
+
+#define CHECK_REJECTS(bytes, reason)                     \
+  do {                                                   \
+    const std::string why_ = read_error(bytes);          \
+    INFO("reason: " << why_);                            \
+    CHECK_THAT(why_, Catch::Matchers::Contains(reason)); \
+  } while (0)
+
+}  // namespace
+
+// ----- round trips ---------------------------------------------------------------------------
+
+TEST_CASE("container: every field of every opcode round-trips") {
+  const Program p = full_program();
+  for (uint32_t op = 0; op < kOpcodeCount; ++op) {  // the program covers them all
+    bool found = false;
+    for (const auto &s : p.streams)
+      for (const auto &in : s) found = found || static_cast<uint32_t>(in.opcode) == op;
+    INFO("opcode " << op);
+    CHECK(found);
+  }
+  const Bytes bytes = write_kernel(p);
+  Program q;
+  const auto err = read_kernel(bytes, q);
+  INFO(err.value_or(""));
+  REQUIRE_FALSE(err);
+  check_same_program(p, q);
+  CHECK(write_kernel(q) == bytes);
+}
+
+TEST_CASE("container: writing is deterministic") {
+  const Program p = full_program();
+  const Bytes a = write_kernel(p);
+  const Program copy = p;
+  CHECK(write_kernel(copy) == a);
+  CHECK(write_kernel(full_program()) == a);
+  CHECK(a.size() % 8 == 0);
+  // Every instruction stream is a whole number of records.
+  for (const char *s : {".trn.text.tensor", ".trn.text.vector", ".trn.text.scalar",
+                        ".trn.text.gpsimd", ".trn.text.sync"})
+    CHECK(size_of(a, s) % kInstructionRecordSize == 0);
+}
+
+TEST_CASE("container: an empty program and one without debug information round-trip") {
+  Program empty;
+  const Bytes e = write_kernel(empty);
+  CHECK(shnum(e) == 10);  // null, meta, args, 5 streams, const, shstrtab: no .trn.debug
+  Program q;
+  REQUIRE_FALSE(read_kernel(e, q));
+  check_same_program(empty, q);
+  CHECK(write_kernel(q) == e);
+
+  Program s = small_program();
+  REQUIRE(s.source_file.empty());
+  const Bytes sb = write_kernel(s);
+  CHECK(shnum(sb) == 10);
+  REQUIRE_FALSE(read_kernel(sb, q));
+  check_same_program(s, q);
+}
+
+TEST_CASE("container: debug lines of some engines only, and lines padded to the stream") {
+  Program p = small_program();
+  p.source_lines[static_cast<uint32_t>(Engine::kTensor)] = {42};
+  Bytes b = write_kernel(p);
+  CHECK(shnum(b) == 11);
+  Program q;
+  REQUIRE_FALSE(read_kernel(b, q));
+  check_same_program(p, q);
+  CHECK(q.source_file.empty());
+
+  // A lines vector shorter than its stream is written padded with 0.
+  Program r = full_program();
+  auto &lines = r.source_lines[static_cast<uint32_t>(Engine::kSync)];
+  lines.resize(1);
+  REQUIRE_FALSE(read_kernel(write_kernel(r), q));
+  CHECK(q.source_lines[static_cast<uint32_t>(Engine::kSync)].size() ==
+        r.stream(Engine::kSync).size());
+  CHECK(q.source_lines[static_cast<uint32_t>(Engine::kSync)][0] == lines[0]);
+}
+
+TEST_CASE("container: a valid kernel still passes validate_program after a round trip") {
+  const Program p = relu_program();
+  REQUIRE_FALSE(validate_program(p, Target{}));
+  Program q;
+  REQUIRE_FALSE(read_kernel(write_kernel(p), q));
+  check_same_program(p, q);
+  CHECK_FALSE(validate_program(q, Target{}));
+}
+
+TEST_CASE("container: the file is an ELF64 little-endian image with named sections") {
+  const Bytes b = write_kernel(full_program());
+  CHECK(get_le(b, 0, 4) == 0x464C457Fu);
+  CHECK(get_le(b, 4, 1) == 2);
+  CHECK(get_le(b, 5, 1) == 1);
+  CHECK(get_le(b, 16, 2) == kElfTypeTrnKernel);
+  CHECK(get_le(b, 18, 2) == kElfMachineTrn);
+  CHECK(shoff(b) + shnum(b) * 64 == b.size());
+  CHECK(get_le(b, offset_of(b, ".trn.meta"), 4) == kKernelMagic);
+  CHECK(get_le(b, offset_of(b, ".trn.meta") + 4, 4) == kKernelFormatVersion);
+  CHECK(size_of(b, ".trn.const") == 77);
+  CHECK(size_of(b, ".trn.text.tensor") ==
+        full_program().stream(Engine::kTensor).size() * kInstructionRecordSize);
+  CHECK(get_le(b, header_of(b, ".trn.text.scalar") + 56, 8) == kInstructionRecordSize);
+}
+
+// ----- malformed input -----------------------------------------------------------------------
+
+TEST_CASE("container: every truncation of a kernel is rejected") {
+  const Bytes b = write_kernel(small_program());
+  for (size_t n = 0; n < b.size(); ++n) {
+    INFO("length " << n);
+    Program p;
+    const auto e = read_kernel(std::span(b).first(n), p);
+    REQUIRE(e);
+    CHECK_FALSE(e->empty());
+  }
+  CHECK_REJECTS(Bytes(b.begin(), b.begin() + 10), "file is 10 bytes; an ELF64 header alone is 64");
+  CHECK_REJECTS(Bytes(b.begin(), b.end() - 1), "past the end of the");
+}
+
+TEST_CASE("container: trailing data after the last section is rejected") {
+  Bytes b = write_kernel(small_program());
+  b.push_back(std::byte{0});
+  CHECK_REJECTS(b, "1 bytes of trailing data after the section header table");
+  b.resize(b.size() + 7, std::byte{0});
+  CHECK_REJECTS(b, "8 bytes of trailing data");
+}
+
+TEST_CASE("container: bad ELF identification and header fields") {
+  const Bytes good = write_kernel(small_program());
+  Bytes b = good;
+  b[1] = std::byte{'X'};
+  CHECK_REJECTS(b, "not an ELF file: magic 7f 58 4c 46");
+  b = good;
+  b[4] = std::byte{1};
+  CHECK_REJECTS(b, "ELF class 1 (ELFCLASS32)");
+  b = good;
+  b[5] = std::byte{2};
+  CHECK_REJECTS(b, "a trn kernel is little endian");
+  b = good;
+  b[6] = std::byte{0};
+  CHECK_REJECTS(b, "ELF identification version 0");
+  b = good;
+  b[7] = std::byte{3};
+  CHECK_REJECTS(b, "ELF OS ABI 3");
+  b = good;
+  b[12] = std::byte{1};
+  CHECK_REJECTS(b, "padding byte 12 is not zero");
+  b = good;
+  put_le(b, 16, 2, 1);
+  CHECK_REJECTS(b, "ELF type 0x1 is not a trn kernel");
+  b = good;
+  put_le(b, 18, 2, 62);
+  CHECK_REJECTS(b, "ELF machine 0x3e is not trn");
+  b = good;
+  put_le(b, 32, 8, 64);
+  CHECK_REJECTS(b, "no program headers");
+  b = good;
+  put_le(b, 58, 2, 40);
+  CHECK_REJECTS(b, "section header size 40");
+  b = good;
+  put_le(b, 60, 2, 0);
+  CHECK_REJECTS(b, "0 sections");
+  b = good;
+  put_le(b, 62, 2, 10);
+  CHECK_REJECTS(b, "section name table index 10 is out of range");
+  b = good;
+  put_le(b, 40, 8, 8);
+  CHECK_REJECTS(b, "section header table offset 8 is inside the ELF header");
+  b = good;
+  put_le(b, 40, 8, 0xFFFFFFFFFFFFFFF8ull);  // offset + size wraps around
+  CHECK_REJECTS(b, "section header table: offset 18446744073709551608 + size 640 is past the end");
+}
+
+TEST_CASE("container: bad kernel magic and format version") {
+  const Bytes good = write_kernel(small_program());
+  const size_t meta = offset_of(good, ".trn.meta");
+  Bytes b = good;
+  put_le(b, meta + 4, 4, 2);
+  CHECK(read_error(b) ==
+        "kernel format version 2; this trn reads version 1 (rebuild the kernel with this trn-as)");
+  b = good;
+  put_le(b, meta, 4, 0x12345678);
+  CHECK_REJECTS(b, "section .trn.meta: bad magic 0x12345678");
+}
+
+TEST_CASE("container: section offsets and sizes past the end of the file") {
+  const Bytes good = write_kernel(small_program());
+  const size_t h = header_of(good, ".trn.text.tensor");
+  const uint64_t size = get_le(good, h + 32, 8);
+  const std::string file = std::to_string(good.size());
+  Bytes b = good;
+  put_le(b, h + 24, 8, 4096);
+  CHECK_REJECTS(b, "section .trn.text.tensor: offset 4096 + size " + std::to_string(size) +
+                       " is past the end of the " + file + "-byte file");
+  b = good;
+  put_le(b, h + 32, 8, 0xFFFFFFFFFFFFFF00ull);  // offset + size wraps around
+  CHECK_REJECTS(b, "section .trn.text.tensor: offset");
+  CHECK_REJECTS(b, "+ size 18446744073709551360 is past the end");
+  b = good;
+  const size_t strtab = header_of(good, ".shstrtab");
+  put_le(b, strtab + 32, 8, good.size());
+  CHECK_REJECTS(b, "section name table (section 9): offset");
+}
+
+TEST_CASE("container: overlapping sections are rejected") {
+  const Bytes good = write_kernel(small_program());
+  Bytes b = good;
+  put_le(b, header_of(b, ".trn.text.sync") + 24, 8, offset_of(good, ".trn.args"));
+  CHECK_REJECTS(b, "sections .trn.args and .trn.text.sync overlap");
+  b = good;
+  put_le(b, header_of(b, ".trn.const") + 24, 8, 0);
+  CHECK_REJECTS(b, "the ELF header overlaps section .trn.const");
+  b = good;
+  put_le(b, header_of(b, ".trn.const") + 24, 8, shoff(good));
+  CHECK_REJECTS(b, "the section header table overlaps section .trn.const");
+  // Zero-sized sections take no bytes: anywhere inside the file is fine.
+  Program empty_vector = small_program();
+  REQUIRE(empty_vector.stream(Engine::kVector).empty());
+  b = write_kernel(empty_vector);
+  put_le(b, header_of(b, ".trn.text.vector") + 24, 8, offset_of(b, ".trn.args"));
+  Program q;
+  CHECK_FALSE(read_kernel(b, q));
+}
+
+TEST_CASE("container: section name table and string indices") {
+  const Bytes good = write_kernel(small_program());
+  const size_t names_at = offset_of(good, ".shstrtab");
+  const size_t names_size = size_of(good, ".shstrtab");
+  Bytes b = good;
+  put_le(b, header_of(b, ".trn.args"), 4, 4096);
+  CHECK_REJECTS(b, "section 2: name index 4096 is out of range (name table is " +
+                       std::to_string(names_size) + " bytes)");
+  b = good;
+  b[names_at + names_size - 1] = std::byte{'x'};
+  CHECK_REJECTS(b, "section name table is not NUL-terminated");
+  b = good;
+  b[names_at] = std::byte{'x'};
+  CHECK_REJECTS(b, "section name table does not start with a NUL byte");
+  b = good;
+  put_le(b, header_of(b, ".shstrtab") + 4, 4, 1);
+  CHECK_REJECTS(b, "section name table (section 9) has type 1; expected 3");
+
+  // Rename .trn.const (10 characters) in place.
+  auto rename = [&](const std::string &to) {
+    Bytes r = good;
+    const size_t at = names_at + static_cast<size_t>(get_le(r, header_of(r, ".trn.const"), 4));
+    for (size_t i = 0; i < to.size(); ++i) r[at + i] = static_cast<std::byte>(to[i]);
+    return r;
+  };
+  CHECK_REJECTS(rename(".trn.cxxxx"), "section 8: unknown section '.trn.cxxxx'");
+  CHECK_REJECTS(rename(".trn.debug"), "missing section .trn.const");
+  b = good;  // .trn.const named .trn.args
+  put_le(b, header_of(good, ".trn.const"), 4, get_le(good, header_of(good, ".trn.args"), 4));
+  CHECK_REJECTS(b, "duplicate section .trn.args (sections 2 and 8)");
+}
+
+TEST_CASE("container: section header fields other than offset and size") {
+  const Bytes good = write_kernel(small_program());
+  const size_t h = header_of(good, ".trn.args");
+  Bytes b = good;
+  put_le(b, shdr(b, 0) + 32, 8, 1);
+  CHECK_REJECTS(b, "section header 0 (the null section) is not all zero");
+  b = good;
+  put_le(b, h + 4, 4, 8);
+  CHECK_REJECTS(b, "section .trn.args: type 8; expected 1");
+  b = good;
+  put_le(b, h + 8, 8, 2);
+  CHECK_REJECTS(b, "section .trn.args: flags 0x2; expected 0");
+  b = good;
+  put_le(b, h + 16, 8, 0x1000);
+  CHECK_REJECTS(b, "section .trn.args: address 0x1000; expected 0");
+  b = good;
+  put_le(b, h + 40, 4, 3);
+  CHECK_REJECTS(b, "section .trn.args: link 3 / info 0; expected 0");
+  b = good;
+  put_le(b, h + 48, 8, 4);
+  CHECK_REJECTS(b, "section .trn.args: alignment 4; expected 8");
+  b = good;
+  put_le(b, h + 24, 8, get_le(good, h + 24, 8) + 4);
+  CHECK_REJECTS(b, "section .trn.args: offset");
+  CHECK_REJECTS(b, "is not 8-byte aligned");
+  b = good;
+  put_le(b, header_of(b, ".trn.text.tensor") + 56, 8, 360);
+  CHECK_REJECTS(b, "section .trn.text.tensor: entry size 360; expected 368");
+}
+
+TEST_CASE("container: section sizes must be whole records and agree with .trn.meta") {
+  const Bytes good = write_kernel(small_program());
+  const size_t h = header_of(good, ".trn.text.tensor");
+  Bytes b = good;
+  put_le(b, h + 32, 8, get_le(good, h + 32, 8) - 8);
+  CHECK_REJECTS(b,
+                "section .trn.text.tensor: size 360 is not a multiple of the 368-byte "
+                "instruction record");
+  b = good;
+  const size_t meta = offset_of(good, ".trn.meta");
+  put_le(b, meta + 12, 4, 2);  // tensor count 2, one record
+  CHECK_REJECTS(b, "section .trn.text.tensor: holds 1 instructions but .trn.meta says 2");
+  b = good;
+  put_le(b, meta + 40, 8, 9);
+  CHECK_REJECTS(b, "section .trn.const: 8 bytes but .trn.meta says 9");
+  b = good;
+  put_le(b, meta + 8, 4, 2);
+  CHECK_REJECTS(b, "section .trn.args:");
+  b = good;
+  put_le(b, meta + 36, 4, 1);
+  CHECK_REJECTS(b, "section .trn.meta: reserved field is 0x1; expected 0");
+}
+
+TEST_CASE("container: too many instructions, arguments, and too-long names") {
+  const Bytes good = write_kernel(small_program());
+  const size_t meta = offset_of(good, ".trn.meta");
+  Bytes b = good;
+  put_le(b, meta + 12, 4, (1u << 24) + 1);
+  CHECK_REJECTS(b,
+                "section .trn.meta: 16777217 instructions in the tensor stream; at most "
+                "16777216");
+  b = good;
+  put_le(b, meta + 28, 4, 0xFFFFFFFFu);
+  CHECK_REJECTS(b, "instructions in the sync stream");
+  b = good;
+  put_le(b, meta + 8, 4, 0x10000);
+  CHECK_REJECTS(b, "section .trn.meta: 65536 arguments; at most 65535");
+  b = good;
+  put_le(b, meta + 8, 4, 1000);
+  CHECK_REJECTS(b, "cannot hold 1000 arguments");
+
+  Program p = small_program();
+  p.name = std::string(300, 'n');
+  CHECK_REJECTS(write_kernel(p), "kernel name is 300 bytes long; at most 256");
+  p = small_program();
+  p.args[0].name = std::string(257, 'a');
+  CHECK_REJECTS(write_kernel(p), "argument 0: name is 257 bytes long; at most 256");
+  p = small_program();
+  p.args[0].shape = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  CHECK_REJECTS(write_kernel(p), "argument 0: rank 9; at most 8");
+  p = small_program();
+  p.args[0].shape = {1ull << 40, 1ull << 30};
+  CHECK_REJECTS(write_kernel(p), "argument 0: shape [1099511627776, 1073741824] is more than 2^64");
+  p = small_program();
+  p.source_file = std::string(5000, 'f');
+  CHECK_REJECTS(write_kernel(p), "section .trn.debug: source file name is 5000 bytes long");
+}
+
+TEST_CASE("container: names must be NUL-terminated without embedded NULs") {
+  Program p = small_program();
+  p.args[0].name = "abc";
+  const Bytes good = write_kernel(p);
+  const size_t args = offset_of(good, ".trn.args");
+  const size_t name_at = args + 8 + 2 * 8;  // header, shape of rank 2
+  Bytes b = good;
+  b[name_at + 3] = std::byte{'!'};
+  CHECK_REJECTS(b, "section .trn.args: argument 0: name is not NUL-terminated");
+  b = good;
+  b[name_at + 1] = std::byte{0};
+  CHECK_REJECTS(b, "argument 0: name contains a NUL byte at position 1");
+  b = good;
+  b[name_at + 5] = std::byte{1};
+  CHECK_REJECTS(b, "argument 0: padding byte is not zero");
+  b = good;
+  const size_t meta = offset_of(good, ".trn.meta");
+  b[meta + 48 + p.name.size()] = std::byte{'?'};
+  CHECK_REJECTS(b, "section .trn.meta: kernel name is not NUL-terminated");
+}
+
+TEST_CASE("container: argument enums out of range") {
+  const Bytes good = write_kernel(small_program());
+  const size_t args = offset_of(good, ".trn.args");
+  Bytes b = good;
+  b[args + 4] = std::byte{0};
+  CHECK_REJECTS(b, "section .trn.args: argument 0: unknown dtype 0");
+  b[args + 4] = static_cast<std::byte>(kDTypeCount);
+  CHECK_REJECTS(b, "argument 0: unknown dtype 10");
+  b = good;
+  b[args + 5] = std::byte{4};
+  CHECK_REJECTS(b, "argument 0: unknown direction 4");
+  b[args + 5] = std::byte{0};
+  CHECK_REJECTS(b, "argument 0: unknown direction 0");
+  b = good;
+  b[args + 7] = std::byte{1};
+  CHECK_REJECTS(b, "argument 0: reserved byte is 1; expected 0");
+}
+
+TEST_CASE("container: instruction enums out of range and engine/stream mismatch") {
+  const Bytes good = write_kernel(small_program());
+  const size_t tensor = offset_of(good, ".trn.text.tensor");
+  const size_t sync = offset_of(good, ".trn.text.sync");
+  Bytes b = good;
+  b[tensor] = std::byte{77};
+  CHECK_REJECTS(b, "instruction tensor[0]: unknown opcode 77");
+  b = good;
+  b[tensor + 1] = std::byte{9};
+  CHECK_REJECTS(b, "instruction tensor[0]: unknown engine 9");
+  b = good;
+  b[sync + 1] = std::byte{static_cast<uint8_t>(Engine::kVector)};
+  CHECK_REJECTS(b,
+                "instruction sync[0]: engine is vector but the instruction is in the sync "
+                "stream");
+  b = good;
+  b[tensor + 5] = std::byte{3};
+  CHECK_REJECTS(b, "instruction tensor[0]: unknown semaphore wait comparison 3");
+  b = good;
+  b[tensor + 6] = std::byte{3};
+  CHECK_REJECTS(b, "instruction tensor[0]: unknown semaphore update operation 3");
+  b = good;
+  b[tensor + 7] = std::byte{1};
+  CHECK_REJECTS(b, "instruction tensor[0]: reserved byte 7 is not zero");
+  b = good;
+  b[tensor + 44] = std::byte{1};
+  CHECK_REJECTS(b, "instruction tensor[0]: reserved bytes 40..47 are not zero");
+  const size_t src0 = sync + 48 + 2 * kAccessPatternRecordSize;
+  b = good;
+  b[src0] = std::byte{4};
+  CHECK_REJECTS(b, "instruction sync[0]: src0: unknown memory space 4");
+  b = good;
+  b[src0 + 1] = std::byte{200};
+  CHECK_REJECTS(b, "instruction sync[0]: src0: unknown dtype 200");
+  b = good;
+  b[sync + 48 + 4 * kAccessPatternRecordSize + 4] = std::byte{5};
+  CHECK_REJECTS(b, "instruction sync[0]: src2: 5 free dims; at most 4");
+}
+
+TEST_CASE("container: debug section line counts and sizes") {
+  const Bytes good = write_kernel(relu_program());
+  const size_t debug = offset_of(good, ".trn.debug");
+  Bytes b = good;
+  put_le(b, debug + 4 + 4 * static_cast<uint32_t>(Engine::kSync), 4, 3);
+  CHECK_REJECTS(b, "section .trn.debug: 3 source lines for the sync stream of 2 instructions");
+  b = good;
+  put_le(b, debug + 4 + 4 * static_cast<uint32_t>(Engine::kSync), 4, 0);
+  CHECK_REJECTS(b, "section .trn.debug: 12 bytes of line numbers; expected 4 (1 lines)");
+  b = good;
+  put_le(b, debug, 4, 3);
+  CHECK_REJECTS(b, "section .trn.debug: source file name is not NUL-terminated");
+}
+
+TEST_CASE("container: flipping any byte never crashes the reader") {
+  for (const Program &p : {small_program(), relu_program()}) {
+    const Bytes good = write_kernel(p);
+    size_t accepted = 0;
+    for (size_t i = 0; i < good.size(); ++i) {
+      Bytes b = good;
+      b[i] ^= std::byte{0xFF};
+      Program q;
+      const auto e = read_kernel(b, q);
+      if (e) {
+        INFO("byte " << i);
+        CHECK_FALSE(e->empty());
+        continue;
+      }
+      ++accepted;
+      // Whatever was accepted writes and reads back to the same bytes.
+      const Bytes w = write_kernel(q);
+      Program r;
+      REQUIRE_FALSE(read_kernel(w, r));
+      CHECK(write_kernel(r) == w);
+      (void)validate_program(q, Target{});
+    }
+    // Fields without a structural constraint (values, strides, immediates) are accepted.
+    CHECK(accepted > 0);
+    CHECK(accepted < good.size());
+  }
+}
