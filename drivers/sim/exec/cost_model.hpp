@@ -1,0 +1,68 @@
+// Simulated time of each instruction: engine cycles from the published formulas
+// (reference/trainium.md §3) at the engine's clock (§1.2), and DMA transfer time from the
+// per-engine DMA rate (§1.5). docs/ISA.md ("Cost model") lists every formula with its source.
+#pragma once
+
+#include <cstdint>
+
+#include "exec/tile.hpp"
+#include "isa/instruction.hpp"
+#include "isa/target.hpp"
+
+namespace trn::sim::exec {
+
+// What one NeuronCore of a generation is, as far as execution is concerned (filled by the device
+// from its generation table).
+struct CoreSpec {
+  uint32_t core_version = 3;  // NeuronCore-v2 (trn1), v3 (trn2), v4 (trn3)
+  uint32_t partitions = 128;
+  uint32_t sbuf_bytes_per_partition = 224 * 1024;
+  uint32_t psum_bytes_per_partition = 16 * 1024;
+  uint32_t psum_banks = 8;
+  uint32_t semaphores = 256;
+  uint32_t dma_queues = 16;
+  uint64_t tensor_hz = 2'400'000'000;
+  uint64_t vector_hz = 960'000'000;
+  uint64_t scalar_hz = 1'200'000'000;
+  uint64_t gpsimd_hz = 1'200'000'000;
+  uint64_t dma_engine_bytes_per_s = 23'000'000'000;
+
+  isa::Target target() const;
+  uint64_t clock_hz(isa::Engine e) const;  // the Sync sequencer runs at the Scalar clock
+};
+
+// Generation-independent constants of the model, each with its source (trainium.md).
+struct CostConstants {
+  static constexpr uint64_t kMinII = 64;                // MIN_II, engine cycles [§3.2, ISA26]
+  static constexpr uint64_t kMatmulInit = 64;           // MM_INIT_LATENCY [§3.1, A1]
+  static constexpr uint64_t kFp32MatmulFactor = 4;      // fp32 matmul is 4x bf16 [§3.1]
+  static constexpr uint64_t kGpSimdStart = 150;         // iota/affine_select start [§3.2]
+  static constexpr uint64_t kAccumulateExtra = kMinII;  // activation_reduce: + MIN_II [§3.2]
+  static constexpr uint64_t kDmaIssueCycles = kMinII;   // a dma_copy on its issuing sequencer
+  static constexpr uint64_t kSequencerCycles = 1;       // nop, sem_wait/signal, barrier
+  // Per-descriptor DMA overhead, in bytes at the engine's rate: 2 KiB runs reach 94% of peak,
+  // 256 B runs 67% (the bandwidth curve of §1.5 [DBW]; model-defined constant).
+  static constexpr uint64_t kDmaDescriptorBytes = 128;
+};
+
+struct InstructionCost {
+  uint64_t cycles = 0;  // on the instruction's engine
+  uint64_t flops = 0;   // Tensor engine multiply-adds x 2
+};
+
+// Cost of a compute or sequencer instruction on its engine (for dma_copy: the issue cost only).
+// `dst`, `src0`, `src1` are the resolved tiles of the operands the opcode uses.
+InstructionCost instruction_cost(const isa::Instruction &inst, const CoreSpec &spec,
+                                 const Tile &dst, const Tile &src0, const Tile &src1);
+
+struct DmaCost {
+  uint64_t bytes = 0;        // bytes moved (the wider side of a casting copy)
+  uint64_t descriptors = 0;  // contiguous runs
+  uint64_t ps = 0;           // transfer time on one DMA engine, picoseconds
+};
+DmaCost dma_cost(const Tile &dst, const Tile &src, const CoreSpec &spec);
+
+// Picoseconds of `cycles` at `hz`, rounded to nearest.
+uint64_t cycles_to_ps(uint64_t cycles, uint64_t hz);
+
+}  // namespace trn::sim::exec
