@@ -53,7 +53,57 @@ typedef struct trn_hal_core_activity {
   uint64_t dma_bytes;
   uint64_t dma_busy_ns;  /**< simulated DMA engine time */
   uint64_t busy_host_ns; /**< host time spent executing the core's commands */
+  uint64_t kernels_completed;
+  uint64_t kernels_faulted;
+  uint64_t kernel_ns; /**< simulated time of kernels */
+  uint64_t engine_instructions[TRN_ENGINE_COUNT];
+  uint64_t engine_busy_ns[TRN_ENGINE_COUNT]; /**< simulated */
+  uint64_t tensor_flops;
 } trn_hal_core_activity_t;
+
+/** A kernel the driver has loaded (opaque). */
+typedef struct trn_hal_kernel trn_hal_kernel_t;
+
+/** One kernel argument bound to device memory. */
+typedef struct trn_hal_binding {
+  uint64_t device_address;
+  uint64_t bytes;
+} trn_hal_binding_t;
+
+/** One instruction (track < TRN_ENGINE_COUNT) or DMA transfer (track = 5 + queue) of a run. */
+typedef struct trn_hal_trace_record {
+  uint8_t track;
+  uint8_t engine; /**< the engine that issued it */
+  uint8_t opcode;
+  uint8_t reserved;
+  uint32_t index; /**< in the engine's stream */
+  uint64_t start_ps, end_ps, wait_ps;
+  uint64_t bytes, flops;
+} trn_hal_trace_record_t;
+
+#define TRN_HAL_DMA_QUEUES 16
+#define TRN_HAL_RUN_OK 0
+#define TRN_HAL_RUN_FAULT 1
+#define TRN_HAL_RUN_DEADLOCK 2
+
+/** What a kernel run did. The caller provides the trace buffer (may be NULL). */
+typedef struct trn_hal_run_result {
+  uint32_t status; /**< TRN_HAL_RUN_* */
+  uint32_t engine; /**< fault / deadlock: where */
+  uint32_t index;
+  uint32_t source_line;
+  char opcode[32];
+  char message[TRN_DETAIL_MAX];
+  uint64_t engine_instructions[TRN_ENGINE_COUNT];
+  uint64_t engine_busy_ps[TRN_ENGINE_COUNT];
+  uint64_t engine_wait_ps[TRN_ENGINE_COUNT];
+  uint64_t dma_busy_ps[TRN_HAL_DMA_QUEUES];
+  uint64_t dma_transfers, dma_bytes, flops, total_ps;
+  double peak_flops; /**< the core's bf16 Tensor-engine peak */
+  trn_hal_trace_record_t *trace;
+  uint64_t trace_capacity;
+  uint64_t trace_count; /**< records produced (may exceed capacity: the rest were dropped) */
+} trn_hal_run_result_t;
 
 /** A process attached to a device, as the driver records it. pid 0 = nobody. */
 typedef struct trn_hal_process {
@@ -155,6 +205,19 @@ typedef struct trn_hal_ops {
   /** Adds to this process's activity counters of a physical core. */
   void (*core_account)(trn_hal_instance_t *instance, uint32_t device, uint32_t core,
                        const trn_hal_core_activity_t *delta);
+
+  /**
+   * Kernels. load validates the binary for the device (TRN_ERROR_INVALID_KERNEL with the reason);
+   * run executes it on a physical core with its arguments bound, filling `result` (a fault or
+   * deadlock of the kernel is a result, not an error; errors are bad bindings).
+   */
+  trn_result_t (*kernel_load)(trn_hal_instance_t *instance, uint32_t device, const void *image,
+                              size_t size, trn_hal_kernel_t **kernel, trn_hal_error_t *err);
+  void (*kernel_unload)(trn_hal_instance_t *instance, trn_hal_kernel_t *kernel);
+  trn_result_t (*kernel_run)(trn_hal_instance_t *instance, uint32_t device, uint32_t core,
+                             trn_hal_kernel_t *kernel, const trn_hal_binding_t *args,
+                             uint32_t arg_count, trn_hal_run_result_t *result,
+                             trn_hal_error_t *err);
 
   /** Live processes attached to a device, two-call enumeration. Never claims anything. */
   trn_result_t (*process_list)(trn_hal_instance_t *instance, uint32_t device, uint32_t *count,

@@ -501,26 +501,23 @@ trn_result_t DeviceState::sem_release(uint32_t record_index, uint64_t id, std::s
   return TRN_SUCCESS;
 }
 
+// The activity record is a run of 64-bit counters (hal.h); copy and add them word by word.
+static_assert(sizeof(trn_hal_core_activity_t) % sizeof(uint64_t) == 0);
+constexpr size_t kActivityWords = sizeof(trn_hal_core_activity_t) / sizeof(uint64_t);
+
 void DeviceState::core_account(uint32_t core, const trn_hal_core_activity_t &delta) {
   if (slot_ < 0 || core >= kMaxPhysicalCores) return;
-  trn_hal_core_activity_t &a = file_->slot_memory[slot_].activity[core];
-  store(a.commands_completed, load(a.commands_completed) + delta.commands_completed);
-  store(a.commands_failed, load(a.commands_failed) + delta.commands_failed);
-  store(a.dma_bytes, load(a.dma_bytes) + delta.dma_bytes);
-  store(a.dma_busy_ns, load(a.dma_busy_ns) + delta.dma_busy_ns);
-  store(a.busy_host_ns, load(a.busy_host_ns) + delta.busy_host_ns);
+  auto *a = reinterpret_cast<uint64_t *>(&file_->slot_memory[slot_].activity[core]);
+  const auto *d = reinterpret_cast<const uint64_t *>(&delta);
+  for (size_t i = 0; i < kActivityWords; ++i) store(a[i], load(a[i]) + d[i]);
 }
 
 void DeviceState::fill_memory_locked(uint32_t slot, trn_hal_process_t *process) {
   const SlotMemory &counters = file_->slot_memory[slot];
   for (uint32_t core = 0; core < kMaxPhysicalCores && core < TRN_MAX_CORES_PER_DEVICE; ++core) {
-    const trn_hal_core_activity_t &a = counters.activity[core];
-    trn_hal_core_activity_t &out = process->core_activity[core];
-    out.commands_completed = load(a.commands_completed);
-    out.commands_failed = load(a.commands_failed);
-    out.dma_bytes = load(a.dma_bytes);
-    out.dma_busy_ns = load(a.dma_busy_ns);
-    out.busy_host_ns = load(a.busy_host_ns);
+    const auto *a = reinterpret_cast<const uint64_t *>(&counters.activity[core]);
+    auto *out = reinterpret_cast<uint64_t *>(&process->core_activity[core]);
+    for (size_t i = 0; i < kActivityWords; ++i) out[i] = load(a[i]);
   }
   for (uint32_t bank = 0; bank < kMaxHbmBanks; ++bank) {
     process->hbm_reserved_bytes[bank] = load(counters.reserved[bank]);

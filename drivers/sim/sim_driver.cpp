@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "drivers/hal.h"
 #include "sim/config.hpp"
 #include "sim/device_state.hpp"
+#include "sim/kernel_runner.hpp"
 #include "sim/ofd_lock.hpp"
 #include "sim/topology.hpp"
 
@@ -27,6 +30,8 @@ struct trn_hal_instance_s {
   std::vector<std::unique_ptr<trn::sim::DeviceState>> devices;
   trn_result_t status = TRN_SUCCESS;
   std::string status_detail;
+  std::mutex executors_mu;  // guards executors (one set per device, made on first launch)
+  std::map<uint32_t, std::unique_ptr<trn::sim::CoreExecutors>> executors;
 };
 
 namespace trn::sim {
@@ -426,6 +431,62 @@ void sim_core_account(trn_hal_instance_t *instance, uint32_t device, uint32_t co
     instance->devices[device]->core_account(core, *delta);
 }
 
+trn_generation_t generation_of(const DeviceState &state) {
+  return static_cast<trn_generation_t>(state.header().generation);
+}
+
+trn_result_t sim_kernel_load(trn_hal_instance_t *instance, uint32_t device, const void *image,
+                             size_t size, trn_hal_kernel_t **kernel, trn_hal_error_t *err) {
+  return with_device(instance, device, err, [&](DeviceState &state, std::string *why) {
+    std::unique_ptr<trn_hal_kernel> loaded;
+    trn_result_t r = load_kernel(image, size, generation_of(state), &loaded, why);
+    if (r == TRN_SUCCESS) *kernel = loaded.release();
+    return r;
+  });
+}
+
+void sim_kernel_unload(trn_hal_instance_t *, trn_hal_kernel_t *kernel) {
+  delete kernel;
+}
+
+trn_result_t sim_kernel_run(trn_hal_instance_t *instance, uint32_t device, uint32_t core,
+                            trn_hal_kernel_t *kernel, const trn_hal_binding_t *args,
+                            uint32_t arg_count, trn_hal_run_result_t *result,
+                            trn_hal_error_t *err) {
+  return with_device(instance, device, err, [&](DeviceState &state, std::string *why) {
+    const auto &program = kernel->program;
+    if (arg_count != program.args.size()) {
+      *why = "kernel '" + program.name + "' takes " + std::to_string(program.args.size()) +
+             " arguments, " + std::to_string(arg_count) + " were bound";
+      return TRN_ERROR_INVALID_ARGUMENT;
+    }
+    std::vector<exec::HbmBinding> bound(arg_count);
+    for (uint32_t i = 0; i < arg_count; ++i) {
+      uint64_t offset = 0;
+      if (args[i].bytes == 0) continue;
+      if (!to_offset(state, device, args[i].device_address, args[i].bytes, &offset))
+        return bad_address(args[i].device_address, why);
+      void *host = nullptr;
+      if (trn_result_t r = state.hbm_map(offset, args[i].bytes, &host, why); r != TRN_SUCCESS)
+        return r;
+      // Storage for what the kernel writes is committed first, so a full device store is an
+      // error here rather than a fault inside the kernel.
+      if (program.args[i].direction != isa::ArgDirection::kIn)
+        if (trn_result_t r = state.hbm_commit(offset, args[i].bytes, why); r != TRN_SUCCESS)
+          return r;
+      bound[i] = {static_cast<std::byte *>(host), args[i].bytes};
+    }
+    CoreExecutors *executors = nullptr;
+    {
+      std::lock_guard lock(instance->executors_mu);
+      auto &slot = instance->executors[device];
+      if (!slot) slot = std::make_unique<CoreExecutors>(generation_of(state));
+      executors = slot.get();
+    }
+    return executors->run(core, *kernel, bound, result, why);
+  });
+}
+
 }  // namespace
 }  // namespace trn::sim
 
@@ -461,5 +522,8 @@ extern "C" trn_result_t trn_hal_sim_get_ops(uint32_t version, trn_hal_ops_t *ops
   ops->sem_import = sim_sem_import;
   ops->sem_release = sim_sem_release;
   ops->core_account = sim_core_account;
+  ops->kernel_load = sim_kernel_load;
+  ops->kernel_unload = sim_kernel_unload;
+  ops->kernel_run = sim_kernel_run;
   return TRN_SUCCESS;
 }

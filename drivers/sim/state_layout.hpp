@@ -18,7 +18,7 @@
 
 namespace trn::sim {
 
-constexpr uint32_t kStateLayoutVersion = 3;
+constexpr uint32_t kStateLayoutVersion = 4;  // 4: kernel counters per core
 constexpr char kStateMagic[8] = {'T', 'R', 'N', 'S', 'I', 'M', 'S', 'T'};
 constexpr uint32_t kMaxProcessSlots = 64;
 constexpr uint32_t kMaxPhysicalCores = 16;

@@ -76,7 +76,7 @@ typedef enum trn_result {
   TRN_ERROR_INVALID_STRUCT = 105,     /**< struct tag or size not set with its *_INIT macro */
   TRN_ERROR_INVALID_CONFIG = 106,     /**< malformed environment variable or configuration */
   TRN_ERROR_UNSUPPORTED = 107,        /**< valid request this driver or device cannot do */
-  TRN_ERROR_INVALID_KERNEL_ARG = 108, /**< reserved for kernel argument binding */
+  TRN_ERROR_INVALID_KERNEL_ARG = 108, /**< a launch's binding does not fit the kernel argument */
 
   TRN_ERROR_OUT_OF_HOST_MEMORY = 200,
   TRN_ERROR_OUT_OF_DEVICE_MEMORY = 201,
@@ -134,6 +134,10 @@ typedef enum trn_struct_type {
   TRN_STRUCT_QUEUE_DESC = 9,
   TRN_STRUCT_QUEUE_FAULT = 10,
   TRN_STRUCT_CORE_ACTIVITY = 11,
+  TRN_STRUCT_KERNEL_PROPERTIES = 12,
+  TRN_STRUCT_KERNEL_ARG = 13,
+  TRN_STRUCT_LAUNCH_DESC = 14,
+  TRN_STRUCT_PROFILE_SUMMARY = 15,
   TRN_STRUCT_FORCE_INT32 = 0x7fffffff
 } trn_struct_type_t;
 
@@ -166,6 +170,8 @@ typedef struct trn_pool_s *trn_pool_t;
 typedef struct trn_mem_s *trn_mem_t;
 typedef struct trn_sem_s *trn_sem_t;
 typedef struct trn_queue_s *trn_queue_t;
+typedef struct trn_kernel_s *trn_kernel_t;
+typedef struct trn_profile_s *trn_profile_t;
 
 /* ------------------------------------------------------------------------------------------------
  * Runtime
@@ -352,6 +358,13 @@ typedef struct trn_core_activity {
   uint64_t dma_bytes;
   uint64_t dma_busy_ns;  /**< simulated time the core's DMA engines were busy */
   uint64_t busy_host_ns; /**< host time spent executing the core's commands */
+  /* Kernels (appended in 0.2). Engines in trn_engine_t order. */
+  uint64_t kernels_completed;
+  uint64_t kernels_faulted;
+  uint64_t kernel_ns;              /**< simulated time of the core's kernels, start to end */
+  uint64_t engine_instructions[5]; /**< per engine */
+  uint64_t engine_busy_ns[5];      /**< simulated busy time per engine */
+  uint64_t tensor_flops;           /**< Tensor-engine flops (2 per multiply-add) */
 } trn_core_activity_t;
 
 TRN_DEFINE_STRUCT_MAKE(trn_core_activity_t, TRN_STRUCT_CORE_ACTIVITY)
@@ -660,6 +673,12 @@ typedef struct trn_queue_fault {
   uint64_t source_address;
   uint64_t size;
   uint64_t cancelled; /**< commands cancelled after it */
+  /* Kernel faults (appended in 0.2); empty / 0 for other commands. */
+  char kernel[TRN_NAME_MAX]; /**< the kernel's name */
+  char engine[16];           /**< "tensor", "vector", "scalar", "gpsimd", "sync" */
+  uint32_t instruction;      /**< index in that engine's stream */
+  uint32_t source_line;      /**< line in the kernel's source when known, else 0 */
+  char opcode[32];
 } trn_queue_fault_t;
 
 TRN_DEFINE_STRUCT_MAKE(trn_queue_fault_t, TRN_STRUCT_QUEUE_FAULT)
@@ -672,6 +691,153 @@ TRN_API trn_result_t trn_queue_get_fault(trn_queue_t queue, trn_queue_fault_t *f
  * still draining; call again after trn_queue_finish.
  */
 TRN_API trn_result_t trn_queue_reset(trn_queue_t queue);
+
+/* ------------------------------------------------------------------------------------------------
+ * Kernels: validated kernel binaries (trn's ELF container, written by trn-as or the kernel
+ * builder; docs/ISA.md). Loading checks every header field, offset, index and instruction; a
+ * malformed or invalid binary is TRN_ERROR_INVALID_KERNEL with the reason in trn_last_error().
+ * A kernel is loaded for one device and launched on compute queues of that device's cores.
+ * Thread safety: all functions may be called from any thread; a kernel may be launched on many
+ * queues at once; destroying it while launches are in flight is safe (they keep it alive).
+ * --------------------------------------------------------------------------------------------- */
+
+typedef enum trn_dtype {
+  TRN_DTYPE_F32 = 1,
+  TRN_DTYPE_BF16 = 2,
+  TRN_DTYPE_F16 = 3,
+  TRN_DTYPE_FP8_E4M3 = 4, /**< OCP e4m3fn */
+  TRN_DTYPE_FP8_E5M2 = 5,
+  TRN_DTYPE_I32 = 6,
+  TRN_DTYPE_I16 = 7,
+  TRN_DTYPE_I8 = 8,
+  TRN_DTYPE_U8 = 9,
+  TRN_DTYPE_FORCE_INT32 = 0x7fffffff
+} trn_dtype_t;
+
+typedef enum trn_arg_direction {
+  TRN_ARG_IN = 1,
+  TRN_ARG_OUT = 2,
+  TRN_ARG_INOUT = 3,
+  TRN_ARG_DIRECTION_FORCE_INT32 = 0x7fffffff
+} trn_arg_direction_t;
+
+typedef enum trn_engine {
+  TRN_ENGINE_TENSOR = 0,
+  TRN_ENGINE_VECTOR = 1,
+  TRN_ENGINE_SCALAR = 2,
+  TRN_ENGINE_GPSIMD = 3,
+  TRN_ENGINE_SYNC = 4,
+  TRN_ENGINE_COUNT = 5,
+  TRN_ENGINE_FORCE_INT32 = 0x7fffffff
+} trn_engine_t;
+
+#define TRN_KERNEL_MAX_RANK 8
+
+typedef struct trn_kernel_properties {
+  trn_struct_header_t header;
+  char name[TRN_NAME_MAX];
+  uint32_t arg_count;
+  uint32_t reserved;
+  uint64_t instructions[TRN_ENGINE_COUNT]; /**< per engine stream */
+  uint64_t constants_bytes;
+} trn_kernel_properties_t;
+
+TRN_DEFINE_STRUCT_MAKE(trn_kernel_properties_t, TRN_STRUCT_KERNEL_PROPERTIES)
+#define TRN_KERNEL_PROPERTIES_INIT trn_kernel_properties_t_make()
+
+typedef struct trn_kernel_arg {
+  trn_struct_header_t header;
+  char name[TRN_NAME_MAX];
+  trn_dtype_t dtype;
+  trn_arg_direction_t direction;
+  uint32_t rank;
+  uint32_t reserved;
+  uint64_t shape[TRN_KERNEL_MAX_RANK];
+  uint64_t bytes; /**< elements x dtype size: what a launch binds at least */
+} trn_kernel_arg_t;
+
+TRN_DEFINE_STRUCT_MAKE(trn_kernel_arg_t, TRN_STRUCT_KERNEL_ARG)
+#define TRN_KERNEL_ARG_INIT trn_kernel_arg_t_make()
+
+/** Loads a kernel binary from memory (copied: the image may be freed after the call). */
+TRN_API trn_result_t trn_kernel_load(trn_device_t device, const void *image, size_t size,
+                                     trn_kernel_t *kernel);
+/** Loads a kernel binary from a file. */
+TRN_API trn_result_t trn_kernel_load_file(trn_device_t device, const char *path,
+                                          trn_kernel_t *kernel);
+/** Accepts NULL. Launches in flight keep the kernel alive until they complete. */
+TRN_API trn_result_t trn_kernel_destroy(trn_kernel_t kernel);
+TRN_API trn_result_t trn_kernel_get_properties(trn_kernel_t kernel,
+                                               trn_kernel_properties_t *properties);
+/** The kernel's arguments in launch order, two-call enumeration (each TRN_KERNEL_ARG_INIT). */
+TRN_API trn_result_t trn_kernel_get_args(trn_kernel_t kernel, uint32_t *count,
+                                         trn_kernel_arg_t *args);
+
+/** Binds one kernel argument to device memory: `mem` from `offset` on. */
+typedef struct trn_kernel_binding {
+  trn_mem_t mem;
+  uint64_t offset;
+} trn_kernel_binding_t;
+
+typedef struct trn_launch_desc {
+  trn_struct_header_t header;
+  trn_kernel_t kernel;
+  const trn_kernel_binding_t *args; /**< one per kernel argument, in order */
+  uint32_t arg_count;
+  uint32_t reserved;
+  trn_profile_t profile; /**< optional: receives this launch's counters (and trace) */
+} trn_launch_desc_t;
+
+TRN_DEFINE_STRUCT_MAKE(trn_launch_desc_t, TRN_STRUCT_LAUNCH_DESC)
+#define TRN_LAUNCH_DESC_INIT trn_launch_desc_t_make()
+
+/**
+ * Launches a kernel on a compute queue (of a core of the kernel's device). Each binding must
+ * cover the argument's bytes (checked at submission). A fault while the kernel runs (an access
+ * outside its memory, a deadlock between its engines) becomes the queue's fault record: kernel,
+ * engine, instruction index, source line when the kernel carries one.
+ */
+TRN_API trn_result_t trn_queue_launch(trn_queue_t queue, const trn_launch_desc_t *desc,
+                                      const trn_sync_t *sync, uint64_t *sequence);
+
+/* ------------------------------------------------------------------------------------------------
+ * Profiles: what a launch did, in simulated time. Pass a profile in trn_launch_desc_t; once the
+ * launch completes it holds the launch's counters and, if created with TRN_PROFILE_FLAG_TRACE,
+ * one record per instruction and DMA transfer. A profile holds the most recent launch it was
+ * given. Thread safety: do not read a profile while a launch that fills it is in flight.
+ * --------------------------------------------------------------------------------------------- */
+
+#define TRN_PROFILE_FLAG_TRACE 0x1u
+
+typedef struct trn_profile_summary {
+  trn_struct_header_t header;
+  uint64_t launches; /**< launches recorded (0: nothing yet) */
+  uint64_t total_ns; /**< simulated time of the last launch, start to end */
+  uint64_t engine_instructions[TRN_ENGINE_COUNT];
+  uint64_t engine_busy_ns[TRN_ENGINE_COUNT];
+  uint64_t engine_wait_ns[TRN_ENGINE_COUNT]; /**< waiting on semaphores or barriers */
+  double engine_active_percent[TRN_ENGINE_COUNT];
+  uint64_t tensor_flops;
+  double mfu_percent; /**< flops / (total time x the Tensor engine's bf16 peak) */
+  uint64_t dma_transfers;
+  uint64_t dma_bytes;
+  double dma_utilization_percent; /**< busy time of the 16 DMA queues / (16 x total time) */
+  double peak_flops;              /**< the core's bf16 Tensor-engine peak, flops/s */
+  uint64_t host_ns;               /**< host time the simulation took */
+} trn_profile_summary_t;
+
+TRN_DEFINE_STRUCT_MAKE(trn_profile_summary_t, TRN_STRUCT_PROFILE_SUMMARY)
+#define TRN_PROFILE_SUMMARY_INIT trn_profile_summary_t_make()
+
+TRN_API trn_result_t trn_profile_create(uint32_t flags, trn_profile_t *profile);
+TRN_API trn_result_t trn_profile_destroy(trn_profile_t profile);
+TRN_API trn_result_t trn_profile_get_summary(trn_profile_t profile, trn_profile_summary_t *summary);
+/**
+ * Writes the trace as Chrome trace-event JSON (opens in Perfetto and chrome://tracing): one
+ * track per engine and per DMA queue, times in simulated microseconds, and the summary in the
+ * metadata. @returns TRN_ERROR_INVALID_ARGUMENT if the profile has no trace.
+ */
+TRN_API trn_result_t trn_profile_write_trace(trn_profile_t profile, const char *path);
 
 #ifdef __cplusplus
 } /* extern "C" */

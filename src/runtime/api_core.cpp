@@ -1,4 +1,5 @@
 // C entry points for NeuronCores: listing, properties and ownership.
+#include <cstddef>
 #include <string>
 
 #include "common/parse.hpp"
@@ -103,6 +104,10 @@ TRN_API trn_result_t trn_core_get_properties(trn_core_t handle, trn_core_propert
   });
 }
 
+static_assert(sizeof(trn_hal_core_activity_t) ==
+              sizeof(trn_core_activity_t) - offsetof(trn_core_activity_t, commands_completed));
+constexpr size_t kActivityWords = sizeof(trn_hal_core_activity_t) / sizeof(uint64_t);
+
 TRN_API trn_result_t trn_core_get_activity(trn_core_t handle, trn_core_activity_t *activity) {
   return TRN_API_CALL({
     TRN_GET_SESSION(session);
@@ -119,12 +124,10 @@ TRN_API trn_result_t trn_core_get_activity(trn_core_t handle, trn_core_activity_
     const uint32_t lnc = device.properties.logical_core_config;
     for (const auto &process : processes) {
       for (uint32_t p = core->index * lnc; p < (core->index + 1) * lnc && p < 64; ++p) {
-        const trn_hal_core_activity_t &a = process.core_activity[p];
-        full.commands_completed += a.commands_completed;
-        full.commands_failed += a.commands_failed;
-        full.dma_bytes += a.dma_bytes;
-        full.dma_busy_ns += a.dma_busy_ns;
-        full.busy_host_ns += a.busy_host_ns;
+        // Both records are the same run of 64-bit counters (after the public header).
+        const auto *a = reinterpret_cast<const uint64_t *>(&process.core_activity[p]);
+        auto *sum = reinterpret_cast<uint64_t *>(&full.commands_completed);
+        for (size_t i = 0; i < kActivityWords; ++i) sum[i] += a[i];
       }
     }
     copy_struct(full, activity);

@@ -1,7 +1,9 @@
 // C entry points for queues.
 #include <cstring>
 
+#include "isa/dtype.hpp"
 #include "runtime/api_support.hpp"
+#include "runtime/kernel.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/queue.hpp"
 #include "runtime/session.hpp"
@@ -51,7 +53,7 @@ trn_result_t submit(trn_queue_t handle, const trn_sync_t *sync, uint64_t *sequen
         r != TRN_SUCCESS)
       return r;
   }
-  if (trn_result_t r = fill(*session, command); r != TRN_SUCCESS) return r;
+  if (trn_result_t r = fill(*session, *queue, command); r != TRN_SUCCESS) return r;
   return queue->submit(std::move(command), sequence);
 }
 
@@ -137,7 +139,7 @@ TRN_API trn_result_t trn_queue_copy(trn_queue_t queue, trn_mem_t destination,
                                     uint64_t source_offset, uint64_t size, const trn_sync_t *sync,
                                     uint64_t *sequence) {
   return TRN_API_CALL({
-    return submit(queue, sync, sequence, [&](Session &session, Command &command) {
+    return submit(queue, sync, sequence, [&](Session &session, Queue &, Command &command) {
       std::shared_ptr<Mem> to, from;
       if (trn_result_t r =
               resolve_range(session, destination, destination_offset, size, "destination", &to);
@@ -163,7 +165,7 @@ TRN_API trn_result_t trn_queue_memset(trn_queue_t queue, trn_mem_t destination, 
                                       uint8_t value, uint64_t size, const trn_sync_t *sync,
                                       uint64_t *sequence) {
   return TRN_API_CALL({
-    return submit(queue, sync, sequence, [&](Session &session, Command &command) {
+    return submit(queue, sync, sequence, [&](Session &session, Queue &, Command &command) {
       std::shared_ptr<Mem> to;
       if (trn_result_t r = resolve_range(session, destination, offset, size, "destination", &to);
           r != TRN_SUCCESS)
@@ -182,7 +184,7 @@ TRN_API trn_result_t trn_queue_memset(trn_queue_t queue, trn_mem_t destination, 
 TRN_API trn_result_t trn_queue_barrier(trn_queue_t queue, const trn_sync_t *sync,
                                        uint64_t *sequence) {
   return TRN_API_CALL({
-    return submit(queue, sync, sequence, [](Session &, Command &command) {
+    return submit(queue, sync, sequence, [](Session &, Queue &, Command &command) {
       command.kind = Command::Kind::barrier;
       return TRN_SUCCESS;
     });
@@ -231,6 +233,68 @@ TRN_API trn_result_t trn_queue_reset(trn_queue_t handle) {
     auto *queue = session->queues.find_fast(handle, &result);
     if (!queue) return result;
     return queue->reset();
+  });
+}
+
+TRN_API trn_result_t trn_queue_launch(trn_queue_t queue_handle, const trn_launch_desc_t *desc,
+                                      const trn_sync_t *sync, uint64_t *sequence) {
+  return TRN_API_CALL({
+    trn_launch_desc_t d = TRN_LAUNCH_DESC_INIT;
+    if (trn_result_t r = read_desc(desc, TRN_STRUCT_LAUNCH_DESC, "TRN_LAUNCH_DESC_INIT", &d);
+        r != TRN_SUCCESS)
+      return r;
+    return submit(
+        queue_handle, sync, sequence,
+        [&](Session &session, Queue &queue, Command &command) -> trn_result_t {
+          trn_result_t r = TRN_SUCCESS;
+          auto kernel = session.kernels.find(d.kernel, &r);
+          if (!kernel) return fail(r, std::string("desc.kernel: ") + last_detail());
+          if (kernel->device != queue.core().device)
+            return fail(TRN_ERROR_INVALID_ARGUMENT, "desc.kernel was loaded for device " +
+                                                        std::to_string(kernel->device->index) +
+                                                        ", the queue is on device " +
+                                                        std::to_string(queue.core().device->index) +
+                                                        "; load it for this device too");
+          if (!queue.is_compute())
+            return fail(TRN_ERROR_INVALID_ARGUMENT,
+                        "kernels launch on compute queues (TRN_QUEUE_KIND_COMPUTE); this is a copy "
+                        "queue");
+          const auto &args = kernel->program.args;
+          if (d.arg_count != args.size())
+            return fail(TRN_ERROR_INVALID_ARGUMENT, "kernel '" + kernel->program.name + "' takes " +
+                                                        std::to_string(args.size()) +
+                                                        " arguments but desc.arg_count is " +
+                                                        std::to_string(d.arg_count));
+          if (d.arg_count && !d.args) return fail(TRN_ERROR_NULL_POINTER, "desc.args is NULL");
+          for (uint32_t i = 0; i < d.arg_count; ++i) {
+            auto mem = session.mems.lookup(from_handle(d.args[i].mem));
+            const std::string what =
+                "desc.args[" + std::to_string(i) + "] ('" + args[i].name + "')";
+            if (!mem) {
+              invalid_handle(HandleKind::mem, from_handle(d.args[i].mem));
+              return fail(TRN_ERROR_INVALID_HANDLE, what + ": " + last_detail());
+            }
+            if (mem->kind != TRN_POOL_KIND_DEVICE || mem->device != kernel->device)
+              return fail(TRN_ERROR_INVALID_KERNEL_ARG,
+                          what + " is not device memory of the kernel's device");
+            const uint64_t need = args[i].bytes();
+            if (d.args[i].offset > mem->size || mem->size - d.args[i].offset < need)
+              return fail(TRN_ERROR_INVALID_KERNEL_ARG,
+                          what + " needs " + std::to_string(need) + " bytes (" +
+                              trn::isa::dtype_name(args[i].dtype) + "), but the allocation has " +
+                              std::to_string(mem->size) + " bytes from offset " +
+                              std::to_string(d.args[i].offset));
+            command.args.push_back(mem);
+            command.arg_offsets.push_back(d.args[i].offset);
+          }
+          if (d.profile) {
+            command.profile = session.profiles.find(d.profile, &r);
+            if (!command.profile) return fail(r, std::string("desc.profile: ") + last_detail());
+          }
+          command.kind = Command::Kind::launch;
+          command.kernel = std::move(kernel);
+          return TRN_SUCCESS;
+        });
   });
 }
 

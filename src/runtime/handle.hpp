@@ -22,7 +22,9 @@ enum class HandleKind : uint8_t {
   pool = 4,
   mem = 5,
   sem = 6,
-  queue = 7
+  queue = 7,
+  kernel = 8,
+  profile = 9
 };
 
 constexpr uint32_t kMaxHandleSlot = (1u << 24) - 1;

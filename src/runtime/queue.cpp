@@ -9,7 +9,9 @@
 #include <shared_mutex>
 
 #include "common/log.hpp"
+#include "isa/opcodes.hpp"
 #include "runtime/error.hpp"
+#include "runtime/kernel.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/session.hpp"
 
@@ -61,6 +63,7 @@ const char *command_name(Command::Kind kind) {
     case Command::Kind::copy: return "copy";
     case Command::Kind::memset: return "memset";
     case Command::Kind::barrier: return "barrier";
+    case Command::Kind::launch: return "launch";
   }
   return "unknown";
 }
@@ -166,12 +169,13 @@ void Queue::execute(Command &command) {
     case Command::Kind::copy: result = copy(command, &why); break;
     case Command::Kind::memset: result = memset(command, &why); break;
     case Command::Kind::barrier: break;
+    case Command::Kind::launch: result = launch(command, &why, &activity); break;
   }
   if (result != TRN_SUCCESS) {
     record_fault(command, result, why);
     return;
   }
-  if (command.kind != Command::Kind::barrier) {
+  if (command.kind == Command::Kind::copy || command.kind == Command::Kind::memset) {
     activity.dma_bytes = command.size;
     activity.dma_busy_ns = simulated_dma_ns(command.size);
   }
@@ -245,6 +249,86 @@ trn_result_t Queue::memset(Command &command, std::string *why) {
   return TRN_SUCCESS;
 }
 
+trn_result_t Queue::launch(Command &command, std::string *why, trn_hal_core_activity_t *activity) {
+  const Kernel &kernel = *command.kernel;
+  // Hold every argument's memory (in address order, as copies do) while the kernel runs.
+  std::vector<std::shared_ptr<Mem>> mems;
+  for (auto &weak : command.args) mems.push_back(weak.lock());
+  std::vector<Mem *> order;
+  for (auto &m : mems)
+    if (m) order.push_back(m.get());
+  std::sort(order.begin(), order.end(), std::less<Mem *>());
+  order.erase(std::unique(order.begin(), order.end()), order.end());
+  std::vector<std::shared_lock<std::shared_mutex>> holds;
+  for (Mem *m : order) holds.emplace_back(m->use);
+  std::vector<trn_hal_binding_t> bindings(mems.size());
+  for (size_t i = 0; i < mems.size(); ++i) {
+    if (!mems[i] || mems[i]->freed) {
+      *why = "the memory bound to argument '" + kernel.program.args[i].name +
+             "' was freed before the kernel ran (keep allocations alive until the commands "
+             "that use them complete)";
+      return TRN_ERROR_DEVICE_FAULTED;
+    }
+    bindings[i] = {mems[i]->address + command.arg_offsets[i],
+                   mems[i]->size - command.arg_offsets[i]};
+  }
+  trn_hal_run_result_t result{};
+  std::vector<trn_hal_trace_record_t> trace;
+  if (command.profile && command.profile->wants_trace()) {
+    // One record per instruction, plus one per DMA transfer.
+    trace.resize(2 * kernel.program.instruction_count() + 16);
+    result.trace = trace.data();
+    result.trace_capacity = trace.size();
+  }
+  const uint64_t start = monotonic_ns();
+  const trn_hal_ops_t &ops = device_.driver->ops;
+  trn_hal_error_t err{};
+  const uint32_t physical_core = core_.index * device_.properties.logical_core_config;
+  if (trn_result_t r =
+          ops.kernel_run(device_.driver->instance, device_.driver_index, physical_core, kernel.hal,
+                         bindings.data(), static_cast<uint32_t>(bindings.size()), &result, &err);
+      r != TRN_SUCCESS) {
+    *why = err.message;
+    return r;
+  }
+  const uint64_t host_ns = monotonic_ns() - start;
+  trace.resize(std::min<uint64_t>(result.trace_count, trace.size()));
+  if (command.profile)
+    command.profile->record(kernel.program.name, result, std::move(trace), host_ns);
+
+  activity->kernel_ns = result.total_ps / 1000;
+  for (uint32_t e = 0; e < TRN_ENGINE_COUNT; ++e) {
+    activity->engine_instructions[e] = result.engine_instructions[e];
+    activity->engine_busy_ns[e] = result.engine_busy_ps[e] / 1000;
+  }
+  activity->tensor_flops = result.flops;
+  activity->dma_bytes = result.dma_bytes;
+  uint64_t dma_ps = 0;
+  for (uint64_t q : result.dma_busy_ps) dma_ps += q;
+  activity->dma_busy_ns = dma_ps / 1000;
+  if (result.status == TRN_HAL_RUN_OK) {
+    activity->kernels_completed = 1;
+    return TRN_SUCCESS;
+  }
+  // The kernel's own counters still count; the fault record says where it stopped.
+  activity->kernels_faulted = 1;
+  ops.core_account(device_.driver->instance, device_.driver_index, physical_core, activity);
+  command.fault_engine = isa::engine_name(static_cast<isa::Engine>(result.engine));
+  command.fault_opcode = result.opcode;
+  command.fault_instruction = result.index;
+  command.fault_line = result.source_line;
+  *why =
+      "kernel '" + kernel.program.name + "' " +
+      (result.status == TRN_HAL_RUN_DEADLOCK ? "" : "faulted at ") +
+      (result.status == TRN_HAL_RUN_DEADLOCK
+           ? std::string("stopped: ")
+           : command.fault_engine + "[" + std::to_string(result.index) + "] " + result.opcode +
+                 (result.source_line ? " (line " + std::to_string(result.source_line) + ")" : "") +
+                 ": ") +
+      result.message;
+  return result.status == TRN_HAL_RUN_DEADLOCK ? TRN_ERROR_KERNEL_DEADLOCK : TRN_ERROR_KERNEL_FAULT;
+}
+
 uint64_t Queue::simulated_dma_ns(uint64_t bytes) const {
   const uint64_t per_engine = device_.properties.dma_engine_bytes_per_s
                                   ? device_.properties.dma_engine_bytes_per_s
@@ -292,6 +376,14 @@ void Queue::record_fault(const Command &command, trn_result_t result, const std:
     fault_.destination_address = command.destination_address;
     fault_.source_address = command.source_address;
     fault_.size = command.size;
+    if (command.kernel) {
+      std::snprintf(fault_.kernel, sizeof fault_.kernel, "%s",
+                    command.kernel->program.name.c_str());
+      std::snprintf(fault_.engine, sizeof fault_.engine, "%s", command.fault_engine.c_str());
+      std::snprintf(fault_.opcode, sizeof fault_.opcode, "%s", command.fault_opcode.c_str());
+      fault_.instruction = command.fault_instruction;
+      fault_.source_line = command.fault_line;
+    }
   }
   in_error_.store(true, std::memory_order_release);
   for (auto &signal : command.signals) {

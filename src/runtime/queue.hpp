@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "drivers/hal.h"
 #include "runtime/sem.hpp"
 #include "trn/trn.h"
 
@@ -19,6 +20,8 @@ namespace trn::rt {
 struct Device;
 struct Core;
 struct Mem;
+struct Kernel;
+class Profile;
 
 struct SemRef {
   std::shared_ptr<Sem> sem;
@@ -26,7 +29,7 @@ struct SemRef {
 };
 
 struct Command {
-  enum class Kind { copy, memset, barrier };
+  enum class Kind { copy, memset, barrier, launch };
   Kind kind = Kind::barrier;
   uint64_t sequence = 0;
   std::vector<SemRef> waits;
@@ -39,6 +42,14 @@ struct Command {
   uint64_t source_address = 0;
   uint64_t size = 0;
   uint8_t value = 0;
+  // launch
+  std::shared_ptr<Kernel> kernel;
+  std::vector<std::weak_ptr<Mem>> args;
+  std::vector<uint64_t> arg_offsets;
+  std::shared_ptr<Profile> profile;
+  // Where a kernel faulted (filled by the worker for the fault record).
+  std::string fault_engine, fault_opcode;
+  uint32_t fault_instruction = 0, fault_line = 0;
 };
 
 const char *command_name(Command::Kind kind);
@@ -56,6 +67,7 @@ class Queue {
   void fault(trn_queue_fault_t *out);
   const std::shared_ptr<Sem> &timeline() const { return timeline_; }
   Core &core() const { return core_; }
+  bool is_compute() const { return kind_ == TRN_QUEUE_KIND_COMPUTE; }
   uint64_t timeline_handle = 0;  // the handle trn_queue_get_semaphore returns
   // Completes the command running, cancels the rest, joins the worker. Never waits on a
   // semaphore. Idempotent.
@@ -67,6 +79,7 @@ class Queue {
   void execute(Command &command);
   trn_result_t copy(Command &command, std::string *why);
   trn_result_t memset(Command &command, std::string *why);
+  trn_result_t launch(Command &command, std::string *why, trn_hal_core_activity_t *activity);
   void retire(Command &command);
   void cancel(Command &command, const std::string &reason);
   void record_fault(const Command &command, trn_result_t result, const std::string &reason);

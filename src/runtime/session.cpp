@@ -86,6 +86,8 @@ Session::~Session() {
     queue->shutdown();
     queues.remove_object(queue.get());
   }
+  for (auto &kernel : kernels.all()) kernels.remove_object(kernel.get());  // unload first
+  for (auto &profile : profiles.all()) profiles.remove_object(profile.get());
   for (auto &sem : sems.all()) sems.remove_object(sem.get());
   for (auto &mem : mems.all()) mems.remove_object(mem.get());
   for (auto &pool : pools.all()) pools.remove_object(pool.get());
@@ -99,6 +101,8 @@ void Session::release_all() {
     queue->shutdown();
     queues.remove_object(queue.get());
   }
+  for (auto &kernel : kernels.all()) kernels.remove_object(kernel.get());
+  for (auto &profile : profiles.all()) profiles.remove_object(profile.get());
   for (auto &sem : sems.all()) {
     release_sem(*sem);
     sems.remove_object(sem.get());
@@ -348,7 +352,7 @@ trn_result_t invalid_handle(HandleKind expected, uint64_t value) {
     return fail(TRN_ERROR_INVALID_HANDLE, std::string("the ") + what + " handle is NULL");
   const DecodedHandle decoded = decode_handle(value);
   if (decoded.kind != expected) {
-    const bool known = decoded.kind >= HandleKind::driver && decoded.kind <= HandleKind::queue;
+    const bool known = decoded.kind >= HandleKind::driver && decoded.kind <= HandleKind::profile;
     return fail(TRN_ERROR_INVALID_HANDLE,
                 known ? std::string("expected a ") + what + " handle but got a " +
                             handle_kind_name(decoded.kind) + " handle"
@@ -373,6 +377,8 @@ const char *handle_kind_name(HandleKind kind) {
     case HandleKind::mem: return "memory";
     case HandleKind::sem: return "semaphore";
     case HandleKind::queue: return "queue";
+    case HandleKind::kernel: return "kernel";
+    case HandleKind::profile: return "profile";
   }
   return "unknown";
 }

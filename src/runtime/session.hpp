@@ -49,6 +49,8 @@ class Pool;
 struct Mem;
 class Sem;
 class Queue;
+struct Kernel;
+class Profile;
 
 struct Device {
   Driver *driver = nullptr;
@@ -85,6 +87,8 @@ class Session {
   ObjectTable<Mem> mems{HandleKind::mem};
   ObjectTable<Sem> sems{HandleKind::sem};
   ObjectTable<Queue> queues{HandleKind::queue};
+  ObjectTable<Kernel> kernels{HandleKind::kernel};
+  ObjectTable<Profile> profiles{HandleKind::profile};
 
  private:
   uint32_t generation_ = next_handle_generation();

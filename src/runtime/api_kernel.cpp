@@ -1,0 +1,179 @@
+// C entry points for kernels, launches and profiles.
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "runtime/api_support.hpp"
+#include "runtime/kernel.hpp"
+#include "runtime/session.hpp"
+
+using namespace trn::rt;
+
+namespace {
+
+// Files above this are not kernels (the largest instruction streams are tens of MiB).
+constexpr uint64_t kMaxKernelFileBytes = 1ull << 30;
+
+trn_result_t insert_kernel(Session &session, Device &device, const void *image, size_t size,
+                           trn_kernel_t *out) {
+  std::shared_ptr<Kernel> kernel;
+  if (trn_result_t r = load_kernel(device, image, size, &kernel); r != TRN_SUCCESS) return r;
+  *out = to_handle<trn_kernel_t>(session.kernels.insert(std::move(kernel)));
+  return TRN_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+TRN_API trn_result_t trn_kernel_load(trn_device_t device_handle, const void *image, size_t size,
+                                     trn_kernel_t *kernel) {
+  return TRN_API_CALL({
+    if (!image) return fail(TRN_ERROR_NULL_POINTER, "image is NULL");
+    if (!kernel) return fail(TRN_ERROR_NULL_POINTER, "kernel is NULL");
+    TRN_GET_SESSION(session);
+    Device *device = lookup_device(*session, device_handle, &result);
+    if (!device) return result;
+    return insert_kernel(*session, *device, image, size, kernel);
+  });
+}
+
+TRN_API trn_result_t trn_kernel_load_file(trn_device_t device_handle, const char *path,
+                                          trn_kernel_t *kernel) {
+  return TRN_API_CALL({
+    if (!path) return fail(TRN_ERROR_NULL_POINTER, "path is NULL");
+    if (!kernel) return fail(TRN_ERROR_NULL_POINTER, "kernel is NULL");
+    TRN_GET_SESSION(session);
+    Device *device = lookup_device(*session, device_handle, &result);
+    if (!device) return result;
+    std::ifstream file(path, std::ios::binary | std::ios::ate);
+    if (!file)
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  std::string("cannot open kernel file ") + path + ": " + std::strerror(errno));
+    const auto size = static_cast<uint64_t>(file.tellg());
+    if (size > kMaxKernelFileBytes)
+      return fail(TRN_ERROR_INVALID_KERNEL, std::string(path) + " is " + std::to_string(size) +
+                                                " bytes, larger than any kernel");
+    std::vector<char> image(size);
+    file.seekg(0);
+    if (!file.read(image.data(), static_cast<std::streamsize>(size)))
+      return fail(TRN_ERROR_INVALID_ARGUMENT, std::string("cannot read kernel file ") + path);
+    return insert_kernel(*session, *device, image.data(), image.size(), kernel);
+  });
+}
+
+TRN_API trn_result_t trn_kernel_destroy(trn_kernel_t kernel) {
+  return TRN_API_CALL({
+    if (!kernel) return TRN_SUCCESS;
+    TRN_GET_SESSION(session);
+    if (!session->kernels.remove(from_handle(kernel)))
+      return invalid_handle(HandleKind::kernel, from_handle(kernel));
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_kernel_get_properties(trn_kernel_t handle,
+                                               trn_kernel_properties_t *properties) {
+  return TRN_API_CALL({
+    TRN_GET_SESSION(session);
+    auto kernel = session->kernels.find(handle, &result);
+    if (!kernel) return result;
+    if (trn_result_t r = check_struct(properties, TRN_STRUCT_KERNEL_PROPERTIES, "properties",
+                                      "TRN_KERNEL_PROPERTIES_INIT");
+        r != TRN_SUCCESS)
+      return r;
+    trn_kernel_properties_t p = TRN_KERNEL_PROPERTIES_INIT;
+    const auto &program = kernel->program;
+    std::snprintf(p.name, sizeof p.name, "%s", program.name.c_str());
+    p.arg_count = static_cast<uint32_t>(program.args.size());
+    for (uint32_t e = 0; e < TRN_ENGINE_COUNT; ++e) p.instructions[e] = program.streams[e].size();
+    p.constants_bytes = program.constants.size();
+    copy_struct(p, properties);
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_kernel_get_args(trn_kernel_t handle, uint32_t *count,
+                                         trn_kernel_arg_t *args) {
+  return TRN_API_CALL({
+    TRN_GET_SESSION(session);
+    auto kernel = session->kernels.find(handle, &result);
+    if (!kernel) return result;
+    const auto &list = kernel->program.args;
+    if (trn_result_t r = check_count(count); r != TRN_SUCCESS) return r;
+    if (!args) {
+      *count = static_cast<uint32_t>(list.size());
+      return TRN_SUCCESS;
+    }
+    const uint32_t n = std::min<uint32_t>(*count, static_cast<uint32_t>(list.size()));
+    for (uint32_t i = 0; i < n; ++i) {
+      if (trn_result_t r =
+              check_struct(&args[i], TRN_STRUCT_KERNEL_ARG, "args[i]", "TRN_KERNEL_ARG_INIT");
+          r != TRN_SUCCESS)
+        return r;
+      trn_kernel_arg_t a = TRN_KERNEL_ARG_INIT;
+      std::snprintf(a.name, sizeof a.name, "%s", list[i].name.c_str());
+      a.dtype = static_cast<trn_dtype_t>(list[i].dtype);
+      a.direction = static_cast<trn_arg_direction_t>(list[i].direction);
+      a.rank = static_cast<uint32_t>(std::min<size_t>(list[i].shape.size(), TRN_KERNEL_MAX_RANK));
+      for (uint32_t d = 0; d < a.rank; ++d) a.shape[d] = list[i].shape[d];
+      a.bytes = list[i].bytes();
+      copy_struct(a, &args[i]);
+    }
+    *count = n;
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_profile_create(uint32_t flags, trn_profile_t *profile) {
+  return TRN_API_CALL({
+    if (!profile) return fail(TRN_ERROR_NULL_POINTER, "profile is NULL");
+    if (flags & ~TRN_PROFILE_FLAG_TRACE)
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  "unknown profile flags " + std::to_string(flags & ~TRN_PROFILE_FLAG_TRACE));
+    TRN_GET_SESSION(session);
+    *profile = to_handle<trn_profile_t>(session->profiles.insert(std::make_shared<Profile>(flags)));
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_profile_destroy(trn_profile_t profile) {
+  return TRN_API_CALL({
+    if (!profile) return TRN_SUCCESS;
+    TRN_GET_SESSION(session);
+    if (!session->profiles.remove(from_handle(profile)))
+      return invalid_handle(HandleKind::profile, from_handle(profile));
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_profile_get_summary(trn_profile_t handle, trn_profile_summary_t *summary) {
+  return TRN_API_CALL({
+    TRN_GET_SESSION(session);
+    auto profile = session->profiles.find(handle, &result);
+    if (!profile) return result;
+    if (trn_result_t r = check_struct(summary, TRN_STRUCT_PROFILE_SUMMARY, "summary",
+                                      "TRN_PROFILE_SUMMARY_INIT");
+        r != TRN_SUCCESS)
+      return r;
+    trn_profile_summary_t s = TRN_PROFILE_SUMMARY_INIT;
+    profile->summary(&s);
+    copy_struct(s, summary);
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_profile_write_trace(trn_profile_t handle, const char *path) {
+  return TRN_API_CALL({
+    if (!path) return fail(TRN_ERROR_NULL_POINTER, "path is NULL");
+    TRN_GET_SESSION(session);
+    auto profile = session->profiles.find(handle, &result);
+    if (!profile) return result;
+    return profile->write_trace(path);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,162 @@
+#include "runtime/kernel.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "isa/container.hpp"
+#include "isa/opcodes.hpp"
+#include "runtime/error.hpp"
+#include "runtime/session.hpp"
+
+namespace trn::rt {
+
+Kernel::~Kernel() {
+  if (hal && device && device->driver->ops.kernel_unload)
+    device->driver->ops.kernel_unload(device->driver->instance, hal);
+}
+
+trn_result_t load_kernel(Device &device, const void *image, size_t size,
+                         std::shared_ptr<Kernel> *out) {
+  auto kernel = std::make_shared<Kernel>();
+  kernel->device = &device;
+  const std::span<const std::byte> bytes(static_cast<const std::byte *>(image), size);
+  if (auto err = isa::read_kernel(bytes, kernel->program))
+    return fail(TRN_ERROR_INVALID_KERNEL, "malformed kernel binary: " + *err);
+  const trn_hal_ops_t &ops = device.driver->ops;
+  if (!ops.kernel_load)
+    return fail(TRN_ERROR_UNSUPPORTED,
+                std::string("the ") + ops.name + " driver does not run kernels");
+  trn_hal_error_t err{};
+  if (trn_result_t r = ops.kernel_load(device.driver->instance, device.driver_index, image, size,
+                                       &kernel->hal, &err);
+      r != TRN_SUCCESS)
+    return fail(r, err.message);
+  *out = std::move(kernel);
+  return TRN_SUCCESS;
+}
+
+void Profile::record(const std::string &kernel, const trn_hal_run_result_t &result,
+                     std::vector<trn_hal_trace_record_t> trace, uint64_t host_ns) {
+  std::lock_guard lock(mu_);
+  ++launches_;
+  kernel_ = kernel;
+  result_ = result;
+  result_.trace = nullptr;
+  trace_ = std::move(trace);
+  host_ns_ = host_ns;
+}
+
+namespace {
+
+double percent(uint64_t part, uint64_t whole) {
+  return whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+}
+
+std::string json_escape(const std::string &text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += fmt::format("\\{}", c);
+    else if (static_cast<unsigned char>(c) < 0x20)
+      out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+    else
+      out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+void Profile::summary(trn_profile_summary_t *out) const {
+  std::lock_guard lock(mu_);
+  summary_locked(out);
+}
+
+void Profile::summary_locked(trn_profile_summary_t *out) const {
+  const auto &r = result_;
+  out->launches = launches_;
+  out->total_ns = r.total_ps / 1000;
+  for (uint32_t e = 0; e < TRN_ENGINE_COUNT; ++e) {
+    out->engine_instructions[e] = r.engine_instructions[e];
+    out->engine_busy_ns[e] = r.engine_busy_ps[e] / 1000;
+    out->engine_wait_ns[e] = r.engine_wait_ps[e] / 1000;
+    out->engine_active_percent[e] = percent(r.engine_busy_ps[e], r.total_ps);
+  }
+  out->tensor_flops = r.flops;
+  out->peak_flops = r.peak_flops;
+  const double seconds = static_cast<double>(r.total_ps) * 1e-12;
+  out->mfu_percent = seconds > 0 && r.peak_flops > 0
+                         ? 100.0 * static_cast<double>(r.flops) / (seconds * r.peak_flops)
+                         : 0.0;
+  out->dma_transfers = r.dma_transfers;
+  out->dma_bytes = r.dma_bytes;
+  uint64_t dma_busy = 0;
+  for (uint64_t q : r.dma_busy_ps) dma_busy += q;
+  out->dma_utilization_percent = percent(dma_busy, r.total_ps * TRN_HAL_DMA_QUEUES);
+  out->host_ns = host_ns_;
+}
+
+trn_result_t Profile::write_trace(const char *path) const {
+  std::lock_guard lock(mu_);
+  if (!wants_trace() || launches_ == 0)
+    return fail(TRN_ERROR_INVALID_ARGUMENT, launches_ == 0
+                                                ? "the profile has recorded no launch yet"
+                                                : "the profile records no trace: create it with "
+                                                  "TRN_PROFILE_FLAG_TRACE");
+  std::FILE *f = std::fopen(path, "w");
+  if (!f)
+    return fail(TRN_ERROR_INVALID_ARGUMENT,
+                fmt::format("cannot write the trace to {}: {}", path, std::strerror(errno)));
+  // Chrome trace-event JSON: one process (the core), one thread (track) per engine and per DMA
+  // queue, complete ("X") events in microseconds of simulated time.
+  static const char *const kEngines[] = {"Tensor (PE)", "Vector (DVE)", "Scalar (ACT)",
+                                         "GpSimd (POOL)", "Sync (SP)"};
+  std::string out = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+  out += fmt::format(
+      "{{\"ph\":\"M\",\"pid\":1,\"tid\":0,\"name\":\"process_name\",\"args\":{{\"name\":"
+      "\"NeuronCore: {}\"}}}}",
+      json_escape(kernel_));
+  for (uint32_t t = 0; t < TRN_ENGINE_COUNT + TRN_HAL_DMA_QUEUES; ++t) {
+    const std::string name =
+        t < TRN_ENGINE_COUNT ? kEngines[t] : fmt::format("DMA queue {}", t - TRN_ENGINE_COUNT);
+    out += fmt::format(
+        ",\n{{\"ph\":\"M\",\"pid\":1,\"tid\":{},\"name\":\"thread_name\",\"args\":{{\"name\":"
+        "\"{}\"}}}},\n{{\"ph\":\"M\",\"pid\":1,\"tid\":{},\"name\":\"thread_sort_index\","
+        "\"args\":{{\"sort_index\":{}}}}}",
+        t + 1, name, t + 1, t);
+  }
+  static const char *const kShort[] = {"tensor", "vector", "scalar", "gpsimd", "sync"};
+  for (const auto &r : trace_) {
+    const char *op = isa::opcode_name(static_cast<isa::Opcode>(r.opcode));
+    out += fmt::format(
+        ",\n{{\"ph\":\"X\",\"pid\":1,\"tid\":{},\"name\":\"{}\",\"cat\":\"{}\",\"ts\":{:.6f},"
+        "\"dur\":{:.6f},\"args\":{{\"engine\":\"{}\",\"index\":{},\"wait_ns\":{:.3f},"
+        "\"bytes\":{},\"flops\":{}}}}}",
+        r.track + 1, op, r.track < TRN_ENGINE_COUNT ? "instruction" : "dma",
+        static_cast<double>(r.start_ps) * 1e-6, static_cast<double>(r.end_ps - r.start_ps) * 1e-6,
+        r.engine < TRN_ENGINE_COUNT ? kShort[r.engine] : "?", r.index,
+        static_cast<double>(r.wait_ps) * 1e-3, r.bytes, r.flops);
+  }
+  trn_profile_summary_t s = TRN_PROFILE_SUMMARY_INIT;
+  summary_locked(&s);
+  out += fmt::format(
+      "\n],\n\"otherData\":{{\"kernel\":\"{}\",\"total_ns\":{},\"mfu_percent\":{:.3f},"
+      "\"dma_utilization_percent\":{:.3f},\"tensor_active_percent\":{:.3f},"
+      "\"vector_active_percent\":{:.3f},\"scalar_active_percent\":{:.3f},"
+      "\"gpsimd_active_percent\":{:.3f},\"sync_active_percent\":{:.3f},\"records\":{},"
+      "\"records_dropped\":{}}}}}\n",
+      json_escape(kernel_), s.total_ns, s.mfu_percent, s.dma_utilization_percent,
+      s.engine_active_percent[0], s.engine_active_percent[1], s.engine_active_percent[2],
+      s.engine_active_percent[3], s.engine_active_percent[4], trace_.size(),
+      result_.trace_count > trace_.size() ? result_.trace_count - trace_.size() : 0);
+  const bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
+  if (std::fclose(f) != 0 || !ok)
+    return fail(TRN_ERROR_INVALID_ARGUMENT, fmt::format("writing the trace to {} failed", path));
+  return TRN_SUCCESS;
+}
+
+}  // namespace trn::rt
