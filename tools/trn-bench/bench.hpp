@@ -37,5 +37,6 @@ int bench_alloc(int argc, char **argv);
 int bench_sem(int argc, char **argv);
 int bench_submit(int argc, char **argv);
 int bench_copy(int argc, char **argv);
+int bench_matmul(int argc, char **argv);
 
 }  // namespace trn::bench

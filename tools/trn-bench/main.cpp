@@ -20,6 +20,8 @@ constexpr Entry kBenches[] = {
     {"submit", trn::bench::bench_submit,
      "empty command submit->completion vs raw ping-pong; commands/s in batches"},
     {"copy", trn::bench::bench_copy, "h2d, d2h, d2d copy bandwidth vs memcpy (1 and all threads)"},
+    {"matmul", trn::bench::bench_matmul,
+     "simulating a tiled 2048^3 matmul kernel vs the bare GEMM (oneDNN bf16, OpenBLAS fp32)"},
 };
 
 void usage() {

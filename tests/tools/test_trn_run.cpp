@@ -1,0 +1,527 @@
+// trn-run: kernels (assembled by trn-as at build time, data/*.s) launched on a private simulated
+// device with .npy inputs; outputs, comparisons, errors and exit codes, the trace and the JSON
+// report. And the .npy reader/writer on its own: round trips and malformed files.
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/sim_env.hpp"
+#include "support/subprocess.hpp"
+#include "trn-run/npy.hpp"
+
+using nlohmann::json;
+using trn::test::run_command;
+using trn::test::SimEnv;
+namespace npy = trn::tools::npy;
+
+namespace {
+
+constexpr int kTimeoutMs = 60000;
+
+// A temporary directory, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/trn-run-test-XXXXXX";
+    REQUIRE(mkdtemp(pattern) != nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  std::string operator/(const std::string &name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::string kernel(const std::string &name) {
+  return std::string(TRN_RUN_KERNELS) + "/" + name + ".trnk";
+}
+
+template <typename T>
+std::span<const std::byte> bytes_of(const std::vector<T> &v) {
+  return std::as_bytes(std::span<const T>(v));
+}
+
+template <typename T>
+void save(const std::string &path, const std::string &descr, const std::vector<uint64_t> &shape,
+          const std::vector<T> &values) {
+  REQUIRE_FALSE(npy::write_file(path, descr, shape, bytes_of(values)));
+}
+
+void save_bytes(const std::string &path, const std::vector<std::byte> &bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char *>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(f.good());
+}
+
+template <typename T>
+std::vector<T> load(const std::string &path, const std::string &descr,
+                    const std::vector<uint64_t> &shape) {
+  npy::Array a;
+  const auto err = npy::read_file(path, a);
+  INFO(err.value_or(""));
+  REQUIRE_FALSE(err);
+  REQUIRE(a.descr == descr);
+  REQUIRE(a.shape == shape);
+  std::vector<T> values(a.data.size() / sizeof(T));
+  std::memcpy(values.data(), a.data.data(), values.size() * sizeof(T));
+  return values;
+}
+
+struct Result {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result trn_run(std::vector<std::string> args) {
+  args.insert(args.begin(), TRN_RUN_PATH);
+  int status = 0;
+  Result r;
+  r.output = run_command(args, kTimeoutMs, &status);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+json parse_json(const std::string &output) {
+  const size_t start = output.find('{');
+  REQUIRE(start != std::string::npos);
+  return json::parse(output.substr(start));
+}
+
+const std::vector<uint64_t> kShape = {128, 64};
+
+// a, b and a + b for the vector_add kernel (exact in f32).
+struct VectorAddFiles {
+  std::string a, b, want;
+  std::vector<float> sum;
+  explicit VectorAddFiles(const TempDir &dir) : a(dir / "a.npy"), b(dir / "b.npy") {
+    want = dir / "want.npy";
+    std::vector<float> va(128 * 64), vb(va.size());
+    for (size_t i = 0; i < va.size(); ++i) {
+      va[i] = static_cast<float>(i % 97) * 0.5f - 10.0f;
+      vb[i] = static_cast<float>(i % 13) * 0.25f;
+      sum.push_back(va[i] + vb[i]);
+    }
+    save(a, "<f4", kShape, va);
+    save(b, "<f4", kShape, vb);
+    save(want, "<f4", kShape, sum);
+  }
+};
+
+// A valid .npy file to break.
+std::vector<std::byte> valid_file() {
+  const std::vector<float> values = {1, 2, 3, 4, 5, 6};
+  return npy::serialize("<f4", {2, 3}, bytes_of(values));
+}
+
+// A .npy file with the given header text (version 1.0, no padding rules).
+std::vector<std::byte> with_header(const std::string &header, size_t data_bytes = 0) {
+  std::vector<std::byte> out;
+  for (char c : std::string("\x93NUMPY\x01\x00", 8)) out.push_back(static_cast<std::byte>(c));
+  out.push_back(static_cast<std::byte>(header.size() & 0xff));
+  out.push_back(static_cast<std::byte>(header.size() >> 8));
+  for (char c : header) out.push_back(static_cast<std::byte>(c));
+  out.resize(out.size() + data_bytes);
+  return out;
+}
+
+std::string parse_error(const std::vector<std::byte> &bytes) {
+  npy::Array a;
+  auto err = npy::parse(bytes, a);
+  return err.value_or("");
+}
+
+}  // namespace
+
+TEST_CASE("trn-run: vector add with --in/--out/--expect passes") {
+  SimEnv env;
+  TempDir dir;
+  VectorAddFiles files(dir);
+  const std::string out = dir / "out.npy";
+  const Result r = trn_run({kernel("vector_add"), "--in", "a=" + files.a, "--in", "b=" + files.b,
+                            "--out", "out=" + out, "--expect", "out=" + files.want});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("kernel vector_add on device 0 core 0"));
+  CHECK_THAT(r.output, Catch::Contains("simulated time"));
+  CHECK_THAT(r.output, Catch::Contains("| vector"));
+  CHECK_THAT(r.output, Catch::Contains("MFU"));
+  CHECK_THAT(r.output, Catch::Contains("expect out: ok, 8192 elements"));
+  CHECK(load<float>(out, "<f4", kShape) == files.sum);
+
+  // --out-dir writes every output as NAME.npy.
+  const Result all = trn_run({kernel("vector_add"), "--in", "a=" + files.a, "--in", "b=" + files.b,
+                              "--out-dir", dir / ""});
+  INFO(all.output);
+  REQUIRE(all.code == 0);
+  CHECK(load<float>(dir / "out.npy", "<f4", kShape) == files.sum);
+}
+
+TEST_CASE("trn-run: a wrong expected file fails with exit 1 and prints the mismatch") {
+  SimEnv env;
+  TempDir dir;
+  VectorAddFiles files(dir);
+  std::vector<float> wrong = files.sum;
+  wrong[3 * 64 + 5] += 1.0f;
+  wrong[100 * 64 + 1] = std::nanf("");
+  save(dir / "wrong.npy", "<f4", kShape, wrong);
+  const Result r = trn_run({kernel("vector_add"), "--in", "a=" + files.a, "--in", "b=" + files.b,
+                            "--expect", "out=" + (dir / "wrong.npy")});
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains("expect out: MISMATCH in 2 of 8192 elements"));
+  CHECK_THAT(r.output, Catch::Contains("out[3, 5]: got"));
+  CHECK_THAT(r.output, Catch::Contains("out[100, 1]: got"));
+  CHECK_THAT(r.output, Catch::Contains("max abs error 1"));
+
+  // A tolerance that covers the difference passes (NaN still needs NaN).
+  wrong[100 * 64 + 1] = files.sum[100 * 64 + 1];
+  save(dir / "close.npy", "<f4", kShape, wrong);
+  const Result close =
+      trn_run({kernel("vector_add"), "--in", "a=" + files.a, "--in", "b=" + files.b, "--expect",
+               "out=" + (dir / "close.npy"), "--atol", "1.5"});
+  INFO(close.output);
+  CHECK(close.code == 0);
+
+  // Expected values may come in another numeric dtype (float64 here).
+  std::vector<double> as_double(files.sum.begin(), files.sum.end());
+  save(dir / "want64.npy", "<f8", kShape, as_double);
+  const Result f64 = trn_run({kernel("vector_add"), "--in", "a=" + files.a, "--in", "b=" + files.b,
+                              "--expect", "out=" + (dir / "want64.npy")});
+  INFO(f64.output);
+  CHECK(f64.code == 0);
+}
+
+TEST_CASE("trn-run: errors exit 2 with a clear message") {
+  SimEnv env;
+  TempDir dir;
+  VectorAddFiles files(dir);
+  const std::string k = kernel("vector_add");
+  Result r;
+  std::vector<std::string> expected;
+  SECTION("missing input") {
+    r = trn_run({k, "--in", "a=" + files.a});
+    expected = {"argument b (in f32[128,64]) needs an input: --in b=FILE.npy"};
+  }
+  SECTION("wrong dtype") {
+    save(dir / "half.npy", "<f2", kShape, std::vector<uint16_t>(128 * 64));
+    r = trn_run({k, "--in", "a=" + files.a, "--in", "b=" + (dir / "half.npy")});
+    expected = {"--in b:", "'<f2' (128, 64)", "b (in f32[128,64])", "'float32'",
+                "the dtype differs"};
+  }
+  SECTION("wrong shape") {
+    save(dir / "small.npy", "<f4", {64, 128}, std::vector<float>(128 * 64));
+    r = trn_run({k, "--in", "a=" + (dir / "small.npy"), "--in", "b=" + files.b});
+    expected = {"--in a:", "'<f4' (64, 128)", "shape (128, 64)", "the shape differs"};
+  }
+  SECTION("malformed .npy") {
+    std::vector<std::byte> bytes = valid_file();
+    bytes.resize(bytes.size() - 3);
+    save_bytes(dir / "bad.npy", bytes);
+    r = trn_run({k, "--in", "a=" + files.a, "--in", "b=" + (dir / "bad.npy")});
+    expected = {"--in b: cannot read", "bad.npy", "truncated"};
+  }
+  SECTION("missing .npy file") {
+    r = trn_run({k, "--in", "a=" + files.a, "--in", "b=" + (dir / "nope.npy")});
+    expected = {"--in b: cannot read", "No such file or directory"};
+  }
+  SECTION("missing kernel file") {
+    r = trn_run({dir / "missing.trnk", "--in", "a=" + files.a});
+    expected = {"cannot read kernel file", "missing.trnk", "no such file"};
+  }
+  SECTION("not a kernel") {
+    r = trn_run({files.a, "--in", "a=" + files.a, "--in", "b=" + files.b});
+    expected = {"loading kernel", "TRN_ERROR_INVALID_KERNEL"};
+  }
+  SECTION("unknown argument") {
+    r = trn_run({k, "--in", "a=" + files.a, "--in", "b=" + files.b, "--in", "c=" + files.b});
+    expected = {"--in c: kernel 'vector_add' has no argument 'c'",
+                "a (in f32[128,64]), b (in f32[128,64]), out (out f32[128,64])"};
+  }
+  SECTION("--out for an input") {
+    r = trn_run({k, "--in", "a=" + files.a, "--in", "b=" + files.b, "--out", "a=" + files.b});
+    expected = {"--out a:", "is an input"};
+  }
+  SECTION("bad binding syntax") {
+    r = trn_run({k, "--in", files.a});
+    expected = {"expected NAME=FILE.npy"};
+  }
+  SECTION("no such core") {
+    r = trn_run({k, "--in", "a=" + files.a, "--in", "b=" + files.b, "--core", "99"});
+    expected = {"core 99 of the device is not visible"};
+  }
+  INFO(r.output);
+  CHECK(r.code == 2);
+  for (const std::string &part : expected) CHECK_THAT(r.output, Catch::Contains(part));
+}
+
+TEST_CASE("trn-run: --profile writes a Chrome trace") {
+  SimEnv env;
+  TempDir dir;
+  VectorAddFiles files(dir);
+  const std::string trace = dir / "trace.json";
+  const Result r = trn_run(
+      {kernel("vector_add"), "--in", "a=" + files.a, "--in", "b=" + files.b, "--profile", trace});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("trace written to " + trace));
+  std::ifstream in(trace);
+  REQUIRE(in.good());
+  const json doc = json::parse(in);
+  REQUIRE(doc.at("traceEvents").is_array());
+  CHECK(!doc.at("traceEvents").empty());
+}
+
+TEST_CASE("trn-run: --json prints one object that parses") {
+  SimEnv env;
+  TempDir dir;
+  VectorAddFiles files(dir);
+  const Result r =
+      trn_run({kernel("vector_add"), "--in", "a=" + files.a, "--in", "b=" + files.b, "--expect",
+               "out=" + files.want, "--out", "out=" + (dir / "o.npy"), "--json", "--repeat", "2"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const json doc = parse_json(r.output);
+  CHECK(doc.at("schema_version") == 1);
+  CHECK(doc.at("kernel").at("name") == "vector_add");
+  CHECK(doc.at("kernel").at("args").size() == 3);
+  CHECK(doc.at("kernel").at("args").at(2).at("direction") == "out");
+  CHECK(doc.at("launches") == 2);
+  CHECK(doc.at("simulated_ns").get<uint64_t>() > 0);
+  REQUIRE(doc.at("engines").size() == 5);
+  CHECK(doc.at("engines").at(1).at("engine") == "vector");
+  CHECK(doc.at("engines").at(1).at("instructions").get<uint64_t>() >= 1);
+  CHECK(doc.at("dma").at("bytes").get<uint64_t>() >= 3 * 128 * 64 * 4);
+  CHECK(doc.at("mfu_percent").is_number());
+  REQUIRE(doc.at("expect").size() == 1);
+  CHECK(doc.at("expect").at(0).at("ok") == true);
+  CHECK(doc.at("expect").at(0).at("mismatches") == 0);
+  CHECK(doc.at("outputs").at(0).at("path") == dir / "o.npy");
+  CHECK(doc.at("trace").is_null());
+  CHECK(doc.at("error").is_null());
+  CHECK(doc.at("exit_code") == 0);
+
+  // Errors are a JSON object too, with the exit code.
+  const Result bad = trn_run({kernel("vector_add"), "--in", "a=" + files.a, "--json"});
+  INFO(bad.output);
+  CHECK(bad.code == 2);
+  const json err = parse_json(bad.output.substr(bad.output.find("\n{") + 1));
+  CHECK(err.at("exit_code") == 2);
+  CHECK_THAT(err.at("error").get<std::string>(), Catch::Contains("needs an input"));
+}
+
+TEST_CASE("trn-run: bf16 arguments take uint16 bit patterns or a bfloat16 descr") {
+  SimEnv env;
+  TempDir dir;
+  std::vector<uint16_t> bits(32);
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<uint16_t>(0x3f80 + i * 3);
+  save(dir / "x.npy", "<u2", {4, 8}, bits);
+  Result r = trn_run({kernel("copy_bf16"), "--in", "x=" + (dir / "x.npy"), "--out",
+                      "y=" + (dir / "y.npy"), "--expect", "y=" + (dir / "x.npy")});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("bfloat16 bit patterns"));
+  CHECK(load<uint16_t>(dir / "y.npy", "<u2", {4, 8}) == bits);
+
+  save(dir / "xb.npy", "bfloat16", {4, 8}, bits);  // as an ml_dtypes-aware writer may name it
+  r = trn_run(
+      {kernel("copy_bf16"), "--in", "x=" + (dir / "xb.npy"), "--expect", "y=" + (dir / "xb.npy")});
+  INFO(r.output);
+  CHECK(r.code == 0);
+
+  // float32 expected values compare by value: bf16 0x3f80 is 1.0.
+  std::vector<float> values(32);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint32_t f = static_cast<uint32_t>(bits[i]) << 16;
+    std::memcpy(&values[i], &f, sizeof f);
+  }
+  save(dir / "values.npy", "<f4", {4, 8}, values);
+  r = trn_run({kernel("copy_bf16"), "--in", "x=" + (dir / "x.npy"), "--expect",
+               "y=" + (dir / "values.npy")});
+  INFO(r.output);
+  CHECK(r.code == 0);
+
+  save(dir / "i16.npy", "<i2", {4, 8}, bits);  // int16 is not a bf16 bit pattern
+  r = trn_run({kernel("copy_bf16"), "--in", "x=" + (dir / "i16.npy")});
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("or '<u2' bit patterns"));
+}
+
+TEST_CASE("trn-run: a kernel fault prints the fault record and exits 3") {
+  SimEnv env;
+  TempDir dir;
+  for (const char *mode : {"text", "json"}) {
+    std::vector<std::string> args = {kernel("stuck"), "--timeout", "30"};
+    if (std::string(mode) == "json") args.push_back("--json");
+    const Result r = trn_run(args);
+    INFO(r.output);
+    CHECK(r.code == 3);
+    CHECK_THAT(r.output, Catch::Contains("kernel fault"));
+    CHECK_THAT(r.output, Catch::Contains("'stuck'"));
+    if (std::string(mode) == "json") {
+      const json doc = parse_json(r.output.substr(r.output.find("\n{") + 1));
+      CHECK(doc.at("exit_code") == 3);
+      CHECK(doc.at("fault").at("kernel") == "stuck");
+    }
+  }
+}
+
+TEST_CASE("trn-run: npy round trip", "[npy]") {
+  TempDir dir;
+  const std::vector<float> f = {1.5f, -2.0f, 3.25f, 0.0f, 1e30f, -0.0f};
+  save(dir / "f.npy", "<f4", {2, 3}, f);
+  CHECK(load<float>(dir / "f.npy", "<f4", {2, 3}) == f);
+
+  const std::vector<int8_t> i8 = {-128, -1, 0, 1, 127};
+  save(dir / "i8.npy", "|i1", {5}, i8);
+  CHECK(load<int8_t>(dir / "i8.npy", "|i1", {5}) == i8);
+
+  save(dir / "scalar.npy", "<i4", {}, std::vector<int32_t>{42});
+  CHECK(load<int32_t>(dir / "scalar.npy", "<i4", {}) == std::vector<int32_t>{42});
+
+  save(dir / "empty.npy", "<f2", {3, 0, 2}, std::vector<uint16_t>{});
+  CHECK(load<uint16_t>(dir / "empty.npy", "<f2", {3, 0, 2}).empty());
+
+  // The header is what numpy writes: a 64-byte aligned dict ending in a newline.
+  const auto bytes = valid_file();
+  const std::string text(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  CHECK(text.substr(0, 8) == std::string("\x93NUMPY\x01\x00", 8));
+  CHECK(text.find("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }") == 10);
+  CHECK((bytes.size() - 24) % 64 == 0);
+  CHECK(text[bytes.size() - 25] == '\n');
+
+  // Version 2.0 and 3.0 headers, and the variations numpy and Python accept.
+  for (const char *version : {"\x02", "\x03"}) {
+    std::string header = "{\"descr\": \"<u2\", \"shape\": (2,), \"fortran_order\": False}\n";
+    std::vector<std::byte> v;
+    for (char c : std::string("\x93NUMPY", 6) + version + std::string(1, '\0'))
+      v.push_back(static_cast<std::byte>(c));
+    for (int i = 0; i < 4; ++i) v.push_back(static_cast<std::byte>(i == 0 ? header.size() : 0));
+    for (char c : header) v.push_back(static_cast<std::byte>(c));
+    for (int i = 0; i < 4; ++i) v.push_back(static_cast<std::byte>(i + 1));
+    npy::Array a;
+    const auto err = npy::parse(v, a);
+    INFO(err.value_or(""));
+    REQUIRE_FALSE(err);
+    CHECK(a.shape == std::vector<uint64_t>{2});
+    CHECK(a.dtype.kind == 'u');
+    CHECK(a.data.size() == 4);
+  }
+  npy::Array named;
+  REQUIRE_FALSE(npy::parse(
+      with_header("{'descr': 'float8_e4m3fn', 'fortran_order': False, 'shape': (3L,), }", 3),
+      named));
+  CHECK(named.dtype.kind == 'n');
+  CHECK(named.dtype.name == "float8_e4m3fn");
+}
+
+TEST_CASE("trn-run: npy malformed headers are rejected", "[npy]") {
+  const auto valid = valid_file();
+  SECTION("truncated at every length") {
+    for (size_t n = 0; n < valid.size(); ++n) {
+      const std::vector<std::byte> cut(valid.begin(), valid.begin() + static_cast<ptrdiff_t>(n));
+      CHECK_FALSE(parse_error(cut).empty());
+    }
+    std::vector<std::byte> cut(valid.begin(), valid.end() - 1);
+    CHECK_THAT(parse_error(cut), Catch::Contains("truncated"));
+  }
+  SECTION("bad magic") {
+    auto bad = valid;
+    bad[1] = std::byte{'X'};
+    CHECK_THAT(parse_error(bad), Catch::Contains("bad magic"));
+    CHECK_THAT(parse_error({}), Catch::Contains("bad magic"));
+  }
+  SECTION("bad version") {
+    auto bad = valid;
+    bad[6] = std::byte{9};
+    CHECK_THAT(parse_error(bad), Catch::Contains("unsupported .npy format version 9.0"));
+  }
+  SECTION("header length past the end") {
+    auto bad = valid;
+    bad[8] = std::byte{0xff};
+    bad[9] = std::byte{0x7f};
+    CHECK_THAT(parse_error(bad), Catch::Contains("truncated"));
+  }
+  SECTION("bad dict") {
+    for (const char *header :
+         {"",
+          "{",
+          "}",
+          "[1, 2]",
+          "{'descr': '<f4', 'fortran_order': False, 'shape': (2,3)",
+          "{'descr': '<f4' 'fortran_order': False}",
+          "{descr: '<f4'}",
+          "{'descr': '<f4, 'fortran_order': False, 'shape': (1,)}",
+          "{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} extra",
+          "{'descr': '<f4', 'fortran_order': Maybe, 'shape': (1,)}",
+          "{'descr': '<f4', 'fortran_order': False}",
+          "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}",
+          "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,)}",
+          "{'descr': 4, 'fortran_order': False, 'shape': (1,)}",
+          "{'descr': '<f4', 'fortran_order': 0, 'shape': (1,)}",
+          "{'descr': '<f4', 'fortran_order': False, 'shape': 1}",
+          "{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}",
+          "{'descr': '<f4', 'fortran_order': False, 'shape': ('a',)}",
+          "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999,)}",
+          "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296)}",
+          "{'descr': '<f4', 'fortran_order': False, 'shape': (1,,)}"}) {
+      INFO(header);
+      CHECK_FALSE(parse_error(with_header(header, 4)).empty());
+    }
+    CHECK_THAT(parse_error(with_header(std::string(10000, '(') + "1", 0)),
+               Catch::Contains("nesting too deep"));
+    CHECK_THAT(parse_error(with_header("{'descr': [('a', '<f4')], 'fortran_order': False, "
+                                       "'shape': (1,)}",
+                                       4)),
+               Catch::Contains("structured dtypes"));
+  }
+  SECTION("unsupported layouts and dtypes") {
+    CHECK_THAT(
+        parse_error(with_header("{'descr': '<f4', 'fortran_order': True, 'shape': (1,)}", 4)),
+        Catch::Contains("fortran_order True is not supported"));
+    CHECK_THAT(
+        parse_error(with_header("{'descr': '>f4', 'fortran_order': False, 'shape': (1,)}", 4)),
+        Catch::Contains("big-endian"));
+    CHECK_THAT(
+        parse_error(with_header("{'descr': '|O', 'fortran_order': False, 'shape': (1,)}", 8)),
+        Catch::Contains("unsupported dtype descr '|O'"));
+    CHECK_THAT(
+        parse_error(with_header("{'descr': '<c8', 'fortran_order': False, 'shape': (1,)}", 8)),
+        Catch::Contains("unsupported dtype"));
+    // A big-endian single byte has no byte order: accepted.
+    CHECK(parse_error(with_header("{'descr': '>u1', 'fortran_order': False, 'shape': (1,)}", 1))
+              .empty());
+  }
+  SECTION("data size must match the shape") {
+    CHECK_THAT(
+        parse_error(with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", 7)),
+        Catch::Contains("needs 8 data bytes, the file has 7"));
+    CHECK_THAT(
+        parse_error(with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", 9)),
+        Catch::Contains("1 bytes after the array data"));
+  }
+  SECTION("random corruption never crashes") {
+    std::mt19937 rng(1234);
+    for (int i = 0; i < 3000; ++i) {
+      auto bytes = valid;
+      const int flips = 1 + static_cast<int>(rng() % 4);
+      for (int f = 0; f < flips; ++f)
+        bytes[rng() % bytes.size()] = static_cast<std::byte>(rng() & 0xff);
+      npy::Array a;
+      if (!npy::parse(bytes, a)) CHECK(a.data.size() == a.elements() * a.dtype.itemsize);
+    }
+  }
+}

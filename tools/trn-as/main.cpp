@@ -1,0 +1,109 @@
+// trn-as: assemble a text kernel (docs/assembly.md) into a kernel binary, validating it against
+// a target NeuronCore generation first.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+
+#include "isa/assembler.hpp"
+#include "isa/container.hpp"
+#include "isa/validate.hpp"
+
+using namespace trn::isa;
+
+namespace {
+
+bool read_file(const std::string &path, std::string &out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  out = ss.str();
+  return !f.bad();
+}
+
+std::string default_output(const std::string &input) {
+  size_t slash = input.rfind('/');
+  size_t dot = input.rfind('.');
+  if (dot != std::string::npos && (slash == std::string::npos || dot > slash))
+    return input.substr(0, dot) + ".trnk";
+  return input + ".trnk";
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{"trn-as: assemble a kernel (docs/assembly.md) into a kernel binary (.trnk)"};
+  std::string input, output, target_name = "trn2";
+  app.add_option("input", input, "assembly source")->required();
+  app.add_option("-o,--output", output, "output binary (default: the input with .trnk)");
+  app.add_option("--target", target_name, "NeuronCore generation to validate for")
+      ->check(CLI::IsMember({"trn1", "trn2", "trn3"}));
+  CLI11_PARSE(app, argc, argv);
+
+  Target target;  // trn2: NeuronCore-v3
+  if (target_name == "trn1") {
+    target.core_version = 2;
+    target.sbuf_bytes_per_partition = 192 * 1024;
+  } else if (target_name == "trn3") {
+    target.core_version = 4;
+    target.sbuf_bytes_per_partition = 256 * 1024;
+  }
+
+  std::string text;
+  if (!read_file(input, text)) {
+    std::fprintf(stderr, "trn-as: cannot read %s\n", input.c_str());
+    return 1;
+  }
+  AsmLineMap lines;
+  auto result = assemble(text, input, &lines);
+  if (auto *err = std::get_if<AsmError>(&result)) {
+    std::fprintf(stderr, "%s\n", err->to_string().c_str());
+    return 1;
+  }
+  const Program &program = std::get<Program>(result);
+
+  // Every instruction that breaks a rule, against its source line; then whole-program rules.
+  int errors = 0;
+  for (uint32_t e = 0; e < kEngineCount; ++e) {
+    const auto &stream = program.streams[e];
+    for (size_t i = 0; i < stream.size(); ++i) {
+      auto why = check_instruction(stream[i], target, &program);
+      if (!why) continue;
+      uint32_t line = i < lines[e].size() ? lines[e][i] : 0;
+      std::fprintf(stderr, "%s:%u: error: %s: %s\n", input.c_str(), line,
+                   instruction_label(static_cast<Engine>(e), i, stream[i].opcode).c_str(),
+                   why->c_str());
+      if (++errors >= 50) break;
+    }
+  }
+  if (errors == 0) {
+    if (auto why = validate_program(program, target)) {
+      std::fprintf(stderr, "%s: error: %s\n", input.c_str(), why->c_str());
+      errors = 1;
+    }
+  }
+  if (errors) return 1;
+
+  std::vector<std::byte> bytes = write_kernel(program);
+  Program check;
+  if (auto why = read_kernel(bytes, check)) {
+    std::fprintf(stderr, "%s: error: the kernel cannot be encoded: %s\n", input.c_str(),
+                 why->c_str());
+    return 1;
+  }
+  if (output.empty()) output = default_output(input);
+  std::ofstream out(output, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char *>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "trn-as: cannot write %s\n", output.c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,812 @@
+// trn-run: run a kernel binary on a NeuronCore with inputs from numpy .npy files, write its
+// outputs as .npy files, compare them with expected arrays and report what the launch did
+// (simulated time, per-engine activity, MFU, DMA). A kernel test harness in any language can
+// drive it: write .npy files, run trn-run, read the exit code (docs/trn-run.md).
+//
+// Exit codes: 0 success, 1 an --expect comparison failed, 2 an error (usage, files, any trn
+// error), 3 the kernel faulted on the device.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tool_common/table.hpp"
+#include "trn-run/npy.hpp"
+#include "trn/trn.h"
+
+namespace {
+
+using json = nlohmann::ordered_json;  // keys in the order written
+namespace npy = trn::tools::npy;
+
+constexpr int kExitOk = 0;
+constexpr int kExitMismatch = 1;
+constexpr int kExitError = 2;
+constexpr int kExitFault = 3;
+constexpr int kSchemaVersion = 1;
+constexpr size_t kMismatchesShown = 5;
+
+// Every failure of the run: the message and the exit code it leads to.
+struct RunError {
+  int code;
+  std::string message;
+  json fault;  // the fault record for kExitFault, else null
+};
+
+std::string format(const char *pattern, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char *pattern, ...) {
+  char buffer[1024];
+  va_list args;
+  va_start(args, pattern);
+  std::vsnprintf(buffer, sizeof buffer, pattern, args);
+  va_end(args);
+  return buffer;
+}
+
+[[noreturn]] void fail(const std::string &message) {
+  throw RunError{kExitError, message, nullptr};
+}
+
+void check(trn_result_t result, const std::string &what) {
+  if (result != TRN_SUCCESS) fail(what + ": " + trn_result_name(result) + ": " + trn_last_error());
+}
+
+// ------------------------------------------------------------------------------------------------
+// Dtypes: the kernel's, numpy's, and values as doubles for comparisons.
+
+struct DTypeInfo {
+  trn_dtype_t dtype;
+  const char *name;        // as in the assembly language
+  const char *numpy_name;  // numpy / ml_dtypes name
+  size_t size;
+  const char *out_descr;  // what outputs are written as
+};
+
+constexpr DTypeInfo kDTypes[] = {
+    {TRN_DTYPE_F32, "f32", "float32", 4, "<f4"},
+    {TRN_DTYPE_BF16, "bf16", "bfloat16", 2, "<u2"},
+    {TRN_DTYPE_F16, "f16", "float16", 2, "<f2"},
+    {TRN_DTYPE_FP8_E4M3, "fp8e4m3", "float8_e4m3fn", 1, "|u1"},
+    {TRN_DTYPE_FP8_E5M2, "fp8e5m2", "float8_e5m2", 1, "|u1"},
+    {TRN_DTYPE_I32, "i32", "int32", 4, "<i4"},
+    {TRN_DTYPE_I16, "i16", "int16", 2, "<i2"},
+    {TRN_DTYPE_I8, "i8", "int8", 1, "|i1"},
+    {TRN_DTYPE_U8, "u8", "uint8", 1, "|u1"},
+};
+
+const DTypeInfo &dtype_info(trn_dtype_t dtype) {
+  for (const DTypeInfo &info : kDTypes)
+    if (info.dtype == dtype) return info;
+  fail(format("the kernel has an argument of unknown dtype %d", static_cast<int>(dtype)));
+}
+
+// How the bytes of one element are read.
+enum class Elem {
+  kF16,
+  kF32,
+  kF64,
+  kBF16,
+  kE4M3,
+  kE5M2,
+  kI8,
+  kU8,
+  kI16,
+  kU16,
+  kI32,
+  kU32,
+  kI64,
+  kU64,
+  kBool
+};
+
+Elem elem_of(trn_dtype_t dtype) {
+  switch (dtype) {
+    case TRN_DTYPE_F32: return Elem::kF32;
+    case TRN_DTYPE_BF16: return Elem::kBF16;
+    case TRN_DTYPE_F16: return Elem::kF16;
+    case TRN_DTYPE_FP8_E4M3: return Elem::kE4M3;
+    case TRN_DTYPE_FP8_E5M2: return Elem::kE5M2;
+    case TRN_DTYPE_I32: return Elem::kI32;
+    case TRN_DTYPE_I16: return Elem::kI16;
+    case TRN_DTYPE_I8: return Elem::kI8;
+    default: return Elem::kU8;
+  }
+}
+
+bool is_raw_bits_dtype(trn_dtype_t dtype) {
+  return dtype == TRN_DTYPE_BF16 || dtype == TRN_DTYPE_FP8_E4M3 || dtype == TRN_DTYPE_FP8_E5M2;
+}
+
+// The element type of a file's descr, read as the argument's dtype where the file holds raw bit
+// patterns of it (uint16 / void2 for bf16, uint8 / void1 for fp8). nullopt: no element type
+// this tool can read.
+std::optional<Elem> file_elem(const npy::DType &t, trn_dtype_t arg) {
+  if (t.kind == 'n') {
+    if (t.name == "bfloat16") return Elem::kBF16;
+    if (t.name == "float8_e4m3fn") return Elem::kE4M3;
+    return Elem::kE5M2;
+  }
+  if (is_raw_bits_dtype(arg) && (t.kind == 'u' || t.kind == 'V') &&
+      t.itemsize == dtype_info(arg).size)
+    return elem_of(arg);
+  switch (t.kind) {
+    case 'f': return t.itemsize == 2 ? Elem::kF16 : t.itemsize == 4 ? Elem::kF32 : Elem::kF64;
+    case 'b': return Elem::kBool;
+    case 'i':
+      return t.itemsize == 1   ? Elem::kI8
+             : t.itemsize == 2 ? Elem::kI16
+             : t.itemsize == 4 ? Elem::kI32
+                               : Elem::kI64;
+    case 'u':
+      return t.itemsize == 1   ? Elem::kU8
+             : t.itemsize == 2 ? Elem::kU16
+             : t.itemsize == 4 ? Elem::kU32
+                               : Elem::kU64;
+    default: return std::nullopt;
+  }
+}
+
+template <typename T>
+T load(const std::byte *p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+double half_to_double(uint16_t bits) {
+  const int sign = bits >> 15, exponent = (bits >> 10) & 0x1f, mantissa = bits & 0x3ff;
+  double v;
+  if (exponent == 0)
+    v = std::ldexp(mantissa, -24);
+  else if (exponent == 31)
+    v = mantissa ? std::nan("") : INFINITY;
+  else
+    v = std::ldexp(mantissa | 0x400, exponent - 25);
+  return sign ? -v : v;
+}
+
+double e4m3_to_double(uint8_t bits) {  // OCP e4m3fn: no infinities, S.1111.111 is NaN
+  const int sign = bits >> 7, exponent = (bits >> 3) & 0xf, mantissa = bits & 7;
+  double v;
+  if (exponent == 15 && mantissa == 7)
+    v = std::nan("");
+  else if (exponent == 0)
+    v = std::ldexp(mantissa, -9);
+  else
+    v = std::ldexp(mantissa | 8, exponent - 10);
+  return sign ? -v : v;
+}
+
+double e5m2_to_double(uint8_t bits) {
+  const int sign = bits >> 7, exponent = (bits >> 2) & 0x1f, mantissa = bits & 3;
+  double v;
+  if (exponent == 31)
+    v = mantissa ? std::nan("") : INFINITY;
+  else if (exponent == 0)
+    v = std::ldexp(mantissa, -16);
+  else
+    v = std::ldexp(mantissa | 4, exponent - 17);
+  return sign ? -v : v;
+}
+
+size_t elem_size(Elem e) {
+  switch (e) {
+    case Elem::kE4M3:
+    case Elem::kE5M2:
+    case Elem::kI8:
+    case Elem::kU8:
+    case Elem::kBool: return 1;
+    case Elem::kF16:
+    case Elem::kBF16:
+    case Elem::kI16:
+    case Elem::kU16: return 2;
+    case Elem::kF32:
+    case Elem::kI32:
+    case Elem::kU32: return 4;
+    default: return 8;
+  }
+}
+
+double to_double(Elem e, const std::byte *p) {
+  switch (e) {
+    case Elem::kF16: return half_to_double(load<uint16_t>(p));
+    case Elem::kF32: return static_cast<double>(load<float>(p));
+    case Elem::kF64: return load<double>(p);
+    case Elem::kBF16:
+      return static_cast<double>(
+          std::bit_cast<float>(static_cast<uint32_t>(load<uint16_t>(p)) << 16));
+    case Elem::kE4M3: return e4m3_to_double(load<uint8_t>(p));
+    case Elem::kE5M2: return e5m2_to_double(load<uint8_t>(p));
+    case Elem::kI8: return load<int8_t>(p);
+    case Elem::kU8: return load<uint8_t>(p);
+    case Elem::kBool: return load<uint8_t>(p) ? 1.0 : 0.0;
+    case Elem::kI16: return load<int16_t>(p);
+    case Elem::kU16: return load<uint16_t>(p);
+    case Elem::kI32: return load<int32_t>(p);
+    case Elem::kU32: return load<uint32_t>(p);
+    case Elem::kI64: return static_cast<double>(load<int64_t>(p));
+    case Elem::kU64: return static_cast<double>(load<uint64_t>(p));
+  }
+  return 0;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Kernel arguments and the files bound to them.
+
+std::vector<uint64_t> arg_shape(const trn_kernel_arg_t &arg) {
+  return std::vector<uint64_t>(arg.shape, arg.shape + std::min(arg.rank, 8u));
+}
+
+const char *direction_name(trn_arg_direction_t d) {
+  return d == TRN_ARG_IN ? "in" : d == TRN_ARG_OUT ? "out" : "inout";
+}
+
+// "f32[128,512]"
+std::string describe_type(const trn_kernel_arg_t &arg) {
+  std::string s = std::string(dtype_info(arg.dtype).name) + "[";
+  for (uint32_t i = 0; i < arg.rank && i < TRN_KERNEL_MAX_RANK; ++i)
+    s += (i ? "," : "") + std::to_string(arg.shape[i]);
+  return s + "]";
+}
+
+// "a (in f32[128,512])"
+std::string describe_arg(const trn_kernel_arg_t &arg) {
+  return std::string(arg.name) + " (" + direction_name(arg.direction) + " " + describe_type(arg) +
+         ")";
+}
+
+std::string describe_file(const npy::Array &a) {
+  return "'" + a.descr + "' " + npy::format_shape(a.shape);
+}
+
+// NAME=FILE pairs of one option, checked against the kernel's arguments.
+std::map<std::string, std::string> parse_bindings(const std::vector<std::string> &values,
+                                                  const char *option) {
+  std::map<std::string, std::string> out;
+  for (const std::string &value : values) {
+    const size_t eq = value.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == value.size())
+      fail(format("%s '%s': expected NAME=FILE.npy", option, value.c_str()));
+    const std::string name = value.substr(0, eq);
+    if (!out.emplace(name, value.substr(eq + 1)).second)
+      fail(format("%s %s is given twice", option, name.c_str()));
+  }
+  return out;
+}
+
+npy::Array read_npy(const std::string &option, const std::string &name, const std::string &path) {
+  npy::Array array;
+  if (auto why = npy::read_file(path, array))
+    fail(option + " " + name + ": cannot read " + path + ": " + *why);
+  return array;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Comparison with an expected array.
+
+struct Mismatch {
+  uint64_t index;
+  double got, want;
+};
+
+struct Comparison {
+  std::string name, path;
+  uint64_t elements = 0, mismatches = 0;
+  double max_abs = 0, max_rel = 0;
+  std::vector<Mismatch> first;
+};
+
+Comparison compare(const std::string &name, const std::string &path, Elem got_elem,
+                   const std::vector<std::byte> &got, Elem want_elem, const npy::Array &want,
+                   double rtol, double atol) {
+  Comparison c{name, path, want.elements(), 0, 0, 0, {}};
+  const size_t gs = elem_size(got_elem), ws = elem_size(want_elem);
+  for (uint64_t i = 0; i < c.elements; ++i) {
+    const double g = to_double(got_elem, got.data() + i * gs);
+    const double w = to_double(want_elem, want.data.data() + i * ws);
+    bool ok;
+    if (std::isnan(g) || std::isnan(w)) {
+      ok = std::isnan(g) && std::isnan(w);
+    } else if (std::isinf(g) || std::isinf(w)) {
+      ok = g == w;
+    } else {
+      const double diff = std::fabs(g - w);
+      ok = diff <= atol + rtol * std::fabs(w);
+      c.max_abs = std::max(c.max_abs, diff);
+      if (diff > 0) c.max_rel = std::max(c.max_rel, w != 0 ? diff / std::fabs(w) : INFINITY);
+    }
+    if (!ok) {
+      if (c.first.size() < kMismatchesShown) c.first.push_back({i, g, w});
+      ++c.mismatches;
+    }
+  }
+  return c;
+}
+
+std::vector<uint64_t> unravel(uint64_t flat, const std::vector<uint64_t> &shape) {
+  std::vector<uint64_t> index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = shape[d] ? flat % shape[d] : 0;
+    flat = shape[d] ? flat / shape[d] : 0;
+  }
+  return index;
+}
+
+std::string format_index(const std::vector<uint64_t> &index) {
+  std::string s = "[";
+  for (size_t i = 0; i < index.size(); ++i) s += (i ? ", " : "") + std::to_string(index[i]);
+  return s + "]";
+}
+
+json number(double v) {  // JSON has no NaN or infinity: strings for those
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The run.
+
+struct Options {
+  std::string kernel_path;
+  uint32_t device = 0, core = 0;
+  std::vector<std::string> ins, outs, expects;
+  std::string out_dir, profile_path;
+  double rtol = 1e-5, atol = 1e-8;
+  bool json = false;
+  uint32_t repeat = 1;
+  double timeout_s = 600;
+};
+
+// Handles released in reverse order of creation, whatever way the run ends.
+struct Resources {
+  trn_kernel_t kernel = nullptr;
+  trn_pool_t pool = nullptr;
+  std::vector<trn_mem_t> mems;
+  trn_queue_t queue = nullptr;
+  trn_profile_t profile = nullptr;
+  ~Resources() {
+    trn_queue_destroy(queue);
+    for (trn_mem_t mem : mems) trn_mem_free(mem);
+    trn_pool_destroy(pool);
+    if (profile) trn_profile_destroy(profile);
+    trn_kernel_destroy(kernel);
+  }
+};
+
+trn_device_t pick_device(uint32_t index) {
+  uint32_t count = 0;
+  check(trn_device_get(&count, nullptr), "listing devices");
+  std::vector<trn_device_t> devices(count);
+  check(trn_device_get(&count, devices.data()), "listing devices");
+  devices.resize(count);
+  if (devices.empty()) {
+    std::string why;
+    uint32_t drivers = 0;
+    if (trn_driver_get(&drivers, nullptr) == TRN_SUCCESS) {
+      std::vector<trn_driver_t> handles(drivers);
+      trn_driver_get(&drivers, handles.data());
+      for (uint32_t i = 0; i < drivers && i < handles.size(); ++i) {
+        trn_driver_properties_t p = TRN_DRIVER_PROPERTIES_INIT;
+        if (trn_driver_get_properties(handles[i], &p) == TRN_SUCCESS)
+          why += std::string(why.empty() ? "" : "; ") + p.name + ": " + p.status_detail;
+      }
+    }
+    fail("no devices" + (why.empty() ? std::string() : ": " + why));
+  }
+  if (index >= devices.size())
+    fail(format("there is no device %u (devices: 0-%zu)", index, devices.size() - 1));
+  return devices[index];
+}
+
+trn_core_t pick_core(trn_device_t device, uint32_t index, trn_core_properties_t *properties) {
+  uint32_t count = 0;
+  check(trn_core_get(device, &count, nullptr), "listing cores");
+  std::vector<trn_core_t> cores(count);
+  check(trn_core_get(device, &count, cores.data()), "listing cores");
+  std::string visible;
+  for (uint32_t i = 0; i < count && i < cores.size(); ++i) {
+    trn_core_properties_t p = TRN_CORE_PROPERTIES_INIT;
+    check(trn_core_get_properties(cores[i], &p), "reading core properties");
+    if (p.index == index) {
+      *properties = p;
+      return cores[i];
+    }
+    visible += (visible.empty() ? "" : ",") + std::to_string(p.index);
+  }
+  fail(format("core %u of the device is not visible to this process (visible cores: %s)", index,
+              visible.empty() ? "none" : visible.c_str()));
+}
+
+json fault_json(const trn_queue_fault_t &f) {
+  return {{"result", trn_result_name(f.result)},
+          {"command", f.command},
+          {"sequence", f.sequence},
+          {"kernel", f.kernel},
+          {"engine", f.engine},
+          {"instruction", f.instruction},
+          {"source_line", f.source_line},
+          {"opcode", f.opcode},
+          {"reason", f.reason}};
+}
+
+// After a failed trn_queue_finish: the fault record as an error.
+[[noreturn]] void fail_queue(trn_queue_t queue, trn_result_t result, double timeout_s) {
+  if (result == TRN_TIMEOUT)
+    fail(format("the launch did not complete within %g s (--timeout)", timeout_s));
+  trn_queue_fault_t f = TRN_QUEUE_FAULT_INIT;
+  if (trn_queue_get_fault(queue, &f) != TRN_SUCCESS || f.result == TRN_SUCCESS)
+    check(result, "waiting for the launch");
+  const bool kernel_fault = (f.result >= 400 && f.result < 500) || f.kernel[0] != '\0';
+  std::string message =
+      format("%s: %s", kernel_fault ? "kernel fault" : "launch failed", trn_result_name(f.result));
+  if (f.kernel[0]) message += format(" in kernel '%s'", f.kernel);
+  if (f.engine[0]) message += format(", engine %s", f.engine);
+  if (f.engine[0] || f.opcode[0]) {
+    message += format(", instruction %u", f.instruction);
+    if (f.opcode[0]) message += format(" (%s)", f.opcode);
+  }
+  if (f.source_line) message += format(", source line %u", f.source_line);
+  message += std::string(": ") + f.reason;
+  throw RunError{kernel_fault ? kExitFault : kExitError, message, fault_json(f)};
+}
+
+struct Report {
+  json doc;
+  std::string text;
+  int code = kExitOk;
+};
+
+std::string us(uint64_t ns) {
+  return format("%.3f", static_cast<double>(ns) / 1000.0);
+}
+
+Report run(const Options &o) {
+  {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(o.kernel_path, ec))
+      fail("cannot read kernel file " + o.kernel_path + ": " +
+           (std::filesystem::exists(o.kernel_path, ec) ? "not a regular file" : "no such file"));
+  }
+  const auto in_files = parse_bindings(o.ins, "--in");
+  const auto out_files = parse_bindings(o.outs, "--out");
+  const auto expect_files = parse_bindings(o.expects, "--expect");
+
+  Resources r;
+  trn_device_t device = pick_device(o.device);
+  trn_core_properties_t core_properties = TRN_CORE_PROPERTIES_INIT;
+  trn_core_t core = pick_core(device, o.core, &core_properties);
+
+  check(trn_kernel_load_file(device, o.kernel_path.c_str(), &r.kernel),
+        "loading kernel " + o.kernel_path);
+  trn_kernel_properties_t kp = TRN_KERNEL_PROPERTIES_INIT;
+  check(trn_kernel_get_properties(r.kernel, &kp), "reading the kernel's properties");
+  uint32_t arg_count = 0;
+  check(trn_kernel_get_args(r.kernel, &arg_count, nullptr), "listing the kernel's arguments");
+  std::vector<trn_kernel_arg_t> args(arg_count, TRN_KERNEL_ARG_INIT);
+  check(trn_kernel_get_args(r.kernel, &arg_count, args.data()), "listing the kernel's arguments");
+  args.resize(std::min<size_t>(arg_count, args.size()));
+
+  // Every name given must be an argument of the right direction.
+  auto find_arg = [&](const std::string &name, const char *option) -> const trn_kernel_arg_t & {
+    for (const auto &arg : args)
+      if (name == arg.name) return arg;
+    std::string list;
+    for (const auto &arg : args) list += (list.empty() ? "" : ", ") + describe_arg(arg);
+    fail(format("%s %s: kernel '%s' has no argument '%s'; its arguments: %s", option, name.c_str(),
+                kp.name, name.c_str(), list.empty() ? "none" : list.c_str()));
+  };
+  for (const auto &[name, path] : in_files)
+    if (find_arg(name, "--in").direction == TRN_ARG_OUT)
+      fail("--in " + name + ": argument " + describe_arg(find_arg(name, "--in")) +
+           " is an output; --in is for in and inout arguments");
+  for (const auto *files : {&out_files, &expect_files}) {
+    const char *option = files == &out_files ? "--out" : "--expect";
+    for (const auto &[name, path] : *files)
+      if (find_arg(name, option).direction == TRN_ARG_IN)
+        fail(std::string(option) + " " + name + ": argument " +
+             describe_arg(find_arg(name, option)) +
+             " is an input; only out and inout arguments are written by the kernel");
+  }
+
+  // Inputs: present, with the argument's dtype and shape.
+  std::vector<npy::Array> inputs(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const trn_kernel_arg_t &arg = args[i];
+    if (arg.direction == TRN_ARG_OUT) continue;
+    auto it = in_files.find(arg.name);
+    if (it == in_files.end())
+      fail(format("argument %s needs an input: --in %s=FILE.npy", describe_arg(arg).c_str(),
+                  arg.name));
+    npy::Array a = read_npy("--in", arg.name, it->second);
+    const auto elem = file_elem(a.dtype, arg.dtype);
+    const bool same_type =
+        elem && *elem == elem_of(arg.dtype) && a.dtype.itemsize == dtype_info(arg.dtype).size;
+    const bool same_shape = a.shape == arg_shape(arg);
+    if (!same_type || !same_shape) {
+      std::string want = std::string("'") + dtype_info(arg.dtype).numpy_name + "'";
+      if (arg.dtype == TRN_DTYPE_BF16) want += " (or '<u2' bit patterns)";
+      if (arg.dtype == TRN_DTYPE_FP8_E4M3 || arg.dtype == TRN_DTYPE_FP8_E5M2)
+        want += " (or '|u1' bit patterns)";
+      fail(format("--in %s: %s holds %s, but argument %s needs dtype %s and shape %s: %s", arg.name,
+                  it->second.c_str(), describe_file(a).c_str(), describe_arg(arg).c_str(),
+                  want.c_str(), npy::format_shape(arg_shape(arg)).c_str(),
+                  !same_type ? "the dtype differs" : "the shape differs"));
+    }
+    if (a.data.size() != arg.bytes)
+      fail(format("--in %s: %s holds %zu bytes, argument %s needs %llu", arg.name,
+                  it->second.c_str(), a.data.size(), describe_arg(arg).c_str(),
+                  static_cast<unsigned long long>(arg.bytes)));
+    inputs[i] = std::move(a);
+  }
+  // Expected arrays: any numeric dtype, the argument's shape.
+  std::map<std::string, npy::Array> expected;
+  for (const auto &[name, path] : expect_files) {
+    const trn_kernel_arg_t &arg = find_arg(name, "--expect");
+    npy::Array a = read_npy("--expect", name, path);
+    if (!file_elem(a.dtype, arg.dtype))
+      fail("--expect " + name + ": " + path + " holds " + describe_file(a) +
+           ", which cannot be compared as numbers");
+    if (a.shape != arg_shape(arg))
+      fail("--expect " + name + ": " + path + " holds " + describe_file(a) + ", but argument " +
+           describe_arg(arg) + " has shape " + npy::format_shape(arg_shape(arg)));
+    expected.emplace(name, std::move(a));
+  }
+  if (!o.out_dir.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(o.out_dir, ec))
+      fail("--out-dir " + o.out_dir + ": not a directory");
+  }
+
+  // Device memory, one pool on the core's nearest bank.
+  trn_pool_desc_t pool_desc = TRN_POOL_DESC_INIT;
+  pool_desc.kind = TRN_POOL_KIND_DEVICE;
+  pool_desc.hbm_bank = core_properties.hbm_bank;
+  check(trn_pool_create(device, &pool_desc, &r.pool),
+        format("creating a memory pool on HBM bank %u", pool_desc.hbm_bank));
+  std::vector<trn_kernel_binding_t> bindings(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    trn_mem_t mem = nullptr;
+    check(trn_mem_alloc(r.pool, std::max<uint64_t>(args[i].bytes, 1), 0, TRN_MEM_CATEGORY_TENSORS,
+                        0, &mem),
+          format("allocating %llu bytes for argument %s",
+                 static_cast<unsigned long long>(args[i].bytes), args[i].name));
+    r.mems.push_back(mem);
+    bindings[i] = {mem, 0};
+    if (args[i].direction != TRN_ARG_OUT && !inputs[i].data.empty())
+      check(trn_mem_write(mem, 0, inputs[i].data.data(), inputs[i].data.size()),
+            format("uploading argument %s", args[i].name));
+  }
+
+  trn_queue_desc_t queue_desc = TRN_QUEUE_DESC_INIT;
+  queue_desc.kind = TRN_QUEUE_KIND_COMPUTE;
+  queue_desc.core = core;
+  check(trn_queue_create(&queue_desc, &r.queue),
+        format("creating a compute queue on core %u", o.core));
+  check(trn_profile_create(o.profile_path.empty() ? 0u : TRN_PROFILE_FLAG_TRACE, &r.profile),
+        "creating a profile");
+
+  trn_launch_desc_t launch = TRN_LAUNCH_DESC_INIT;
+  launch.kernel = r.kernel;
+  launch.args = bindings.data();
+  launch.arg_count = static_cast<uint32_t>(bindings.size());
+  launch.profile = r.profile;
+  const auto timeout_ns = static_cast<uint64_t>(o.timeout_s * 1e9);
+  trn_profile_summary_t s = TRN_PROFILE_SUMMARY_INIT;
+  uint64_t host_ns_total = 0;
+  for (uint32_t i = 0; i < o.repeat; ++i) {
+    check(trn_queue_launch(r.queue, &launch, nullptr, nullptr), "launching the kernel");
+    if (trn_result_t fr = trn_queue_finish(r.queue, timeout_ns); fr != TRN_SUCCESS)
+      fail_queue(r.queue, fr, o.timeout_s);
+    s = TRN_PROFILE_SUMMARY_INIT;
+    check(trn_profile_get_summary(r.profile, &s), "reading the profile");
+    host_ns_total += s.host_ns;
+  }
+
+  // Outputs: download, write, compare.
+  Report report;
+  json outputs = json::array(), expects = json::array();
+  std::string text_outputs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const trn_kernel_arg_t &arg = args[i];
+    if (arg.direction == TRN_ARG_IN) continue;
+    std::vector<std::string> paths;
+    if (auto it = out_files.find(arg.name); it != out_files.end()) paths.push_back(it->second);
+    if (!o.out_dir.empty())
+      paths.push_back(
+          (std::filesystem::path(o.out_dir) / (std::string(arg.name) + ".npy")).string());
+    auto want = expected.find(arg.name);
+    if (paths.empty() && want == expected.end()) continue;
+    std::vector<std::byte> data(arg.bytes);
+    if (!data.empty())
+      check(trn_mem_read(r.mems[i], 0, data.data(), data.size()),
+            format("downloading argument %s", arg.name));
+    const DTypeInfo &info = dtype_info(arg.dtype);
+    for (const std::string &path : paths) {
+      if (auto why = npy::write_file(path, info.out_descr, arg_shape(arg), data))
+        fail(format("writing output %s to %s: %s", arg.name, path.c_str(), why->c_str()));
+      outputs.push_back({{"name", arg.name},
+                         {"path", path},
+                         {"descr", info.out_descr},
+                         {"shape", arg_shape(arg)}});
+      text_outputs += format(
+          "wrote %s to %s ('%s' %s%s)\n", arg.name, path.c_str(), info.out_descr,
+          npy::format_shape(arg_shape(arg)).c_str(),
+          is_raw_bits_dtype(arg.dtype) ? format(", %s bit patterns", info.numpy_name).c_str() : "");
+    }
+    if (want == expected.end()) continue;
+    const Comparison c =
+        compare(arg.name, expect_files.at(arg.name), elem_of(arg.dtype), data,
+                *file_elem(want->second.dtype, arg.dtype), want->second, o.rtol, o.atol);
+    json first = json::array();
+    for (const Mismatch &m : c.first)
+      first.push_back({{"index", unravel(m.index, arg_shape(arg))},
+                       {"got", number(m.got)},
+                       {"want", number(m.want)}});
+    expects.push_back({{"name", c.name},
+                       {"path", c.path},
+                       {"ok", c.mismatches == 0},
+                       {"elements", c.elements},
+                       {"mismatches", c.mismatches},
+                       {"max_abs_error", number(c.max_abs)},
+                       {"max_rel_error", number(c.max_rel)},
+                       {"first_mismatches", first}});
+    if (c.mismatches == 0) {
+      text_outputs +=
+          format("expect %s: ok, %llu elements, max abs error %.6g, max rel error %.6g\n", arg.name,
+                 static_cast<unsigned long long>(c.elements), c.max_abs, c.max_rel);
+    } else {
+      report.code = kExitMismatch;
+      text_outputs += format(
+          "expect %s: MISMATCH in %llu of %llu elements (rtol %g, atol %g); max abs error %.6g, "
+          "max rel error %.6g\n",
+          arg.name, static_cast<unsigned long long>(c.mismatches),
+          static_cast<unsigned long long>(c.elements), o.rtol, o.atol, c.max_abs, c.max_rel);
+      for (const Mismatch &m : c.first)
+        text_outputs += format("  %s%s: got %.9g, want %.9g (abs error %.6g)\n", arg.name,
+                               format_index(unravel(m.index, arg_shape(arg))).c_str(), m.got,
+                               m.want, std::fabs(m.got - m.want));
+      if (c.mismatches > c.first.size())
+        text_outputs += format("  ... and %llu more\n",
+                               static_cast<unsigned long long>(c.mismatches - c.first.size()));
+    }
+  }
+  if (!o.profile_path.empty())
+    check(trn_profile_write_trace(r.profile, o.profile_path.c_str()),
+          "writing the trace to " + o.profile_path);
+
+  // The report.
+  static const char *const kEngineNames[TRN_ENGINE_COUNT] = {"tensor", "vector", "scalar", "gpsimd",
+                                                             "sync"};
+  json engines = json::array();
+  trn::tools::Table table({"engine", "instructions", "busy us", "active %", "wait us"});
+  for (int e = 0; e < TRN_ENGINE_COUNT; ++e) {
+    engines.push_back({{"engine", kEngineNames[e]},
+                       {"instructions", s.engine_instructions[e]},
+                       {"busy_ns", s.engine_busy_ns[e]},
+                       {"active_percent", number(s.engine_active_percent[e])},
+                       {"wait_ns", s.engine_wait_ns[e]}});
+    table.add_row({kEngineNames[e], std::to_string(s.engine_instructions[e]),
+                   us(s.engine_busy_ns[e]), format("%.1f", s.engine_active_percent[e]),
+                   us(s.engine_wait_ns[e])});
+  }
+  json args_json = json::array();
+  for (const auto &arg : args)
+    args_json.push_back({{"name", arg.name},
+                         {"direction", direction_name(arg.direction)},
+                         {"dtype", dtype_info(arg.dtype).name},
+                         {"shape", arg_shape(arg)}});
+  const uint64_t host_ns_mean = host_ns_total / o.repeat;
+  report.doc = {{"schema_version", kSchemaVersion},
+                {"trn_version", trn_get_version_string()},
+                {"kernel", {{"name", kp.name}, {"path", o.kernel_path}, {"args", args_json}}},
+                {"device", o.device},
+                {"core", o.core},
+                {"launches", o.repeat},
+                {"simulated_ns", s.total_ns},
+                {"host_ns", host_ns_mean},
+                {"engines", engines},
+                {"tensor_flops", s.tensor_flops},
+                {"peak_flops", number(s.peak_flops)},
+                {"mfu_percent", number(s.mfu_percent)},
+                {"dma",
+                 {{"transfers", s.dma_transfers},
+                  {"bytes", s.dma_bytes},
+                  {"utilization_percent", number(s.dma_utilization_percent)}}},
+                {"outputs", outputs},
+                {"expect", expects},
+                {"trace", o.profile_path.empty() ? json(nullptr) : json(o.profile_path)},
+                {"fault", nullptr},
+                {"error", nullptr},
+                {"exit_code", report.code}};
+
+  std::string &t = report.text;
+  t += format("kernel %s on device %u core %u: %zu arguments, %u launch%s\n", kp.name, o.device,
+              o.core, args.size(), o.repeat, o.repeat == 1 ? "" : "es");
+  t += format("simulated time %s us, host time %.3f ms%s\n", us(s.total_ns).c_str(),
+              static_cast<double>(host_ns_mean) / 1e6, o.repeat > 1 ? " per launch" : "");
+  t += table.render();
+  t += format("MFU %.2f %% (%llu tensor flops, peak %.1f TFLOP/s bf16)\n", s.mfu_percent,
+              static_cast<unsigned long long>(s.tensor_flops), s.peak_flops / 1e12);
+  t += format("DMA %llu transfers, %llu bytes, utilisation %.1f %%\n",
+              static_cast<unsigned long long>(s.dma_transfers),
+              static_cast<unsigned long long>(s.dma_bytes), s.dma_utilization_percent);
+  t += text_outputs;
+  if (!o.profile_path.empty())
+    t += "trace written to " + o.profile_path +
+         " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
+  return report;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{
+      "trn-run: run a kernel binary on a NeuronCore with inputs from .npy files, write and check "
+      "its outputs, report simulated time and engine activity.\nExit codes: 0 ok, 1 --expect "
+      "mismatch, 2 error, 3 kernel fault."};
+  Options o;
+  app.add_option("kernel", o.kernel_path, "kernel binary (.trnk, from trn-as)")->required();
+  app.add_option("--device", o.device, "device index (default 0)");
+  app.add_option("--core", o.core, "logical core of the device (default 0)");
+  app.add_option("--in", o.ins, "NAME=FILE.npy: input for an in/inout argument (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("--out", o.outs, "NAME=FILE.npy: write an out/inout argument (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("--out-dir", o.out_dir, "write every out/inout argument to DIR/NAME.npy");
+  app.add_option("--expect", o.expects,
+                 "NAME=FILE.npy: compare an out/inout argument with an array (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("--rtol", o.rtol, "relative tolerance of --expect (default 1e-5)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--atol", o.atol, "absolute tolerance of --expect (default 1e-8)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--profile", o.profile_path, "write a Chrome trace (Perfetto) of the launch");
+  app.add_flag("--json", o.json, "print one JSON object instead of text");
+  app.add_option("--repeat", o.repeat, "launch N times (outputs and profile: the last launch)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--timeout", o.timeout_s, "seconds to wait for each launch (default 600)")
+      ->check(CLI::PositiveNumber);
+  app.set_version_flag("--version", std::string("trn-run ") + trn_get_version_string());
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    return app.exit(e) == 0 ? kExitOk : kExitError;
+  }
+
+  int code = kExitOk;
+  try {
+    Report report = run(o);
+    if (o.json)
+      std::cout << report.doc.dump(2) << "\n";
+    else
+      std::fputs(report.text.c_str(), stdout);
+    code = report.code;
+  } catch (const RunError &e) {
+    std::fprintf(stderr, "trn-run: %s\n", e.message.c_str());
+    if (o.json) {
+      json doc = {{"schema_version", kSchemaVersion},
+                  {"trn_version", trn_get_version_string()},
+                  {"error", e.message},
+                  {"fault", e.fault},
+                  {"exit_code", e.code}};
+      std::cout << doc.dump(2) << "\n";
+    }
+    code = e.code;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "trn-run: %s\n", e.what());
+    code = kExitError;
+  }
+  trn_runtime_shutdown();
+  return code;
+}
