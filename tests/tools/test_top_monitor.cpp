@@ -64,8 +64,13 @@ void check_schema(const json &doc) {
       for (const char *key :
            {"busy_percent", "simulated_dma_busy_percent", "commands_per_s", "dma_bytes_per_s"})
         REQUIRE(core.at(key).is_number());
-      for (const char *key : {"commands_completed", "commands_failed", "dma_bytes"})
+      for (const char *key :
+           {"commands_completed", "commands_failed", "dma_bytes", "kernels_completed",
+            "kernels_faulted", "kernel_simulated_ns", "tensor_flops"})
         REQUIRE(core.at(key).is_number_unsigned());
+      for (const char *group : {"engine_instructions", "engine_busy_simulated_ns"})
+        for (const char *engine : {"tensor", "vector", "scalar", "gpsimd", "sync"})
+          REQUIRE(core.at(group).at(engine).is_number_unsigned());
     }
     for (const json &process : device.at("processes")) {
       REQUIRE(process.at("pid").is_number_integer());

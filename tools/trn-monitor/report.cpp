@@ -6,6 +6,15 @@ namespace trn::tools {
 
 namespace {
 
+// Per-engine counters as {"tensor": n, "vector": n, ...} (trn_engine_t order).
+nlohmann::ordered_json engine_map(const uint64_t (&values)[TRN_ENGINE_COUNT]) {
+  static const char *const kNames[TRN_ENGINE_COUNT] = {"tensor", "vector", "scalar", "gpsimd",
+                                                       "sync"};
+  nlohmann::ordered_json out;
+  for (uint32_t e = 0; e < TRN_ENGINE_COUNT; ++e) out[kNames[e]] = values[e];
+  return out;
+}
+
 nlohmann::ordered_json by_category(const uint64_t (&bytes)[TRN_MEM_CATEGORY_COUNT]) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   for (uint32_t c = 0; c < TRN_MEM_CATEGORY_COUNT; ++c)
@@ -52,7 +61,13 @@ nlohmann::ordered_json monitor_document(const Frame &frame) {
                        {"dma_bytes_per_s", core.dma_bytes_per_s},
                        {"commands_completed", core.totals.commands_completed},
                        {"commands_failed", core.totals.commands_failed},
-                       {"dma_bytes", core.totals.dma_bytes}});
+                       {"dma_bytes", core.totals.dma_bytes},
+                       {"kernels_completed", core.totals.kernels_completed},
+                       {"kernels_faulted", core.totals.kernels_faulted},
+                       {"kernel_simulated_ns", core.totals.kernel_ns},
+                       {"tensor_flops", core.totals.tensor_flops},
+                       {"engine_instructions", engine_map(core.totals.engine_instructions)},
+                       {"engine_busy_simulated_ns", engine_map(core.totals.engine_busy_ns)}});
     nlohmann::ordered_json processes = nlohmann::ordered_json::array();
     for (const trn_process_info_t &proc : device.snapshot.processes)
       processes.push_back({{"pid", proc.pid},
@@ -123,6 +138,14 @@ std::string prometheus_text(const Frame &frame) {
        [](const CoreFigures &c) { return static_cast<double>(c.totals.commands_failed); }},
       {"trn_core_dma_bytes_total", "counter", "bytes moved by the core's DMA engines",
        [](const CoreFigures &c) { return static_cast<double>(c.totals.dma_bytes); }},
+      {"trn_core_kernels_completed_total", "counter", "kernels that ran to completion",
+       [](const CoreFigures &c) { return static_cast<double>(c.totals.kernels_completed); }},
+      {"trn_core_kernels_faulted_total", "counter", "kernels that faulted or deadlocked",
+       [](const CoreFigures &c) { return static_cast<double>(c.totals.kernels_faulted); }},
+      {"trn_core_kernel_simulated_seconds_total", "counter", "simulated time of kernels",
+       [](const CoreFigures &c) { return static_cast<double>(c.totals.kernel_ns) * 1e-9; }},
+      {"trn_core_tensor_flops_total", "counter", "Tensor engine flops of kernels",
+       [](const CoreFigures &c) { return static_cast<double>(c.totals.tensor_flops); }},
       {"trn_core_owner_pid", "gauge", "pid owning the core, 0 when free",
        [](const CoreFigures &c) { return static_cast<double>(std::max(0, c.owner_pid)); }},
   };
