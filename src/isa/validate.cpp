@@ -44,6 +44,8 @@ bool in(DType t, std::initializer_list<DType> allowed) {
 // Rules every used access pattern obeys.
 Error check_ap(const AccessPattern &ap, const char *name, const Target &target,
                const Program *program, bool compute) {
+  if (ap.space == MemSpace::kNone)
+    return fmt::format("{} is missing: this instruction reads or writes it", name);
   if (!in(ap.space, {MemSpace::kSbuf, MemSpace::kPsum, MemSpace::kHbm}))
     return fmt::format("{} has an unknown memory space {}", name, static_cast<int>(ap.space));
   if (!dtype_is_valid(ap.dtype))
@@ -67,7 +69,7 @@ Error check_ap(const AccessPattern &ap, const char *name, const Target &target,
   if (ap.space == MemSpace::kHbm) {
     if (ap.arg == kConstantsArg) {
       if (program && program->constants.empty())
-        return fmt::format("{} reads the constants block, but the kernel has none", name);
+        return fmt::format("{} uses the constants block, but the kernel has none", name);
     } else if (program && ap.arg >= program->args.size()) {
       return fmt::format("{} names argument {}, but the kernel has {}", name, ap.arg,
                          program->args.size());
