@@ -209,7 +209,8 @@ typedef struct trn_hal_ops {
   /**
    * Kernels. load validates the binary for the device (TRN_ERROR_INVALID_KERNEL with the reason);
    * run executes it on a physical core with its arguments bound, filling `result` (a fault or
-   * deadlock of the kernel is a result, not an error; errors are bad bindings).
+   * deadlock of the kernel is a result, not an error; errors are bad bindings). The caller has
+   * committed (hbm_commit) the ranges of the arguments the kernel may write.
    */
   trn_result_t (*kernel_load)(trn_hal_instance_t *instance, uint32_t device, const void *image,
                               size_t size, trn_hal_kernel_t **kernel, trn_hal_error_t *err);

@@ -469,11 +469,6 @@ trn_result_t sim_kernel_run(trn_hal_instance_t *instance, uint32_t device, uint3
       void *host = nullptr;
       if (trn_result_t r = state.hbm_map(offset, args[i].bytes, &host, why); r != TRN_SUCCESS)
         return r;
-      // Storage for what the kernel writes is committed first, so a full device store is an
-      // error here rather than a fault inside the kernel.
-      if (program.args[i].direction != isa::ArgDirection::kIn)
-        if (trn_result_t r = state.hbm_commit(offset, args[i].bytes, why); r != TRN_SUCCESS)
-          return r;
       bound[i] = {static_cast<std::byte *>(host), args[i].bytes};
     }
     CoreExecutors *executors = nullptr;

@@ -804,7 +804,8 @@ TRN_API trn_result_t trn_queue_launch(trn_queue_t queue, const trn_launch_desc_t
  * Profiles: what a launch did, in simulated time. Pass a profile in trn_launch_desc_t; once the
  * launch completes it holds the launch's counters and, if created with TRN_PROFILE_FLAG_TRACE,
  * one record per instruction and DMA transfer. A profile holds the most recent launch it was
- * given. Thread safety: do not read a profile while a launch that fills it is in flight.
+ * given; a launch that faults is recorded too (its counters up to the fault). Thread safety: do
+ * not read a profile while a launch that fills it is in flight.
  * --------------------------------------------------------------------------------------------- */
 
 #define TRN_PROFILE_FLAG_TRACE 0x1u

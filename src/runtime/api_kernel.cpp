@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -49,6 +50,12 @@ TRN_API trn_result_t trn_kernel_load_file(trn_device_t device_handle, const char
     TRN_GET_SESSION(session);
     Device *device = lookup_device(*session, device_handle, &result);
     if (!device) return result;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec))
+      return fail(
+          TRN_ERROR_INVALID_ARGUMENT,
+          std::string("kernel file ") + path +
+              (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist"));
     std::ifstream file(path, std::ios::binary | std::ios::ate);
     if (!file)
       return fail(TRN_ERROR_INVALID_ARGUMENT,

@@ -261,10 +261,10 @@ TRN_API trn_result_t trn_queue_launch(trn_queue_t queue_handle, const trn_launch
                         "queue");
           const auto &args = kernel->program.args;
           if (d.arg_count != args.size())
-            return fail(TRN_ERROR_INVALID_ARGUMENT, "kernel '" + kernel->program.name + "' takes " +
-                                                        std::to_string(args.size()) +
-                                                        " arguments but desc.arg_count is " +
-                                                        std::to_string(d.arg_count));
+            return fail(TRN_ERROR_INVALID_KERNEL_ARG, "kernel '" + kernel->program.name +
+                                                          "' takes " + std::to_string(args.size()) +
+                                                          " arguments but desc.arg_count is " +
+                                                          std::to_string(d.arg_count));
           if (d.arg_count && !d.args) return fail(TRN_ERROR_NULL_POINTER, "desc.args is NULL");
           for (uint32_t i = 0; i < d.arg_count; ++i) {
             auto mem = session.mems.lookup(from_handle(d.args[i].mem));

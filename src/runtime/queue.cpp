@@ -271,6 +271,14 @@ trn_result_t Queue::launch(Command &command, std::string *why, trn_hal_core_acti
     }
     bindings[i] = {mems[i]->address + command.arg_offsets[i],
                    mems[i]->size - command.arg_offsets[i]};
+    // What the kernel may write is committed (and marked written) like any other write, so a
+    // full device store is an error here and the host reads back what the kernel wrote.
+    if (kernel.program.args[i].direction != isa::ArgDirection::kIn)
+      if (trn_result_t r = commit_range(*mems[i], command.arg_offsets[i], bindings[i].bytes);
+          r != TRN_SUCCESS) {
+        *why = "argument '" + kernel.program.args[i].name + "': " + last_detail();
+        return r;
+      }
   }
   trn_hal_run_result_t result{};
   std::vector<trn_hal_trace_record_t> trace;

@@ -206,7 +206,7 @@ TEST_CASE("executor: out-of-bounds accesses fault at their instruction") {
   CHECK(r.report.engine == Engine::kSync);
   CHECK(r.report.index == 1);
   CHECK(r.report.opcode == isa::Opcode::kDmaCopy);
-  CHECK_THAT(r.report.message, Catch::Contains("argument 0, which has 262144 bytes"));
+  CHECK_THAT(r.report.message, Catch::Contains("argument 0 ('x'), which has 262144 bytes"));
   CHECK(xb.at<float>(0) == 3.0f);  // the first copy happened
 
   // SBUF overflow: the partition has 224 KiB on trn2 (fine on trn3's 256 KiB).

@@ -23,8 +23,9 @@ const char *space_name(isa::MemSpace s) {
 }  // namespace
 
 ExecContext::ExecContext(CoreMemory &memory, std::span<const HbmBinding> args,
-                         std::span<const std::byte> constants)
-    : memory_(memory), args_(args), constants_(constants) {}
+                         std::span<const std::byte> constants,
+                         std::span<const std::string> arg_names)
+    : memory_(memory), args_(args), constants_(constants), arg_names_(arg_names) {}
 
 Tile ExecContext::resolve(const isa::AccessPattern &ap, const char *what) const {
   Tile t;
@@ -77,7 +78,9 @@ Tile ExecContext::resolve(const isa::AccessPattern &ap, const char *what) const 
   } else if (ap.arg < args_.size()) {
     data = args_[ap.arg].data;
     bytes = args_[ap.arg].bytes;
-    name = fmt::format("argument {}", ap.arg);
+    name = ap.arg < arg_names_.size()
+               ? fmt::format("argument {} ('{}')", ap.arg, arg_names_[ap.arg])
+               : fmt::format("argument {}", ap.arg);
   } else {
     throw ExecFault(
         fmt::format("{} names argument {} but the launch bound {}", what, ap.arg, args_.size()));

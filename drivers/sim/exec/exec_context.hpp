@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "exec/core_memory.hpp"
@@ -21,8 +22,9 @@ struct HbmBinding {
 
 class ExecContext {
  public:
+  // `arg_names` (optional, one per argument) make fault messages name the argument.
   ExecContext(CoreMemory &memory, std::span<const HbmBinding> args,
-              std::span<const std::byte> constants);
+              std::span<const std::byte> constants, std::span<const std::string> arg_names = {});
 
   CoreMemory &memory() { return memory_; }
   // Resolve an access pattern; throws ExecFault naming `what` ("src0") when any element of it
@@ -36,6 +38,7 @@ class ExecContext {
   CoreMemory &memory_;
   std::span<const HbmBinding> args_;
   std::span<const std::byte> constants_;
+  std::span<const std::string> arg_names_;
   std::vector<float> scratch_[4];
 };
 

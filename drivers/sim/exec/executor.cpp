@@ -80,13 +80,20 @@ struct EngineState {
   uint64_t barriers_passed = 0;
 };
 
+std::vector<std::string> names_of(const isa::Program &program) {
+  std::vector<std::string> names;
+  for (const auto &a : program.args) names.push_back(a.name);
+  return names;
+}
+
 class Simulation {
  public:
   Simulation(const isa::Program &program, std::span<const HbmBinding> args, Executor &executor,
              const RunOptions &options)
       : program_(program),
         spec_(executor.spec()),
-        ctx_(executor.memory(), args, program.constants),
+        arg_names_(names_of(program)),
+        ctx_(executor.memory(), args, program.constants, arg_names_),
         options_(options),
         sems_(spec_.semaphores, 0) {}
 
@@ -280,6 +287,7 @@ class Simulation {
 
   const isa::Program &program_;
   const CoreSpec &spec_;
+  std::vector<std::string> arg_names_;
   ExecContext ctx_;
   const RunOptions &options_;
   std::vector<uint32_t> sems_;
