@@ -15,6 +15,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "isa/asm_syntax.hpp"
+
 namespace trn::isa {
 
 std::string AsmError::to_string() const {
@@ -22,6 +24,8 @@ std::string AsmError::to_string() const {
 }
 
 namespace {
+
+using namespace syntax;
 
 struct Failure {
   uint32_t column;
@@ -231,38 +235,6 @@ std::string describe(const Token &t) {
 
 // ---------------------------------------------------------------------------------------------
 // Field bookkeeping: each field may be given once per instruction.
-
-enum Field : uint32_t {
-  kFDst = 1u << 0,
-  kFDst2 = 1u << 1,
-  kFSrc0 = 1u << 2,
-  kFSrc1 = 1u << 3,
-  kFSrc2 = 1u << 4,
-  kFImm0 = 1u << 5,
-  kFImm1 = 1u << 6,
-  kFIimm0 = 1u << 7,
-  kFIimm1 = 1u << 8,
-  kFFunc = 1u << 9,
-  kFFunc2 = 1u << 10,
-  kFQueue = 1u << 11,
-  kFWait = 1u << 12,
-  kFSignal = 1u << 13,
-  kFEngine = 1u << 14,
-};
-
-struct FlagName {
-  const char *name;
-  uint32_t bit;
-};
-constexpr std::array<FlagName, 9> kFlagNames = {{{"start", kFlagMatmulStart},
-                                                 {"reverse0", kFlagReverse0},
-                                                 {"reverse1", kFlagReverse1},
-                                                 {"negate", kFlagNegate},
-                                                 {"accumulate", kFlagAccumulate},
-                                                 {"scale_tile", kFlagScaleTile},
-                                                 {"bias_tile", kFlagBiasTile},
-                                                 {"operand0_tile", kFlagOperand0Tile},
-                                                 {"operand1_tile", kFlagOperand1Tile}}};
 
 constexpr std::array<const char *, 18> kClauseWords = {
     "wait", "signal", "scale", "bias", "accumulate", "axes",  "dst",  "dst2",  "src0",

@@ -10,9 +10,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "isa/asm_syntax.hpp"
+
 namespace trn::isa {
 
 namespace {
+
+using namespace syntax;
 
 bool is_identifier(std::string_view s) {
   if (s.empty()) return false;
@@ -125,36 +129,6 @@ std::string sem_op_text(SemOp o) {
     default: return fmt::format("?{}", static_cast<int>(o));
   }
 }
-
-enum Field : uint32_t {
-  kFDst = 1u << 0,
-  kFDst2 = 1u << 1,
-  kFSrc0 = 1u << 2,
-  kFSrc1 = 1u << 3,
-  kFSrc2 = 1u << 4,
-  kFImm0 = 1u << 5,
-  kFImm1 = 1u << 6,
-  kFIimm0 = 1u << 7,
-  kFIimm1 = 1u << 8,
-  kFFunc = 1u << 9,
-  kFFunc2 = 1u << 10,
-  kFWait = 1u << 12,
-  kFSignal = 1u << 13,
-};
-
-struct FlagName {
-  const char *name;
-  uint32_t bit;
-};
-constexpr std::array<FlagName, 9> kFlagNames = {{{"start", kFlagMatmulStart},
-                                                 {"reverse0", kFlagReverse0},
-                                                 {"reverse1", kFlagReverse1},
-                                                 {"negate", kFlagNegate},
-                                                 {"accumulate", kFlagAccumulate},
-                                                 {"scale_tile", kFlagScaleTile},
-                                                 {"bias_tile", kFlagBiasTile},
-                                                 {"operand0_tile", kFlagOperand0Tile},
-                                                 {"operand1_tile", kFlagOperand1Tile}}};
 
 }  // namespace
 

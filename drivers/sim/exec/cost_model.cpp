@@ -11,18 +11,6 @@ using isa::Opcode;
 using C = CostConstants;
 __extension__ typedef unsigned __int128 U128;  // cycles x 10^12 overflows 64 bits
 
-isa::Target CoreSpec::target() const {
-  isa::Target t;
-  t.core_version = core_version;
-  t.partitions = partitions;
-  t.sbuf_bytes_per_partition = sbuf_bytes_per_partition;
-  t.psum_bytes_per_partition = psum_bytes_per_partition;
-  t.psum_banks = psum_banks;
-  t.semaphores = semaphores;
-  t.dma_queues = dma_queues;
-  return t;
-}
-
 uint64_t CoreSpec::clock_hz(Engine e) const {
   switch (e) {
     case Engine::kTensor: return tensor_hz;

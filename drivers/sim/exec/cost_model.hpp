@@ -11,23 +11,16 @@
 
 namespace trn::sim::exec {
 
-// What one NeuronCore of a generation is, as far as execution is concerned (filled by the device
-// from its generation table).
-struct CoreSpec {
-  uint32_t core_version = 3;  // NeuronCore-v2 (trn1), v3 (trn2), v4 (trn3)
-  uint32_t partitions = 128;
-  uint32_t sbuf_bytes_per_partition = 224 * 1024;
-  uint32_t psum_bytes_per_partition = 16 * 1024;
-  uint32_t psum_banks = 8;
-  uint32_t semaphores = 256;
-  uint32_t dma_queues = 16;
+// What one NeuronCore of a generation is, as far as execution is concerned: the ISA limits
+// validation uses, plus clocks and DMA rate (filled by the device from its generation table).
+struct CoreSpec : isa::Target {
   uint64_t tensor_hz = 2'400'000'000;
   uint64_t vector_hz = 960'000'000;
   uint64_t scalar_hz = 1'200'000'000;
   uint64_t gpsimd_hz = 1'200'000'000;
   uint64_t dma_engine_bytes_per_s = 23'000'000'000;
 
-  isa::Target target() const;
+  const isa::Target &target() const { return *this; }
   uint64_t clock_hz(isa::Engine e) const;  // the Sync sequencer runs at the Scalar clock
 };
 
