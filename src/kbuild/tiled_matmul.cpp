@@ -17,6 +17,7 @@ constexpr uint32_t kRhsSplit = 4;  // DMAs per rhs k-tile (32 partitions each)
 constexpr uint32_t kPsumBankBytes = 2048;
 constexpr uint32_t kBanksPerSet = 4;  // two sets of four banks: compute one, drain the other
 constexpr uint32_t kSemaphores = 256;
+constexpr uint64_t kMaxStoreBytes = 64 * 1024;
 
 // Semaphore map.
 struct Sems {
@@ -79,6 +80,9 @@ std::variant<isa::Program, std::string> build_tiled_matmul(const MatmulConfig &c
   const uint16_t out = b.arg("out", c.out_dtype, {c.m, c.n}, isa::ArgDirection::kOut);
 
   const uint64_t m_blocks = c.m / bm, n_blocks = c.n / bn;
+  uint32_t store_splits = 1;
+  while (store_splits < kTileM && uint64_t{kTileM / store_splits} * bn * oes > kMaxStoreBytes)
+    store_splits *= 2;
   uint64_t ring_uses = 0;  // lhsT tiles loaded so far (Sync) == consumed (Tensor), in order
   uint32_t queue = 0;
   auto next_queue = [&queue] { return static_cast<uint8_t>(queue++ % 16); };
@@ -140,7 +144,8 @@ std::variant<isa::Program, std::string> build_tiled_matmul(const MatmulConfig &c
       // Vector: drain the block's PSUM tiles into staging set `set`, once the output DMAs of
       // block - 2 (same staging set) are done.
       if (block >= 2)
-        b.sem_wait(Engine::kVector, sem.stored(), static_cast<uint32_t>((block - 1) * shape.mt));
+        b.sem_wait(Engine::kVector, sem.stored(),
+                   static_cast<uint32_t>((block - 1) * shape.mt * store_splits));
       const uint64_t stage = stage_off + uint64_t{set} * shape.mt * bn * oes;
       for (uint32_t mi = 0; mi < shape.mt; ++mi)
         for (uint32_t ni = 0; ni < shape.nt; ++ni) {
@@ -153,15 +158,20 @@ std::variant<isa::Program, std::string> build_tiled_matmul(const MatmulConfig &c
           if (mi == 0 && ni == 0) copy.wait_ge(sem.block_done(), static_cast<uint32_t>(block + 1));
           if (mi == shape.mt - 1 && ni == shape.nt - 1) copy.signal_add(sem.drained());
         }
-      // GpSimd: store the block's rows.
-      for (uint32_t mi = 0; mi < shape.mt; ++mi) {
-        auto store = b.dma_copy(
-            Engine::kGpSimd, next_queue(),
-            isa::hbm_tile(out, c.out_dtype, c.n, m0 + uint64_t{mi} * kTileM, kTileM, n0, bn),
-            isa::sbuf(c.out_dtype, 0, kTileM, stage + uint64_t{mi} * bn * oes, {{1, bn}}));
-        if (mi == 0) store.wait_ge(sem.drained(), static_cast<uint32_t>(block + 1));
-        store.signal_add(sem.stored());
-      }
+      // GpSimd: store the block's rows, in transfers of at most kMaxStoreBytes so that no queue
+      // holds a long store in front of the lhsT loads that share it.
+      for (uint32_t mi = 0; mi < shape.mt; ++mi)
+        for (uint32_t part = 0; part < store_splits; ++part) {
+          const uint32_t rows = kTileM / store_splits;
+          auto store =
+              b.dma_copy(Engine::kGpSimd, next_queue(),
+                         isa::hbm_tile(out, c.out_dtype, c.n,
+                                       m0 + uint64_t{mi} * kTileM + part * rows, rows, n0, bn),
+                         isa::sbuf(c.out_dtype, part * rows, rows, stage + uint64_t{mi} * bn * oes,
+                                   {{1, bn}}));
+          if (mi == 0 && part == 0) store.wait_ge(sem.drained(), static_cast<uint32_t>(block + 1));
+          store.signal_add(sem.stored());
+        }
     }
   }
   return b.finish();
