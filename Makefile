@@ -1,9 +1,10 @@
 # The two commands: `make run` and `make test`. Each installs what is missing (Debian 12),
-# configures and builds, then runs. Other targets: asan, tsan (sanitizer test runs), clean.
+# configures and builds, then runs. Other targets: asan, tsan (sanitizer test runs), fuzz
+# (libFuzzer runs, FUZZ_SECONDS each), clean.
 PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 
-.PHONY: all deps configure build run test asan tsan clean
+.PHONY: all deps configure build run test asan tsan fuzz clean
 
 all: build
 
@@ -22,6 +23,13 @@ run: build
 	@echo
 	@echo "== examples/c/enumerate.c =="
 	@$(BUILD_DIR)/examples/trn-example-enumerate
+	@echo
+	@echo "== examples/vector_add (trn assembly + C) =="
+	@$(BUILD_DIR)/examples/trn-example-vector-add
+	@echo
+	@echo "== examples/matmul_harness (tiled matmul, profiled; the trace opens in Perfetto) =="
+	@$(BUILD_DIR)/examples/trn-example-matmul-harness --m 2048 --n 4096 --k 2048 \
+		--profile $(BUILD_DIR)/matmul_profile.json
 
 test: build
 	@ctest --preset $(PRESET)
@@ -31,6 +39,10 @@ asan:
 
 tsan:
 	@$(MAKE) --no-print-directory test PRESET=tsan
+
+# libFuzzer runs of the kernel loader and the assembler, FUZZ_SECONDS each (default 60).
+fuzz: deps
+	@scripts/fuzz
 
 clean:
 	rm -rf build
