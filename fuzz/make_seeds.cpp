@@ -1,5 +1,6 @@
-// Writes a few kernels built with ProgramBuilder into a directory: the seed corpus of
-// fuzz_kernel_loader.  Usage: trn-fuzz-make-seeds DIR
+// Writes a few kernels built with ProgramBuilder into a directory, the seed corpus of
+// fuzz_kernel_loader, and (given a second directory) their disassembly, seeds of
+// fuzz_assembler.  Usage: trn-fuzz-make-seeds KERNEL_DIR [ASSEMBLY_DIR]
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 
 #include "isa/builder.hpp"
 #include "isa/container.hpp"
+#include "isa/disassembler.hpp"
 
 using namespace trn::isa;
 
@@ -88,16 +90,20 @@ Program all_opcodes_kernel() {
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: %s KERNEL_DIR [ASSEMBLY_DIR]\n", argv[0]);
     return 2;
   }
   const std::filesystem::path dir = argv[1];
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    std::fprintf(stderr, "%s: %s\n", dir.c_str(), ec.message().c_str());
-    return 1;
+  const std::filesystem::path text_dir = argc == 3 ? argv[2] : "";
+  for (const auto &d : {dir, text_dir}) {
+    if (d.empty()) continue;
+    std::error_code ec;
+    std::filesystem::create_directories(d, ec);
+    if (ec) {
+      std::fprintf(stderr, "%s: %s\n", d.c_str(), ec.message().c_str());
+      return 1;
+    }
   }
   const std::vector<std::pair<const char *, Program>> kernels = {
       {"empty.trnk", empty_kernel()},
@@ -110,6 +116,13 @@ int main(int argc, char **argv) {
             static_cast<std::streamsize>(bytes.size()));
     if (!f) {
       std::fprintf(stderr, "%s: write failed\n", (dir / name).c_str());
+      return 1;
+    }
+    if (text_dir.empty()) continue;
+    std::ofstream t(text_dir / (std::string(name) + ".s"), std::ios::trunc);
+    t << disassemble(program);
+    if (!t) {
+      std::fprintf(stderr, "%s.s: write failed\n", (text_dir / name).c_str());
       return 1;
     }
   }
