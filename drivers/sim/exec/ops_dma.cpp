@@ -1,6 +1,8 @@
 // dma_copy: moves elements between SBUF and HBM (either direction, or within one), in the
 // row-major element order of each side, casting through fp32 when the dtypes differ.
 #include <algorithm>
+#include <cstring>
+#include <utility>
 
 #include "exec/ops.hpp"
 
@@ -8,10 +10,31 @@ namespace trn::sim::exec {
 
 namespace {
 
+// Whether two tiles may share bytes (then rows go through scratch, so every read happens before
+// the write that could change it).
+bool overlaps(const Tile &a, const Tile &b) {
+  auto extent = [](const Tile &t) {
+    const std::byte *lo = t.base, *hi = t.base;
+    auto widen = [&](ptrdiff_t span) { (span < 0 ? lo : hi) += span; };
+    widen(t.partition_pitch * (t.partitions ? t.partitions - 1 : 0));
+    for (uint32_t d = 0; d < t.num_dims; ++d)
+      widen(t.strides[d] * (t.counts[d] ? t.counts[d] - 1 : 0));
+    return std::pair{lo, hi + t.elem_size};
+  };
+  const auto [a_lo, a_hi] = extent(a);
+  const auto [b_lo, b_hi] = extent(b);
+  return a_lo < b_hi && b_lo < a_hi;
+}
+
 // Both sides have the same partitions x free shape: move one partition at a time.
 void copy_rows(const Tile &dst, const Tile &src, ExecContext &ctx) {
   const bool raw = dst.dtype == src.dtype;
   const size_t n = src.free_elements;
+  if (raw && src.contiguous() && dst.contiguous() && !overlaps(dst, src)) {
+    for (uint32_t p = 0; p < src.partitions; ++p)
+      std::memcpy(dst.partition(p), src.partition(p), n * src.elem_size);
+    return;
+  }
   float *row = ctx.scratch(0, raw ? (n * src.elem_size + 3) / 4 : n);
   for (uint32_t p = 0; p < src.partitions; ++p) {
     if (raw) {
