@@ -1,0 +1,140 @@
+// Every kernel of the tree survives trn-objdump | trn-as byte for byte: the assembly kernels of
+// the examples and tests, and kernels built in C++ (the tiled matmul, a program using every
+// opcode and flag).
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "isa/builder.hpp"
+#include "isa/container.hpp"
+#include "kbuild/tiled_matmul.hpp"
+#include "support/subprocess.hpp"
+
+using namespace trn;
+
+namespace {
+
+std::vector<char> read_file(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in.good());
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string scratch_dir() {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("trn-round-trip-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+void run_ok(const std::vector<std::string> &argv) {
+  int status = -1;
+  const std::string out = test::run_command(argv, 60'000, &status);
+  INFO(argv[0] << " said: " << out);
+  REQUIRE(status == 0);
+}
+
+// binary -> trn-objdump -> trn-as -> binary: the same bytes.
+void check_round_trip(const std::string &binary, const std::string &dir, const std::string &name) {
+  const std::string listing = dir + "/" + name + ".objdump.s";
+  const std::string again = dir + "/" + name + ".again.trnk";
+  int status = -1;
+  const std::string text = test::run_command({TRN_OBJDUMP_PATH, binary}, 60'000, &status);
+  INFO(text.substr(0, 2000));
+  REQUIRE(status == 0);
+  {
+    std::ofstream out(listing);
+    out << text;
+  }
+  run_ok({TRN_AS_PATH, listing, "-o", again});
+  CHECK(read_file(binary) == read_file(again));
+}
+
+void write_kernel_file(const isa::Program &program, const std::string &path) {
+  const auto bytes = isa::write_kernel(program);
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char *>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(out.good());
+}
+
+std::vector<std::string> sources() {
+  std::vector<std::string> list;
+  std::stringstream all(TRN_ROUND_TRIP_SOURCES);
+  for (std::string path; std::getline(all, path, '|');)
+    if (!path.empty()) list.push_back(path);
+  return list;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "round trip: every assembly kernel of the tree objdumps and re-assembles to the same bytes",
+    "[tools]") {
+  const std::string dir = scratch_dir();
+  const auto list = sources();
+  REQUIRE(list.size() >= 4);
+  for (const std::string &source : list) {
+    const std::string name = std::filesystem::path(source).stem().string();
+    SECTION(name) {
+      const std::string binary = dir + "/" + name + ".trnk";
+      run_ok({TRN_AS_PATH, source, "-o", binary});
+      check_round_trip(binary, dir, name);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("round trip: kernels built in C++ objdump and re-assemble to the same bytes", "[tools]") {
+  const std::string dir = scratch_dir();
+  SECTION("tiled matmul") {
+    kbuild::MatmulConfig cfg{256, 1024, 512, isa::DType::kBf16, isa::DType::kF32, 180224};
+    auto built = kbuild::build_tiled_matmul(cfg);
+    REQUIRE(std::holds_alternative<isa::Program>(built));
+    write_kernel_file(std::get<isa::Program>(built), dir + "/matmul.trnk");
+    check_round_trip(dir + "/matmul.trnk", dir, "matmul");
+  }
+  SECTION("every opcode, flag and operand") {
+    isa::ProgramBuilder b("everything");
+    const auto x = b.arg("x", isa::DType::kBf16, {128, 64}, isa::ArgDirection::kInOut);
+    using isa::DType;
+    using isa::Engine;
+    b.dma_copy(Engine::kScalar, 15, isa::sbuf(DType::kF32, 32, 32, 128, {{-2, 8}, {1, 8}}),
+               isa::hbm(x, DType::kBf16, 128, 64, 32, {{1, 64}}))
+        .signal_set(3, 7)
+        .line(11);
+    b.matmul(isa::psum_tile(DType::kF32, 0, 64, 2048 * 3, 256),
+             isa::sbuf_tile(DType::kFp8E4m3, 0, 128, 0, 64),
+             isa::sbuf_tile(DType::kFp8E5m2, 0, 128, 512, 256), true)
+        .wait_eq(3, 7);
+    b.transpose(Engine::kVector, isa::sbuf_tile(DType::kF32, 0, 32, 0, 16),
+                isa::psum_tile(DType::kF32, 0, 16, 0, 32));
+    auto act = b.activation(isa::sbuf_tile(DType::kBf16, 0, 128, 0, 64),
+                            isa::psum_tile(DType::kF32, 0, 128, 0, 64), isa::ActFunc::kGeluTanh,
+                            -0.0f, 1e-30f);
+    act.get().flags |= isa::kFlagAccumulate;
+    act.get().dst2 = isa::sbuf_tile(DType::kF32, 0, 128, 4096, 1);
+    b.tensor_scalar(Engine::kVector, isa::sbuf_tile(DType::kI32, 0, 128, 0, 64),
+                    isa::sbuf_tile(DType::kI32, 0, 128, 256, 64), isa::AluOp::kShiftLeft, 3.0f,
+                    isa::AluOp::kBitwiseXor, 255.0f);
+    b.tensor_reduce(isa::sbuf_tile(DType::kF32, 0, 128, 0, 4),
+                    isa::sbuf(DType::kF32, 0, 128, 64, {{32, 4}, {1, 32}}), isa::AluOp::kMax, 1,
+                    true);
+    b.iota(isa::sbuf_tile(DType::kI32, 0, 128, 0, 64), isa::pattern({{-1, 8}, {8, 8}}), -5, 3);
+    b.affine_select(isa::sbuf_tile(DType::kF32, 0, 128, 0, 64), isa::pattern({{1, 64}}), 0, -1,
+                    isa::AluOp::kGreaterEqual, isa::sbuf_tile(DType::kF32, 0, 128, 256, 64),
+                    -3.4e38f);
+    b.barrier();
+    auto p = b.finish();
+    p.constants = {std::byte{1}, std::byte{2}, std::byte{0xff}};
+    p.source_file = "everything.py";
+    write_kernel_file(p, dir + "/everything.trnk");
+    check_round_trip(dir + "/everything.trnk", dir, "everything");
+  }
+  std::filesystem::remove_all(dir);
+}
