@@ -5,7 +5,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <vector>
+#include <cstdlib>
+#include <memory>
 
 namespace trn::sim::exec {
 
@@ -18,10 +19,10 @@ class CoreMemory {
   uint32_t sbuf_pitch() const { return sbuf_pitch_; }
   uint32_t psum_pitch() const { return psum_pitch_; }
   std::byte *sbuf(uint32_t partition, uint64_t offset = 0) {
-    return sbuf_.data() + size_t{partition} * sbuf_pitch_ + offset;
+    return sbuf_.get() + size_t{partition} * sbuf_pitch_ + offset;
   }
   std::byte *psum(uint32_t partition, uint64_t offset = 0) {
-    return psum_.data() + size_t{partition} * psum_pitch_ + offset;
+    return psum_.get() + size_t{partition} * psum_pitch_ + offset;
   }
   // Direct writes through sbuf()/psum() (tests) must be noted like a kernel's writes.
   // A kernel may write bytes [0, end) of every SBUF / PSUM partition (clear() zeroes them).
@@ -35,7 +36,11 @@ class CoreMemory {
  private:
   uint32_t partitions_, sbuf_pitch_, psum_pitch_;
   uint64_t sbuf_dirty_, psum_dirty_;
-  std::vector<std::byte> sbuf_, psum_;
+  // calloc'd: the pages stay untouched (and free) until a kernel uses them.
+  struct Free {
+    void operator()(std::byte *p) const { std::free(p); }
+  };
+  std::unique_ptr<std::byte[], Free> sbuf_, psum_;
 };
 
 }  // namespace trn::sim::exec
