@@ -76,7 +76,7 @@ std::vector<T> load(const std::string &path, const std::string &descr,
   REQUIRE(a.descr == descr);
   REQUIRE(a.shape == shape);
   std::vector<T> values(a.data.size() / sizeof(T));
-  std::memcpy(values.data(), a.data.data(), values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(values.data(), a.data.data(), values.size() * sizeof(T));
   return values;
 }
 
