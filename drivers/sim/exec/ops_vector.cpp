@@ -424,51 +424,47 @@ bool must_preload(const isa::AccessPattern &dst, const isa::AccessPattern &src) 
   return byte_ranges_meet(dst, src);
 }
 
-// fp32 rows of a source tile, loaded into scratch `slot` partition by partition, or all at once
-// when `preload`. Rows may be modified in place.
-class F32Rows {
+// Rows of a source tile, loaded partition by partition into one row of buffer, or all at once
+// when `preload` (the destination overlaps the source). Rows may be modified in place.
+template <typename T, void (*Load)(const Tile &, uint32_t, T *)>
+class Rows {
  public:
-  F32Rows(ExecContext &ctx, unsigned slot, const Tile &t, bool preload)
-      : t_(t), n_(row_elements(t)), all_(preload) {
-    buf_ = ctx.scratch(slot, std::max<size_t>(all_ ? n_ * t.partitions : n_, 1));
-    if (all_) {
-      for (uint32_t p = 0; p < t.partitions; ++p) load_row_f32(t_, p, buf_ + p * n_);
-    }
-  }
-  float *row(uint32_t p) {
+  T *row(uint32_t p) {
     if (all_) return buf_ + p * n_;
-    load_row_f32(t_, p, buf_);
+    Load(t_, p, buf_);
     return buf_;
+  }
+
+ protected:
+  Rows(const Tile &t, bool preload) : t_(t), n_(row_elements(t)), all_(preload) {}
+  size_t needed() const { return std::max<size_t>(all_ ? n_ * t_.partitions : n_, 1); }
+  void fill(T *buffer) {
+    buf_ = buffer;
+    if (all_)
+      for (uint32_t p = 0; p < t_.partitions; ++p) Load(t_, p, buf_ + p * n_);
   }
 
  private:
   Tile t_;
   size_t n_;
   bool all_;
-  float *buf_ = nullptr;
+  T *buf_ = nullptr;
 };
 
-// The same for bit patterns, in per-thread buffer `index`.
-class BitsRows {
+// fp32 rows in scratch `slot`.
+class F32Rows : public Rows<float, load_row_f32> {
  public:
-  BitsRows(unsigned index, const Tile &t, bool preload)
-      : t_(t), n_(row_elements(t)), all_(preload) {
-    buf_ = sized(buffers().bits[index], std::max<size_t>(all_ ? n_ * t.partitions : n_, 1));
-    if (all_) {
-      for (uint32_t p = 0; p < t.partitions; ++p) load_row_bits(t_, p, buf_ + p * n_);
-    }
+  F32Rows(ExecContext &ctx, unsigned slot, const Tile &t, bool preload) : Rows(t, preload) {
+    fill(ctx.scratch(slot, needed()));
   }
-  uint32_t *row(uint32_t p) {
-    if (all_) return buf_ + p * n_;
-    load_row_bits(t_, p, buf_);
-    return buf_;
-  }
+};
 
- private:
-  Tile t_;
-  size_t n_;
-  bool all_;
-  uint32_t *buf_ = nullptr;
+// Bit-pattern rows in per-thread buffer `index`.
+class BitsRows : public Rows<uint32_t, load_row_bits> {
+ public:
+  BitsRows(unsigned index, const Tile &t, bool preload) : Rows(t, preload) {
+    fill(sized(buffers().bits[index], needed()));
+  }
 };
 
 // Per-partition scalars: element 0 of each partition of a [P,1] tile, or `imm` everywhere.
