@@ -129,7 +129,6 @@ trn_result_t Profile::write_trace(const char *path) const {
         "\"args\":{{\"sort_index\":{}}}}}",
         t + 1, name, t + 1, t);
   }
-  static const char *const kShort[] = {"tensor", "vector", "scalar", "gpsimd", "sync"};
   for (const auto &r : trace_) {
     const char *op = isa::opcode_name(static_cast<isa::Opcode>(r.opcode));
     out += fmt::format(
@@ -138,7 +137,7 @@ trn_result_t Profile::write_trace(const char *path) const {
         "\"bytes\":{},\"flops\":{}}}}}",
         r.track + 1, op, r.track < TRN_ENGINE_COUNT ? "instruction" : "dma",
         static_cast<double>(r.start_ps) * 1e-6, static_cast<double>(r.end_ps - r.start_ps) * 1e-6,
-        r.engine < TRN_ENGINE_COUNT ? kShort[r.engine] : "?", r.index,
+        isa::engine_name(static_cast<isa::Engine>(r.engine)), r.index,
         static_cast<double>(r.wait_ps) * 1e-3, r.bytes, r.flops);
   }
   trn_profile_summary_t s = TRN_PROFILE_SUMMARY_INIT;

@@ -325,16 +325,15 @@ trn_result_t Queue::launch(Command &command, std::string *why, trn_hal_core_acti
   command.fault_opcode = result.opcode;
   command.fault_instruction = result.index;
   command.fault_line = result.source_line;
-  *why =
-      "kernel '" + kernel.program.name + "' " +
-      (result.status == TRN_HAL_RUN_DEADLOCK ? "" : "faulted at ") +
-      (result.status == TRN_HAL_RUN_DEADLOCK
-           ? std::string("stopped: ")
-           : command.fault_engine + "[" + std::to_string(result.index) + "] " + result.opcode +
-                 (result.source_line ? " (line " + std::to_string(result.source_line) + ")" : "") +
-                 ": ") +
-      result.message;
-  return result.status == TRN_HAL_RUN_DEADLOCK ? TRN_ERROR_KERNEL_DEADLOCK : TRN_ERROR_KERNEL_FAULT;
+  const bool deadlock = result.status == TRN_HAL_RUN_DEADLOCK;
+  std::string where = "stopped";
+  if (!deadlock) {
+    where = "faulted at " + command.fault_engine + "[" + std::to_string(result.index) + "] " +
+            result.opcode;
+    if (result.source_line) where += " (line " + std::to_string(result.source_line) + ")";
+  }
+  *why = "kernel '" + kernel.program.name + "' " + where + ": " + result.message;
+  return deadlock ? TRN_ERROR_KERNEL_DEADLOCK : TRN_ERROR_KERNEL_FAULT;
 }
 
 uint64_t Queue::simulated_dma_ns(uint64_t bytes) const {

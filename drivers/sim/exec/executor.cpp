@@ -182,20 +182,20 @@ class Simulation {
       EngineState &s = engines_[i];
       s.blocked = Block::kNone;
       const isa::Instruction &inst = (*s.stream)[s.pc];
-      account(i, inst, s.free_at, release, cycles_to_ps(1, spec_.clock_hz(Engine(i))), 0);
+      account(i, inst, release, cycles_to_ps(1, spec_.clock_hz(Engine(i))), 0);
     }
   }
 
   // Bookkeeping common to every issued instruction: counters, trace, the semaphore update at
   // completion, and the engine's next instruction.
-  void account(uint32_t e, const isa::Instruction &inst, uint64_t ready, uint64_t start,
-               uint64_t cost_ps, uint64_t flops, bool update = true) {
+  void account(uint32_t e, const isa::Instruction &inst, uint64_t start, uint64_t cost_ps,
+               uint64_t flops, bool update = true) {
     EngineState &s = engines_[e];
     EngineCounters &c = result_.counters.engines[e];
     const uint64_t end = start + cost_ps;
     c.instructions++;
     c.busy_ps += cost_ps;
-    c.wait_ps += start - std::min(start, std::max(ready, s.free_at));
+    c.wait_ps += start - std::min(start, s.free_at);  // free, but the wait did not hold
     result_.counters.flops += flops;
     if (options_.trace)
       result_.trace.push_back({static_cast<uint8_t>(e), inst.opcode, static_cast<uint8_t>(e),
@@ -227,8 +227,7 @@ class Simulation {
     const InstructionCost cost = instruction_cost(inst, spec_, dst, src0, src1);
     result_.counters.engines[e].cycles += cost.cycles;
     const uint64_t issue_ps = cycles_to_ps(cost.cycles, spec_.clock_hz(engine));
-    const uint64_t ready = engines_[e].free_at;
-    if (inst.opcode != Opcode::kDmaCopy) return account(e, inst, ready, now_, issue_ps, cost.flops);
+    if (inst.opcode != Opcode::kDmaCopy) return account(e, inst, now_, issue_ps, cost.flops);
 
     // The DMA queue starts the transfer once the issue is done and its previous one finished;
     // the semaphore update lands when the transfer completes.
@@ -246,7 +245,7 @@ class Simulation {
       result_.trace.push_back({static_cast<uint8_t>(isa::kEngineCount + q), inst.opcode,
                                static_cast<uint8_t>(e), static_cast<uint32_t>(engines_[e].pc),
                                start, end, 0, dma.bytes, 0});
-    account(e, inst, ready, now_, issue_ps, 0, /*update=*/false);
+    account(e, inst, now_, issue_ps, 0, /*update=*/false);
   }
 
   void check_deadlock() {
