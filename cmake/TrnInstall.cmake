@@ -10,9 +10,13 @@ configure_package_config_file(cmake/trnConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/trnConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/trn)
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/trnConfigVersion.cmake
-  COMPATIBILITY SameMinorVersion)
+  COMPATIBILITY SameMajorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/trnConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/trnConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/trn)
+# The .pc file finds its prefix from where it lies (${pcfiledir}), so an installed tree can
+# move (cmake --install --prefix P, a package's staging directory).
+file(RELATIVE_PATH TRN_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+string(REGEX REPLACE "/$" "" TRN_PC_TO_PREFIX "${TRN_PC_TO_PREFIX}")
 configure_file(cmake/trn.pc.in ${CMAKE_CURRENT_BINARY_DIR}/trn.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/trn.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
