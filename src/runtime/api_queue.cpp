@@ -126,6 +126,7 @@ TRN_API trn_result_t trn_queue_destroy(trn_queue_t handle) {
     auto queue = session->queues.remove(from_handle(handle));
     if (!queue) return invalid_handle(HandleKind::queue, from_handle(handle));
     queue->shutdown();
+    queue->timeline()->close_watchers();
     session->sems.remove(queue->timeline_handle);
     Device &device = *queue->core().device;
     std::lock_guard lock(device.mu);

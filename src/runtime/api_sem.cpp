@@ -80,6 +80,7 @@ TRN_API trn_result_t trn_sem_destroy(trn_sem_t handle) {
                       " queued commands still wait on or signal the semaphore: finish them first");
     if (!session->sems.remove(from_handle(handle)))
       return invalid_handle(HandleKind::sem, from_handle(handle));
+    sem->close_watchers();
     release_sem(*sem);
     return TRN_SUCCESS;
   });

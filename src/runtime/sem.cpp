@@ -1,7 +1,8 @@
 #include "runtime/sem.hpp"
 
 #include <linux/futex.h>
-#include <sys/eventfd.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,8 +73,7 @@ Sem::Sem(Device &device, trn_hal_sem_cell_t *cell, uint32_t record, uint64_t id)
     : device_(device), cell_(cell), record_(record), id_(id) {}
 
 Sem::~Sem() {
-  std::lock_guard lock(mu_);
-  for (const Watcher &w : watchers_) close(w.fd);
+  close_watchers();
 }
 
 uint64_t Sem::value() const {
@@ -161,23 +161,39 @@ trn_result_t Sem::wait(uint64_t value, uint64_t timeout_ns, const std::atomic<bo
 }
 
 trn_result_t Sem::watch(uint64_t value, int *fd) {
-  const int event = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (event < 0)
-    return ::trn::rt::fail(TRN_ERROR_DRIVER, std::string("eventfd: ") + std::strerror(errno));
-  // Our own copy stays in the watcher list until it fires; the caller gets a duplicate it owns.
-  const int mine = dup(event);
-  if (mine < 0) {
-    close(event);
-    return ::trn::rt::fail(TRN_ERROR_DRIVER, std::string("dup: ") + std::strerror(errno));
-  }
+  // A connected socket pair, not an eventfd: the caller's end is the descriptor it owns, and
+  // when the caller closes it our end hangs up, so a watch whose caller lost interest is found
+  // and closed (an eventfd gives no such sign: its duplicates would live until the value came).
+  // A socket also lets us send without SIGPIPE if the caller closed its end in between.
+  int ends[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, ends) != 0)
+    return ::trn::rt::fail(
+        errno == EMFILE || errno == ENFILE ? TRN_ERROR_OUT_OF_HOST_MEMORY : TRN_ERROR_DRIVER,
+        std::string("cannot create the semaphore's descriptor: ") + std::strerror(errno) +
+            "; close descriptors no longer needed");
+  shutdown(ends[0], SHUT_WR);  // the caller's end only reads
   {
     std::lock_guard lock(mu_);
-    watchers_.push_back({mine, value});
+    reap_abandoned_locked();
+    watchers_.push_back({ends[1], value});
   }
-  *fd = event;
+  *fd = ends[0];
   notify_watchers();
   if (shared()) watch_shared(shared_from_this());
   return TRN_SUCCESS;
+}
+
+void Sem::reap_abandoned_locked() {
+  if (watchers_.empty()) return;
+  std::vector<pollfd> polled(watchers_.size());
+  for (size_t i = 0; i < watchers_.size(); ++i) polled[i] = {watchers_[i].fd, 0, 0};
+  if (poll(polled.data(), polled.size(), 0) <= 0) return;
+  size_t i = 0;
+  std::erase_if(watchers_, [&](const Watcher &w) {
+    const bool hung_up = (polled[i++].revents & (POLLHUP | POLLERR)) != 0;
+    if (hung_up) close(w.fd);
+    return hung_up;
+  });
 }
 
 void Sem::notify_watchers() {
@@ -187,11 +203,17 @@ void Sem::notify_watchers() {
   const bool is_failed = failed();
   std::erase_if(watchers_, [&](const Watcher &w) {
     if (now < w.value && !is_failed) return false;
-    const uint64_t one = 1;
-    (void)!write(w.fd, &one, sizeof one);
+    const uint64_t one = 1;  // what an eventfd read would give
+    (void)!send(w.fd, &one, sizeof one, MSG_NOSIGNAL | MSG_DONTWAIT);
     close(w.fd);
     return true;
   });
+}
+
+void Sem::close_watchers() {
+  std::lock_guard lock(mu_);
+  for (const Watcher &w : watchers_) close(w.fd);  // the caller's end reads end-of-file
+  watchers_.clear();
 }
 
 bool Sem::has_watchers() const {

@@ -1,5 +1,5 @@
 // Timeline semaphores: a 64-bit value that only grows, waited on by spinning for a bounded budget
-// and then sleeping on a futex; pollable file descriptors (eventfds) for event loops; cells in
+// and then sleeping on a futex; pollable file descriptors for event loops; cells in
 // process memory, or in the device state when other processes share them.
 #pragma once
 
@@ -38,8 +38,13 @@ class Sem : public std::enable_shared_from_this<Sem> {
   trn_result_t wait(uint64_t value, uint64_t timeout_ns, const std::atomic<bool> *interrupt);
   // Wakes every sleeper without changing anything (they re-check their conditions).
   void poke();
-  // An eventfd that becomes readable at `value` or on failure.
+  // A descriptor the caller owns that becomes readable at `value` or on failure (8 bytes, as an
+  // eventfd reads) and reads end-of-file once the semaphore is destroyed. Watches whose caller
+  // closed its descriptor are dropped on the next watch.
   trn_result_t watch(uint64_t value, int *fd);
+  // Ends every watch: callers' descriptors read end-of-file. On destroy and teardown, since
+  // per-thread lookup caches may keep the object itself alive a little longer.
+  void close_watchers();
 
   Device &device() const { return device_; }
   bool shared() const { return local_ == nullptr; }
@@ -65,7 +70,8 @@ class Sem : public std::enable_shared_from_this<Sem> {
     int fd;
     uint64_t value;
   };
-  std::vector<Watcher> watchers_;
+  std::vector<Watcher> watchers_;  // our ends of the callers' descriptors
+  void reap_abandoned_locked();
   std::string reason_;
 };
 

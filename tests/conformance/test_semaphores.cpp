@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <thread>
@@ -754,4 +755,112 @@ TEST_CASE("semaphore functions refuse NULL, stale, wrong-kind and garbage handle
   REQUIRE(trn_sem_destroy(sem) == TRN_SUCCESS);
   CHECK(trn_sem_destroy(sem) == TRN_ERROR_INVALID_HANDLE);  // twice
   CHECK(error_contains("stale"));
+}
+
+namespace {
+
+size_t open_descriptors() {
+  size_t count = 0;
+  for ([[maybe_unused]] const auto &entry : std::filesystem::directory_iterator("/proc/self/fd"))
+    ++count;
+  return count;
+}
+
+// 1 when the descriptor reads the fired count, 0 at end-of-file, -1 when nothing is there yet.
+int read_watch(int fd) {
+  uint64_t count = 0;
+  const ssize_t n = read(fd, &count, sizeof count);
+  if (n == static_cast<ssize_t>(sizeof count)) return count == 1 ? 1 : -2;
+  return n == 0 ? 0 : -1;
+}
+
+}  // namespace
+
+TEST_CASE("semaphore descriptors live only as long as their watch", "[semaphores][fd]") {
+  SimEnv env;
+  const uint32_t flags = GENERATE(0u, TRN_SEM_FLAG_EXPORTABLE);
+  INFO((flags ? "exportable" : "process-local"));
+  constexpr int kCalls = 3000;
+
+  // Thousands of watches of values never reached, each closed by its caller: nothing piles up
+  // (before, every call kept a duplicate until the value came).
+  trn_sem_t sem = make_sem(first_device(), 0, flags);
+  const size_t before = open_descriptors();
+  for (int i = 0; i < kCalls; ++i) {
+    int fd = -1;
+    REQUIRE(trn_sem_get_fd(sem, 1000 + static_cast<uint64_t>(i), &fd) == TRN_SUCCESS);
+    close(fd);
+  }
+  CHECK(open_descriptors() <= before + 1);  // the last watch's end until the next call
+
+  // Descriptors the caller still holds when the semaphore is destroyed read end-of-file, and
+  // the runtime's ends are gone.
+  std::vector<int> held(64);
+  for (int &fd : held) REQUIRE(trn_sem_get_fd(sem, 1u << 30, &fd) == TRN_SUCCESS);
+  CHECK(open_descriptors() <= before + 1 + 2 * held.size());
+  REQUIRE(trn_sem_destroy(sem) == TRN_SUCCESS);
+  for (int fd : held) {
+    CHECK(epoll_readable(fd, 1000) == 1);
+    CHECK(read_watch(fd) == 0);
+    close(fd);
+  }
+  CHECK(open_descriptors() <= before);
+}
+
+TEST_CASE("a watched value that is reached reads like an eventfd, then the watch is gone",
+          "[semaphores][fd]") {
+  SimEnv env;
+  trn_sem_t sem = make_sem(first_device());
+  const size_t before = open_descriptors();
+  // A launch-loop shape: watch the next value, reach it, read, close.
+  for (uint64_t value = 1; value <= 2000; ++value) {
+    int fd = -1;
+    REQUIRE(trn_sem_get_fd(sem, value, &fd) == TRN_SUCCESS);
+    REQUIRE(trn_sem_signal(sem, value) == TRN_SUCCESS);
+    REQUIRE(read_watch(fd) == 1);
+    close(fd);
+  }
+  CHECK(open_descriptors() == before);
+  REQUIRE(trn_sem_destroy(sem) == TRN_SUCCESS);
+}
+
+TEST_CASE("shutdown and queue destroy end every watch", "[semaphores][fd]") {
+  SimEnv env;
+  trn_runtime_shutdown();
+  const size_t idle = open_descriptors();  // no runtime, no driver
+  const trn_device_t device = first_device();
+  trn_sem_t sem = make_sem(device, 0, TRN_SEM_FLAG_EXPORTABLE);
+  trn_sem_t local = make_sem(device);
+  trn_queue_desc_t desc = TRN_QUEUE_DESC_INIT;
+  desc.core = core_at(device, 0);
+  desc.kind = TRN_QUEUE_KIND_COPY;
+  trn_queue_t queue = nullptr;
+  REQUIRE(trn_queue_create(&desc, &queue) == TRN_SUCCESS);
+  trn_sem_t timeline = nullptr;
+  REQUIRE(trn_queue_get_semaphore(queue, &timeline) == TRN_SUCCESS);
+
+  int on_queue = -1;
+  REQUIRE(trn_sem_get_fd(timeline, 100, &on_queue) == TRN_SUCCESS);
+  REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+  CHECK(epoll_readable(on_queue, 1000) == 1);
+  CHECK(read_watch(on_queue) == 0);
+  close(on_queue);
+
+  std::vector<int> held;
+  for (int i = 0; i < 500; ++i) {
+    int a = -1, b = -1;
+    REQUIRE(trn_sem_get_fd(sem, 10 + static_cast<uint64_t>(i), &a) == TRN_SUCCESS);
+    REQUIRE(trn_sem_get_fd(local, 10 + static_cast<uint64_t>(i), &b) == TRN_SUCCESS);
+    held.push_back(a);
+    held.push_back(b);
+  }
+  trn_runtime_shutdown();
+  for (int fd : held) {
+    CHECK(read_watch(fd) == 0);
+    close(fd);
+  }
+  // The shared-cell poller may still be finishing its last round.
+  for (int i = 0; i < 200 && open_descriptors() > idle; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(open_descriptors() == idle);
 }
