@@ -2,6 +2,7 @@
 #include <cstring>
 #include <shared_mutex>
 
+#include "common/parse.hpp"
 #include "runtime/api_support.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/process_info.hpp"
@@ -188,8 +189,11 @@ TRN_API trn_result_t trn_mem_alloc(trn_pool_t pool_handle, uint64_t size, uint64
       return fail(TRN_ERROR_UNSUPPORTED, "only device memory can be exported");
     constexpr uint64_t kMaxSize = 1ull << 40;
     if (size > kMaxSize)
-      return fail(TRN_ERROR_OUT_OF_DEVICE_MEMORY,
-                  "size " + std::to_string(size) + " is larger than any device memory");
+      return pool->kind() == TRN_POOL_KIND_HOST
+                 ? fail(TRN_ERROR_OUT_OF_HOST_MEMORY, "size " + trn::common::format_bytes(size) +
+                                                          " is more than 1 TiB of host memory")
+                 : fail(TRN_ERROR_OUT_OF_DEVICE_MEMORY, "size " + trn::common::format_bytes(size) +
+                                                            " is larger than any device memory");
     std::shared_ptr<Mem> mem;
     if (trn_result_t r = pool->allocate(
             size, alignment, static_cast<trn_mem_category_t>(category_bits), flags, pool, &mem);

@@ -1,6 +1,5 @@
 #include "runtime/memory.hpp"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 
 #include "common/parse.hpp"
 #include "runtime/error.hpp"
+#include "runtime/host_memory.hpp"
 #include "runtime/process_info.hpp"
 #include "runtime/session.hpp"
 
@@ -18,6 +18,10 @@ namespace {
 
 uint64_t round_up(uint64_t value, uint64_t to) {
   return (value + to - 1) / to * to;
+}
+
+bool is_out_of_memory(trn_result_t r) {
+  return r == TRN_ERROR_OUT_OF_DEVICE_MEMORY || r == TRN_ERROR_OUT_OF_HOST_MEMORY;
 }
 
 const trn_hal_ops_t &ops(const Device &device) {
@@ -75,17 +79,12 @@ trn_result_t Pool::take_segment(uint64_t bytes, std::unique_ptr<SegmentStore> *o
   Segment &segment = store->segment;
   const uint64_t chunks = (bytes + chunk_bytes(device_) - 1) / chunk_bytes(device_);
   if (kind_ == TRN_POOL_KIND_HOST) {
-    void *memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (memory == MAP_FAILED) {
-      *why =
-          "cannot map " + common::format_bytes(bytes) + " of host memory: " + std::strerror(errno);
-      return TRN_ERROR_OUT_OF_HOST_MEMORY;
-    }
+    void *memory = nullptr;
+    if (trn_result_t r = map_host_memory(bytes, &memory, why); r != TRN_SUCCESS) return r;
     segment.host = memory;
     segment.address = reinterpret_cast<uintptr_t>(memory);
     segment.size = bytes;
-    store->committed.assign(chunks, 1);  // anonymous memory needs no commit
+    store->committed.assign(chunks, 1);  // committed when mapped
   } else {
     if (trn_result_t r = reserve_device_range(device_, bank_, bytes, &segment, why);
         r != TRN_SUCCESS)
@@ -101,7 +100,7 @@ trn_result_t Pool::take_segment(uint64_t bytes, std::unique_ptr<SegmentStore> *o
 
 void Pool::give_back(SegmentStore &store) {
   if (kind_ == TRN_POOL_KIND_HOST)
-    munmap(store.segment.host, store.segment.size);
+    unmap_host_memory(store.segment.host, store.segment.size);
   else
     release_device_range(device_, store.segment);
   reserved_ -= store.segment.size;
@@ -158,12 +157,11 @@ trn_result_t Pool::allocate_locked(uint64_t size, uint64_t alignment, Block **bl
   if (!BlockAllocator::is_small(size, alignment)) trim_locked(bytes);
   std::unique_ptr<SegmentStore> store;
   trn_result_t r = take_segment(bytes, &store, why);
-  if (r == TRN_ERROR_OUT_OF_DEVICE_MEMORY && bytes > minimum) {
+  if (is_out_of_memory(r) && bytes > minimum) {
     bytes = minimum;
     r = take_segment(bytes, &store, why);
   }
-  if (r == TRN_ERROR_OUT_OF_DEVICE_MEMORY && trim_locked() > 0)
-    r = take_segment(bytes, &store, why);
+  if (is_out_of_memory(r) && trim_locked() > 0) r = take_segment(bytes, &store, why);
   if (r != TRN_SUCCESS) return r;
   store->segment.small = BlockAllocator::is_small(size, alignment);
   blocks_.add_segment(&store->segment);
@@ -241,7 +239,7 @@ trn_result_t Pool::allocate(uint64_t size, uint64_t alignment, trn_mem_category_
         return TRN_SUCCESS;
       }
     }
-    if (r != TRN_ERROR_OUT_OF_DEVICE_MEMORY || kind_ != TRN_POOL_KIND_DEVICE) break;
+    if (!is_out_of_memory(r)) break;
     // Other pools of this process may cache what this one needs: return it all, try again.
     trim_device_pools(device_);
   }

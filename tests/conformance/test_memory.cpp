@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -1725,4 +1726,60 @@ TEST_CASE("storage written by a dead process is returned when the backing store 
   if (result == TRN_SUCCESS) CHECK(reads_as(mem, 0, 32 * MiB, 0x5e));
   REQUIRE(trn_mem_free(mem) == TRN_SUCCESS);
   REQUIRE(trn_pool_destroy(pool) == TRN_SUCCESS);
+}
+
+namespace {
+
+uint64_t resident_bytes() {
+  std::FILE *statm = std::fopen("/proc/self/statm", "r");
+  REQUIRE(statm != nullptr);
+  unsigned long long size = 0, resident = 0;
+  REQUIRE(std::fscanf(statm, "%llu %llu", &size, &resident) == 2);
+  std::fclose(statm);
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+uint64_t available_host_bytes() {
+  std::FILE *meminfo = std::fopen("/proc/meminfo", "r");
+  REQUIRE(meminfo != nullptr);
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof line, meminfo))
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+  std::fclose(meminfo);
+  REQUIRE(kib > 0);
+  return kib * 1024;
+}
+
+}  // namespace
+
+TEST_CASE("host memory that the system cannot back fails up front", "[memory][host]") {
+  SimEnv env;
+  const trn_device_t device = first_device();
+  trn_pool_t host = make_pool(device, 0, 0, TRN_POOL_KIND_HOST);
+  // Twice 1 TiB used to succeed (never committed), leaving exhaustion to the OOM killer.
+  for (int i = 0; i < 2; ++i) {
+    trn_mem_t mem = nullptr;
+    CHECK(trn_mem_alloc(host, 1ull << 40, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem) ==
+          TRN_ERROR_OUT_OF_HOST_MEMORY);
+    CHECK(mem == nullptr);
+    CHECK(error_contains("host memory"));
+    CHECK(error_contains("available"));
+  }
+  // More than the system has available right now, and more than 1 TiB.
+  trn_mem_t mem = nullptr;
+  CHECK(trn_mem_alloc(host, available_host_bytes() + GiB, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem) ==
+        TRN_ERROR_OUT_OF_HOST_MEMORY);
+  CHECK(trn_mem_alloc(host, (1ull << 40) + 1, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem) ==
+        TRN_ERROR_OUT_OF_HOST_MEMORY);
+  CHECK(error_contains("1 TiB"));
+  CHECK(pool_stats(host).reserved_bytes == 0);
+
+  // What succeeds is committed at once: the process's resident memory grows by it.
+  const uint64_t before = resident_bytes();
+  mem = alloc(host, 64 * MiB);
+  CHECK(resident_bytes() >= before + 60 * MiB);
+  CHECK(reads_as(mem, 0, 64 * MiB, 0));
+  REQUIRE(trn_mem_free(mem) == TRN_SUCCESS);
+  REQUIRE(trn_pool_destroy(host) == TRN_SUCCESS);
 }
