@@ -45,15 +45,25 @@ extern "C" {
  * Versions
  * --------------------------------------------------------------------------------------------- */
 
+/*
+ * Versioning. TRN_API_VERSION is major.minor. Within a major version the API and the ABI only
+ * grow: functions are added, never changed or removed, and every exported symbol carries the
+ * version node of the release that added it (TRN_0.1, TRN_0.2, ...; libtrn.map), so a program
+ * built against 0.1 runs on any later 0.x library. Structs grow by appending members; their
+ * header.size tells the library which members the caller knows. Declarations below say
+ * "since 0.N" when they came after 0.1. The library's file name (libtrn.so.0.1) changes only
+ * with an incompatible ABI; compare trn_get_version() with TRN_API_VERSION at run time to know
+ * whether the functions a program needs are there.
+ */
 #define TRN_MAKE_VERSION(major, minor) TRN_CAST_(uint32_t, ((major) << 16) | (minor))
 #define TRN_VERSION_MAJOR(version) (TRN_CAST_(uint32_t, version) >> 16)
 #define TRN_VERSION_MINOR(version) (TRN_CAST_(uint32_t, version) & 0xffffu)
 /** The API version this header describes. */
-#define TRN_API_VERSION TRN_MAKE_VERSION(0, 1)
+#define TRN_API_VERSION TRN_MAKE_VERSION(0, 2)
 
 /** The API version the loaded library implements (compare with TRN_API_VERSION). */
 TRN_API uint32_t trn_get_version(void);
-/** The library's release string, e.g. "0.1.0". Static storage; never NULL. */
+/** The library's release string, e.g. "0.2.0". Static storage; never NULL. */
 TRN_API const char *trn_get_version_string(void);
 
 /* ------------------------------------------------------------------------------------------------
@@ -112,8 +122,11 @@ TRN_API const char *trn_result_name(trn_result_t result);
 /** A one-line description of what a result means in general. Static storage; never NULL. */
 TRN_API const char *trn_result_string(trn_result_t result);
 /**
- * The detail of the last call on this thread that failed, e.g. "NeuronCore 2 on device 0 is in
- * use by pid 4121 (python train.py) since 12:03:11". Empty string when no call failed yet.
+ * The detail of the last call on this thread that failed: the function, what was wrong and what
+ * to do, e.g. "trn_core_acquire: NeuronCore 2 on device 0 (core id 2) is in use by pid 4121
+ * (python train.py) since 2026-11-29 12:03:11 +0100: wait for it to release the core, end it,
+ * or pick another core with TRN_VISIBLE_CORES (trn-ls -w shows who owns what)". Empty string
+ * when no call failed yet.
  * Thread-local storage, valid until the next failing call on the same thread; never NULL.
  */
 TRN_API const char *trn_last_error(void);
@@ -358,7 +371,7 @@ typedef struct trn_core_activity {
   uint64_t dma_bytes;
   uint64_t dma_busy_ns;  /**< simulated time the core's DMA engines were busy */
   uint64_t busy_host_ns; /**< host time spent executing the core's commands */
-  /* Kernels (appended in 0.2). Engines in trn_engine_t order. */
+  /* Kernels. Engines in trn_engine_t order. */
   uint64_t kernels_completed;
   uint64_t kernels_faulted;
   uint64_t kernel_ns;              /**< simulated time of the core's kernels, start to end */
@@ -397,7 +410,10 @@ TRN_API trn_result_t trn_core_get_owner(trn_core_t core, trn_process_info_t *own
  * what it takes: freed allocations are reused without a system call, and cached memory goes
  * back to the device on trn_pool_trim(), or by itself before an allocation reports
  * TRN_ERROR_OUT_OF_DEVICE_MEMORY. Device memory is virtual until written: reserving it costs no
- * host memory; writing commits it.
+ * host memory; writing commits it. Host pool memory stands for pinned memory and is committed
+ * when the pool takes it from the system: a request that would leave less than 256 MiB of the
+ * system's available memory (MemAvailable) fails up front with TRN_ERROR_OUT_OF_HOST_MEMORY,
+ * never later through the OOM killer.
  *
  * Addresses: a device address is 64 bits, (device + 1) << 56 | bank << 48 | offset in the bank;
  * host pool memory is addressed by its host virtual address. Kernels and DMA use these.
@@ -475,6 +491,7 @@ TRN_API trn_result_t trn_device_get_memory_stats(trn_device_t device, uint32_t h
  * @returns TRN_ERROR_OUT_OF_DEVICE_MEMORY when the bank (or the pool's limit, or the host
  *          backing store) cannot hold it even after trimming the process's pools;
  *          trn_last_error() then states the request and a table of who holds the bank.
+ *          TRN_ERROR_OUT_OF_HOST_MEMORY when a host pool cannot get committed memory for it.
  */
 TRN_API trn_result_t trn_mem_alloc(trn_pool_t pool, uint64_t size, uint64_t alignment,
                                    trn_mem_category_t category, uint32_t flags, trn_mem_t *mem);
@@ -578,8 +595,12 @@ TRN_API trn_result_t trn_sem_wait(trn_sem_t sem, uint64_t value, uint64_t timeou
 /** The current value (even when failed: then the result is TRN_ERROR_CANCELLED). */
 TRN_API trn_result_t trn_sem_query(trn_sem_t sem, uint64_t *value);
 /**
- * A file descriptor that becomes readable (POLLIN, as an eventfd) when the value reaches `value`
- * or the semaphore fails: for epoll, poll and io_uring event loops. The caller closes it.
+ * A file descriptor that becomes readable (POLLIN) when the value reaches `value` or the
+ * semaphore fails: for epoll, poll and io_uring event loops. It then reads like an eventfd (8
+ * bytes, a count of 1); once the semaphore is destroyed (or the runtime shut down) before that,
+ * it reads end-of-file instead. The caller owns it and closes it; closing it early ends the
+ * watch, and the runtime frees what the watch held by the next call for that semaphore.
+ * @returns TRN_ERROR_OUT_OF_HOST_MEMORY when the process has no descriptors left.
  */
 TRN_API trn_result_t trn_sem_get_fd(trn_sem_t sem, uint64_t value, int *fd);
 /** Exports a TRN_SEM_FLAG_EXPORTABLE semaphore so another process can wait on or signal it. */
@@ -673,7 +694,7 @@ typedef struct trn_queue_fault {
   uint64_t source_address;
   uint64_t size;
   uint64_t cancelled; /**< commands cancelled after it */
-  /* Kernel faults (appended in 0.2); empty / 0 for other commands. */
+  /* Kernel faults; empty / 0 for other commands. */
   char kernel[TRN_NAME_MAX]; /**< the kernel's name */
   char engine[16];           /**< "tensor", "vector", "scalar", "gpsimd", "sync" */
   uint32_t instruction;      /**< index in that engine's stream */
@@ -730,6 +751,19 @@ typedef enum trn_engine {
   TRN_ENGINE_COUNT = 5,
   TRN_ENGINE_FORCE_INT32 = 0x7fffffff
 } trn_engine_t;
+
+/**
+ * "f32", "bf16", "f16", "fp8e4m3", "fp8e5m2", "i32", "i16", "i8", "u8" (the names the assembly
+ * and trn-run use); "unknown" for a value not in the enum. Static storage. Since 0.2.
+ */
+TRN_API const char *trn_dtype_name(trn_dtype_t dtype);
+/** Bytes per element (4, 2, 2, 1, 1, 4, 2, 1, 1); 0 for a value not in the enum. Since 0.2. */
+TRN_API uint32_t trn_dtype_size(trn_dtype_t dtype);
+/**
+ * "tensor", "vector", "scalar", "gpsimd", "sync"; "unknown" for a value not in the enum.
+ * Static storage. Since 0.2.
+ */
+TRN_API const char *trn_engine_name(trn_engine_t engine);
 
 #define TRN_KERNEL_MAX_RANK 8
 

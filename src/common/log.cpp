@@ -20,7 +20,7 @@ struct Loggers {
   std::map<std::string, std::shared_ptr<spdlog::logger>> by_component;
 
   Loggers() : sink(std::make_shared<spdlog::sinks::stderr_color_sink_mt>()) {
-    sink->set_pattern("%Y-%m-%d %H:%M:%S.%e %P:%t %^%l%$ %n: %v");
+    sink->set_pattern("%Y-%m-%d %H:%M:%S.%e %z %P:%t %^%l%$ %n: %v");
     if (auto text = env("TRN_LOG_LEVEL")) {
       const auto parsed = spdlog::level::from_str(*text);
       // from_str maps unknown names to "off"; only accept "off" when asked for.

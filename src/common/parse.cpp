@@ -128,7 +128,8 @@ std::string format_unix_time(uint64_t unix_ns) {
   struct tm local {};
   localtime_r(&seconds, &local);
   char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &local);
+  // With the zone's offset: a message read on another machine, or in a log, is unambiguous.
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S %z", &local);
   return text;
 }
 

@@ -31,7 +31,7 @@ std::string format_bytes(uint64_t bytes);
 // "0-3,6,8-9": indices collapsed into ranges.
 std::string format_index_list(const std::vector<uint32_t> &indices);
 
-// Local time of a Unix time in nanoseconds, "2026-11-29 12:03:11".
+// Local time of a Unix time in nanoseconds with its UTC offset, "2026-11-29 12:03:11 +0100".
 std::string format_unix_time(uint64_t unix_ns);
 
 // Now, in Unix nanoseconds (CLOCK_REALTIME).

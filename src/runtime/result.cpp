@@ -1,4 +1,7 @@
-// Names and descriptions of results and generations, and the library version.
+// Names and descriptions of results, generations, data types and engines, and the library
+// version.
+#include "isa/dtype.hpp"
+#include "isa/opcodes.hpp"
 #include "trn/trn.h"
 
 namespace {
@@ -102,6 +105,45 @@ TRN_API const char *trn_generation_name(trn_generation_t generation) {
     case TRN_GENERATION_TRN3: return "trn3";
     default: return "unknown";
   }
+}
+
+// The C enums are the ISA's values (a kernel's argument table stores them as they are).
+static_assert(TRN_DTYPE_F32 == static_cast<int>(trn::isa::DType::kF32) &&
+              TRN_DTYPE_BF16 == static_cast<int>(trn::isa::DType::kBf16) &&
+              TRN_DTYPE_F16 == static_cast<int>(trn::isa::DType::kF16) &&
+              TRN_DTYPE_FP8_E4M3 == static_cast<int>(trn::isa::DType::kFp8E4m3) &&
+              TRN_DTYPE_FP8_E5M2 == static_cast<int>(trn::isa::DType::kFp8E5m2) &&
+              TRN_DTYPE_I32 == static_cast<int>(trn::isa::DType::kI32) &&
+              TRN_DTYPE_I16 == static_cast<int>(trn::isa::DType::kI16) &&
+              TRN_DTYPE_I8 == static_cast<int>(trn::isa::DType::kI8) &&
+              TRN_DTYPE_U8 == static_cast<int>(trn::isa::DType::kU8) &&
+              trn::isa::kDTypeCount == 10);
+static_assert(TRN_ENGINE_TENSOR == static_cast<int>(trn::isa::Engine::kTensor) &&
+              TRN_ENGINE_VECTOR == static_cast<int>(trn::isa::Engine::kVector) &&
+              TRN_ENGINE_SCALAR == static_cast<int>(trn::isa::Engine::kScalar) &&
+              TRN_ENGINE_GPSIMD == static_cast<int>(trn::isa::Engine::kGpSimd) &&
+              TRN_ENGINE_SYNC == static_cast<int>(trn::isa::Engine::kSync) &&
+              TRN_ENGINE_COUNT == trn::isa::kEngineCount);
+
+TRN_API const char *trn_dtype_name(trn_dtype_t dtype) {
+  const auto value = static_cast<uint32_t>(dtype);
+  return value > 0 && value < trn::isa::kDTypeCount
+             ? trn::isa::dtype_name(static_cast<trn::isa::DType>(value))
+             : "unknown";
+}
+
+TRN_API uint32_t trn_dtype_size(trn_dtype_t dtype) {
+  const auto value = static_cast<uint32_t>(dtype);
+  return value > 0 && value < trn::isa::kDTypeCount
+             ? trn::isa::dtype_size(static_cast<trn::isa::DType>(value))
+             : 0;
+}
+
+TRN_API const char *trn_engine_name(trn_engine_t engine) {
+  const auto value = static_cast<uint32_t>(engine);
+  return value < trn::isa::kEngineCount
+             ? trn::isa::engine_name(static_cast<trn::isa::Engine>(value))
+             : "unknown";
 }
 
 }  // extern "C"

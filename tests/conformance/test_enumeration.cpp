@@ -1,6 +1,7 @@
 // Conformance: what the C API reports on the simulated device — drivers, devices, cores, the
 // configuration variables that shape them, ownership within one process, and the names of
 // results and generations.
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -611,4 +612,52 @@ TEST_CASE("version and generation names", "[enumeration][names]") {
   CHECK(std::string(trn_generation_name(static_cast<trn_generation_t>(0))) == "unknown");
   CHECK(std::string(trn_generation_name(static_cast<trn_generation_t>(4))) == "unknown");
   CHECK(std::string(trn_generation_name(static_cast<trn_generation_t>(99))) == "unknown");
+}
+
+TEST_CASE("the API version, the release string and the symbol nodes agree",
+          "[enumeration][names]") {
+  // 0.2 added trn_dtype_name, trn_dtype_size and trn_engine_name; the release is 0.2.x.
+  CHECK(TRN_API_VERSION == TRN_MAKE_VERSION(0, 2));
+  const std::string release = trn_get_version_string();
+  CHECK(release.rfind("0.2.", 0) == 0);
+  // A function of 0.1 and one of 0.2 resolve under their nodes, as a program linked against
+  // each release would look them up.
+  void *library = dlopen("libtrn.so.0.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!library) library = dlopen(nullptr, RTLD_NOW);
+  REQUIRE(library != nullptr);
+  CHECK(dlvsym(library, "trn_device_get", "TRN_0.1") != nullptr);
+  CHECK(dlvsym(library, "trn_dtype_name", "TRN_0.2") != nullptr);
+  CHECK(dlvsym(library, "trn_engine_name", "TRN_0.2") != nullptr);
+  CHECK(dlvsym(library, "trn_dtype_name", "TRN_0.1") == nullptr);
+}
+
+TEST_CASE("data type and engine names and sizes", "[enumeration][names]") {
+  const struct {
+    trn_dtype_t dtype;
+    const char *name;
+    uint32_t size;
+  } dtypes[] = {{TRN_DTYPE_F32, "f32", 4},
+                {TRN_DTYPE_BF16, "bf16", 2},
+                {TRN_DTYPE_F16, "f16", 2},
+                {TRN_DTYPE_FP8_E4M3, "fp8e4m3", 1},
+                {TRN_DTYPE_FP8_E5M2, "fp8e5m2", 1},
+                {TRN_DTYPE_I32, "i32", 4},
+                {TRN_DTYPE_I16, "i16", 2},
+                {TRN_DTYPE_I8, "i8", 1},
+                {TRN_DTYPE_U8, "u8", 1}};
+  for (const auto &d : dtypes) {
+    INFO(d.name);
+    CHECK(std::string(trn_dtype_name(d.dtype)) == d.name);
+    CHECK(trn_dtype_size(d.dtype) == d.size);
+  }
+  for (int bad : {0, 10, 255, -1, 0x7fffffff}) {
+    INFO("dtype " << bad);
+    CHECK(std::string(trn_dtype_name(static_cast<trn_dtype_t>(bad))) == "unknown");
+    CHECK(trn_dtype_size(static_cast<trn_dtype_t>(bad)) == 0);
+  }
+  const char *engines[] = {"tensor", "vector", "scalar", "gpsimd", "sync"};
+  for (int e = 0; e < TRN_ENGINE_COUNT; ++e)
+    CHECK(std::string(trn_engine_name(static_cast<trn_engine_t>(e))) == engines[e]);
+  for (int bad : {5, 6, -1, 0x7fffffff})
+    CHECK(std::string(trn_engine_name(static_cast<trn_engine_t>(bad))) == "unknown");
 }
