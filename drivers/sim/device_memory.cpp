@@ -79,6 +79,10 @@ DeviceState::ChunkLock::ChunkLock(DeviceState &state, std::string *why, Wait wai
   if (std::atomic_ref<uint32_t>(state_.file_->memory.changing)
           .exchange(1, std::memory_order_acq_rel))
     state_.reclaim_dead_locked();
+  if (state_.reclaim_pending_ && state_.slot_ >= 0) {
+    state_.reclaim_pending_ = false;
+    state_.reclaim_slot_chunks_locked(static_cast<uint32_t>(state_.slot_));
+  }
 }
 
 DeviceState::ChunkLock::~ChunkLock() {

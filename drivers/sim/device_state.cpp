@@ -317,13 +317,15 @@ trn_result_t DeviceState::attach_locked(const trn_hal_process_identity_t &identi
     std::snprintf(body.runtime_version, sizeof body.runtime_version, "%s",
                   identity.runtime_version ? identity.runtime_version : "");
     {
-      // A slot is reused only after its previous process died: return what it held first.
-      ChunkLock chunks(*this, why);
-      if (chunks.result() != TRN_SUCCESS) {
-        ofd_unlock(fd_, kLockSlotBase + slot);
-        return chunks.result();
-      }
-      reclaim_slot_chunks_locked(slot);
+      // A slot is reused only after its previous process died: return what it held first. A
+      // claim never waits for another process, so when the chunk lock is busy (its holder may
+      // be stopped), the next chunk lock this process takes does it, before any memory change.
+      std::string busy;
+      ChunkLock chunks(*this, &busy, ChunkLock::Wait::no);
+      if (chunks.result() == TRN_SUCCESS)
+        reclaim_slot_chunks_locked(slot);
+      else
+        reclaim_pending_ = true;
     }
     seqlock_write(file_->slots[slot], body);
     slot_ = static_cast<int32_t>(slot);

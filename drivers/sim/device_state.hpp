@@ -42,7 +42,7 @@ class DeviceState {
   const std::string &path() const { return path_; }
 
   // Claims physical cores [first, first+count), all or none. Takes a process slot first if
-  // this process has none yet.
+  // this process has none yet. Never waits for another process (not even for the chunk lock).
   trn_result_t claim(const trn_hal_process_identity_t &identity, uint32_t first, uint32_t count,
                      uint32_t *busy_core, std::string *why);
   trn_result_t unclaim(uint32_t first, uint32_t count, std::string *why);
@@ -77,6 +77,7 @@ class DeviceState {
                           std::string *why);
 
  private:
+  friend struct DeviceStateTestAccess;  // tests/support/chunk_lock_holder.cpp
   DeviceState(std::string path, int fd, StateFile *file, const StateHeader &header,
               const MemoryGeometry &geometry);
   // Whether both files still have their sizes (a mapping of a shrunken file faults when touched);
@@ -132,6 +133,9 @@ class DeviceState {
   std::unique_ptr<MappingGuard> hbm_guard_;
   std::mutex mu_;  // serialises this process's writes and lock probes on the file
   int32_t slot_ = -1;
+  // The slot was taken while another process held the chunk lock: what its previous (dead)
+  // process held is returned the next time this process takes the chunk lock.
+  bool reclaim_pending_ = false;
   uint64_t claimed_mask_ = 0;
 };
 
