@@ -2,7 +2,8 @@
 // memory, and a chunk table in the state file saying which process (or export) holds each
 // 2 MiB chunk. Reserving only marks chunks; committing backs them with storage (fallocate), so a
 // full backing store is an allocation error and never a SIGBUS; releasing punches a hole, so the
-// next holder reads zeros and no data passes between processes.
+// next holder reads zeros and no data passes between processes. Every owner, range and index
+// read from the state file is checked before use (state_check.hpp): the file may hold anything.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/log.hpp"
 #include "common/parse.hpp"
 #include "sim/device_state.hpp"
 #include "sim/ofd_lock.hpp"
@@ -22,8 +24,8 @@ namespace trn::sim {
 
 namespace {
 
-// Changes under the chunk mutex take microseconds; a holder that keeps it ten seconds is stopped.
-constexpr time_t kChunkLockTimeoutSeconds = 10;
+// Changes under the chunk lock take microseconds; a holder that keeps it ten seconds is stopped.
+constexpr uint64_t kChunkLockTimeoutNs = 10'000'000'000ull;
 
 uint64_t load(const uint64_t &word) {
   return std::atomic_ref<uint64_t>(const_cast<uint64_t &>(word)).load(std::memory_order_relaxed);
@@ -36,35 +38,61 @@ uint16_t slot_owner(uint32_t slot) {
   return static_cast<uint16_t>(slot + 1);
 }
 
+uint16_t load_owner(const uint16_t &owner) {
+  return std::atomic_ref<uint16_t>(const_cast<uint16_t &>(owner)).load(std::memory_order_relaxed);
+}
+
+// Chunks covering `bytes`, or 0 when that is more than `limit` chunks (no overflow either way).
+uint32_t chunks_for(uint64_t bytes, uint32_t limit) {
+  const uint64_t chunks = bytes / kChunkBytes + (bytes % kChunkBytes != 0);
+  return chunks <= limit ? static_cast<uint32_t>(chunks) : 0;
+}
+
+// A new export or semaphore id; 0 means "unused record", so it is never handed out.
+uint64_t next_id(MemoryControl &memory) {
+  uint64_t id = memory.next_export_id++;
+  if (id == 0) id = memory.next_export_id++;
+  return id;
+}
+
 }  // namespace
 
-DeviceState::ChunkLock::ChunkLock(DeviceState &state, std::string *why) : state_(state) {
-  struct timespec deadline {};
-  clock_gettime(CLOCK_REALTIME, &deadline);
-  deadline.tv_sec += kChunkLockTimeoutSeconds;
-  const int rc = pthread_mutex_timedlock(&state_.file_->memory.mutex, &deadline);
-  if (rc == EOWNERDEAD) {
-    // Its holder died mid-change. Changes are ordered so that the worst left behind is chunks
-    // owned by a dead slot: mark the mutex usable and return those.
-    pthread_mutex_consistent(&state_.file_->memory.mutex);
-    state_.reclaim_dead_locked();
-  } else if (rc == ETIMEDOUT) {
-    *why = "timed out after 10 s waiting for the memory lock of " + state_.path_ +
-           ": another process holds it (is one stopped in a debugger?)";
+DeviceState::ChunkLock::ChunkLock(DeviceState &state, std::string *why, Wait wait) : state_(state) {
+  const int rc = wait == Wait::deadline
+                     ? ofd_lock_with_deadline(state_.fd_, kLockChunks, LockKind::exclusive,
+                                              kChunkLockTimeoutNs)
+                     : ofd_try_lock(state_.fd_, kLockChunks, LockKind::exclusive);
+  if (rc == ETIMEDOUT || rc == EAGAIN) {
+    *why = rc == ETIMEDOUT ? "timed out after 10 s waiting for the memory lock of " + state_.path_ +
+                                 ": another process holds it (is one stopped in a debugger?)"
+                           : "the memory lock of " + state_.path_ + " is held by another process";
     result_ = TRN_TIMEOUT;
-  } else if (rc != 0) {
-    *why = "cannot take the memory lock of " + state_.path_ + ": " + std::strerror(rc) +
-           "; if it stays broken, stop the processes using the device and remove " + state_.path_;
-    result_ = TRN_ERROR_STATE_CORRUPT;
+    return;
+  }
+  if (rc != 0) {
+    *why = "cannot take the memory lock of " + state_.path_ + ": " + std::strerror(rc);
+    result_ = TRN_ERROR_DRIVER;
+    return;
+  }
+  // Found set: the previous holder died mid-change. Changes are ordered so that the worst left
+  // behind is chunks owned by a dead slot: return those. (A scribbled value costs one reclaim.)
+  if (std::atomic_ref<uint32_t>(state_.file_->memory.changing)
+          .exchange(1, std::memory_order_acq_rel))
+    state_.reclaim_dead_locked();
+  if (state_.reclaim_pending_ && state_.slot_ >= 0) {
+    state_.reclaim_pending_ = false;
+    state_.reclaim_slot_chunks_locked(static_cast<uint32_t>(state_.slot_));
   }
 }
 
 DeviceState::ChunkLock::~ChunkLock() {
-  if (result_ == TRN_SUCCESS) pthread_mutex_unlock(&state_.file_->memory.mutex);
+  if (result_ != TRN_SUCCESS) return;
+  std::atomic_ref<uint32_t>(state_.file_->memory.changing).store(0, std::memory_order_release);
+  ofd_unlock(state_.fd_, kLockChunks);
 }
 
 uint64_t DeviceState::bank_bytes() const {
-  return uint64_t{file_->memory.bank_chunks} * kChunkBytes;
+  return uint64_t{geometry_.bank_chunks} * kChunkBytes;
 }
 
 uint64_t DeviceState::live_slot_mask_locked() {
@@ -83,30 +111,47 @@ void DeviceState::free_chunks_locked(uint32_t first, uint32_t count) {
   std::fill_n(&file_->memory.chunk_owner[first], count, kChunkFree);
 }
 
-void DeviceState::reclaim_slots_locked(uint64_t slots) {
-  if (slots == 0) return;
-  MemoryControl &memory = file_->memory;
-  auto reclaimed = [&](uint16_t owner) {
-    return owner != kChunkFree && owner < kExportOwnerBase && (slots >> (owner - 1) & 1u);
-  };
-  // One pass over the chunk table, freeing each run of reclaimed chunks at once.
-  for (uint32_t chunk = 0; chunk < memory.chunk_count;) {
-    if (!reclaimed(memory.chunk_owner[chunk])) {
+template <typename Doomed>
+void DeviceState::free_chunks_where_locked(Doomed doomed) {
+  const uint16_t *owners = file_->memory.chunk_owner;
+  for (uint32_t chunk = 0; chunk < geometry_.chunk_count;) {
+    if (!doomed(load_owner(owners[chunk]))) {
       ++chunk;
       continue;
     }
-    uint32_t end = chunk;
-    while (end < memory.chunk_count && reclaimed(memory.chunk_owner[end])) ++end;
+    uint32_t end = chunk + 1;
+    while (end < geometry_.chunk_count && doomed(load_owner(owners[end]))) ++end;
     free_chunks_locked(chunk, end - chunk);
     chunk = end;
   }
-  for (ExportRecord &record : memory.exports) {
+}
+
+void DeviceState::release_export_locked(uint32_t index) {
+  ExportRecord &record = file_->memory.exports[index];
+  ChunkRange range;
+  std::string why;
+  if (read_export_range(path_, geometry_, record, index, &range, &why)) {
+    free_chunks_locked(range.first, range.count);
+  } else {
+    // A damaged record: the chunk table still says which chunks are the export's.
+    common::logger("sim")->warn("{}", why);
+    const uint16_t owner = static_cast<uint16_t>(kExportOwnerBase + index);
+    free_chunks_where_locked([owner](uint16_t o) { return o == owner; });
+  }
+  record = ExportRecord{};
+}
+
+void DeviceState::reclaim_slots_locked(uint64_t slots) {
+  if (slots == 0) return;
+  MemoryControl &memory = file_->memory;
+  // One pass over the chunk table, freeing each run of reclaimed chunks at once.
+  free_chunks_where_locked(
+      [slots](uint16_t owner) { return is_slot_owner(owner) && (slots >> (owner - 1) & 1u); });
+  for (uint32_t i = 0; i < kMaxExports; ++i) {
+    ExportRecord &record = memory.exports[i];
     if (record.id == 0 || !(record.holder_mask & slots)) continue;
     record.holder_mask &= ~slots;
-    if (record.holder_mask == 0) {
-      free_chunks_locked(record.first_chunk, record.chunk_count);
-      record = ExportRecord{};
-    }
+    if (record.holder_mask == 0) release_export_locked(i);
   }
   for (ExportRecord &record : memory.sem_records) {
     if (record.id == 0 || !(record.holder_mask & slots)) continue;
@@ -144,47 +189,62 @@ uint64_t DeviceState::dead_holders_locked() {
 
 void DeviceState::reclaim_dead_locked() {
   reclaim_slots_locked(~live_slot_mask_locked());
+  // Owners no writer stores (damage), and exports without a record: nobody holds those chunks.
+  const ExportRecord *exports = file_->memory.exports;
+  free_chunks_where_locked([exports](uint16_t owner) {
+    if (owner == kChunkFree || is_slot_owner(owner)) return false;
+    return !is_export_owner(owner) || exports[owner - kExportOwnerBase].id == 0;
+  });
 }
 
 trn_result_t DeviceState::open_hbm_locked(std::string *why) {
   if (hbm_base_) return TRN_SUCCESS;
-  const std::string hbm_path = path_.substr(0, path_.size() - 6) + ".hbm";
-  if (hbm_fd_ < 0) hbm_fd_ = ::open(hbm_path.c_str(), O_RDWR | O_CLOEXEC);
+  std::string ignored;
+  if (!why) why = &ignored;
+  const std::string advice = stale_state_advice(path_);
   if (hbm_fd_ < 0) {
-    if (why)
-      *why = "cannot open the device memory file " + hbm_path + ": " + std::strerror(errno) +
-             "; stop the processes using the device and remove " + path_ + " to re-create both";
-    return errno == EACCES ? TRN_ERROR_PERMISSION_DENIED : TRN_ERROR_STATE_CORRUPT;
+    bool missing = false;
+    trn_result_t result = TRN_SUCCESS;
+    hbm_fd_ = open_private_file(hbm_path_, O_RDWR, advice, &missing, &result, why);
+    if (hbm_fd_ < 0) return result;
   }
-  struct stat st {};
-  if (fstat(hbm_fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) != header_.hbm_bytes) {
-    if (why)
-      *why = hbm_path + " is not the size of the device memory (" +
-             common::format_bytes(header_.hbm_bytes) + "); stop the processes using the device " +
-             "and remove " + path_ + " to re-create both";
-    return TRN_ERROR_STATE_CORRUPT;
-  }
+  if (trn_result_t r = check_file_size(hbm_fd_, hbm_path_, header_.hbm_bytes, advice, why);
+      r != TRN_SUCCESS)
+    return r;
   void *map = mmap(nullptr, header_.hbm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
                    hbm_fd_, 0);
   if (map == MAP_FAILED) {
-    if (why) *why = "cannot map " + hbm_path + ": " + std::strerror(errno);
+    *why = "cannot map " + hbm_path_ + ": " + std::strerror(errno);
     return TRN_ERROR_DRIVER;
   }
   hbm_base_ = static_cast<char *>(map);
+  hbm_guard_ =
+      std::make_unique<MappingGuard>(hbm_base_, header_.hbm_bytes, hbm_fd_, hbm_path_, advice);
   return TRN_SUCCESS;
 }
 
 trn_result_t DeviceState::hbm_reserve(const trn_hal_process_identity_t &identity, uint32_t bank,
                                       uint64_t bytes, uint64_t *offset, std::string *why) {
   std::lock_guard lock(mu_);
+  if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;
+  if (bank >= geometry_.banks) {
+    *why = "device " + std::to_string(header_.device_index) + " has no HBM bank " +
+           std::to_string(bank);
+    return TRN_ERROR_OUT_OF_RANGE;
+  }
+  const uint32_t want = chunks_for(bytes, geometry_.bank_chunks);
+  if (want == 0) {
+    *why = "bank " + std::to_string(bank) + " holds " + common::format_bytes(bank_bytes()) +
+           ", less than the " + common::format_bytes(bytes) + " asked for";
+    return TRN_ERROR_OUT_OF_DEVICE_MEMORY;
+  }
   if (trn_result_t r = attach_locked(identity, why); r != TRN_SUCCESS) return r;
   ChunkLock chunks(*this, why);
   if (chunks.result() != TRN_SUCCESS) return chunks.result();
   if (trn_result_t r = open_hbm_locked(why); r != TRN_SUCCESS) return r;
   MemoryControl &memory = file_->memory;
-  const uint32_t want = static_cast<uint32_t>((bytes + kChunkBytes - 1) / kChunkBytes);
-  const uint32_t first = bank * memory.bank_chunks;
-  const uint32_t end = first + memory.bank_chunks;
+  const uint32_t first = bank * geometry_.bank_chunks;
+  const uint32_t end = first + geometry_.bank_chunks;
   auto find_run = [&]() -> int64_t {
     for (uint32_t chunk = first; chunk + want <= end;) {
       uint32_t run = 0;
@@ -218,6 +278,7 @@ trn_result_t DeviceState::hbm_reserve(const trn_hal_process_identity_t &identity
 
 trn_result_t DeviceState::hbm_release(uint64_t offset, uint64_t bytes, std::string *why) {
   std::lock_guard lock(mu_);
+  if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;
   if (slot_ < 0 || offset % kChunkBytes != 0) {
     *why = "this process holds no device memory at offset " + std::to_string(offset);
     return TRN_ERROR_INVALID_ARGUMENT;
@@ -225,20 +286,20 @@ trn_result_t DeviceState::hbm_release(uint64_t offset, uint64_t bytes, std::stri
   ChunkLock chunks(*this, why);
   if (chunks.result() != TRN_SUCCESS) return chunks.result();
   MemoryControl &memory = file_->memory;
-  const uint32_t first = static_cast<uint32_t>(offset / kChunkBytes);
-  const uint32_t count = static_cast<uint32_t>((bytes + kChunkBytes - 1) / kChunkBytes);
-  if (first + count > memory.chunk_count) {
+  const uint64_t first = offset / kChunkBytes;
+  const uint32_t count = chunks_for(bytes, geometry_.chunk_count);
+  if (first >= geometry_.chunk_count || count == 0 || count > geometry_.chunk_count - first) {
     *why = "the range is outside the device memory";
     return TRN_ERROR_INVALID_ARGUMENT;
   }
-  for (uint32_t c = first; c < first + count; ++c) {
+  for (uint64_t c = first; c < first + count; ++c) {
     if (memory.chunk_owner[c] != slot_owner(static_cast<uint32_t>(slot_))) {
       *why = "chunk " + std::to_string(c) + " is not held by this process";
       return TRN_ERROR_INVALID_ARGUMENT;
     }
   }
-  free_chunks_locked(first, count);
-  const uint32_t bank = first / memory.bank_chunks;
+  free_chunks_locked(static_cast<uint32_t>(first), count);
+  const uint64_t bank = first / geometry_.bank_chunks;
   uint64_t &reserved = file_->slot_memory[slot_].reserved[bank];
   store(reserved, load(reserved) - uint64_t{count} * kChunkBytes);
   return TRN_SUCCESS;
@@ -251,6 +312,7 @@ trn_result_t DeviceState::hbm_map(uint64_t offset, uint64_t bytes, void **host, 
     return TRN_ERROR_INVALID_ARGUMENT;
   }
   if (trn_result_t r = open_hbm_locked(why); r != TRN_SUCCESS) return r;
+  if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;
   *host = hbm_base_ + offset;
   return TRN_SUCCESS;
 }
@@ -259,6 +321,8 @@ trn_result_t DeviceState::hbm_commit(uint64_t offset, uint64_t bytes, std::strin
   {
     std::lock_guard lock(mu_);
     if (trn_result_t r = open_hbm_locked(why); r != TRN_SUCCESS) return r;
+    // fallocate past the end of a shrunken file would grow it back, holes and all.
+    if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;
   }
   if (bytes == 0) return TRN_SUCCESS;
   if (fallocate(hbm_fd_, 0, static_cast<off_t>(offset), static_cast<off_t>(bytes)) == 0)
@@ -313,15 +377,18 @@ void DeviceState::account(uint32_t bank, uint32_t category, int64_t bytes, int64
 trn_result_t DeviceState::hbm_export(uint64_t offset, uint64_t bytes, uint32_t *record_index,
                                      uint64_t *id, std::string *why) {
   std::lock_guard lock(mu_);
+  if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;
   ChunkLock chunks(*this, why);
   if (chunks.result() != TRN_SUCCESS) return chunks.result();
   MemoryControl &memory = file_->memory;
-  const uint32_t first = static_cast<uint32_t>(offset / kChunkBytes);
-  const uint32_t count = static_cast<uint32_t>((bytes + kChunkBytes - 1) / kChunkBytes);
-  if (slot_ < 0 || offset % kChunkBytes != 0 || first + count > memory.chunk_count) {
+  const uint64_t first64 = offset / kChunkBytes;
+  const uint32_t count = chunks_for(bytes, geometry_.bank_chunks);
+  if (slot_ < 0 || offset % kChunkBytes != 0 || first64 >= geometry_.chunk_count || count == 0 ||
+      count > geometry_.chunk_count - first64) {
     *why = "the range is not device memory of this process";
     return TRN_ERROR_INVALID_ARGUMENT;
   }
+  const uint32_t first = static_cast<uint32_t>(first64);
   for (uint32_t c = first; c < first + count; ++c) {
     if (memory.chunk_owner[c] != slot_owner(static_cast<uint32_t>(slot_))) {
       *why = "chunk " + std::to_string(c) + " is not held by this process";
@@ -331,7 +398,7 @@ trn_result_t DeviceState::hbm_export(uint64_t offset, uint64_t bytes, uint32_t *
   for (uint32_t i = 0; i < kMaxExports; ++i) {
     ExportRecord &record = memory.exports[i];
     if (record.id != 0) continue;
-    record.id = memory.next_export_id++;
+    record.id = next_id(memory);
     record.holder_mask = uint64_t{1} << slot_;
     record.first_chunk = first;
     record.chunk_count = count;
@@ -350,6 +417,7 @@ trn_result_t DeviceState::hbm_import(const trn_hal_process_identity_t &identity,
                                      uint32_t record_index, uint64_t id, uint64_t *offset,
                                      uint64_t *bytes, std::string *why) {
   std::lock_guard lock(mu_);
+  if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;
   if (trn_result_t r = attach_locked(identity, why); r != TRN_SUCCESS) return r;
   ChunkLock chunks(*this, why);
   if (chunks.result() != TRN_SUCCESS) return chunks.result();
@@ -363,20 +431,23 @@ trn_result_t DeviceState::hbm_import(const trn_hal_process_identity_t &identity,
     *why = "the exported memory is gone: every process that held it freed it or exited";
     return TRN_ERROR_INVALID_ARGUMENT;
   }
+  ChunkRange range;
+  if (!read_export_range(path_, geometry_, record, record_index, &range, why))
+    return TRN_ERROR_STATE_CORRUPT;
   const uint64_t bit = uint64_t{1} << slot_;
   if (!(record.holder_mask & bit)) {
     record.holder_mask |= bit;
-    uint64_t &reserved =
-        file_->slot_memory[slot_].reserved[record.first_chunk / file_->memory.bank_chunks];
-    store(reserved, load(reserved) + uint64_t{record.chunk_count} * kChunkBytes);
+    uint64_t &reserved = file_->slot_memory[slot_].reserved[range.first / geometry_.bank_chunks];
+    store(reserved, load(reserved) + uint64_t{range.count} * kChunkBytes);
   }
-  *offset = uint64_t{record.first_chunk} * kChunkBytes;
-  *bytes = uint64_t{record.chunk_count} * kChunkBytes;
+  *offset = uint64_t{range.first} * kChunkBytes;
+  *bytes = uint64_t{range.count} * kChunkBytes;
   return TRN_SUCCESS;
 }
 
 trn_result_t DeviceState::hbm_unexport(uint32_t record_index, uint64_t id, std::string *why) {
   std::lock_guard lock(mu_);
+  if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;
   ChunkLock chunks(*this, why);
   if (chunks.result() != TRN_SUCCESS) return chunks.result();
   if (record_index >= kMaxExports || slot_ < 0) {
@@ -389,37 +460,42 @@ trn_result_t DeviceState::hbm_unexport(uint32_t record_index, uint64_t id, std::
     *why = "this process holds no such export";
     return TRN_ERROR_INVALID_ARGUMENT;
   }
-  uint64_t &reserved =
-      file_->slot_memory[slot_].reserved[record.first_chunk / file_->memory.bank_chunks];
-  store(reserved, load(reserved) - uint64_t{record.chunk_count} * kChunkBytes);
-  record.holder_mask &= ~bit & live_slot_mask_locked();
-  if (record.holder_mask == 0) {
-    free_chunks_locked(record.first_chunk, record.chunk_count);
-    record = ExportRecord{};
+  ChunkRange range;
+  const bool intact = read_export_range(path_, geometry_, record, record_index, &range, why);
+  if (intact) {
+    uint64_t &reserved = file_->slot_memory[slot_].reserved[range.first / geometry_.bank_chunks];
+    store(reserved, load(reserved) - uint64_t{range.count} * kChunkBytes);
   }
-  return TRN_SUCCESS;
+  record.holder_mask &= ~bit & live_slot_mask_locked();
+  if (record.holder_mask == 0) release_export_locked(record_index);
+  return intact ? TRN_SUCCESS : TRN_ERROR_STATE_CORRUPT;
 }
 
 trn_result_t DeviceState::bank_usage(uint32_t bank, uint64_t *held_bytes,
                                      uint64_t *largest_free_bytes, std::string *why) {
-  (void)why;
   std::lock_guard lock(mu_);
-  // Read without the chunk mutex: tools must never wait on (or disturb) the processes they
-  // watch. Owners are single 16-bit words, so a racing change shows as either state.
+  if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;
+  if (bank >= geometry_.banks) {
+    *why = "device " + std::to_string(header_.device_index) + " has no HBM bank " +
+           std::to_string(bank);
+    return TRN_ERROR_OUT_OF_RANGE;
+  }
+  // Read without the chunk lock: tools must never wait on (or disturb) the processes they
+  // watch. Owners are single 16-bit words, so a racing change shows as either state; an owner
+  // no writer stores (damage) holds nothing.
   const MemoryControl &memory = file_->memory;
   const uint64_t live = live_slot_mask_locked();
   uint64_t held = 0, largest = 0, run = 0;
-  const uint32_t first = bank * memory.bank_chunks;
-  for (uint32_t c = first; c < first + memory.bank_chunks; ++c) {
-    const uint16_t owner = std::atomic_ref<uint16_t>(const_cast<uint16_t &>(memory.chunk_owner[c]))
-                               .load(std::memory_order_relaxed);
+  const uint32_t first = bank * geometry_.bank_chunks;
+  for (uint32_t c = first; c < first + geometry_.bank_chunks; ++c) {
+    const uint16_t owner = load_owner(memory.chunk_owner[c]);
     bool busy = false;
-    if (owner >= kExportOwnerBase) {
+    if (is_export_owner(owner)) {
       const ExportRecord &record = memory.exports[owner - kExportOwnerBase];
       busy = (std::atomic_ref<uint64_t>(const_cast<uint64_t &>(record.holder_mask))
                   .load(std::memory_order_relaxed) &
               live) != 0;
-    } else if (owner != kChunkFree) {
+    } else if (is_slot_owner(owner)) {
       busy = live >> (owner - 1) & 1u;
     }
     if (busy) {
@@ -439,6 +515,7 @@ trn_result_t DeviceState::sem_create(const trn_hal_process_identity_t &identity,
                                      uint32_t *record_index, uint64_t *id,
                                      trn_hal_sem_cell_t **cell, std::string *why) {
   std::lock_guard lock(mu_);
+  if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;
   if (trn_result_t r = attach_locked(identity, why); r != TRN_SUCCESS) return r;
   ChunkLock chunks(*this, why);
   if (chunks.result() != TRN_SUCCESS) return chunks.result();
@@ -447,7 +524,7 @@ trn_result_t DeviceState::sem_create(const trn_hal_process_identity_t &identity,
     for (uint32_t i = 0; i < kMaxSharedSems; ++i) {
       ExportRecord &record = memory.sem_records[i];
       if (record.id != 0) continue;
-      record.id = memory.next_export_id++;
+      record.id = next_id(memory);
       record.holder_mask = uint64_t{1} << slot_;
       // A fresh cell: nobody can be waiting on a free record (its holders all let go).
       trn_hal_sem_cell_t &c = memory.sem_cells[i];
@@ -469,6 +546,7 @@ trn_result_t DeviceState::sem_import(const trn_hal_process_identity_t &identity,
                                      uint32_t record_index, uint64_t id, trn_hal_sem_cell_t **cell,
                                      std::string *why) {
   std::lock_guard lock(mu_);
+  if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;
   if (trn_result_t r = attach_locked(identity, why); r != TRN_SUCCESS) return r;
   ChunkLock chunks(*this, why);
   if (chunks.result() != TRN_SUCCESS) return chunks.result();
@@ -488,6 +566,7 @@ trn_result_t DeviceState::sem_import(const trn_hal_process_identity_t &identity,
 
 trn_result_t DeviceState::sem_release(uint32_t record_index, uint64_t id, std::string *why) {
   std::lock_guard lock(mu_);
+  if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;
   ChunkLock chunks(*this, why);
   if (chunks.result() != TRN_SUCCESS) return chunks.result();
   if (record_index >= kMaxSharedSems || slot_ < 0 ||

@@ -28,11 +28,6 @@ std::string hbm_path_of(const std::string &state_path) {
   return state_path.substr(0, state_path.size() - std::string(".state").size()) + ".hbm";
 }
 
-std::string stale_state_advice(const std::string &path) {
-  return "stop the processes using the device (trn-ls -w lists them), then remove " + path +
-         " (trn re-creates it), or point TRN_SIM_ROOT at another directory";
-}
-
 StateHeader make_header(const DeviceWish &wish) {
   StateHeader header{};
   std::memcpy(header.magic, kStateMagic, sizeof header.magic);
@@ -56,7 +51,7 @@ std::string temp_name(const std::string &path) {
 }
 
 // Fills a new state file through a mapping: the header, empty core records, and the memory
-// control block with its process-shared robust mutex (initialised in place, as POSIX requires).
+// control block.
 trn_result_t initialise_state(int fd, const std::string &path, const DeviceWish &wish,
                               std::string *why) {
   void *map = mmap(nullptr, sizeof(StateFile), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -68,21 +63,11 @@ trn_result_t initialise_state(int fd, const std::string &path, const DeviceWish 
   file->header = make_header(wish);
   for (auto &core : file->cores) core.body.owner_slot = -1;
   MemoryControl &memory = file->memory;
-  pthread_mutexattr_t attr;
-  pthread_mutexattr_init(&attr);
-  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  const int rc = pthread_mutex_init(&memory.mutex, &attr);
-  pthread_mutexattr_destroy(&attr);
   const GenerationSpec &spec = generation_spec(wish.generation);
   memory.chunk_count = static_cast<uint32_t>(wish.hbm_bytes / kChunkBytes);
   memory.bank_chunks = memory.chunk_count / spec.hbm_banks;
   memory.next_export_id = 1;
   munmap(map, sizeof(StateFile));
-  if (rc != 0) {
-    *why = "cannot initialise the memory lock of " + path + ": " + errno_text(rc);
-    return TRN_ERROR_DRIVER;
-  }
   return TRN_SUCCESS;
 }
 
@@ -123,52 +108,6 @@ trn_result_t create_state_file(const std::string &path, const DeviceWish &wish, 
       [&](int fd, const std::string &temp) { return initialise_state(fd, temp, wish, why); }, why);
 }
 
-// Checks who owns the file and that nobody else may read it.
-trn_result_t check_file_access(const std::string &path, const struct stat &st, std::string *why) {
-  if (!S_ISREG(st.st_mode)) {
-    *why = path + " is not a regular file; " + stale_state_advice(path);
-    return TRN_ERROR_STATE_CORRUPT;
-  }
-  if (st.st_uid != geteuid()) {
-    *why = path + " belongs to uid " + std::to_string(st.st_uid) + ", not to this user (uid " +
-           std::to_string(geteuid()) + "); simulated devices are private to their user: " +
-           "set TRN_SIM_ROOT to a directory of your own";
-    return TRN_ERROR_PERMISSION_DENIED;
-  }
-  if ((st.st_mode & 077) != 0 || (st.st_mode & 0600) != 0600) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
-    *why = path + " has mode " + mode + " but must be 0600 (yours to read and write, nobody " +
-           "else's): run chmod 600 " + path;
-    return TRN_ERROR_PERMISSION_DENIED;
-  }
-  return TRN_SUCCESS;
-}
-
-trn_result_t validate_header(const std::string &path, const struct stat &st,
-                             const StateHeader &header, std::string *why) {
-  if (std::memcmp(header.magic, kStateMagic, sizeof kStateMagic) != 0) {
-    *why = path + " is not a trn device state file (bad magic); " + stale_state_advice(path);
-    return TRN_ERROR_STATE_CORRUPT;
-  }
-  if (header.layout_version != kStateLayoutVersion) {
-    *why =
-        path + " has state layout version " + std::to_string(header.layout_version) +
-        " but this trn " TRN_RELEASE_STRING " uses version " + std::to_string(kStateLayoutVersion) +
-        ": a process of another trn release created it. To clear it, " + stale_state_advice(path);
-    return TRN_ERROR_STATE_VERSION_MISMATCH;
-  }
-  if (header.header_bytes != sizeof(StateHeader) || header.file_bytes != sizeof(StateFile) ||
-      static_cast<uint64_t>(st.st_size) != sizeof(StateFile) || header.physical_cores == 0 ||
-      header.physical_cores > kMaxPhysicalCores || !is_known_generation(header.generation)) {
-    *why = path + " is damaged (" + std::to_string(st.st_size) + " bytes, expected " +
-           std::to_string(sizeof(StateFile)) + ", or inconsistent header); " +
-           stale_state_advice(path);
-    return TRN_ERROR_STATE_CORRUPT;
-  }
-  return TRN_SUCCESS;
-}
-
 bool same_config(const StateHeader &header, const DeviceWish &wish) {
   return header.generation == static_cast<uint32_t>(wish.generation) &&
          header.physical_cores == wish.physical_cores && header.hbm_bytes == wish.hbm_bytes &&
@@ -196,12 +135,20 @@ std::string describe_device_config(trn_generation_t generation, uint32_t cores,
          common::format_bytes(hbm_bytes) + ")";
 }
 
-DeviceState::DeviceState(std::string path, int fd, StateFile *file)
-    : path_(std::move(path)), fd_(fd), file_(file) {
-  std::memcpy(&header_, &file_->header, sizeof header_);
-}
+DeviceState::DeviceState(std::string path, int fd, StateFile *file, const StateHeader &header,
+                         const MemoryGeometry &geometry)
+    : path_(std::move(path)),
+      hbm_path_(hbm_path_of(path_)),
+      fd_(fd),
+      file_(file),
+      header_(header),
+      geometry_(geometry),
+      state_guard_(std::make_unique<MappingGuard>(file, sizeof(StateFile), fd, path_,
+                                                  stale_state_advice(path_))) {}
 
 DeviceState::~DeviceState() {
+  state_guard_.reset();
+  hbm_guard_.reset();
   if (hbm_base_) munmap(hbm_base_, header_.hbm_bytes);
   if (hbm_fd_ >= 0) close(hbm_fd_);
   munmap(file_, sizeof(StateFile));
@@ -211,39 +158,38 @@ DeviceState::~DeviceState() {
 trn_result_t DeviceState::open(const std::string &root, const DeviceWish &wish,
                                std::unique_ptr<DeviceState> *out, std::string *why) {
   const std::string path = root + "/device" + std::to_string(wish.index) + ".state";
+  const std::string advice = stale_state_advice(path);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT) {
+    bool missing = false;
+    trn_result_t result = TRN_SUCCESS;
+    int fd = open_private_file(path, O_RDWR, advice, &missing, &result, why);
+    if (fd < 0 && missing) {
       if (trn_result_t r = create_state_file(path, wish, why); r != TRN_SUCCESS) return r;
-      fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+      fd = open_private_file(path, O_RDWR, advice, &missing, &result, why);
     }
-    if (fd < 0 && errno == EISDIR) {
-      *why = path + " is a directory, not a device state file; " + stale_state_advice(path);
-      return TRN_ERROR_STATE_CORRUPT;
-    }
-    if (fd < 0) {
-      const int error = errno;
-      *why = "cannot open " + path + ": " + errno_text(error) +
-             (error == EACCES ? "; it must be readable and writable by you (mode 0600): run "
-                                "chmod 600 " +
-                                    path
-                              : "");
-      return error == EACCES ? TRN_ERROR_PERMISSION_DENIED : TRN_ERROR_DRIVER;
-    }
+    if (fd < 0) return result;
     struct stat st {};
     StateHeader header{};
-    trn_result_t result = TRN_SUCCESS;
     if (fstat(fd, &st) != 0) {
       *why = "cannot stat " + path + ": " + errno_text(errno);
       result = TRN_ERROR_DRIVER;
-    } else if ((result = check_file_access(path, st, why)) != TRN_SUCCESS) {
     } else if (static_cast<size_t>(st.st_size) < sizeof header ||
                pread(fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) {
       *why = path + " is truncated (" + std::to_string(st.st_size) +
-             " bytes, shorter than a state header); " + stale_state_advice(path);
+             " bytes, shorter than a state header); " + advice;
       result = TRN_ERROR_STATE_CORRUPT;
     } else {
-      result = validate_header(path, st, header, why);
+      result = validate_header(path, st.st_size, wish.index, header, why);
+    }
+    // The memory file belongs to the state file: refuse a foreign or damaged one now, not at
+    // the first allocation (tools report it too).
+    if (result == TRN_SUCCESS) {
+      const int hbm_fd =
+          open_private_file(hbm_path_of(path), O_RDWR, advice, &missing, &result, why);
+      if (hbm_fd >= 0) {
+        result = check_file_size(hbm_fd, hbm_path_of(path), header.hbm_bytes, advice, why);
+        close(hbm_fd);
+      }
     }
     if (result != TRN_SUCCESS) {
       close(fd);
@@ -256,7 +202,19 @@ trn_result_t DeviceState::open(const std::string &root, const DeviceWish &wish,
       close(fd);
       return TRN_ERROR_DRIVER;
     }
-    std::unique_ptr<DeviceState> state(new DeviceState(path, fd, static_cast<StateFile *>(map)));
+    auto *file = static_cast<StateFile *>(map);
+    MemoryGeometry geometry;
+    {
+      // The file may shrink while it is read: guard the read like every later one.
+      MappingGuard guard(file, sizeof(StateFile), fd, path, advice);
+      result = read_memory_geometry(path, header, file->memory, &geometry, why);
+    }
+    if (result != TRN_SUCCESS) {
+      munmap(map, sizeof(StateFile));
+      close(fd);
+      return result;
+    }
+    std::unique_ptr<DeviceState> state(new DeviceState(path, fd, file, header, geometry));
 
     if (!same_config(header, wish)) {
       // Nobody else has the file open: it is ours to re-create with this configuration.
@@ -359,13 +317,15 @@ trn_result_t DeviceState::attach_locked(const trn_hal_process_identity_t &identi
     std::snprintf(body.runtime_version, sizeof body.runtime_version, "%s",
                   identity.runtime_version ? identity.runtime_version : "");
     {
-      // A slot is reused only after its previous process died: return what it held first.
-      ChunkLock chunks(*this, why);
-      if (chunks.result() != TRN_SUCCESS) {
-        ofd_unlock(fd_, kLockSlotBase + slot);
-        return chunks.result();
-      }
-      reclaim_slot_chunks_locked(slot);
+      // A slot is reused only after its previous process died: return what it held first. A
+      // claim never waits for another process, so when the chunk lock is busy (its holder may
+      // be stopped), the next chunk lock this process takes does it, before any memory change.
+      std::string busy;
+      ChunkLock chunks(*this, &busy, ChunkLock::Wait::no);
+      if (chunks.result() == TRN_SUCCESS)
+        reclaim_slot_chunks_locked(slot);
+      else
+        reclaim_pending_ = true;
     }
     seqlock_write(file_->slots[slot], body);
     slot_ = static_cast<int32_t>(slot);
@@ -380,14 +340,25 @@ trn_result_t DeviceState::attach_locked(const trn_hal_process_identity_t &identi
   return TRN_ERROR_TOO_MANY_PROCESSES;
 }
 
+trn_result_t DeviceState::check_files_locked(std::string *why) {
+  const std::string advice = stale_state_advice(path_);
+  if (trn_result_t r = check_file_size(fd_, path_, sizeof(StateFile), advice, why);
+      r != TRN_SUCCESS)
+    return r;
+  if (hbm_fd_ >= 0) return check_file_size(hbm_fd_, hbm_path_, header_.hbm_bytes, advice, why);
+  return TRN_SUCCESS;
+}
+
 trn_result_t DeviceState::owner(uint32_t core, trn_hal_process_t *owner, std::string *why) {
   std::lock_guard lock(mu_);
+  if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;
   return owner_locked(core, owner, why);
 }
 
 trn_result_t DeviceState::claim(const trn_hal_process_identity_t &identity, uint32_t first,
                                 uint32_t count, uint32_t *busy_core, std::string *why) {
   std::lock_guard lock(mu_);
+  if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;
   if (trn_result_t r = attach_locked(identity, why); r != TRN_SUCCESS) return r;
   uint64_t taken = 0;
   for (uint32_t core = first; core < first + count; ++core) {
@@ -422,6 +393,7 @@ trn_result_t DeviceState::claim(const trn_hal_process_identity_t &identity, uint
 
 trn_result_t DeviceState::unclaim(uint32_t first, uint32_t count, std::string *why) {
   std::lock_guard lock(mu_);
+  if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;
   for (uint32_t core = first; core < first + count; ++core) {
     const uint64_t bit = uint64_t{1} << core;
     if (!(claimed_mask_ & bit)) continue;
@@ -462,8 +434,8 @@ trn_result_t DeviceState::owner_locked(uint32_t core, trn_hal_process_t *owner, 
 
 trn_result_t DeviceState::processes(uint32_t *count, trn_hal_process_t *processes,
                                     std::string *why) {
-  (void)why;
   std::lock_guard lock(mu_);
+  if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;
   const std::vector<trn_hal_process_t> live = live_processes_locked();
   if (processes != nullptr) {
     const uint32_t n = std::min<uint32_t>(*count, static_cast<uint32_t>(live.size()));

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "drivers/hal.h"
+#include "sim/mapping_guard.hpp"
+#include "sim/state_check.hpp"
 #include "sim/state_layout.hpp"
 
 namespace trn::sim {
@@ -40,7 +42,7 @@ class DeviceState {
   const std::string &path() const { return path_; }
 
   // Claims physical cores [first, first+count), all or none. Takes a process slot first if
-  // this process has none yet.
+  // this process has none yet. Never waits for another process (not even for the chunk lock).
   trn_result_t claim(const trn_hal_process_identity_t &identity, uint32_t first, uint32_t count,
                      uint32_t *busy_core, std::string *why);
   trn_result_t unclaim(uint32_t first, uint32_t count, std::string *why);
@@ -75,7 +77,12 @@ class DeviceState {
                           std::string *why);
 
  private:
-  DeviceState(std::string path, int fd, StateFile *file);
+  friend struct DeviceStateTestAccess;  // tests/support/chunk_lock_holder.cpp
+  DeviceState(std::string path, int fd, StateFile *file, const StateHeader &header,
+              const MemoryGeometry &geometry);
+  // Whether both files still have their sizes (a mapping of a shrunken file faults when touched);
+  // every entry point checks before it touches the mappings.
+  trn_result_t check_files_locked(std::string *why);
   trn_result_t attach_locked(const trn_hal_process_identity_t &identity, std::string *why);
   // Live processes as seen now; must hold mu_.
   std::vector<trn_hal_process_t> live_processes_locked();
@@ -84,10 +91,12 @@ class DeviceState {
   trn_hal_process_t describe_slot_locked(uint32_t slot);
   trn_result_t owner_locked(uint32_t core, trn_hal_process_t *owner, std::string *why);
 
-  // Holds the chunk mutex (robust, taken with a deadline); see device_memory.cpp.
+  // Holds the chunk lock (the OFD lock kLockChunks), waiting for it up to a deadline or not at
+  // all; see device_memory.cpp. Taken under mu_ only: threads sharing fd_ share the OFD lock.
   class ChunkLock {
    public:
-    ChunkLock(DeviceState &state, std::string *why);
+    enum class Wait { deadline, no };
+    ChunkLock(DeviceState &state, std::string *why, Wait wait = Wait::deadline);
     ~ChunkLock();
     ChunkLock(const ChunkLock &) = delete;
     ChunkLock &operator=(const ChunkLock &) = delete;
@@ -103,17 +112,30 @@ class DeviceState {
   void reclaim_slot_chunks_locked(uint32_t slot);
   void reclaim_dead_locked();
   void free_chunks_locked(uint32_t first, uint32_t count);
+  // Frees each run of chunks whose owner `doomed` says is to go.
+  template <typename Doomed>
+  void free_chunks_where_locked(Doomed doomed);
+  // Frees export record `index` and its chunks (the record's range if intact, else the chunks
+  // the table says are the export's).
+  void release_export_locked(uint32_t index);
   trn_result_t open_hbm_locked(std::string *why);
   void fill_memory_locked(uint32_t slot, trn_hal_process_t *process);
 
   std::string path_;
+  std::string hbm_path_;
   int fd_;
   int hbm_fd_ = -1;
   char *hbm_base_ = nullptr;  // the whole HBM file, mapped on first use
   StateFile *file_;
-  StateHeader header_;
+  const StateHeader header_;       // validated when opened; never re-read
+  const MemoryGeometry geometry_;  // likewise
+  std::unique_ptr<MappingGuard> state_guard_;
+  std::unique_ptr<MappingGuard> hbm_guard_;
   std::mutex mu_;  // serialises this process's writes and lock probes on the file
   int32_t slot_ = -1;
+  // The slot was taken while another process held the chunk lock: what its previous (dead)
+  // process held is returned the next time this process takes the chunk lock.
+  bool reclaim_pending_ = false;
   uint64_t claimed_mask_ = 0;
 };
 

@@ -20,6 +20,7 @@
 #include "sim/device_state.hpp"
 #include "sim/kernel_runner.hpp"
 #include "sim/ofd_lock.hpp"
+#include "sim/state_check.hpp"
 #include "sim/topology.hpp"
 
 struct trn_hal_instance_s {
@@ -46,7 +47,22 @@ trn_result_t fail(trn_hal_error_t *err, trn_result_t result, const std::string &
   return result;
 }
 
-trn_result_t prepare_root(const std::string &root, std::string *why) {
+// The directory a path names, spelled so that its last component is a name: "link/", "link/."
+// and "link//./" are "link", which lstat then sees as the symbolic link it is.
+std::string without_trailing_dots(std::string path) {
+  for (;;) {
+    if (path.size() > 1 && path.back() == '/') {
+      path.pop_back();
+    } else if (path.size() > 2 && path.compare(path.size() - 2, 2, "/.") == 0) {
+      path.resize(path.size() - 2);
+    } else {
+      return path;
+    }
+  }
+}
+
+trn_result_t prepare_root(const std::string &configured, std::string *why) {
+  const std::string root = without_trailing_dots(configured);
   if (mkdir(root.c_str(), 0700) != 0 && errno != EEXIST) {
     const int error = errno;
     *why = "cannot create the simulated device directory " + root +
@@ -59,6 +75,12 @@ trn_result_t prepare_root(const std::string &root, std::string *why) {
   if (lstat(root.c_str(), &st) != 0) {
     *why = "cannot inspect " + root + " (TRN_SIM_ROOT): " + std::strerror(errno);
     return TRN_ERROR_DRIVER;
+  }
+  if (S_ISLNK(st.st_mode)) {
+    *why = root +
+           " (TRN_SIM_ROOT) is a symbolic link; trn refuses one (whoever can change it "
+           "could point the devices elsewhere): set TRN_SIM_ROOT to the directory itself";
+    return TRN_ERROR_INVALID_CONFIG;
   }
   if (!S_ISDIR(st.st_mode)) {
     *why = root + " (TRN_SIM_ROOT) is not a directory: remove it or set TRN_SIM_ROOT elsewhere";
@@ -104,13 +126,12 @@ DeviceWish wish_for(const SimConfig &config, uint32_t index, uint32_t device_cou
 trn_result_t open_devices(trn_hal_instance_t *instance, std::string *why) {
   const SimConfig &config = instance->config;
   const std::string lock_path = config.root + "/.lock";
-  const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd < 0) {
-    const int error = errno;
-    *why = "cannot open " + lock_path + ": " + std::strerror(error);
-    return error == EACCES ? TRN_ERROR_PERMISSION_DENIED : TRN_ERROR_DRIVER;
-  }
+  bool missing = false;
   trn_result_t result = TRN_SUCCESS;
+  const int lock_fd = open_private_file(
+      lock_path, O_RDWR | O_CREAT, "remove it when no process uses the devices (trn re-creates it)",
+      &missing, &result, why);
+  if (lock_fd < 0) return result;
   if (int rc = ofd_lock_with_deadline(lock_fd, 0, LockKind::exclusive, kDirectoryLockTimeoutNs);
       rc != 0) {
     *why = rc == ETIMEDOUT ? "timed out after 10 s waiting for " + lock_path +

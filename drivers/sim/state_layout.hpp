@@ -18,7 +18,7 @@
 
 namespace trn::sim {
 
-constexpr uint32_t kStateLayoutVersion = 4;  // 4: kernel counters per core
+constexpr uint32_t kStateLayoutVersion = 5;  // 5: the chunk lock is an OFD lock
 constexpr char kStateMagic[8] = {'T', 'R', 'N', 'S', 'I', 'M', 'S', 'T'};
 constexpr uint32_t kMaxProcessSlots = 64;
 constexpr uint32_t kMaxPhysicalCores = 16;
@@ -41,6 +41,7 @@ constexpr uint16_t kExportOwnerBase = 0x100;
 // Byte ranges of the state file used as open-file-description locks. The kernel drops them when
 // the holder's last descriptor closes, which includes every way a process can die.
 constexpr int64_t kLockUsers = int64_t{1} << 30;  // shared by every process that has it open
+constexpr int64_t kLockChunks = kLockUsers + 1;   // exclusive while changing MemoryControl
 constexpr int64_t kLockSlotBase = kLockUsers + 64;
 constexpr int64_t kLockCoreBase = kLockSlotBase + 4096;
 
@@ -81,7 +82,7 @@ struct alignas(64) SlotMemory {
   trn_hal_core_activity_t activity[kMaxPhysicalCores];
 };
 
-// Memory exported by one process and imported by others. Guarded by the chunk mutex.
+// Memory exported by one process and imported by others. Guarded by the chunk lock.
 struct ExportRecord {
   uint64_t id;           // never reused within a file; 0 = unused record
   uint64_t holder_mask;  // process slots holding it (liveness still checked through locks)
@@ -99,11 +100,14 @@ struct alignas(64) CoreRecord {
   } body;
 };
 
-// Shared mutable memory state. Every change is made under `mutex` (robust: a holder that dies
-// leaves it recoverable) and in an order that a half-done change leaves only chunks owned by a
-// dead slot, which the next reclaim returns.
+// Shared mutable memory state. Every change is made under the chunk lock (the OFD lock
+// kLockChunks, dropped by the kernel when its holder dies) and in an order that a half-done
+// change leaves only chunks owned by a dead slot, which the next reclaim returns. `changing` is
+// set while the lock's holder works: found set by the next holder, its previous holder died
+// mid-change, and the next holder reclaims what dead processes held.
 struct alignas(64) MemoryControl {
-  pthread_mutex_t mutex;
+  uint32_t changing;
+  uint32_t pad;
   uint64_t next_export_id;
   uint32_t chunk_count;  // chunks in the device (hbm_bytes / kChunkBytes)
   uint32_t bank_chunks;  // chunks per bank

@@ -303,3 +303,140 @@ TEST_CASE("a directory in place of a state file gives TRN_ERROR_STATE_CORRUPT", 
   REQUIRE(rmdir(path.c_str()) == 0);
   expect_recovery();
 }
+
+// ---- the memory file and the directory lock ----------------------------------------------------
+
+namespace {
+
+std::string mode_text(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode));
+  return text;
+}
+
+// `path` is refused with `expected`, named in the message with `detail`; the runtime recovers
+// once `fix` ran.
+template <typename Fix>
+void expect_refused(const std::string &path, trn_result_t expected, const std::string &detail,
+                    Fix fix) {
+  uint32_t count = 0;
+  REQUIRE(count_devices(&count) == expected);
+  INFO("trn_last_error: " << trn_last_error());
+  CHECK(error_contains(path));
+  CHECK(error_contains(detail));
+  fix();
+  expect_recovery();
+}
+
+}  // namespace
+
+TEST_CASE("a memory file readable by others gives TRN_ERROR_PERMISSION_DENIED", "[state]") {
+  SimEnv env;
+  create_state(env);
+  const std::string hbm = env.root() + "/device0.hbm";
+  for (mode_t mode : {0644, 0660, 0606}) {
+    REQUIRE(chmod(hbm.c_str(), mode) == 0);
+    expect_refused(hbm, TRN_ERROR_PERMISSION_DENIED, mode_text(mode), [&] {
+      CHECK(error_contains("chmod 600"));
+      REQUIRE(chmod(hbm.c_str(), 0600) == 0);
+    });
+    REQUIRE(trn_runtime_shutdown() == TRN_SUCCESS);
+  }
+}
+
+TEST_CASE("a memory file owned by another user gives TRN_ERROR_PERMISSION_DENIED", "[state]") {
+  SimEnv env;
+  if (geteuid() != 0) {
+    WARN("not root: cannot give the file to another user; nothing to check");
+    return;
+  }
+  create_state(env);
+  const std::string hbm = env.root() + "/device0.hbm";
+  REQUIRE(chown(hbm.c_str(), 65534, 65534) == 0);
+  expect_refused(hbm, TRN_ERROR_PERMISSION_DENIED, "uid 65534",
+                 [&] { REQUIRE(chown(hbm.c_str(), 0, 0) == 0); });
+}
+
+TEST_CASE("a memory file that is a FIFO or a symbolic link gives TRN_ERROR_STATE_CORRUPT",
+          "[state]") {
+  SimEnv env;
+  const std::string state = create_state(env);
+  const std::string hbm = env.root() + "/device0.hbm";
+  REQUIRE(unlink(hbm.c_str()) == 0);
+  REQUIRE(mkfifo(hbm.c_str(), 0600) == 0);
+  // Removing the state file, as the message says, re-creates both files.
+  expect_refused(hbm, TRN_ERROR_STATE_CORRUPT, "not a regular file",
+                 [&] { REQUIRE(unlink(state.c_str()) == 0); });
+  REQUIRE(trn_runtime_shutdown() == TRN_SUCCESS);
+
+  const std::string elsewhere = env.root() + "/elsewhere";
+  REQUIRE(rename(hbm.c_str(), elsewhere.c_str()) == 0);
+  REQUIRE(symlink(elsewhere.c_str(), hbm.c_str()) == 0);
+  expect_refused(hbm, TRN_ERROR_STATE_CORRUPT, "symbolic link",
+                 [&] { REQUIRE(unlink(state.c_str()) == 0); });
+}
+
+TEST_CASE("a directory lock readable by others gives TRN_ERROR_PERMISSION_DENIED", "[state]") {
+  SimEnv env;
+  create_state(env);
+  const std::string lock = env.root() + "/.lock";
+  REQUIRE(chmod(lock.c_str(), 0644) == 0);
+  expect_refused(lock, TRN_ERROR_PERMISSION_DENIED, "0644", [&] {
+    CHECK(error_contains("chmod 600"));
+    REQUIRE(chmod(lock.c_str(), 0600) == 0);
+  });
+}
+
+TEST_CASE("a directory lock owned by another user gives TRN_ERROR_PERMISSION_DENIED", "[state]") {
+  SimEnv env;
+  if (geteuid() != 0) {
+    WARN("not root: cannot give the file to another user; nothing to check");
+    return;
+  }
+  create_state(env);
+  const std::string lock = env.root() + "/.lock";
+  REQUIRE(chown(lock.c_str(), 65534, 65534) == 0);
+  expect_refused(lock, TRN_ERROR_PERMISSION_DENIED, "uid 65534",
+                 [&] { REQUIRE(chown(lock.c_str(), 0, 0) == 0); });
+}
+
+TEST_CASE("a directory lock that is a FIFO or a symbolic link gives TRN_ERROR_STATE_CORRUPT",
+          "[state]") {
+  SimEnv env;
+  const std::string lock = env.root() + "/.lock";
+  REQUIRE(mkfifo(lock.c_str(), 0600) == 0);
+  expect_refused(lock, TRN_ERROR_STATE_CORRUPT, "not a regular file",
+                 [&] { REQUIRE(unlink(lock.c_str()) == 0); });
+  REQUIRE(trn_runtime_shutdown() == TRN_SUCCESS);
+
+  const std::string elsewhere = env.root() + "/elsewhere";
+  { std::ofstream(elsewhere) << ""; }
+  REQUIRE(chmod(elsewhere.c_str(), 0600) == 0);
+  REQUIRE(unlink(lock.c_str()) == 0);
+  REQUIRE(symlink(elsewhere.c_str(), lock.c_str()) == 0);
+  expect_refused(lock, TRN_ERROR_STATE_CORRUPT, "symbolic link",
+                 [&] { REQUIRE(unlink(lock.c_str()) == 0); });
+}
+
+TEST_CASE("a TRN_SIM_ROOT that is a symbolic link is refused however it is spelled", "[state]") {
+  SimEnv env;
+  const std::string real = env.root() + "/real";
+  const std::string link = env.root() + "/link";
+  REQUIRE(mkdir(real.c_str(), 0700) == 0);
+  REQUIRE(symlink(real.c_str(), link.c_str()) == 0);
+  for (const std::string &spelling : {link, link + "/", link + "/.", link + "//", link + "/./"}) {
+    env.set("TRN_SIM_ROOT", spelling.c_str());
+    uint32_t count = 0;
+    INFO("TRN_SIM_ROOT=" << spelling);
+    REQUIRE(count_devices(&count) == TRN_ERROR_INVALID_CONFIG);
+    INFO("trn_last_error: " << trn_last_error());
+    CHECK(error_contains(link));
+    CHECK(error_contains("symbolic link"));
+    CHECK(error_contains("TRN_SIM_ROOT"));
+  }
+  // Nothing was created through the link.
+  struct stat st {};
+  CHECK(stat((real + "/device0.state").c_str(), &st) != 0);
+  env.set("TRN_SIM_ROOT", real.c_str());
+  expect_recovery();
+}

@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -191,4 +193,79 @@ TEST_CASE("racing acquire/release cycles in several processes never share a core
   // Every core is free once the racers are gone.
   auto cores = device0_cores();
   for (int core = 0; core < 3; ++core) CHECK(trn_core_acquire(cores[core]) == TRN_SUCCESS);
+}
+
+namespace {
+
+double seconds_since(const struct timespec &start) {
+  struct timespec now {};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<double>(now.tv_sec - start.tv_sec) +
+         static_cast<double>(now.tv_nsec - start.tv_nsec) / 1e9;
+}
+
+// Starts trn-test-chunk-lock-holder and stops it (SIGSTOP) while it holds the memory lock.
+std::unique_ptr<Child> stopped_memory_lock_holder() {
+  auto holder = std::make_unique<Child>(std::vector<std::string>{TRN_CHUNK_LOCK_HOLDER_PATH});
+  const std::string line = holder->read_line(20000);
+  REQUIRE(line == "locked " + std::to_string(holder->pid()));
+  holder->kill(SIGSTOP);
+  return holder;
+}
+
+}  // namespace
+
+TEST_CASE("trn_core_acquire does not wait for a stopped process that holds the memory lock") {
+  SimEnv env;
+  auto cores = device0_cores();
+  auto holder = stopped_memory_lock_holder();
+
+  struct timespec start {};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  INFO(trn_last_error());
+  CHECK(trn_core_acquire(cores[0]) == TRN_SUCCESS);
+  CHECK(trn_core_acquire(cores[1]) == TRN_SUCCESS);
+  CHECK(trn_core_release(cores[1]) == TRN_SUCCESS);
+  const double took = seconds_since(start);
+  INFO("acquire and release took " << took << " s");
+  CHECK(took < 2.0);  // the memory lock's deadline is 10 s
+
+  holder->kill(SIGCONT);
+  holder->close_stdin();
+  REQUIRE(holder->wait(10000) != -1);
+}
+
+TEST_CASE("a slot reused while the memory lock is held returns its dead process's memory later") {
+  SimEnv env;
+  env.set("TRN_SIM_HBM_BYTES", "64MiB");  // 4 banks of 16 MiB
+  device0_cores();
+  {
+    // A process takes bank 0's first chunk and dies without returning it; its slot is free.
+    Child dead({TRN_TEST_HOLDER, "--alloc", "0", "2", "0x33"});
+    const std::string line = dead.read_line(20000);
+    REQUIRE(line.rfind("allocated ", 0) == 0);
+    dead.kill(SIGKILL);
+    REQUIRE(dead.wait(10000) != -1);
+  }
+  auto cores = device0_cores();
+  auto holder = stopped_memory_lock_holder();
+  // This process takes the dead process's slot while the memory lock is held.
+  CHECK(trn_core_acquire(cores[0]) == TRN_SUCCESS);
+  holder->kill(SIGCONT);
+  holder->close_stdin();
+  REQUIRE(holder->wait(10000) != -1);
+
+  // The dead process's chunk came back: the whole bank fits.
+  uint32_t count = 1;
+  trn_device_t device = nullptr;
+  REQUIRE(trn_device_get(&count, &device) == TRN_SUCCESS);
+  trn_pool_desc_t desc = TRN_POOL_DESC_INIT;
+  desc.hbm_bank = 0;
+  trn_pool_t pool = nullptr;
+  REQUIRE(trn_pool_create(device, &desc, &pool) == TRN_SUCCESS);
+  trn_mem_t mem = nullptr;
+  INFO(trn_last_error());
+  CHECK(trn_mem_alloc(pool, 16ull << 20, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem) == TRN_SUCCESS);
+  CHECK(trn_mem_free(mem) == TRN_SUCCESS);
+  CHECK(trn_pool_destroy(pool) == TRN_SUCCESS);
 }
