@@ -585,3 +585,28 @@ TEST_CASE("trn-run: a busy core's error names --core and the cores that are free
                            Catch::Contains(std::to_string(holder.pid())) &&
                            Catch::Contains("pass --core 1,3-7 (free now)"));
 }
+
+TEST_CASE("trn-top's engine table shows the engines of a kernel trn-run keeps launching") {
+  SimEnv env;
+  TempDir dir;
+  VectorAddFiles files(dir);
+  trn::test::Child run({TRN_RUN_PATH, kernel("vector_add"), "--in", "a=" + files.a, "--in",
+                        "b=" + files.b, "--repeat", "1000000"});
+  // Until a frame shows core 0 running kernels (trn-run first loads the kernel), at most 20 s.
+  bool seen = false;
+  std::string top;
+  for (int attempt = 0; attempt < 20 && !seen; ++attempt) {
+    int status = 0;
+    top = run_command({TRN_TOP_PATH, "-b", "-n", "2", "-d", "300", "--engines"}, 20000, &status);
+    std::istringstream lines(top);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream fields(line);
+      std::string core, owner, kernels, utilization, tensor, vector;
+      if (fields >> core >> owner >> kernels >> utilization >> tensor >> vector && core == "0" &&
+          kernels != "-" && std::stod(kernels) > 0 && std::stod(vector) > 0)
+        seen = true;
+    }
+  }
+  INFO(top);
+  CHECK(seen);
+}
