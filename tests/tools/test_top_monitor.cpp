@@ -337,3 +337,38 @@ TEST_CASE("trn-top's figures are percentages of the period, at most 100") {
   CHECK_THAT(engines, Catch::Contains("TENSOR%") && Catch::Contains("GPSIMD%") &&
                           Catch::Contains("TFLOP/s"));
 }
+
+TEST_CASE("trn-monitor: an unwritable textfile is an error") {
+  SimEnv env;
+  const std::string path = env.root() + "/no-such-directory/trn.prom";
+  int status = 0;
+  const std::string out = run_command(
+      {TRN_MONITOR_PATH, "-n", "3", "-i", "100", "--prometheus-textfile", path}, 20000, &status);
+  INFO(out);
+  CHECK(exit_code(status) == 1);
+  CHECK_THAT(out, Catch::Contains("cannot write " + path + ".tmp: No such file or directory"));
+  CHECK_THAT(out, !Catch::Contains("schema_version"));  // it stops before the first document
+}
+
+TEST_CASE("trn-monitor answers a scrape while idle clients hold connections open") {
+  SimEnv env;
+  const uint16_t port = free_port();
+  Child monitor({TRN_MONITOR_PATH, "-n", "100", "-i", "200", "--prometheus", std::to_string(port)});
+  REQUIRE(!monitor.read_line(20000).empty());
+  std::vector<int> idle;
+  for (int i = 0; i < 8; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(connect(fd, reinterpret_cast<sockaddr *>(&address), sizeof address) == 0);
+    idle.push_back(fd);  // connected, and silent
+  }
+  // http_get gives up after 5 s; one idle client used to cost the others 1 s each.
+  const std::string metrics = http_get(port, "/metrics");
+  for (int fd : idle) close(fd);
+  CHECK_THAT(metrics, Catch::StartsWith("HTTP/1.1 200 OK") && Catch::Contains("\ntrn_up 1\n"));
+  monitor.kill(SIGTERM);
+  CHECK(monitor.wait(10000) != -1);
+}
