@@ -347,7 +347,8 @@ typedef struct trn_core_properties {
   uint32_t physical_core_count; /**< = LNC */
   uint32_t hbm_bank;            /**< the HBM bank nearest this core */
   uint32_t dma_engines;
-  uint32_t owned; /**< 1 if this process owns the core */
+  uint32_t owned;   /**< 1 if this process owns the core */
+  uint32_t visible; /**< 1 if this process may use it (trn_core_get lists it); since 0.2 */
 } trn_core_properties_t;
 
 TRN_DEFINE_STRUCT_MAKE(trn_core_properties_t, TRN_STRUCT_CORE_PROPERTIES)
@@ -355,9 +356,19 @@ TRN_DEFINE_STRUCT_MAKE(trn_core_properties_t, TRN_STRUCT_CORE_PROPERTIES)
 
 /**
  * Lists the cores of a device that this process may use (TRN_VISIBLE_CORES or
- * NEURON_RT_VISIBLE_CORES restrict them), two-call enumeration. Listing claims nothing.
+ * NEURON_RT_VISIBLE_CORES restrict them), two-call enumeration, in index order. Listing claims
+ * nothing. As with CUDA_VISIBLE_DEVICES, the visible cores are renumbered: element 0 is this
+ * process's core 0, the first visible one (with TRN_VISIBLE_CORES=3, core id 3). The core's
+ * properties keep the physical numbering (index within the device, global_id).
  */
 TRN_API trn_result_t trn_core_get(trn_device_t device, uint32_t *count, trn_core_t *cores);
+/**
+ * Lists every core of a device, visible to this process or not, in index order (two-call
+ * enumeration; element i has index i): for monitoring tools, which watch the whole device.
+ * Properties, activity and owner can be read on any of them; acquiring a core that is not
+ * visible (or creating a queue on it) fails with TRN_ERROR_INVALID_ARGUMENT. Since 0.2.
+ */
+TRN_API trn_result_t trn_core_get_all(trn_device_t device, uint32_t *count, trn_core_t *cores);
 TRN_API trn_result_t trn_core_get_properties(trn_core_t core, trn_core_properties_t *properties);
 
 /**
@@ -391,7 +402,8 @@ TRN_API trn_result_t trn_core_get_activity(trn_core_t core, trn_core_activity_t 
  * process already owns succeeds. Ownership ends with trn_core_release(), trn_runtime_shutdown()
  * or the end of the process, however it ends (kill -9 included): the claim cannot go stale.
  * @returns TRN_ERROR_CORE_BUSY when another process owns it; trn_last_error() names that
- *          process (pid, command, since when).
+ *          process (pid, command, since when). TRN_ERROR_INVALID_ARGUMENT for a core that is
+ *          not visible to this process (see trn_core_get_all).
  */
 TRN_API trn_result_t trn_core_acquire(trn_core_t core);
 /** Gives up ownership. @returns TRN_ERROR_NOT_OWNER if this process does not own the core. */

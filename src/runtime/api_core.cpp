@@ -37,6 +37,12 @@ namespace trn::rt {
 
 trn_result_t acquire_core(Core &core) {
   Device &device = *core.device;
+  if (!core.visible)
+    return fail(TRN_ERROR_INVALID_ARGUMENT,
+                core_name(core) + " (core id " + std::to_string(core.global_id) +
+                    ") is not visible to this process (TRN_VISIBLE_CORES or "
+                    "NEURON_RT_VISIBLE_CORES leave it out): it can be watched, not used; "
+                    "trn_core_get lists the cores this process may use");
   std::lock_guard lock(device.mu);
   if (core.owned) return TRN_SUCCESS;
   const uint32_t lnc = device.properties.logical_core_config;
@@ -73,6 +79,18 @@ TRN_API trn_result_t trn_core_get(trn_device_t handle, uint32_t *count, trn_core
   });
 }
 
+TRN_API trn_result_t trn_core_get_all(trn_device_t handle, uint32_t *count, trn_core_t *cores) {
+  return TRN_API_CALL({
+    TRN_GET_SESSION(session);
+    const Device *device = lookup_device(*session, handle, &result);
+    if (!device) return result;
+    if (trn_result_t r = check_count(count); r != TRN_SUCCESS) return r;
+    enumerate(count, cores, device->cores.size(),
+              [&](uint32_t i) { return handle_of(*session, *device->cores[i]); });
+    return TRN_SUCCESS;
+  });
+}
+
 TRN_API trn_result_t trn_core_get_properties(trn_core_t handle, trn_core_properties_t *properties) {
   return TRN_API_CALL({
     TRN_GET_SESSION(session);
@@ -95,6 +113,7 @@ TRN_API trn_result_t trn_core_get_properties(trn_core_t handle, trn_core_propert
         dp.hbm_bank_count ? std::max(1u, dp.physical_core_count / dp.hbm_bank_count) : 1;
     full.hbm_bank = full.first_physical_core / cores_per_bank;
     full.dma_engines = dp.dma_engines_per_core * dp.logical_core_config;
+    full.visible = core->visible ? 1 : 0;
     {
       std::lock_guard lock(device.mu);
       full.owned = core->owned ? 1 : 0;

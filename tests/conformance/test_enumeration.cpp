@@ -66,6 +66,19 @@ std::vector<trn_core_t> cores(trn_device_t handle) {
   return out;
 }
 
+// Every core of the device, visible or not (trn_core_get_all).
+std::vector<trn_core_t> all_cores(trn_device_t handle) {
+  uint32_t count = 0;
+  INFO(trn_last_error());
+  REQUIRE(trn_core_get_all(handle, &count, nullptr) == TRN_SUCCESS);
+  std::vector<trn_core_t> out(count);
+  if (count == 0) return out;
+  uint32_t filled = count;
+  REQUIRE(trn_core_get_all(handle, &filled, out.data()) == TRN_SUCCESS);
+  REQUIRE(filled == count);
+  return out;
+}
+
 std::vector<uint32_t> neighbors(trn_device_t handle) {
   uint32_t count = 0;
   INFO(trn_last_error());
@@ -442,6 +455,71 @@ TEST_CASE("visible cores are global ids across devices", "[enumeration]") {
   CHECK(properties(second[0]).device_index == 1);
 }
 
+TEST_CASE("visible cores are renumbered: element 0 is the first visible core", "[enumeration]") {
+  SimEnv env;
+  env.set("TRN_VISIBLE_CORES", "3,6");
+  const std::vector<trn_core_t> list = cores(device(0));
+  REQUIRE(list.size() == 2);
+  CHECK(properties(list[0]).index == 3);  // properties keep the physical numbering
+  CHECK(properties(list[0]).global_id == 3);
+  CHECK(properties(list[1]).index == 6);
+  CHECK(properties(list[0]).visible == 1);
+  CHECK(trn_core_acquire(list[0]) == TRN_SUCCESS);
+  CHECK(properties(list[0]).owned == 1);
+  CHECK(trn_core_release(list[0]) == TRN_SUCCESS);
+}
+
+TEST_CASE("trn_core_get_all lists every core; the hidden ones can be watched, not used",
+          "[enumeration]") {
+  SimEnv env;
+  env.set("TRN_VISIBLE_CORES", "3");
+  const trn_device_t dev = device(0);
+  const std::vector<trn_core_t> all = all_cores(dev);
+  REQUIRE(all.size() == 8);
+  for (uint32_t i = 0; i < all.size(); ++i) {
+    const trn_core_properties_t p = properties(all[i]);
+    CHECK(p.index == i);
+    CHECK(p.global_id == i);
+    CHECK(p.visible == (i == 3 ? 1u : 0u));
+  }
+  // The visible one is the same core trn_core_get lists, and usable.
+  REQUIRE(cores(dev).size() == 1);
+  CHECK(all[3] == cores(dev)[0]);
+  CHECK(trn_core_acquire(all[3]) == TRN_SUCCESS);
+  CHECK(trn_core_release(all[3]) == TRN_SUCCESS);
+
+  // A hidden core: its figures can be read, but it cannot be acquired or given a queue.
+  trn_core_activity_t activity = TRN_CORE_ACTIVITY_INIT;
+  CHECK(trn_core_get_activity(all[0], &activity) == TRN_SUCCESS);
+  trn_process_info_t owner = TRN_PROCESS_INFO_INIT;
+  CHECK(trn_core_get_owner(all[0], &owner) == TRN_SUCCESS);
+  CHECK(owner.pid == 0);
+  CHECK(trn_core_acquire(all[0]) == TRN_ERROR_INVALID_ARGUMENT);
+  const std::string why = trn_last_error();
+  CHECK_THAT(why, Catch::Contains("core id 0") && Catch::Contains("not visible") &&
+                      Catch::Contains("TRN_VISIBLE_CORES"));
+  CHECK(properties(all[0]).owned == 0);
+  trn_queue_desc_t desc = TRN_QUEUE_DESC_INIT;
+  desc.core = all[0];
+  trn_queue_t queue = nullptr;
+  CHECK(trn_queue_create(&desc, &queue) == TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(queue == nullptr);
+
+  // Two-call enumeration with a short array.
+  trn_core_t two[2] = {};
+  uint32_t count = 2;
+  REQUIRE(trn_core_get_all(dev, &count, two) == TRN_SUCCESS);
+  CHECK(count == 2);
+  CHECK(two[1] == all[1]);
+}
+
+TEST_CASE("without TRN_VISIBLE_CORES, trn_core_get_all and trn_core_get agree", "[enumeration]") {
+  SimEnv env;
+  const trn_device_t dev = device(0);
+  CHECK(all_cores(dev) == cores(dev));
+  for (trn_core_t core : all_cores(dev)) CHECK(properties(core).visible == 1);
+}
+
 // ---- ownership within one process ---------------------------------------------------------------
 
 TEST_CASE("acquire, owner and release within one process", "[enumeration][ownership]") {
@@ -616,7 +694,8 @@ TEST_CASE("version and generation names", "[enumeration][names]") {
 
 TEST_CASE("the API version, the release string and the symbol nodes agree",
           "[enumeration][names]") {
-  // 0.2 added trn_dtype_name, trn_dtype_size and trn_engine_name; the release is 0.2.x.
+  // 0.2 added trn_core_get_all, trn_dtype_name, trn_dtype_size and trn_engine_name; the
+  // release is 0.2.x.
   CHECK(TRN_API_VERSION == TRN_MAKE_VERSION(0, 2));
   const std::string release = trn_get_version_string();
   CHECK(release.rfind("0.2.", 0) == 0);
@@ -628,6 +707,7 @@ TEST_CASE("the API version, the release string and the symbol nodes agree",
   CHECK(dlvsym(library, "trn_device_get", "TRN_0.1") != nullptr);
   CHECK(dlvsym(library, "trn_dtype_name", "TRN_0.2") != nullptr);
   CHECK(dlvsym(library, "trn_engine_name", "TRN_0.2") != nullptr);
+  CHECK(dlvsym(library, "trn_core_get_all", "TRN_0.2") != nullptr);
   CHECK(dlvsym(library, "trn_dtype_name", "TRN_0.1") == nullptr);
 }
 

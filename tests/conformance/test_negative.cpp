@@ -94,6 +94,11 @@ std::vector<Call> device_calls(trn_device_t device) {
          uint32_t count = 0;
          return trn_core_get(device, &count, nullptr);
        }},
+      {"trn_core_get_all",
+       [=] {
+         uint32_t count = 0;
+         return trn_core_get_all(device, &count, nullptr);
+       }},
   };
 }
 
@@ -185,6 +190,7 @@ TEST_CASE("NULL count pointers give TRN_ERROR_NULL_POINTER", "[negative][null]")
       {"trn_device_get_processes",
        [=] { return trn_device_get_processes(device, nullptr, nullptr); }},
       {"trn_core_get", [=] { return trn_core_get(device, nullptr, nullptr); }},
+      {"trn_core_get_all", [=] { return trn_core_get_all(device, nullptr, nullptr); }},
   };
   for (const Call &call : calls) {
     INFO(call.name);
@@ -203,6 +209,7 @@ TEST_CASE("NULL count pointers give TRN_ERROR_NULL_POINTER", "[negative][null]")
   CHECK(trn_driver_get(nullptr, drivers) == TRN_ERROR_NULL_POINTER);
   trn_core_t cores[1];
   CHECK(trn_core_get(device, nullptr, cores) == TRN_ERROR_NULL_POINTER);
+  CHECK(trn_core_get_all(device, nullptr, cores) == TRN_ERROR_NULL_POINTER);
   uint32_t indices[1];
   CHECK(trn_device_get_neighbors(device, nullptr, indices) == TRN_ERROR_NULL_POINTER);
   trn_process_info_t infos[1] = {TRN_PROCESS_INFO_INIT};

@@ -5,11 +5,14 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cctype>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -228,4 +231,144 @@ TEST_CASE("no device and unreadable state give the same one line in every tool")
   REQUIRE(!bad.empty());
   CHECK_THAT(bad.front().at("error").get<std::string>(), Catch::Contains(reason));
   CHECK_THAT(run_command({TRN_LS_PATH}, 20000, &status), Catch::Contains(reason));
+}
+
+namespace {
+
+// The per-core rows of trn-top's core table: core id, then BUSY%, UTIL% and DMA% ("-" = -1).
+struct CoreRow {
+  uint32_t core = 0;
+  double busy = -1, utilization = -1, dma = -1;
+};
+
+double figure(const std::string &text) {
+  return text == "-" ? -1 : std::stod(text);
+}
+
+std::vector<CoreRow> core_rows(const std::string &top) {
+  std::vector<CoreRow> rows;
+  std::istringstream lines(top);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t open = line.find('['), close = line.find(']');
+    if (line.empty() || !std::isdigit(static_cast<unsigned char>(line[0])) ||
+        open == std::string::npos || close == std::string::npos)
+      continue;
+    std::istringstream before(line.substr(0, open)), after(line.substr(close + 1));
+    std::string owner, busy, utilization, dma;
+    CoreRow row;
+    if (!(before >> row.core >> owner >> busy) || !(after >> utilization >> dma)) continue;
+    row.busy = figure(busy);
+    row.utilization = figure(utilization);
+    row.dma = figure(dma);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+int exit_code(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+TEST_CASE("trn-top -b shows every device, --device only one") {
+  SimEnv env;
+  env.set("TRN_SIM_DEVICES", "2");
+  int status = 0;
+  const std::string all = run_command({TRN_TOP_PATH, "-b", "-n", "2", "-d", "100"}, 20000, &status);
+  INFO(all);
+  CHECK(exit_code(status) == 0);
+  CHECK_THAT(all, Catch::Contains("device 0/2") && Catch::Contains("device 1/2"));
+  std::set<uint32_t> ids;
+  for (const CoreRow &row : core_rows(all)) ids.insert(row.core);
+  CHECK(ids.size() == 16);  // physical ids 0-15 of both devices
+
+  const std::string one =
+      run_command({TRN_TOP_PATH, "-b", "-n", "1", "-d", "100", "--device", "1"}, 20000, &status);
+  INFO(one);
+  CHECK(exit_code(status) == 0);
+  CHECK_THAT(one, Catch::Contains("device 1/2") && !Catch::Contains("device 0/2"));
+  const auto rows = core_rows(one);
+  REQUIRE(rows.size() == 8);
+  CHECK(rows.front().core == 8);
+
+  const std::string bad =
+      run_command({TRN_TOP_PATH, "-b", "-n", "1", "-d", "100", "--device", "2"}, 20000, &status);
+  CHECK(exit_code(status) != 0);
+  CHECK_THAT(bad, Catch::Contains("there is no device 2 (devices: 0-1)"));
+}
+
+TEST_CASE("trn-top and trn-monitor watch every core whatever TRN_VISIBLE_CORES says") {
+  SimEnv env;
+  env.set("TRN_VISIBLE_CORES", "3");
+  int status = 0;
+  const std::string top = run_command({TRN_TOP_PATH, "-b", "-n", "1", "-d", "100"}, 20000, &status);
+  INFO(top);
+  std::vector<uint32_t> ids;
+  for (const CoreRow &row : core_rows(top)) ids.push_back(row.core);
+  CHECK(ids == std::vector<uint32_t>{0, 1, 2, 3, 4, 5, 6, 7});
+  const auto docs = monitor_documents("1");
+  REQUIRE(docs.size() == 1);
+  check_schema(docs.front());
+  CHECK(docs.front().at("devices").at(0).at("cores").size() == 8);
+  CHECK_THAT(run_command({TRN_LS_PATH}, 20000, &status), Catch::Contains("| 0-7 "));
+}
+
+TEST_CASE("trn-top's figures are percentages of the period, at most 100") {
+  SimEnv env;
+  Child worker({TRN_TEST_HOLDER, "--work", "0", "1"});
+  REQUIRE(worker.read_line(20000) == "working " + std::to_string(worker.pid()));
+  int status = 0;
+  const std::string top = run_command({TRN_TOP_PATH, "-b", "-n", "3", "-d", "100"}, 20000, &status);
+  INFO(top);
+  CHECK(exit_code(status) == 0);
+  CHECK_THAT(top, !Catch::Contains("period 0.0") && !Catch::Contains("first sample"));
+  const auto rows = core_rows(top);
+  CHECK(rows.size() == 24);
+  for (const CoreRow &row : rows) {
+    INFO("core " << row.core);
+    for (double value : {row.busy, row.utilization, row.dma}) {
+      CHECK(value >= 0);
+      CHECK(value <= 100);
+    }
+  }
+  const std::string engines =
+      run_command({TRN_TOP_PATH, "-b", "-n", "1", "-d", "100", "--engines"}, 20000, &status);
+  CHECK_THAT(engines, Catch::Contains("TENSOR%") && Catch::Contains("GPSIMD%") &&
+                          Catch::Contains("TFLOP/s"));
+}
+
+TEST_CASE("trn-monitor: an unwritable textfile is an error") {
+  SimEnv env;
+  const std::string path = env.root() + "/no-such-directory/trn.prom";
+  int status = 0;
+  const std::string out = run_command(
+      {TRN_MONITOR_PATH, "-n", "3", "-i", "100", "--prometheus-textfile", path}, 20000, &status);
+  INFO(out);
+  CHECK(exit_code(status) == 1);
+  CHECK_THAT(out, Catch::Contains("cannot write " + path + ".tmp: No such file or directory"));
+  CHECK_THAT(out, !Catch::Contains("schema_version"));  // it stops before the first document
+}
+
+TEST_CASE("trn-monitor answers a scrape while idle clients hold connections open") {
+  SimEnv env;
+  const uint16_t port = free_port();
+  Child monitor({TRN_MONITOR_PATH, "-n", "100", "-i", "200", "--prometheus", std::to_string(port)});
+  REQUIRE(!monitor.read_line(20000).empty());
+  std::vector<int> idle;
+  for (int i = 0; i < 8; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(connect(fd, reinterpret_cast<sockaddr *>(&address), sizeof address) == 0);
+    idle.push_back(fd);  // connected, and silent
+  }
+  // http_get gives up after 5 s; one idle client used to cost the others 1 s each.
+  const std::string metrics = http_get(port, "/metrics");
+  for (int fd : idle) close(fd);
+  CHECK_THAT(metrics, Catch::StartsWith("HTTP/1.1 200 OK") && Catch::Contains("\ntrn_up 1\n"));
+  monitor.kill(SIGTERM);
+  CHECK(monitor.wait(10000) != -1);
 }

@@ -525,3 +525,88 @@ TEST_CASE("trn-run: npy malformed headers are rejected", "[npy]") {
     }
   }
 }
+
+TEST_CASE("trn-run: --core counts the visible cores, reports name the physical core") {
+  SimEnv env;
+  TempDir dir;
+  VectorAddFiles files(dir);
+  const std::vector<std::string> run = {
+      kernel("vector_add"), "--in",     "a=" + files.a,     "--in",
+      "b=" + files.b,       "--expect", "out=" + files.want};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = run;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return trn_run(args);
+  };
+
+  env.set("TRN_VISIBLE_CORES", "3");
+  Result r = with({});  // the default core: the first visible one
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("kernel vector_add on device 0 core 3"));
+
+  env.set("TRN_VISIBLE_CORES", "2,5");
+  r = with({"--core", "1", "--json"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const json doc = parse_json(r.output);
+  CHECK(doc.at("core") == 5);
+  CHECK(doc.at("core_id") == 5);
+  r = with({"--core", "0"});
+  CHECK_THAT(r.output, Catch::Contains("on device 0 core 2"));
+  r = with({"--core", "2"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("core 2 of the device is not visible") &&
+                           Catch::Contains("--core 0-1"));
+
+  // Core ids are global: the second device's first core is id 8.
+  env.set("TRN_SIM_DEVICES", "2");
+  env.set("TRN_VISIBLE_CORES", "9");
+  r = with({"--device", "1", "--json"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(parse_json(r.output).at("core") == 1);
+  CHECK(parse_json(r.output).at("core_id") == 9);
+  r = with({"--device", "0"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("sees no core of this device"));
+}
+
+TEST_CASE("trn-run: a busy core's error names --core and the cores that are free") {
+  SimEnv env;
+  TempDir dir;
+  VectorAddFiles files(dir);
+  trn::test::Child holder({TRN_TEST_HOLDER, "0", "2"});
+  REQUIRE(holder.read_line(20000) == "ready " + std::to_string(holder.pid()));
+  const Result r = trn_run({kernel("vector_add"), "--in", "a=" + files.a, "--in", "b=" + files.b});
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("TRN_ERROR_CORE_BUSY") &&
+                           Catch::Contains(std::to_string(holder.pid())) &&
+                           Catch::Contains("pass --core 1,3-7 (free now)"));
+}
+
+TEST_CASE("trn-top's engine table shows the engines of a kernel trn-run keeps launching") {
+  SimEnv env;
+  TempDir dir;
+  VectorAddFiles files(dir);
+  trn::test::Child run({TRN_RUN_PATH, kernel("vector_add"), "--in", "a=" + files.a, "--in",
+                        "b=" + files.b, "--repeat", "1000000"});
+  // Until a frame shows core 0 running kernels (trn-run first loads the kernel), at most 20 s.
+  bool seen = false;
+  std::string top;
+  for (int attempt = 0; attempt < 20 && !seen; ++attempt) {
+    int status = 0;
+    top = run_command({TRN_TOP_PATH, "-b", "-n", "2", "-d", "300", "--engines"}, 20000, &status);
+    std::istringstream lines(top);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream fields(line);
+      std::string core, owner, kernels, utilization, tensor, vector;
+      if (fields >> core >> owner >> kernels >> utilization >> tensor >> vector && core == "0" &&
+          kernels != "-" && std::stod(kernels) > 0 && std::stod(vector) > 0)
+        seen = true;
+    }
+  }
+  INFO(top);
+  CHECK(seen);
+}

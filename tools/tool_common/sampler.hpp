@@ -12,15 +12,22 @@
 
 namespace trn::tools {
 
+// Percentages are over the measured period and never above 100; all are 0 in the first frame
+// (period_ns 0), which has nothing to measure against.
 struct CoreFigures {
   uint32_t index = 0;    // within the device
   uint32_t core_id = 0;  // global id
   int32_t owner_pid = 0;
   trn_core_activity_t totals = TRN_CORE_ACTIVITY_INIT;
   double busy_percent = 0;                // host time executing its commands / wall time
+  double utilization_percent = 0;         // simulated kernel time / wall time
   double simulated_dma_busy_percent = 0;  // simulated DMA engine time / wall time
   double commands_per_s = 0;
   double dma_bytes_per_s = 0;
+  double kernels_per_s = 0;
+  double tensor_flops_per_s = 0;
+  // Per engine (trn_engine_t order): busy time as a share of the kernels' simulated time.
+  double engine_active_percent[TRN_ENGINE_COUNT] = {};
 };
 
 struct DeviceFigures {

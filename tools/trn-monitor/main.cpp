@@ -1,40 +1,21 @@
 // trn-monitor: one JSON document per period on stdout (JSON Lines), for automation; optionally
 // the same figures for Prometheus, served on 127.0.0.1 or written to a node_exporter textfile.
 #include <signal.h>
-#include <time.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdio>
-#include <fstream>
 
+#include "tool_common/clock.hpp"
 #include "trn-monitor/metrics_server.hpp"
 #include "trn-monitor/report.hpp"
+#include "trn-monitor/textfile.hpp"
 
 namespace {
 
 std::atomic<bool> g_stop{false};
 void on_signal(int) {
   g_stop.store(true);
-}
-
-bool write_textfile(const std::string &path, const std::string &text) {
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    if (!(out << text)) return false;
-  }
-  return std::rename(temp.c_str(), path.c_str()) == 0;
-}
-
-void sleep_ms(uint32_t ms) {
-  // In slices, so a signal ends the wait promptly.
-  for (uint32_t slept = 0; slept < ms && !g_stop.load(); slept += 50) {
-    struct timespec pause {
-      0, static_cast<long>(std::min<uint32_t>(50, ms - slept)) * 1000000
-    };
-    nanosleep(&pause, nullptr);
-  }
 }
 
 }  // namespace
@@ -70,15 +51,21 @@ int main(int argc, char **argv) {
   trn::tools::Sampler sampler;
   // The baseline the first period's rates are measured from; the endpoint serves it meanwhile.
   const trn::tools::Frame baseline = sampler.sample();
-  if (prometheus_port >= 0) server.set_text(trn::tools::prometheus_text(baseline));
-  for (uint32_t printed = 0; (count == 0 || printed < count) && !g_stop.load(); ++printed) {
-    sleep_ms(interval_ms);
-    const trn::tools::Frame frame = sampler.sample();
-    // Metrics first: a reader that saw the document finds the same figures at the endpoint.
+  // Metrics first: a reader that saw a document finds the same figures at the endpoint and in
+  // the textfile. An unwritable textfile ends the monitor (at once, with the baseline).
+  auto publish = [&](const trn::tools::Frame &frame) {
     const std::string text = trn::tools::prometheus_text(frame);
     if (prometheus_port >= 0) server.set_text(text);
-    if (!textfile.empty() && !write_textfile(textfile, text))
-      std::fprintf(stderr, "trn-monitor: cannot write %s\n", textfile.c_str());
+    if (textfile.empty()) return true;
+    const auto why = trn::tools::write_textfile(textfile, text);
+    if (why) std::fprintf(stderr, "trn-monitor: --prometheus-textfile: %s\n", why->c_str());
+    return !why;
+  };
+  if (!publish(baseline)) return 1;
+  for (uint32_t printed = 0; (count == 0 || printed < count) && !g_stop.load(); ++printed) {
+    trn::tools::sleep_ms(interval_ms, g_stop);
+    const trn::tools::Frame frame = sampler.sample();
+    if (!publish(frame)) return 1;
     std::printf("%s\n", trn::tools::monitor_document(frame).dump().c_str());
     std::fflush(stdout);
   }

@@ -6,17 +6,29 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include "tool_common/clock.hpp"
+
 namespace trn::tools {
+
+namespace {
+
+constexpr uint64_t kConnectionDeadlineNs = 5'000'000'000;  // to send a request and read the answer
+constexpr size_t kMaxConnections = 64;
+constexpr size_t kMaxRequestBytes = 8192;
+constexpr int kPollMs = 100;  // how soon stop() is noticed
+
+}  // namespace
 
 MetricsServer::~MetricsServer() {
   stop();
 }
 
 bool MetricsServer::start(uint16_t port, std::string *why) {
-  listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (listener_ < 0) {
     *why = std::string("socket: ") + std::strerror(errno);
     return false;
@@ -54,27 +66,60 @@ void MetricsServer::stop() {
 }
 
 void MetricsServer::serve() {
+  std::vector<Connection> connections;
+  std::vector<pollfd> fds;
   while (!stop_.load()) {
-    pollfd p{listener_, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    const int client = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (client < 0) continue;
-    answer(client);
-    close(client);
+    fds.clear();
+    // At the connection limit the listener waits (clients queue in its backlog).
+    fds.push_back({connections.size() < kMaxConnections ? listener_ : -1, POLLIN, 0});
+    for (const Connection &c : connections)
+      fds.push_back({c.fd, static_cast<short>(c.response.empty() ? POLLIN : POLLOUT), 0});
+    if (poll(fds.data(), fds.size(), kPollMs) < 0 && errno != EINTR) break;
+    const uint64_t now = monotonic_ns();
+    std::vector<Connection> open;
+    for (size_t i = 0; i < connections.size(); ++i) {
+      Connection &c = connections[i];
+      const bool ready = fds[i + 1].revents != 0;
+      if ((ready && !advance(c)) || now >= c.deadline_ns)
+        close(c.fd);  // done, failed, or out of time
+      else
+        open.push_back(std::move(c));
+    }
+    connections = std::move(open);
+    if (fds[0].revents & POLLIN) accept_clients(&connections);
+  }
+  for (const Connection &c : connections) close(c.fd);
+}
+
+void MetricsServer::accept_clients(std::vector<Connection> *connections) {
+  while (connections->size() < kMaxConnections) {
+    const int client = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (client < 0) return;  // none left (EAGAIN), or the client gave up already
+    Connection c;
+    c.fd = client;
+    c.deadline_ns = monotonic_ns() + kConnectionDeadlineNs;
+    connections->push_back(std::move(c));
   }
 }
 
-void MetricsServer::answer(int client) {
-  // Read the request line within a second; a silent client is dropped.
-  std::string request;
-  char buffer[1024];
-  while (request.find("\r\n") == std::string::npos && request.size() < 8192) {
-    pollfd p{client, POLLIN, 0};
-    if (poll(&p, 1, 1000) <= 0) return;
-    const ssize_t n = read(client, buffer, sizeof buffer);
-    if (n <= 0) return;
-    request.append(buffer, static_cast<size_t>(n));
+bool MetricsServer::advance(Connection &c) {
+  if (c.response.empty()) {
+    char buffer[1024];
+    const ssize_t n = read(c.fd, buffer, sizeof buffer);
+    if (n < 0) return errno == EAGAIN || errno == EINTR;
+    if (n == 0) return false;  // closed before a whole request line
+    c.request.append(buffer, static_cast<size_t>(n));
+    if (c.request.find("\r\n") == std::string::npos) return c.request.size() < kMaxRequestBytes;
+    c.response = respond(c.request);
   }
+  const ssize_t n =
+      send(c.fd, c.response.data() + c.sent, c.response.size() - c.sent, MSG_NOSIGNAL);
+  if (n < 0) return errno == EAGAIN || errno == EINTR;
+  c.sent += static_cast<size_t>(n);
+  return c.sent < c.response.size();
+}
+
+std::string MetricsServer::respond(const std::string &request) {
   std::string body, status = "200 OK";
   const bool metrics = request.rfind("GET /metrics ", 0) == 0 || request.rfind("GET / ", 0) == 0;
   if (metrics) {
@@ -84,15 +129,8 @@ void MetricsServer::answer(int client) {
     status = "404 Not Found";
     body = "trn-monitor serves GET /metrics\n";
   }
-  const std::string response = "HTTP/1.1 " + status +
-                               "\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
-                               std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
-  size_t sent = 0;
-  while (sent < response.size()) {
-    const ssize_t n = send(client, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
-  }
+  return "HTTP/1.1 " + status + "\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
 }
 
 }  // namespace trn::tools

@@ -1,5 +1,6 @@
 // A minimal HTTP server on 127.0.0.1 for Prometheus to scrape: GET /metrics returns the latest
-// text; anything else is 404. One thread, polling with a deadline so it stops promptly.
+// text; anything else is 404. One thread serves every connection at once with poll(), so a
+// client that connects and stays silent delays no other; each connection gets a deadline.
 #pragma once
 
 #include <atomic>
@@ -7,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace trn::tools {
 
@@ -20,8 +22,19 @@ class MetricsServer {
   void stop();
 
  private:
+  struct Connection {
+    int fd = -1;
+    uint64_t deadline_ns = 0;
+    std::string request;
+    std::string response;  // empty while the request is being read
+    size_t sent = 0;
+  };
+
   void serve();
-  void answer(int client);
+  void accept_clients(std::vector<Connection> *connections);
+  // Reads or writes what the connection is ready for; false when it is done (or failed).
+  bool advance(Connection &connection);
+  std::string respond(const std::string &request);
 
   int listener_ = -1;
   uint16_t port_ = 0;

@@ -56,6 +56,7 @@ nlohmann::ordered_json monitor_document(const Frame &frame) {
                        {"owner_pid", core.owner_pid > 0 ? nlohmann::ordered_json(core.owner_pid)
                                                         : nlohmann::ordered_json()},
                        {"busy_percent", core.busy_percent},
+                       {"utilization_percent", core.utilization_percent},
                        {"simulated_dma_busy_percent", core.simulated_dma_busy_percent},
                        {"commands_per_s", core.commands_per_s},
                        {"dma_bytes_per_s", core.dma_bytes_per_s},
@@ -130,6 +131,8 @@ std::string prometheus_text(const Frame &frame) {
   } kCoreFamilies[] = {
       {"trn_core_busy_ratio", "gauge", "share of wall time the core executed commands",
        [](const CoreFigures &c) { return c.busy_percent / 100; }},
+      {"trn_core_utilization_ratio", "gauge", "simulated kernel time per wall time",
+       [](const CoreFigures &c) { return c.utilization_percent / 100; }},
       {"trn_core_simulated_dma_busy_ratio", "gauge", "simulated DMA engine time per wall time",
        [](const CoreFigures &c) { return c.simulated_dma_busy_percent / 100; }},
       {"trn_core_commands_completed_total", "counter", "commands completed by live processes",

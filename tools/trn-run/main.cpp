@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/parse.hpp"
 #include "tool_common/table.hpp"
 #include "trn-run/npy.hpp"
 #include "trn/trn.h"
@@ -409,23 +410,43 @@ trn_device_t pick_device(uint32_t index) {
   return devices[index];
 }
 
+// --core N is the N-th core this process may use (as with CUDA_VISIBLE_DEVICES: with
+// TRN_VISIBLE_CORES=3, --core 0 is core id 3); reports keep the physical ids.
 trn_core_t pick_core(trn_device_t device, uint32_t index, trn_core_properties_t *properties) {
   uint32_t count = 0;
   check(trn_core_get(device, &count, nullptr), "listing cores");
   std::vector<trn_core_t> cores(count);
   check(trn_core_get(device, &count, cores.data()), "listing cores");
-  std::string visible;
-  for (uint32_t i = 0; i < count && i < cores.size(); ++i) {
-    trn_core_properties_t p = TRN_CORE_PROPERTIES_INIT;
-    check(trn_core_get_properties(cores[i], &p), "reading core properties");
-    if (p.index == index) {
-      *properties = p;
-      return cores[i];
-    }
-    visible += (visible.empty() ? "" : ",") + std::to_string(p.index);
+  cores.resize(count);
+  if (index < cores.size()) {
+    check(trn_core_get_properties(cores[index], properties), "reading core properties");
+    return cores[index];
   }
-  fail(format("core %u of the device is not visible to this process (visible cores: %s)", index,
-              visible.empty() ? "none" : visible.c_str()));
+  if (cores.empty())
+    fail(
+        format("core %u of the device is not visible to this process: it sees no core of this "
+               "device (TRN_VISIBLE_CORES or NEURON_RT_VISIBLE_CORES; trn-ls shows the core ids)",
+               index));
+  fail(
+      format("core %u of the device is not visible to this process: it sees %zu core%s of "
+             "this device, --core 0-%zu (TRN_VISIBLE_CORES or NEURON_RT_VISIBLE_CORES)",
+             index, cores.size(), cores.size() == 1 ? "" : "s", cores.size() - 1));
+}
+
+// After TRN_ERROR_CORE_BUSY: which --core values are free now.
+std::string free_cores_hint(trn_device_t device) {
+  uint32_t count = 0;
+  trn_core_get(device, &count, nullptr);
+  std::vector<trn_core_t> cores(count);
+  trn_core_get(device, &count, cores.data());
+  std::vector<uint32_t> free;
+  for (uint32_t i = 0; i < count && i < cores.size(); ++i) {
+    trn_process_info_t owner = TRN_PROCESS_INFO_INIT;
+    if (trn_core_get_owner(cores[i], &owner) == TRN_SUCCESS && owner.pid == 0) free.push_back(i);
+  }
+  return free.empty() ? "; every core this process sees is in use"
+                      : "; to use another core, pass --core " +
+                            trn::common::format_index_list(free) + " (free now)";
 }
 
 json fault_json(const trn_queue_fault_t &f) {
@@ -591,8 +612,13 @@ Report run(const Options &o) {
   trn_queue_desc_t queue_desc = TRN_QUEUE_DESC_INIT;
   queue_desc.kind = TRN_QUEUE_KIND_COMPUTE;
   queue_desc.core = core;
-  check(trn_queue_create(&queue_desc, &r.queue),
-        format("creating a compute queue on core %u", o.core));
+  const std::string queue_what =
+      format("creating a compute queue on core %u", core_properties.index);
+  const trn_result_t created = trn_queue_create(&queue_desc, &r.queue);
+  if (created == TRN_ERROR_CORE_BUSY)
+    fail(queue_what + ": " + trn_result_name(created) + ": " + trn_last_error() +
+         free_cores_hint(device));
+  check(created, queue_what);
   check(trn_profile_create(o.profile_path.empty() ? 0u : TRN_PROFILE_FLAG_TRACE, &r.profile),
         "creating a profile");
 
@@ -711,7 +737,8 @@ Report run(const Options &o) {
                 {"trn_version", trn_get_version_string()},
                 {"kernel", {{"name", kp.name}, {"path", o.kernel_path}, {"args", args_json}}},
                 {"device", o.device},
-                {"core", o.core},
+                {"core", core_properties.index},
+                {"core_id", core_properties.global_id},
                 {"launches", o.repeat},
                 {"simulated_ns", s.total_ns},
                 {"host_ns", host_ns_mean},
@@ -732,7 +759,7 @@ Report run(const Options &o) {
 
   std::string &t = report.text;
   t += format("kernel %s on device %u core %u: %zu arguments, %u launch%s\n", kp.name, o.device,
-              o.core, args.size(), o.repeat, o.repeat == 1 ? "" : "es");
+              core_properties.index, args.size(), o.repeat, o.repeat == 1 ? "" : "es");
   t += format("simulated time %s us, host time %.3f ms%s\n", us(s.total_ns).c_str(),
               static_cast<double>(host_ns_mean) / 1e6, o.repeat > 1 ? " per launch" : "");
   t += table.render();
@@ -758,7 +785,9 @@ int main(int argc, char **argv) {
   Options o;
   app.add_option("kernel", o.kernel_path, "kernel binary (.trnk, from trn-as)")->required();
   app.add_option("--device", o.device, "device index (default 0)");
-  app.add_option("--core", o.core, "logical core of the device (default 0)");
+  app.add_option(
+      "--core", o.core,
+      "the N-th core of the device this process may use (default 0; see TRN_VISIBLE_CORES)");
   app.add_option("--in", o.ins, "NAME=FILE.npy: input for an in/inout argument (repeatable)")
       ->allow_extra_args(false);
   app.add_option("--out", o.outs, "NAME=FILE.npy: write an out/inout argument (repeatable)")

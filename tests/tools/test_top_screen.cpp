@@ -1,0 +1,61 @@
+// trn-top's live screen on a pseudo-terminal of 80x24: the first frame, the keys that pick the
+// device and the table, and no busy loop when its standard input is at end of file.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "support/pty_child.hpp"
+#include "support/sim_env.hpp"
+
+using trn::test::PtyChild;
+using trn::test::SimEnv;
+
+namespace {
+
+constexpr char kRedraw[] = "\x0c";  // Ctrl-L: the whole screen again, not only what changed
+
+}  // namespace
+
+TEST_CASE("trn-top's live screen: the first frame has no period yet, keys pick device and table") {
+  SimEnv env;
+  env.set("TRN_SIM_DEVICES", "2");
+  PtyChild top({TRN_TOP_PATH, "-d", "500"}, 24, 80, false);
+  top.read_for(1500);
+  {
+    INFO(top.output());
+    CHECK_THAT(top.output(), Catch::Contains("first sample"));
+    CHECK_THAT(top.output(), !Catch::Contains("period 0.0"));
+    CHECK_THAT(top.output(), Catch::Contains("device 0/2"));
+  }
+  top.send(std::string("d") + kRedraw);
+  top.read_for(800);
+  CHECK_THAT(top.output(), Catch::Contains("device 1/2"));
+  top.send(std::string("e") + kRedraw);
+  top.read_for(800);
+  CHECK_THAT(top.output(), Catch::Contains("TENSOR%"));
+  top.send("q");
+  const int status = top.wait(10000);
+  REQUIRE(status != -1);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("trn-top's live screen does not spin when its standard input is at end of file") {
+  SimEnv env;
+  PtyChild top({TRN_TOP_PATH, "-d", "1000"}, 24, 80, true);
+  top.read_for(500);  // started, first frame drawn
+  const double before = top.cpu_seconds();
+  top.read_for(2000);
+  const double used = top.cpu_seconds() - before;
+  INFO("CPU time over 2 s: " << used << " s");
+  CHECK(used < 0.5);  // a loop polling a closed input burns the whole 2 s
+  // Still sampling every second: "first sample" became "period 1.0 s" (only the characters
+  // that changed are written, so only its tail is sure to appear in one piece).
+  CHECK_THAT(top.output(), Catch::Contains("1.0 s"));
+  ::kill(top.pid(), SIGTERM);
+  const int status = top.wait(10000);
+  REQUIRE(status != -1);
+  CHECK(WIFEXITED(status));
+}
