@@ -1,14 +1,20 @@
 // libFuzzer target for the kernel loader: read_kernel must never crash or read out of bounds;
 // what it accepts must pass through validate_program without crashing and survive a
-// write/read round trip unchanged (abort otherwise).
+// write/read round trip unchanged; what it and validate_program accept (what trn_kernel_load
+// accepts) must survive disassembly and assembly (trn-objdump | trn-as) byte for byte (abort
+// otherwise).
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <span>
+#include <string>
+#include <variant>
 
+#include "isa/assembler.hpp"
 #include "isa/container.hpp"
+#include "isa/disassembler.hpp"
 #include "isa/validate.hpp"
 
 namespace {
@@ -60,7 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte *>(data), size);
   Program p;
   if (read_kernel(bytes, p)) return 0;  // rejected with a reason: fine
-  (void)validate_program(p, Target{});
+  const bool valid = !validate_program(p, Target{});
   const auto written = write_kernel(p);
   Program q;
   if (const auto err = read_kernel(written, q)) {
@@ -73,6 +79,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   if (write_kernel(q) != written) {
     std::fprintf(stderr, "writing the re-read program gave different bytes\n");
+    std::abort();
+  }
+  if (!valid) return 0;
+  const std::string listing = disassemble(p);
+  auto again = assemble(listing, "listing.s");
+  if (auto *err = std::get_if<AsmError>(&again)) {
+    std::fprintf(stderr, "the disassembly does not assemble: %s\n--- listing:\n%s\n",
+                 err->to_string().c_str(), listing.c_str());
+    std::abort();
+  }
+  if (write_kernel(std::get<Program>(again)) != written) {
+    std::fprintf(stderr, "disassembly and assembly changed the kernel\n--- listing:\n%s\n",
+                 listing.c_str());
     std::abort();
   }
   return 0;

@@ -299,7 +299,15 @@ class Assembler {
     }
   }
 
-  Program take() { return std::move(program_); }
+  // Without any .loc directive, every instruction's debug line is its line in the assembly text
+  // (and the source file, without .file, the assembly file), so faults and profiles name it.
+  Program take(std::string_view file_name) {
+    if (!saw_loc_ && program_.instruction_count() != 0) {
+      program_.source_lines = text_lines_;
+      if (!have_file_) program_.source_file = std::string(file_name);
+    }
+    return std::move(program_);
+  }
 
  private:
   // --- token access
@@ -879,13 +887,16 @@ class Assembler {
       if (w == "scale" || w == "bias") {
         only_for(Opcode::kActivation);
         bool scale = w == "scale";
+        // A scale (bias) is a value or a tile, given once: either form marks both fields.
+        const uint32_t value_field = scale ? kFImm0 : kFImm1, tile_field = scale ? kFSrc2 : kFSrc1;
+        if (set & (value_field | tile_field))
+          fail(column, fmt::format("{} given twice (as {}); an activation has one {}", w,
+                                   (set & value_field) ? "a value" : "a tile", w));
         if (starts_float()) {
-          mark(set, scale ? kFImm0 : kFImm1, column,
-               scale ? "scale value (imm0)" : "bias value (imm1)");
+          mark(set, value_field, column, scale ? "scale value (imm0)" : "bias value (imm1)");
           inst.imm[scale ? 0 : 1] = floating(w);
         } else {
-          mark(set, scale ? kFSrc2 : kFSrc1, column,
-               scale ? "scale tile (src2)" : "bias tile (src1)");
+          mark(set, tile_field, column, scale ? "scale tile (src2)" : "bias tile (src1)");
           (scale ? inst.src2 : inst.src1) = access_pattern(w);
           inst.flags |= scale ? kFlagScaleTile : kFlagBiasTile;
         }
@@ -967,6 +978,7 @@ class Assembler {
       lines.push_back(0);
     }
     stream.push_back(inst);
+    text_lines_[e].push_back(line_no_);
     if (line_map_) (*line_map_)[e].push_back(line_no_);
   }
 
@@ -1011,6 +1023,7 @@ class Assembler {
     } else if (w == "engine") {
       engine_ = engine_name_operand();
     } else if (w == "loc") {
+      saw_loc_ = true;
       if (is_word("none")) {
         next();
         loc_.reset();
@@ -1116,6 +1129,8 @@ class Assembler {
   uint32_t line_no_ = 0;
   std::optional<Engine> engine_;
   std::optional<uint32_t> loc_;
+  bool saw_loc_ = false;
+  AsmLineMap text_lines_;  // the text line of every instruction
   bool have_kernel_ = false, have_file_ = false;
   std::unordered_map<std::string, std::vector<uint16_t>> arg_names_;
   std::unordered_map<std::string, AccessPattern> tiles_;
@@ -1146,7 +1161,7 @@ std::variant<Program, AsmError> assemble(std::string_view text, std::string_view
     }
     pos = eol + 1;
   }
-  return as.take();
+  return as.take(file_name);
 }
 
 }  // namespace trn::isa

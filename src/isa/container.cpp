@@ -17,12 +17,14 @@
 // .trn.text.<engine> (PROGBITS, align 8, entsize 368): one record per instruction
 //   0 opcode u8     1 engine u8     2 func u8      3 func2 u8     4 queue u8
 //   5 wait.cmp u8   6 signal.op u8  7 reserved u8  8 flags u32
+//   (wait.sem / wait.value are zero without wait.cmp, signal.sem / .value without signal.op)
 //  12 wait.sem u16 14 signal.sem u16  16 wait.value u32  20 signal.value u32
 //  24 imm[0] f32   28 imm[1] f32      32 iimm[0] i32     36 iimm[1] i32     40 reserved u64
 //  48 dst, 112 dst2, 176 src0, 240 src1, 304 src2: access patterns of 64 bytes:
-//     0 space u8  1 dtype u8  2 arg u16  4 num_dims u32  8 partition_start u32
+//     0 space u8  1 dtype u8  2 arg u16 (0, an argument or 0xFFFF)  4 num_dims u32
+//     8 partition_start u32
 //    12 partition_count u32  16 partition_stride i64  24 offset u64
-//    32 dims[4]: stride i32, count u32
+//    32 dims[4]: stride i32, count u32 (the dims past num_dims are zero)
 //
 // .trn.const (PROGBITS, align 8): the constants block, as is.
 //
@@ -387,7 +389,7 @@ SectionHeader read_section_header(Cursor &c) {
   return s;
 }
 
-Error read_ap(Cursor &c, AccessPattern &ap, const char *role) {
+Error read_ap(Cursor &c, AccessPattern &ap, const char *role, size_t arg_count) {
   const uint8_t space = c.u8(), dtype = c.u8();
   if (space > static_cast<uint8_t>(MemSpace::kHbm))
     return fmt::format("{}: unknown memory space {}", role, space);
@@ -395,6 +397,10 @@ Error read_ap(Cursor &c, AccessPattern &ap, const char *role) {
   ap.space = static_cast<MemSpace>(space);
   ap.dtype = static_cast<DType>(dtype);
   ap.arg = c.u16();
+  // An argument index names an argument or the constants block (in any space: the
+  // disassembly prints it, and the assembler resolves it).
+  if (ap.arg != kConstantsArg && ap.arg != 0 && ap.arg >= arg_count)
+    return fmt::format("{} names argument {}, but the kernel has {}", role, ap.arg, arg_count);
   ap.num_dims = c.u32();
   if (ap.num_dims > kMaxFreeDims)
     return fmt::format("{}: {} free dims; at most {}", role, ap.num_dims, kMaxFreeDims);
@@ -406,10 +412,15 @@ Error read_ap(Cursor &c, AccessPattern &ap, const char *role) {
     d.stride = c.i32();
     d.count = c.u32();
   }
+  // Dims past num_dims are reserved: no instruction reads them and the assembly cannot say them.
+  for (uint32_t d = ap.num_dims; d < kMaxFreeDims; ++d)
+    if (ap.dims[d].stride != 0 || ap.dims[d].count != 0)
+      return fmt::format("{}: dim {} is past its {} free dims but not zero (stride {}, count {})",
+                         role, d, ap.num_dims, ap.dims[d].stride, ap.dims[d].count);
   return std::nullopt;
 }
 
-Error read_instruction(Cursor &c, Engine stream, Instruction &in) {
+Error read_instruction(Cursor &c, Engine stream, size_t arg_count, Instruction &in) {
   const uint8_t opcode = c.u8(), engine = c.u8();
   if (opcode >= kOpcodeCount) return fmt::format("unknown opcode {}", opcode);
   if (engine >= kEngineCount) return fmt::format("unknown engine {}", engine);
@@ -439,13 +450,20 @@ Error read_instruction(Cursor &c, Engine stream, Instruction &in) {
   in.iimm[0] = c.i32();
   in.iimm[1] = c.i32();
   if (c.u64() != 0) return std::string("reserved bytes 40..47 are not zero");
+  // A semaphore and value without a wait (update) are not part of the instruction: zero.
+  if (in.wait.cmp == SemCmp::kNone && (in.wait.sem != 0 || in.wait.value != 0))
+    return fmt::format("wait semaphore {} and value {} are set without a wait comparison",
+                       in.wait.sem, in.wait.value);
+  if (in.signal.op == SemOp::kNone && (in.signal.sem != 0 || in.signal.value != 0))
+    return fmt::format("update semaphore {} and value {} are set without an update operation",
+                       in.signal.sem, in.signal.value);
   const std::array<std::pair<AccessPattern *, const char *>, 5> aps = {{{&in.dst, "dst"},
                                                                         {&in.dst2, "dst2"},
                                                                         {&in.src0, "src0"},
                                                                         {&in.src1, "src1"},
                                                                         {&in.src2, "src2"}}};
   for (const auto &[ap, role] : aps)
-    if (auto e = read_ap(c, *ap, role)) return e;
+    if (auto e = read_ap(c, *ap, role, arg_count)) return e;
   return std::nullopt;
 }
 
@@ -467,7 +485,7 @@ class KernelReader {
       if (auto err = read_stream(static_cast<Engine>(e))) return err;
     if (auto e = read_const()) return e;
     if (auto e = read_debug()) return e;
-    return std::nullopt;
+    return check_canonical();
   }
 
  private:
@@ -658,6 +676,32 @@ class KernelReader {
 
   // No two of the ELF header, the sections and the section header table share a byte, and
   // nothing follows the last of them.
+  // Every field has been checked; what is left is where things are: the sections in order,
+  // each at the next 8-byte boundary, zero padding, empty sections where the writer puts them.
+  // A kernel is exactly what write_kernel makes of its program, so trn-objdump | trn-as
+  // reproduces every file the reader accepts.
+  Error check_canonical() const {
+    const std::vector<std::byte> canonical = write_kernel(p_);
+    size_t at = 0;
+    while (at < data_.size() && at < canonical.size() && data_[at] == canonical[at]) ++at;
+    if (at == data_.size() && at == canonical.size()) return std::nullopt;
+    std::string where = "padding between sections";
+    if (at >= shoff_ && at < shoff_ + uint64_t{shnum_} * kSectionHeaderSize) {
+      where = fmt::format("the header of section {}", (at - shoff_) / kSectionHeaderSize);
+    } else {
+      for (uint32_t id = 0; id < kSectionIdCount; ++id) {
+        const SectionHeader &h = headers_[index_[id]];
+        if (index_[id] != 0 && at >= h.offset && at - h.offset < h.size)
+          where = fmt::format("section {}", kSectionNames[id]);
+      }
+    }
+    return fmt::format(
+        "byte {} ({}) is not where the kernel format puts it: sections follow one another in "
+        "order, each at the next 8-byte boundary after the previous one, with zero padding "
+        "(an empty section at that offset too)",
+        at, where);
+  }
+
   Error check_layout() {
     struct Region {
       uint64_t begin, end;
@@ -790,7 +834,7 @@ class KernelReader {
     stream.resize(static_cast<size_t>(n));
     for (size_t i = 0; i < n; ++i) {
       Cursor c(bytes.subspan(i * kInstructionRecordSize, kInstructionRecordSize));
-      if (auto err = read_instruction(c, engine, stream[i]))
+      if (auto err = read_instruction(c, engine, p_.args.size(), stream[i]))
         return fmt::format("instruction {}[{}]: {}", engine_name(engine), i, *err);
       if (c.overrun() || c.remaining() != 0)
         return fmt::format("internal error: instruction {}[{}] record overrun", engine_name(engine),

@@ -289,7 +289,10 @@ std::string disassemble(const Program &p) {
       out += fmt::format("{:02x}", static_cast<unsigned>(p.constants[j]));
     out += '\n';
   }
-  std::optional<uint32_t> loc;  // the assembler's sticky .loc state
+  // The assembler's sticky .loc state. The first instruction always gets a .loc (none when
+  // there are no lines): without any .loc the assembler would record the listing's own lines.
+  std::optional<uint32_t> loc;
+  bool loc_written = false;
   for (uint32_t e = 0; e < kEngineCount; ++e) {
     const auto &stream = p.streams[e];
     if (stream.empty()) continue;
@@ -298,9 +301,10 @@ std::string disassemble(const Program &p) {
     for (size_t i = 0; i < stream.size(); ++i) {
       std::optional<uint32_t> want;
       if (!lines.empty()) want = i < lines.size() ? lines[i] : 0;
-      if (want != loc) {
+      if (want != loc || !loc_written) {
         out += want ? fmt::format(".loc {}\n", *want) : std::string(".loc none\n");
         loc = want;
+        loc_written = true;
       }
       out += "    ";
       out += disassemble_instruction(p, static_cast<Engine>(e), stream[i]);

@@ -13,6 +13,9 @@ namespace {
 
 using Error = std::optional<std::string>;
 
+// 128-bit: a 32-bit stride times a 32-bit count times the element size overflows 64 bits.
+__extension__ typedef __int128 Wide;
+
 constexpr uint32_t kPsumBankBytes = 2048;
 constexpr uint32_t kMaxStationaryFree = 128;
 constexpr uint32_t kMaxMovingFree = 512;
@@ -95,6 +98,27 @@ Error check_ap(const AccessPattern &ap, const char *name, const Target &target,
     return fmt::format("{} has {} free elements per partition; {} allows at most {}", name,
                        ap.free_elements(), space_name(ap.space), max_free);
   return std::nullopt;
+}
+
+// The bytes [first, end) of each partition an on-chip pattern touches, against the partition's
+// size on the target (the SBUF size differs by generation).
+Error check_extent(const AccessPattern &ap, const char *name, const Target &target) {
+  if (ap.space != MemSpace::kSbuf && ap.space != MemSpace::kPsum) return std::nullopt;
+  const uint32_t size = dtype_size(ap.dtype);
+  Wide lo = 0, hi = size;
+  for (uint32_t d = 0; d < ap.num_dims && d < kMaxFreeDims; ++d) {
+    if (ap.dims[d].count == 0) continue;
+    const Wide span = Wide{ap.dims[d].stride} * (ap.dims[d].count - 1) * size;
+    (span < 0 ? lo : hi) += span;
+  }
+  const bool sbuf = ap.space == MemSpace::kSbuf;
+  const uint64_t limit = sbuf ? target.sbuf_bytes_per_partition : target.psum_bytes_per_partition;
+  const Wide first = Wide{ap.offset} + lo, end = Wide{ap.offset} + hi;
+  if (first >= 0 && end <= Wide{limit}) return std::nullopt;
+  return fmt::format(
+      "{} reaches bytes [{}, {}) of each {} partition, which has {} bytes on "
+      "NeuronCore-v{}",
+      name, first, end, space_name(ap.space), limit, target.core_version);
 }
 
 bool engine_allowed(Opcode op, Engine e, uint32_t core_version) {
@@ -213,8 +237,6 @@ Error check_matmul(const Instruction &inst, const Target &target) {
     return fmt::format("dst is [{} x {}] but the product is [M={} x N={}]", d.partition_count,
                        d.free_elements(), st.free_elements(), mv.free_elements());
   // One accumulation group lives in one 2 KiB PSUM bank per partition [trainium.md §1.3].
-  // 128-bit: a 32-bit stride times a 32-bit count times the element size overflows 64 bits.
-  __extension__ typedef __int128 Wide;
   Wide lo = 0, hi = dtype_size(d.dtype);
   for (uint32_t i = 0; i < d.num_dims && i < kMaxFreeDims; ++i) {
     if (d.dims[i].count == 0) continue;
@@ -289,8 +311,9 @@ Error check_semantics(const Instruction &inst, const Target &target) {
         if (auto e = need_column(inst.dst2, "reduce result (dst2)", inst.dst)) return e;
       return std::nullopt;
     case Opcode::kTensorTensor:
-      if (func >= kAluOpCount || func == static_cast<uint8_t>(AluOp::kBypass))
-        return fmt::format("op {} is not a binary ALU operator", func);
+      if (func == static_cast<uint8_t>(AluOp::kBypass))
+        return "op 0 is not a binary ALU operator (bypass: to copy src0, use tensor_copy)";
+      if (func >= kAluOpCount) return fmt::format("op {} is not a binary ALU operator", func);
       if (inst.src0.space == MemSpace::kPsum && inst.src1.space == MemSpace::kPsum)
         return "src0 and src1 are both in PSUM; at most one input may be in PSUM";
       if (auto e = need_same_shape(inst.dst, "dst", inst.src0, "src0")) return e;
@@ -438,7 +461,12 @@ std::optional<std::string> check_instruction(const Instruction &inst, const Targ
                            a.name, program->args[a.ap.arg].name);
     }
   }
-  return check_semantics(inst, target);
+  if (auto e = check_semantics(inst, target)) return e;
+  // Last, so that the opcode's own rules (a matmul's PSUM bank) give the more precise message.
+  for (const auto &a : aps)
+    if (a.used)
+      if (auto e = check_extent(a.ap, a.name, target)) return e;
+  return std::nullopt;
 }
 
 std::optional<std::string> validate_program(const Program &program, const Target &target) {

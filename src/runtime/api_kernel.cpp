@@ -3,10 +3,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <vector>
 
+#include "common/read_file.hpp"
 #include "runtime/api_support.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/session.hpp"
@@ -14,9 +13,6 @@
 using namespace trn::rt;
 
 namespace {
-
-// Files above this are not kernels (the largest instruction streams are tens of MiB).
-constexpr uint64_t kMaxKernelFileBytes = 1ull << 30;
 
 trn_result_t insert_kernel(Session &session, Device &device, const void *image, size_t size,
                            trn_kernel_t *out) {
@@ -50,24 +46,16 @@ TRN_API trn_result_t trn_kernel_load_file(trn_device_t device_handle, const char
     TRN_GET_SESSION(session);
     Device *device = lookup_device(*session, device_handle, &result);
     if (!device) return result;
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec))
-      return fail(
-          TRN_ERROR_INVALID_ARGUMENT,
-          std::string("kernel file ") + path +
-              (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist"));
-    std::ifstream file(path, std::ios::binary | std::ios::ate);
-    if (!file)
-      return fail(TRN_ERROR_INVALID_ARGUMENT,
-                  std::string("cannot open kernel file ") + path + ": " + std::strerror(errno));
-    const auto size = static_cast<uint64_t>(file.tellg());
-    if (size > kMaxKernelFileBytes)
-      return fail(TRN_ERROR_INVALID_KERNEL, std::string(path) + " is " + std::to_string(size) +
-                                                " bytes, larger than any kernel");
-    std::vector<char> image(size);
-    file.seekg(0);
-    if (!file.read(image.data(), static_cast<std::streamsize>(size)))
-      return fail(TRN_ERROR_INVALID_ARGUMENT, std::string("cannot read kernel file ") + path);
+    // Only a regular file of at most 1 GiB (the largest instruction streams are tens of MiB):
+    // a directory, a FIFO or /dev/zero is refused before anything is read.
+    std::vector<std::byte> image;
+    if (auto err = trn::common::read_regular_file(path, trn::common::kMaxKernelFileBytes, image)) {
+      if (err->error_number == ENOENT)
+        return fail(TRN_ERROR_INVALID_ARGUMENT,
+                    std::string("kernel file ") + path + " does not exist");
+      return fail(err->too_large ? TRN_ERROR_INVALID_KERNEL : TRN_ERROR_INVALID_ARGUMENT,
+                  std::string("cannot read kernel file ") + path + ": " + err->reason);
+    }
     return insert_kernel(*session, *device, image.data(), image.size(), kernel);
   });
 }

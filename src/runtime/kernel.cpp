@@ -39,11 +39,12 @@ trn_result_t load_kernel(Device &device, const void *image, size_t size,
   return TRN_SUCCESS;
 }
 
-void Profile::record(const std::string &kernel, const trn_hal_run_result_t &result,
+void Profile::record(const isa::Program &program, const trn_hal_run_result_t &result,
                      std::vector<trn_hal_trace_record_t> trace, uint64_t host_ns) {
   std::lock_guard lock(mu_);
   ++launches_;
-  kernel_ = kernel;
+  kernel_ = program.name;
+  if (wants_trace()) source_lines_ = program.source_lines;
   result_ = result;
   result_.trace = nullptr;
   trace_ = std::move(trace);
@@ -131,13 +132,17 @@ trn_result_t Profile::write_trace(const char *path) const {
   }
   for (const auto &r : trace_) {
     const char *op = isa::opcode_name(static_cast<isa::Opcode>(r.opcode));
+    // The instruction's source line, when the kernel has one ("line" is then in args).
+    const auto &lines = source_lines_[r.engine % isa::kEngineCount];
+    const uint32_t line = r.index < lines.size() ? lines[r.index] : 0;
     out += fmt::format(
         ",\n{{\"ph\":\"X\",\"pid\":1,\"tid\":{},\"name\":\"{}\",\"cat\":\"{}\",\"ts\":{:.6f},"
-        "\"dur\":{:.6f},\"args\":{{\"engine\":\"{}\",\"index\":{},\"wait_ns\":{:.3f},"
+        "\"dur\":{:.6f},\"args\":{{\"engine\":\"{}\",\"index\":{},{}\"wait_ns\":{:.3f},"
         "\"bytes\":{},\"flops\":{}}}}}",
         r.track + 1, op, r.track < TRN_ENGINE_COUNT ? "instruction" : "dma",
         static_cast<double>(r.start_ps) * 1e-6, static_cast<double>(r.end_ps - r.start_ps) * 1e-6,
         isa::engine_name(static_cast<isa::Engine>(r.engine)), r.index,
+        line ? fmt::format("\"line\":{},", line) : std::string(),
         static_cast<double>(r.wait_ps) * 1e-3, r.bytes, r.flops);
   }
   trn_profile_summary_t s = TRN_PROFILE_SUMMARY_INIT;

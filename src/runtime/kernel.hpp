@@ -2,6 +2,7 @@
 // (plus the parsed argument table the API reports); a profile receives what a launch did.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,8 +32,8 @@ class Profile {
   explicit Profile(uint32_t flags) : flags_(flags) {}
   bool wants_trace() const { return flags_ & TRN_PROFILE_FLAG_TRACE; }
 
-  // Records a completed run (the result's trace points into `trace`).
-  void record(const std::string &kernel, const trn_hal_run_result_t &result,
+  // Records a completed run of `program` (the result's trace points into `trace`).
+  void record(const isa::Program &program, const trn_hal_run_result_t &result,
               std::vector<trn_hal_trace_record_t> trace, uint64_t host_ns);
   void summary(trn_profile_summary_t *out) const;
   trn_result_t write_trace(const char *path) const;
@@ -46,6 +47,7 @@ class Profile {
   std::string kernel_;
   trn_hal_run_result_t result_{};
   std::vector<trn_hal_trace_record_t> trace_;
+  std::array<std::vector<uint32_t>, isa::kEngineCount> source_lines_;  // of the traced kernel
   uint64_t host_ns_ = 0;
 };
 

@@ -301,8 +301,7 @@ trn_result_t Queue::launch(Command &command, std::string *why, trn_hal_core_acti
   }
   const uint64_t host_ns = monotonic_ns() - start;
   trace.resize(std::min<uint64_t>(result.trace_count, trace.size()));
-  if (command.profile)
-    command.profile->record(kernel.program.name, result, std::move(trace), host_ns);
+  if (command.profile) command.profile->record(kernel.program, result, std::move(trace), host_ns);
 
   activity->kernel_ns = result.total_ps / 1000;
   for (uint32_t e = 0; e < TRN_ENGINE_COUNT; ++e) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -52,13 +53,31 @@ uint64_t monotonic_ns() {
   return static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
 }
 
+namespace {
+
+constexpr uint64_t kDefaultSpinNs = 20000;
+constexpr uint64_t kMaxSpinNs = 10'000'000'000;  // 10 s: a budget, not a way to never sleep
+std::atomic<uint64_t> spin_budget{kDefaultSpinNs};
+
+}  // namespace
+
+trn_result_t load_spin_budget(std::string *why) {
+  uint64_t budget = kDefaultSpinNs;
+  if (auto text = common::env("TRN_SPIN_NS")) {
+    auto value = common::parse_uint(*text);
+    if (!value || *value > kMaxSpinNs) {
+      *why = "TRN_SPIN_NS='" + *text +
+             "' is not a spin time: use nanoseconds, a whole number from 0 to 10000000000 (10 s)";
+      return TRN_ERROR_INVALID_CONFIG;
+    }
+    budget = *value;
+  }
+  spin_budget.store(budget, std::memory_order_relaxed);
+  return TRN_SUCCESS;
+}
+
 uint64_t spin_budget_ns() {
-  static const uint64_t budget = [] {
-    if (auto text = common::env("TRN_SPIN_NS"))
-      if (auto value = common::parse_uint(*text)) return *value;
-    return uint64_t{20000};
-  }();
-  return budget;
+  return spin_budget.load(std::memory_order_relaxed);
 }
 
 Sem::Sem(Device &device, uint64_t initial_value, bool queue_timeline)

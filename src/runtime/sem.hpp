@@ -84,7 +84,9 @@ void release_sem(Sem &sem);
 void watch_shared(std::shared_ptr<Sem> sem);
 
 // The spin budget before a waiter sleeps (TRN_SPIN_NS, default 20 us: the cost of one wake-up of
-// a sleeping thread on these machines is ~30 us, spinning costs ~0.1 us per check).
+// a sleeping thread on these machines is ~30 us, spinning costs ~0.1 us per check). Read when
+// the runtime starts; a malformed value fails it with TRN_ERROR_INVALID_CONFIG.
+trn_result_t load_spin_budget(std::string *why);
 uint64_t spin_budget_ns();
 uint64_t monotonic_ns();
 

@@ -134,6 +134,7 @@ void Session::release_all() {
 trn_result_t Session::create(std::shared_ptr<Session> *out, std::string *why) {
   VisibilityConfig visibility;
   if (trn_result_t r = load_visibility(&visibility, why); r != TRN_SUCCESS) return r;
+  if (trn_result_t r = load_spin_budget(why); r != TRN_SUCCESS) return r;
   std::vector<const BuiltinDriver *> selected;
   if (trn_result_t r = select_drivers(&selected, why); r != TRN_SUCCESS) return r;
 

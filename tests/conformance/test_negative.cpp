@@ -575,6 +575,17 @@ TEST_CASE("trn_last_error is per thread and only changed by failing calls", "[ne
 
 // ---- malformed environment ---------------------------------------------------------------------
 
+TEST_CASE("malformed TRN_SPIN_NS gives TRN_ERROR_INVALID_CONFIG", "[negative][config]") {
+  SimEnv env;
+  for (const char *value :
+       {"abc", "-1", "20us", "1e4", " 5", "10000000001", "99999999999999999999"})
+    expect_invalid_config(env, "TRN_SPIN_NS", value, {"use nanoseconds", "0 to 10000000000"});
+  env.set("TRN_SPIN_NS", "0");
+  uint32_t count = 0;
+  CHECK(trn_device_get(&count, nullptr) == TRN_SUCCESS);
+  env.set("TRN_SPIN_NS", nullptr);
+}
+
 TEST_CASE("malformed TRN_VISIBLE_CORES gives TRN_ERROR_INVALID_CONFIG", "[negative][config]") {
   SimEnv env;
   for (const char *value : {"abc", "3-1", "1,,2", "0-x", "-1", "1,", ",1", "1-2-3", " 1"}) {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -219,7 +220,10 @@ TEST_CASE("trn-run: errors exit 2 with a clear message") {
     save(dir / "half.npy", "<f2", kShape, std::vector<uint16_t>(128 * 64));
     r = trn_run({k, "--in", "a=" + files.a, "--in", "b=" + (dir / "half.npy")});
     expected = {"--in b:", "'<f2' (128, 64)", "b (in f32[128,64])", "'float32'",
-                "the dtype differs"};
+                "the dtype differs; convert it with numpy: python3 -c \"import numpy as np; "
+                "np.save('" +
+                    (dir / "half.npy") + "', np.load('" + (dir / "half.npy") +
+                    "').astype('float32'))\""};
   }
   SECTION("wrong shape") {
     save(dir / "small.npy", "<f4", {64, 128}, std::vector<float>(128 * 64));
@@ -239,11 +243,42 @@ TEST_CASE("trn-run: errors exit 2 with a clear message") {
   }
   SECTION("missing kernel file") {
     r = trn_run({dir / "missing.trnk", "--in", "a=" + files.a});
-    expected = {"cannot read kernel file", "missing.trnk", "no such file"};
+    expected = {"cannot read kernel file", "missing.trnk", "No such file or directory"};
   }
   SECTION("not a kernel") {
     r = trn_run({files.a, "--in", "a=" + files.a, "--in", "b=" + files.b});
     expected = {"loading kernel", "TRN_ERROR_INVALID_KERNEL"};
+  }
+  SECTION("an assembly file as the kernel") {
+    r = trn_run({std::string(TRN_RUN_KERNEL_SOURCES) + "/vector_add.s", "--in", "a=" + files.a});
+    expected = {
+        "vector_add.s is assembly source, not a kernel binary: assemble it with trn-as "
+        "first (trn-as ",
+        "vector_add.trnk"};
+  }
+  SECTION("--in /dev/zero") {
+    r = trn_run({k, "--in", "a=" + files.a, "--in", "b=/dev/zero"});
+    expected = {"--in b: cannot read /dev/zero: it is a character device, not a regular file"};
+  }
+  SECTION("--in over the size limit") {
+    { std::ofstream big(dir / "big.npy"); }
+    std::filesystem::resize_file(dir / "big.npy", (uint64_t{16} << 30) + 1);
+    r = trn_run({k, "--in", "a=" + files.a, "--in", "b=" + (dir / "big.npy")});
+    expected = {"--in b: cannot read", "the limit is 16 GiB"};
+  }
+  SECTION("NaN and negative tolerances and timeouts") {
+    for (const char *option : {"--rtol", "--atol", "--timeout"}) {
+      for (const char *value : {"nan", "-1"}) {
+        const Result bad =
+            trn_run({k, "--in", "a=" + files.a, "--in", "b=" + files.b, option, value});
+        INFO(option << " " << value << ": " << bad.output);
+        CHECK(bad.code == 2);
+        CHECK_THAT(bad.output, Catch::Contains(std::string("'") + value + "' is not"));
+        CHECK(bad.output.size() < 400);  // no 309-digit DBL_MAX
+      }
+    }
+    r = trn_run({k, "--in", "a=" + files.a, "--in", "b=" + files.b, "--repeat", "0"});
+    expected = {"--repeat", "Value 0 not in range 1 to 4294967295"};
   }
   SECTION("unknown argument") {
     r = trn_run({k, "--in", "a=" + files.a, "--in", "b=" + files.b, "--in", "c=" + files.b});
@@ -265,6 +300,66 @@ TEST_CASE("trn-run: errors exit 2 with a clear message") {
   INFO(r.output);
   CHECK(r.code == 2);
   for (const std::string &part : expected) CHECK_THAT(r.output, Catch::Contains(part));
+}
+
+TEST_CASE("trn-run: a huge --timeout waits without limit, it does not time out at once") {
+  SimEnv env;
+  TempDir dir;
+  VectorAddFiles files(dir);
+  for (const char *timeout : {"1e19", "1e300", "inf"}) {
+    const Result r = trn_run({kernel("vector_add"), "--in", "a=" + files.a, "--in", "b=" + files.b,
+                              "--expect", "out=" + files.want, "--timeout", timeout});
+    INFO(timeout << ": " << r.output);
+    CHECK(r.code == 0);
+  }
+}
+
+// The lines of a .s file that hold instructions (not blank, comment or directive lines).
+std::set<uint32_t> instruction_lines(const std::string &path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::set<uint32_t> lines;
+  uint32_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    const size_t first = line.find_first_not_of(" \t");
+    if (first != std::string::npos && line[first] != ';' && line[first] != '#' &&
+        line[first] != '.')
+      lines.insert(n);
+  }
+  return lines;
+}
+
+TEST_CASE("trn-run: a fault and the trace name the line of the .s file") {
+  SimEnv env;
+  TempDir dir;
+  VectorAddFiles files(dir);
+  // overread.s faults at its line 12: no .loc in it, trn-as recorded the lines.
+  const Result f = trn_run({kernel("overread"), "--in", "a=" + files.a, "--json"});
+  INFO(f.output);
+  REQUIRE(f.code == 3);
+  CHECK_THAT(f.output, Catch::Contains("instruction 1 (dma_copy), source line 12:"));
+  const json doc = parse_json(f.output.substr(f.output.find("\n{") + 1));
+  CHECK(doc.at("fault").at("source_line") == 12);
+  CHECK(doc.at("fault").at("instruction") == 1);
+
+  // Every instruction event of the trace carries its line of vector_add.s.
+  const std::string trace = dir / "trace.json";
+  const Result r = trn_run(
+      {kernel("vector_add"), "--in", "a=" + files.a, "--in", "b=" + files.b, "--profile", trace});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  std::ifstream in(trace);
+  const json events = json::parse(in).at("traceEvents");
+  const auto want = instruction_lines(std::string(TRN_RUN_KERNEL_SOURCES) + "/vector_add.s");
+  std::set<uint32_t> seen;
+  for (const json &e : events) {
+    if (e.value("cat", "") != "instruction") continue;
+    INFO(e.dump());
+    REQUIRE(e.at("args").contains("line"));
+    seen.insert(e.at("args").at("line").get<uint32_t>());
+  }
+  CHECK(seen == want);
 }
 
 TEST_CASE("trn-run: --profile writes a Chrome trace") {

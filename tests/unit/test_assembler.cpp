@@ -484,3 +484,56 @@ TEST_CASE("asm: hostile input never crashes") {
   std::string nul("\0\xff\x80", 3);
   CHECK(std::holds_alternative<AsmError>(assemble(nul, "h.s")));
 }
+
+TEST_CASE("asm: a scale or bias is given once, as a value or a tile") {
+  const std::string act = kHeader + ".tile tb sbuf.f32 p0:128 @4096 [1,1]\n.engine scalar\n";
+  // Line 9 is the instruction.
+  expect_error(act + "activation relu xa, xa bias=0.5 bias=tb\n", 9, 33,
+               "bias given twice (as a value); an activation has one bias");
+  expect_error(act + "activation relu xa, xa bias=tb bias=0.5\n", 9, 32,
+               "bias given twice (as a tile)");
+  expect_error(act + "activation relu xa, xa scale=2 scale=tb\n", 9, 32,
+               "scale given twice (as a value)");
+  expect_error(act + "activation relu xa, xa bias=0.5 bias=1\n", 9, 33, "bias given twice");
+  expect_error(act + "activation relu xa, xa bias=tb src1=tb\n", 9, 32, "src1 given twice");
+  expect_error(act + "activation relu xa, xa bias=0.5 imm1=1\n", 9, 33, "imm1 given twice");
+  // One of each is fine.
+  const Program p = assemble_ok(act + "activation relu xa, xa scale=2 bias=tb\n");
+  CHECK(p.stream(Engine::kScalar).at(0).imm[0] == 2.0f);
+  CHECK(p.stream(Engine::kScalar).at(0).src1.offset == 4096);
+}
+
+TEST_CASE("asm: without .loc every instruction carries its own line of the .s file") {
+  const Program p = assemble_ok(kHeader +
+                                    "tensor_copy xa, xa\n"
+                                    "\n"
+                                    "    memset xa, 1 ; comment\n"
+                                    ".engine sync\n"
+                                    "nop\n",
+                                "kernels/k.s");
+  CHECK(p.source_lines[static_cast<uint32_t>(Engine::kVector)] == std::vector<uint32_t>{7, 9});
+  CHECK(p.source_lines[static_cast<uint32_t>(Engine::kSync)] == std::vector<uint32_t>{11});
+  CHECK(p.source_lines[static_cast<uint32_t>(Engine::kTensor)].empty());
+  CHECK(p.source_file == "kernels/k.s");
+  check_round_trip(p);
+
+  // .file names the source; the lines are still the .s lines.
+  const Program f = assemble_ok(".file \"model.py\"\n" + kHeader + "tensor_copy xa, xa\n");
+  CHECK(f.source_file == "model.py");
+  CHECK(f.source_lines[static_cast<uint32_t>(Engine::kVector)] == std::vector<uint32_t>{8});
+
+  // Any .loc: the lines are the .loc lines, as before.
+  const Program l = assemble_ok(kHeader + "tensor_copy xa, xa\n.loc 40\nmemset xa, 1\n");
+  CHECK(l.source_lines[static_cast<uint32_t>(Engine::kVector)] == std::vector<uint32_t>{0, 40});
+  CHECK(l.source_file.empty());
+  const Program none = assemble_ok(".loc none\n" + kHeader + "tensor_copy xa, xa\n");
+  CHECK(none.source_lines[static_cast<uint32_t>(Engine::kVector)].empty());
+  CHECK(none.source_file.empty());
+
+  // A program without lines keeps none through its listing (which starts with .loc none).
+  ProgramBuilder b("no_lines");
+  b.memset(Engine::kVector, sbuf_tile(DType::kF32, 0, 128, 0, 4), 1.0f);
+  const Program built = b.finish();
+  CHECK_THAT(disassemble(built), Catch::Contains(".loc none\n    memset"));
+  check_round_trip(built);
+}

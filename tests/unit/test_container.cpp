@@ -1,12 +1,17 @@
 // The kernel container: round trips of every field, deterministic bytes, and a specific reason
 // for every class of malformed input (the reader is also fuzzed: fuzz/fuzz_kernel_loader.cpp).
+#include <fmt/format.h>
+
 #include <bit>
 #include <catch2/catch.hpp>
 #include <limits>
+#include <random>
 #include <string>
 
+#include "isa/assembler.hpp"
 #include "isa/builder.hpp"
 #include "isa/container.hpp"
+#include "isa/disassembler.hpp"
 #include "isa/validate.hpp"
 
 using namespace trn;
@@ -152,13 +157,13 @@ Program full_program() {
     for (AccessPattern *ap : aps) {
       ap->space = static_cast<MemSpace>(k % 4);
       ap->dtype = static_cast<DType>(k % kDTypeCount);
-      ap->arg = static_cast<uint16_t>(0xFFFF - k);
+      ap->arg = k == 1 ? kConstantsArg : static_cast<uint16_t>(k - 2);  // those that exist
       ap->partition_start = 0x80000000u + k;
       ap->partition_count = 0xFFFFFFF0u + k;
       ap->partition_stride = std::numeric_limits<int64_t>::min() + k;
       ap->offset = 0xFFFFFFFFFFFFFF00ull + k;
       ap->num_dims = k - 1;
-      for (uint32_t d = 0; d < kMaxFreeDims; ++d)
+      for (uint32_t d = 0; d < ap->num_dims; ++d)  // the dims past num_dims stay zero
         ap->dims[d] = {std::numeric_limits<int32_t>::min() + static_cast<int32_t>(d + k),
                        0xFFFFFF00u + d + k};
       ++k;
@@ -480,13 +485,23 @@ TEST_CASE("container: overlapping sections are rejected") {
   b = good;
   put_le(b, header_of(b, ".trn.const") + 24, 8, shoff(good));
   CHECK_REJECTS(b, "the section header table overlaps section .trn.const");
-  // Zero-sized sections take no bytes: anywhere inside the file is fine.
+  // Zero-sized sections take no bytes and overlap nothing, but they have their place too: a
+  // kernel is what the writer makes of its program (trn-objdump | trn-as reproduces it).
   Program empty_vector = small_program();
   REQUIRE(empty_vector.stream(Engine::kVector).empty());
   b = write_kernel(empty_vector);
   put_le(b, header_of(b, ".trn.text.vector") + 24, 8, offset_of(b, ".trn.args"));
-  Program q;
-  CHECK_FALSE(read_kernel(b, q));
+  CHECK_REJECTS(b, "(the header of section 4) is not where the kernel format puts it");
+}
+
+TEST_CASE("container: padding and layout are the writer's, byte for byte") {
+  const Bytes good = write_kernel(small_program());
+  // The padding after .trn.meta (its size is not a multiple of 8).
+  const size_t meta_end = offset_of(good, ".trn.meta") + size_of(good, ".trn.meta");
+  REQUIRE(meta_end % 8 != 0);
+  Bytes b = good;
+  b[meta_end] = std::byte{1};
+  CHECK_REJECTS(b, fmt::format("byte {} (padding between sections) is not where", meta_end));
 }
 
 TEST_CASE("container: section name table and string indices") {
@@ -727,4 +742,84 @@ TEST_CASE("container: flipping any byte never crashes the reader") {
     CHECK(accepted > 0);
     CHECK(accepted < good.size());
   }
+}
+
+TEST_CASE("container: a semaphore without a wait or an update must be zero") {
+  const Bytes good = write_kernel(small_program());
+  const size_t sync = offset_of(good, ".trn.text.sync");  // sync[0] signals, it does not wait
+  Bytes b = good;
+  put_le(b, sync + 12, 2, 16);
+  CHECK_REJECTS(b,
+                "instruction sync[0]: wait semaphore 16 and value 0 are set without a wait "
+                "comparison");
+  b = good;
+  put_le(b, sync + 16, 4, 3);
+  CHECK_REJECTS(b, "wait semaphore 0 and value 3 are set without a wait comparison");
+  const size_t tensor = offset_of(good, ".trn.text.tensor");  // tensor[0] waits, it does not signal
+  b = good;
+  put_le(b, tensor + 14, 2, 9);
+  CHECK_REJECTS(b,
+                "instruction tensor[0]: update semaphore 9 and value 0 are set without an "
+                "update operation");
+}
+
+TEST_CASE("container: dims past num_dims must be zero") {
+  const Bytes good = write_kernel(small_program());
+  const size_t sync = offset_of(good, ".trn.text.sync");
+  // sync[0] dma_copy: dst is sbuf [1 dim]; its dim 1 is the 8 bytes at 32 + 8.
+  const size_t dst = sync + 48;
+  REQUIRE(get_le(good, dst + 4, 4) == 1);
+  Bytes b = good;
+  b[dst + 40] = std::byte{1};
+  CHECK_REJECTS(b,
+                "instruction sync[0]: dst: dim 1 is past its 1 free dims but not zero "
+                "(stride 1, count 0)");
+  b = good;
+  b[dst + 32 + 3 * 8 + 4] = std::byte{2};
+  CHECK_REJECTS(b, "dst: dim 3 is past its 1 free dims but not zero (stride 0, count 2)");
+  // An argument index that names nothing.
+  b = good;
+  put_le(b, dst + 2, 2, 1);
+  CHECK_REJECTS(b, "instruction sync[0]: dst names argument 1, but the kernel has 1");
+  put_le(b, dst + 2, 2, kConstantsArg);
+  CHECK(read_error(b) == "(read succeeded)");
+  // An unused operand (all zero) with a stray dim.
+  b = good;
+  b[sync + 48 + kAccessPatternRecordSize + 32] = std::byte{7};
+  CHECK_REJECTS(b, "dst2: dim 0 is past its 0 free dims but not zero (stride 7, count 0)");
+}
+
+// What the loader accepts, trn-objdump | trn-as reproduces byte for byte: random bit flips of
+// valid kernels, each either rejected (by the reader or the ISA rules) or round-tripped.
+TEST_CASE("container: every bit-flipped kernel the loader accepts survives disassembly") {
+  std::mt19937_64 rng(20240611);
+  size_t accepted = 0, flips = 0;
+  for (const Program &base : {relu_program(), small_program()}) {
+    const Bytes good = write_kernel(base);
+    REQUIRE_FALSE(validate_program(base, Target{}));
+    for (int i = 0; i < 2000; ++i) {
+      Bytes b = good;
+      const int bits = 1 + static_cast<int>(rng() % 3);
+      for (int k = 0; k < bits; ++k)
+        b[rng() % b.size()] ^= static_cast<std::byte>(1u << (rng() % 8));
+      ++flips;
+      Program p;
+      if (read_kernel(b, p) || validate_program(p, Target{})) continue;
+      ++accepted;
+      const std::string listing = disassemble(p);
+      auto again = assemble(listing, "flipped.s");
+      INFO("flip " << i << "\n" << listing);
+      if (auto *e = std::get_if<AsmError>(&again))
+        FAIL("the listing does not assemble: " << e->to_string());
+      const Program &q = std::get<Program>(again);
+      if (auto d = program_difference(p, q)) FAIL("the program changed: " << *d);
+      const Bytes rewritten = write_kernel(q);
+      size_t at = 0;
+      while (at < b.size() && at < rewritten.size() && b[at] == rewritten[at]) ++at;
+      INFO("the bytes differ first at " << at << " of " << b.size());
+      REQUIRE(rewritten == b);
+    }
+  }
+  INFO(accepted << " of " << flips << " flipped kernels were accepted");
+  CHECK(accepted > 200);
 }

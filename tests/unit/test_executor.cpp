@@ -209,13 +209,31 @@ TEST_CASE("executor: out-of-bounds accesses fault at their instruction") {
   CHECK_THAT(r.report.message, Catch::Contains("argument 0 ('x'), which has 262144 bytes"));
   CHECK(xb.at<float>(0) == 3.0f);  // the first copy happened
 
-  // SBUF overflow: the partition has 224 KiB on trn2 (fine on trn3's 256 KiB).
+  // SBUF overflow: the partition has 224 KiB on trn2 (fine on trn3's 256 KiB). Validation
+  // rejects it; the executor still refuses it on its own.
   isa::ProgramBuilder s("sbuf overflow");
   s.memset(Engine::kGpSimd, isa::sbuf_tile(DType::kF32, 0, 128, 224 * 1024 - 1024, 512), 1.0f);
-  const auto so = test::run_checked(ex, s.finish(), {});
+  const isa::Program overflow = s.finish();
+  const auto rejected = isa::validate_program(overflow, ex.spec().target());
+  REQUIRE(rejected);
+  CHECK_THAT(*rejected, Catch::Contains("SBUF partition, which has 229376 bytes"));
+  const auto so = ex.run(overflow, {}, {});
   REQUIRE(so.report.status == RunStatus::kFault);
   CHECK(so.report.engine == Engine::kGpSimd);
   CHECK_THAT(so.report.message, Catch::Contains("SBUF partition, which has 229376 bytes"));
+
+  // An offset near 2^64 is printed as the unsigned byte offset it is.
+  isa::ProgramBuilder far("far");
+  const auto z = far.arg("z", DType::kF32, {128}, isa::ArgDirection::kIn);
+  isa::AccessPattern src = isa::hbm_tile(z, DType::kF32, 128, 0, 1, 0, 128);
+  src.offset = ~uint64_t{0} - 15;
+  far.dma_copy(Engine::kSync, 0, isa::sbuf_tile(DType::kF32, 0, 1, 0, 128), src);
+  HostBuffer zb(128 * 4);
+  const auto fr = test::run_checked(ex, far.finish(), {zb.binding()});
+  REQUIRE(fr.report.status == RunStatus::kFault);
+  CHECK_THAT(fr.report.message,
+             Catch::Contains("reaches bytes [18446744073709551600, 18446744073709552112) of "
+                             "argument 0 ('z')"));
 
   // An argument the launch did not bind.
   isa::ProgramBuilder u("unbound");

@@ -591,7 +591,7 @@ TEST_CASE("validate: partition start alignment of engine access patterns") {
 TEST_CASE("validate: engine counts and strides are 16-bit; DMA is exempt") {
   const Target t;
   const auto mem = [](std::initializer_list<isa::Dim> dims) {
-    return vector_memset(isa::sbuf(DType::kU8, 0, 1, 0, dims));
+    return vector_memset(isa::sbuf(DType::kU8, 0, 1, 32768, dims));  // room for -32768
   };
   expect_valid(single(mem({{1, 65535}})));
   expect_invalid(single(mem({{1, 65536}})), t, "vector[0] memset: ",
@@ -1329,4 +1329,51 @@ TEST_CASE("validate: check_instruction without a program skips the argument chec
   // Labels.
   CHECK(isa::instruction_label(Engine::kTensor, 3, Opcode::kMatmul) == "tensor[3] nc_matmul");
   CHECK(label(Engine::kGpSimd, 12, Opcode::kAffineSelect) == "gpsimd[12] affine_select: ");
+}
+
+TEST_CASE("validate: SBUF and PSUM byte ranges against the target's partition size") {
+  const Target trn2;  // NeuronCore-v3: 224 KiB of SBUF per partition
+  Target trn3 = core(4);
+  trn3.sbuf_bytes_per_partition = 256 * 1024;
+  const std::string lbl = "vector[0] memset: ";
+  // @229000 [1,512] f32: bytes [229000, 231048), past trn2's 229376, inside trn3's 262144.
+  const auto past = single(vector_memset(isa::sbuf_tile(kF32, 0, 128, 229000, 512)));
+  expect_invalid(past, trn2, lbl,
+                 "dst reaches bytes [229000, 231048) of each SBUF partition, which has 229376 "
+                 "bytes on NeuronCore-v3");
+  expect_valid(past, trn3);
+  // The last byte of the partition is fine, one more is not.
+  expect_valid(single(vector_memset(isa::sbuf_tile(kF32, 0, 128, 229376 - 2048, 512))));
+  expect_invalid(single(vector_memset(isa::sbuf_tile(kF32, 0, 128, 229376 - 2047, 512))), trn2, lbl,
+                 "reaches bytes [227329, 229377)");
+  // Negative strides reach below the offset.
+  expect_valid(single(vector_memset(isa::sbuf(kF32, 0, 128, 12, {{-1, 4}}))));
+  expect_invalid(single(vector_memset(isa::sbuf(kF32, 0, 128, 8, {{-1, 4}}))), trn2, lbl,
+                 "dst reaches bytes [-4, 12) of each SBUF partition");
+  // Offsets near 2^64 are not wrapped.
+  expect_invalid(single(vector_memset(isa::sbuf_tile(kF32, 0, 128, ~uint64_t{0} - 3, 1))), trn2,
+                 lbl, "reaches bytes [18446744073709551612, 18446744073709551616)");
+  // PSUM: 16 KiB per partition.
+  expect_valid(single(vector_memset(isa::psum_tile(kF32, 0, 128, 16384 - 64, 16))));
+  expect_invalid(single(vector_memset(isa::psum_tile(kF32, 0, 128, 16384 - 60, 16))), trn2, lbl,
+                 "dst reaches bytes [16324, 16388) of each PSUM partition, which has 16384 bytes");
+  // Every operand, dma_copy's SBUF side included.
+  expect_invalid(
+      single(changed(vector_tensor_tensor(),
+                     [](Instruction &i) { i.src1 = isa::sbuf_tile(kF32, 0, 128, 300000, 64); })),
+      trn2, "vector[0] tensor_tensor: ", "src1 reaches bytes [300000, 300256)");
+  const auto dma = built([](ProgramBuilder &b) {
+    const auto x = b.arg("x", kF32, {128, 64}, ArgDirection::kIn);
+    return b.dma_copy(Engine::kSync, 0, isa::sbuf_tile(kF32, 0, 128, 229376, 64),
+                      isa::hbm_tile(x, kF32, 64, 0, 128, 0, 64));
+  });
+  expect_invalid(single(dma, {argument("x", kF32, ArgDirection::kIn)}), trn2,
+                 "sync[0] dma_copy: ", "dst reaches bytes [229376, 229632) of each SBUF partition");
+}
+
+TEST_CASE("validate: tensor_tensor bypass is rejected, pointing at tensor_copy") {
+  const auto tt = changed(vector_tensor_tensor(),
+                          [](Instruction &i) { i.func = static_cast<uint8_t>(AluOp::kBypass); });
+  expect_invalid(single(tt), Target{}, "vector[0] tensor_tensor: ",
+                 "op 0 is not a binary ALU operator (bypass: to copy src0, use tensor_copy)");
 }

@@ -5,10 +5,10 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
-#include <iterator>
-#include <sstream>
 #include <string>
+#include <vector>
 
+#include "common/read_file.hpp"
 #include "isa/assembler.hpp"
 #include "isa/container.hpp"
 #include "isa/validate.hpp"
@@ -16,15 +16,6 @@
 using namespace trn::isa;
 
 namespace {
-
-bool read_file(const std::string &path, std::string &out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  out = ss.str();
-  return !f.bad();
-}
 
 std::string default_output(const std::string &input) {
   size_t slash = input.rfind('/');
@@ -54,11 +45,13 @@ int main(int argc, char **argv) {
     target.sbuf_bytes_per_partition = 256 * 1024;
   }
 
-  std::string text;
-  if (!read_file(input, text)) {
-    std::fprintf(stderr, "trn-as: cannot read %s\n", input.c_str());
+  std::vector<std::byte> bytes_in;
+  if (auto err =
+          trn::common::read_regular_file(input, trn::common::kMaxKernelFileBytes, bytes_in)) {
+    std::fprintf(stderr, "trn-as: cannot read %s: %s\n", input.c_str(), err->reason.c_str());
     return 1;
   }
+  const std::string text(reinterpret_cast<const char *>(bytes_in.data()), bytes_in.size());
   AsmLineMap lines;
   auto result = assemble(text, input, &lines);
   if (auto *err = std::get_if<AsmError>(&result)) {

@@ -1,6 +1,8 @@
 // trn-bench NAME [options]: runs one benchmark; see --help for the list.
+#include <array>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "bench.hpp"
 
@@ -10,23 +12,52 @@ struct Entry {
   const char *name;
   trn::bench::Bench run;
   const char *what;
+  std::array<const char *, 3> flags;  // what the benchmark takes (unused entries null)
 };
 
 constexpr Entry kBenches[] = {
-    {"alloc", trn::bench::bench_alloc,
-     "alloc+free pairs vs glibc malloc; fragmentation of a training-like trace"},
-    {"sem", trn::bench::bench_sem,
-     "semaphore signal->wake round trips vs raw atomic and futex ping-pong"},
-    {"submit", trn::bench::bench_submit,
-     "empty command submit->completion vs raw ping-pong; commands/s in batches"},
-    {"copy", trn::bench::bench_copy, "h2d, d2h, d2d copy bandwidth vs memcpy (1 and all threads)"},
-    {"matmul", trn::bench::bench_matmul,
-     "simulating a tiled 2048^3 matmul kernel vs the bare GEMM (oneDNN bf16, OpenBLAS fp32)"},
+    {"alloc",
+     trn::bench::bench_alloc,
+     "alloc+free pairs vs glibc malloc; fragmentation of a training-like trace",
+     {"--quick"}},
+    {"sem",
+     trn::bench::bench_sem,
+     "semaphore signal->wake round trips vs raw atomic and futex ping-pong",
+     {"--quick", "--parked"}},
+    {"submit",
+     trn::bench::bench_submit,
+     "empty command submit->completion vs raw ping-pong; commands/s in batches",
+     {"--quick"}},
+    {"copy",
+     trn::bench::bench_copy,
+     "h2d, d2h, d2d copy bandwidth vs memcpy (1 and all threads)",
+     {"--quick"}},
+    {"matmul",
+     trn::bench::bench_matmul,
+     "simulating a tiled 2048^3 matmul kernel vs the bare GEMM (oneDNN bf16, OpenBLAS fp32)",
+     {"--quick", "--trn1", "--trn3"}},
 };
 
 void usage() {
   std::printf("usage: trn-bench NAME [--quick]\n\nbenchmarks (JSON lines on stdout):\n");
   for (const auto &b : kBenches) std::printf("  %-8s %s\n", b.name, b.what);
+  std::printf("\nmatmul also takes --trn1 or --trn3 (the generation, default trn2)\n");
+}
+
+// Every argument after the name must be one of the benchmark's flags.
+bool flags_ok(const Entry &b, int argc, char **argv) {
+  for (int i = 2; i < argc; ++i) {
+    bool known = false;
+    for (const char *flag : b.flags) known = known || (flag && !std::strcmp(argv[i], flag));
+    if (known) continue;
+    std::string list;
+    for (const char *flag : b.flags)
+      if (flag) list += std::string(list.empty() ? "" : ", ") + flag;
+    std::fprintf(stderr, "trn-bench %s: unknown argument '%s' (it takes %s)\n", b.name, argv[i],
+                 list.c_str());
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -37,7 +68,8 @@ int main(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   for (const auto &b : kBenches)
-    if (!std::strcmp(argv[1], b.name)) return b.run(argc - 1, argv + 1);
+    if (!std::strcmp(argv[1], b.name))
+      return flags_ok(b, argc, argv) ? b.run(argc - 1, argv + 1) : 2;
   std::fprintf(stderr, "trn-bench: no benchmark named '%s'\n", argv[1]);
   usage();
   return 2;

@@ -3,11 +3,10 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
+#include "common/read_file.hpp"
 #include "isa/container.hpp"
 #include "isa/disassembler.hpp"
 
@@ -63,14 +62,11 @@ int main(int argc, char **argv) {
                "print a summary: name, arguments, instructions per engine, constants size");
   CLI11_PARSE(app, argc, argv);
 
-  std::ifstream f(input, std::ios::binary);
-  if (!f) {
-    std::fprintf(stderr, "trn-objdump: cannot read %s\n", input.c_str());
+  std::vector<std::byte> bytes;
+  if (auto err = trn::common::read_regular_file(input, trn::common::kMaxKernelFileBytes, bytes)) {
+    std::fprintf(stderr, "trn-objdump: cannot read %s: %s\n", input.c_str(), err->reason.c_str());
     return 1;
   }
-  std::vector<char> raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> bytes(raw.size());
-  for (size_t i = 0; i < raw.size(); ++i) bytes[i] = static_cast<std::byte>(raw[i]);
   Program program;
   if (auto why = read_kernel(bytes, program)) {
     std::fprintf(stderr, "trn-objdump: %s: not a valid kernel binary: %s\n", input.c_str(),

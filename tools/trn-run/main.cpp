@@ -18,9 +18,12 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/parse.hpp"
+#include "common/read_file.hpp"
+#include "tool_common/cli_checks.hpp"
 #include "tool_common/table.hpp"
 #include "trn-run/npy.hpp"
 #include "trn/trn.h"
@@ -250,6 +253,15 @@ std::vector<uint64_t> arg_shape(const trn_kernel_arg_t &arg) {
 
 const char *direction_name(trn_arg_direction_t d) {
   return d == TRN_ARG_IN ? "in" : d == TRN_ARG_OUT ? "out" : "inout";
+}
+
+// How to re-save a .npy file with the dtype an argument needs.
+std::string how_to_convert(const std::string &path, trn_dtype_t dtype) {
+  const std::string name = dtype_info(dtype).numpy_name;
+  const bool ml = is_raw_bits_dtype(dtype);  // bf16 and fp8 types come from ml_dtypes
+  return std::string("convert it with numpy: python3 -c \"import numpy as np") +
+         (ml ? ", ml_dtypes" : "") + "; np.save('" + path + "', np.load('" + path + "').astype(" +
+         (ml ? "ml_dtypes." + name : "'" + name + "'") + "))\"";
 }
 
 // "f32[128,512]"
@@ -482,6 +494,32 @@ json fault_json(const trn_queue_fault_t &f) {
   throw RunError{kernel_fault ? kExitFault : kExitError, message, fault_json(f)};
 }
 
+// Assembly text rather than a kernel binary: a .s name, or printable text with a directive.
+bool looks_like_assembly(const std::string &path, const std::vector<std::byte> &bytes) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext == ".s" || ext == ".S" || ext == ".asm") return true;
+  const std::string_view head(reinterpret_cast<const char *>(bytes.data()),
+                              std::min<size_t>(bytes.size(), 4096));
+  if (head.find('\0') != std::string_view::npos) return false;
+  return head.find(".kernel") != std::string_view::npos ||
+         head.find(".engine") != std::string_view::npos;
+}
+
+// The kernel binary's bytes: a regular file of at most 1 GiB, and not assembly source.
+std::vector<std::byte> read_kernel_file(const std::string &path) {
+  std::vector<std::byte> bytes;
+  if (auto err = trn::common::read_regular_file(path, trn::common::kMaxKernelFileBytes, bytes))
+    fail("cannot read kernel file " + path + ": " + err->reason);
+  const bool elf = bytes.size() >= 4 && bytes[0] == std::byte{0x7f} && bytes[1] == std::byte{'E'} &&
+                   bytes[2] == std::byte{'L'} && bytes[3] == std::byte{'F'};
+  if (!elf && looks_like_assembly(path, bytes)) {
+    const std::string binary = std::filesystem::path(path).replace_extension(".trnk").string();
+    fail("kernel file " + path + " is assembly source, not a kernel binary: assemble it with " +
+         "trn-as first (trn-as " + path + " -o " + binary + ", then trn-run " + binary + ")");
+  }
+  return bytes;
+}
+
 struct Report {
   json doc;
   std::string text;
@@ -493,12 +531,7 @@ std::string us(uint64_t ns) {
 }
 
 Report run(const Options &o) {
-  {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(o.kernel_path, ec))
-      fail("cannot read kernel file " + o.kernel_path + ": " +
-           (std::filesystem::exists(o.kernel_path, ec) ? "not a regular file" : "no such file"));
-  }
+  const std::vector<std::byte> image = read_kernel_file(o.kernel_path);
   const auto in_files = parse_bindings(o.ins, "--in");
   const auto out_files = parse_bindings(o.outs, "--out");
   const auto expect_files = parse_bindings(o.expects, "--expect");
@@ -508,7 +541,7 @@ Report run(const Options &o) {
   trn_core_properties_t core_properties = TRN_CORE_PROPERTIES_INIT;
   trn_core_t core = pick_core(device, o.core, &core_properties);
 
-  check(trn_kernel_load_file(device, o.kernel_path.c_str(), &r.kernel),
+  check(trn_kernel_load(device, image.data(), image.size(), &r.kernel),
         "loading kernel " + o.kernel_path);
   trn_kernel_properties_t kp = TRN_KERNEL_PROPERTIES_INIT;
   check(trn_kernel_get_properties(r.kernel, &kp), "reading the kernel's properties");
@@ -562,7 +595,8 @@ Report run(const Options &o) {
       fail(format("--in %s: %s holds %s, but argument %s needs dtype %s and shape %s: %s", arg.name,
                   it->second.c_str(), describe_file(a).c_str(), describe_arg(arg).c_str(),
                   want.c_str(), npy::format_shape(arg_shape(arg)).c_str(),
-                  !same_type ? "the dtype differs" : "the shape differs"));
+                  !same_type ? "the dtype differs" : "the shape differs") +
+           (!same_type ? "; " + how_to_convert(it->second, arg.dtype) : std::string()));
     }
     if (a.data.size() != arg.bytes)
       fail(format("--in %s: %s holds %zu bytes, argument %s needs %llu", arg.name,
@@ -627,7 +661,7 @@ Report run(const Options &o) {
   launch.args = bindings.data();
   launch.arg_count = static_cast<uint32_t>(bindings.size());
   launch.profile = r.profile;
-  const auto timeout_ns = static_cast<uint64_t>(o.timeout_s * 1e9);
+  const uint64_t timeout_ns = trn::tools::seconds_to_ns(o.timeout_s);
   trn_profile_summary_t s = TRN_PROFILE_SUMMARY_INIT;
   uint64_t host_ns_total = 0;
   for (uint32_t i = 0; i < o.repeat; ++i) {
@@ -797,15 +831,16 @@ int main(int argc, char **argv) {
                  "NAME=FILE.npy: compare an out/inout argument with an array (repeatable)")
       ->allow_extra_args(false);
   app.add_option("--rtol", o.rtol, "relative tolerance of --expect (default 1e-5)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(trn::tools::non_negative_finite());
   app.add_option("--atol", o.atol, "absolute tolerance of --expect (default 1e-8)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(trn::tools::non_negative_finite());
   app.add_option("--profile", o.profile_path, "write a Chrome trace (Perfetto) of the launch");
   app.add_flag("--json", o.json, "print one JSON object instead of text");
   app.add_option("--repeat", o.repeat, "launch N times (outputs and profile: the last launch)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--timeout", o.timeout_s, "seconds to wait for each launch (default 600)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1u, UINT32_MAX));
+  app.add_option("--timeout", o.timeout_s,
+                 "seconds to wait for each launch (default 600; inf: no limit)")
+      ->check(trn::tools::positive_seconds());
   app.set_version_flag("--version", std::string("trn-run ") + trn_get_version_string());
   try {
     app.parse(argc, argv);

@@ -9,6 +9,8 @@
 #include <limits>
 #include <utility>
 
+#include "common/read_file.hpp"
+
 namespace trn::tools::npy {
 
 namespace {
@@ -321,22 +323,9 @@ std::optional<std::string> parse(std::span<const std::byte> bytes, Array &out) {
 }
 
 std::optional<std::string> read_file(const std::string &path, Array &out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::string(std::strerror(errno));
   std::vector<std::byte> bytes;
-  std::byte buffer[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      return why;
-    }
-    if (n == 0) break;
-    bytes.insert(bytes.end(), buffer, buffer + n);
-  }
-  ::close(fd);
+  if (auto err = common::read_regular_file(path, common::kMaxArrayFileBytes, bytes))
+    return err->reason;
   return parse(bytes, out);
 }
 

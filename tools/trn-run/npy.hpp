@@ -42,7 +42,8 @@ constexpr size_t kMaxHeaderBytes = 1u << 20;
 // Decodes a whole .npy file. nullopt on success; otherwise why it is not a usable .npy file
 // ("truncated: the header says 4096 data bytes, the file has 100").
 std::optional<std::string> parse(std::span<const std::byte> bytes, Array &out);
-// Reads and decodes a file. The message names the problem, not the path.
+// Reads and decodes a file: a regular file of at most common::kMaxArrayFileBytes (16 GiB). The
+// message names the problem, not the path.
 std::optional<std::string> read_file(const std::string &path, Array &out);
 
 // The .npy file for an array: version 1.0 (2.0 if the header needs it), the header padded to

@@ -57,9 +57,9 @@ Tile ExecContext::resolve(const isa::AccessPattern &ap, const char *what) const 
                                   memory_.partitions(), space_name(ap.space)));
     const Wide first = Wide{ap.offset} + lo, end = Wide{ap.offset} + hi;
     if (first < 0 || end > pitch)
-      throw ExecFault(fmt::format(
-          "{} reaches bytes [{}, {}) of each {} partition, which has {} bytes", what,
-          static_cast<int64_t>(first), static_cast<int64_t>(end), space_name(ap.space), pitch));
+      throw ExecFault(
+          fmt::format("{} reaches bytes [{}, {}) of each {} partition, which has {} bytes", what,
+                      first, end, space_name(ap.space), pitch));
     t.partition_pitch = pitch;
     t.base = sbuf ? memory_.sbuf(ap.partition_start, ap.offset)
                   : memory_.psum(ap.partition_start, ap.offset);
@@ -90,9 +90,8 @@ Tile ExecContext::resolve(const isa::AccessPattern &ap, const char *what) const 
   (rows < 0 ? lo : hi) += rows;
   const Wide first = Wide{ap.offset} + lo, end = Wide{ap.offset} + hi;
   if (first < 0 || end > Wide{bytes} || data == nullptr)
-    throw ExecFault(fmt::format("{} reaches bytes [{}, {}) of {}, which has {} bytes", what,
-                                static_cast<int64_t>(first), static_cast<int64_t>(end), name,
-                                bytes));
+    throw ExecFault(fmt::format("{} reaches bytes [{}, {}) of {}, which has {} bytes", what, first,
+                                end, name, bytes));
   t.base = data + ap.offset;
   return t;
 }
