@@ -62,33 +62,33 @@ trn_result_t acquire_core(Core &core) {
 
 }  // namespace trn::rt
 
+namespace {
+
+// trn_core_get (the visible cores, renumbered from 0) and trn_core_get_all (every core).
+trn_result_t list_cores(trn_device_t handle, uint32_t *count, trn_core_t *cores,
+                        bool visible_only) {
+  TRN_GET_SESSION(session);
+  const Device *device = lookup_device(*session, handle, &result);
+  if (!device) return result;
+  if (trn_result_t r = check_count(count); r != TRN_SUCCESS) return r;
+  std::vector<const Core *> listed;
+  for (const Core *core : device->cores)
+    if (core->visible || !visible_only) listed.push_back(core);
+  enumerate(count, cores, listed.size(),
+            [&](uint32_t i) { return handle_of(*session, *listed[i]); });
+  return TRN_SUCCESS;
+}
+
+}  // namespace
+
 extern "C" {
 
 TRN_API trn_result_t trn_core_get(trn_device_t handle, uint32_t *count, trn_core_t *cores) {
-  return TRN_API_CALL({
-    TRN_GET_SESSION(session);
-    const Device *device = lookup_device(*session, handle, &result);
-    if (!device) return result;
-    if (trn_result_t r = check_count(count); r != TRN_SUCCESS) return r;
-    std::vector<const Core *> visible;
-    for (const Core *core : device->cores)
-      if (core->visible) visible.push_back(core);
-    enumerate(count, cores, visible.size(),
-              [&](uint32_t i) { return handle_of(*session, *visible[i]); });
-    return TRN_SUCCESS;
-  });
+  return TRN_API_CALL({ return list_cores(handle, count, cores, true); });
 }
 
 TRN_API trn_result_t trn_core_get_all(trn_device_t handle, uint32_t *count, trn_core_t *cores) {
-  return TRN_API_CALL({
-    TRN_GET_SESSION(session);
-    const Device *device = lookup_device(*session, handle, &result);
-    if (!device) return result;
-    if (trn_result_t r = check_count(count); r != TRN_SUCCESS) return r;
-    enumerate(count, cores, device->cores.size(),
-              [&](uint32_t i) { return handle_of(*session, *device->cores[i]); });
-    return TRN_SUCCESS;
-  });
+  return TRN_API_CALL({ return list_cores(handle, count, cores, false); });
 }
 
 TRN_API trn_result_t trn_core_get_properties(trn_core_t handle, trn_core_properties_t *properties) {

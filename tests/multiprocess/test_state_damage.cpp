@@ -48,11 +48,7 @@ constexpr int kRandomCases = kSanitized ? 50 : 80;
 constexpr int kChildDeadlineMs = kSanitized ? 20000 : 8000;
 constexpr uint64_t kHbmBytes = 64ull << 20;  // 32 chunks: a small chunk table
 
-long long now_ms() {
-  struct timespec ts {};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
+using trn::test::now_ms;
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));

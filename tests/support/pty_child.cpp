@@ -13,17 +13,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "support/subprocess.hpp"
+
 namespace trn::test {
-
-namespace {
-
-long long now_ms() {
-  struct timespec ts {};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
-}  // namespace
 
 PtyChild::PtyChild(const std::vector<std::string> &argv, int rows, int cols, bool stdin_at_eof) {
   std::vector<char *> args;
@@ -87,17 +79,7 @@ double PtyChild::cpu_seconds() const {
 }
 
 int PtyChild::wait(int timeout_ms) {
-  const long long deadline = now_ms() + timeout_ms;
-  for (;;) {
-    int status = 0;
-    const pid_t r = waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
-      reaped_ = true;
-      return status;
-    }
-    if (now_ms() >= deadline) return -1;
-    read_for(20);
-  }
+  return wait_for_exit(pid_, timeout_ms, &reaped_, [this] { read_for(20); });
 }
 
 }  // namespace trn::test

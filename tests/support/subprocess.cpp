@@ -11,13 +11,13 @@
 
 namespace trn::test {
 
-namespace {
-
 long long now_ms() {
   struct timespec ts {};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
+
+namespace {
 
 pid_t spawn(const std::vector<std::string> &argv, int in_fd, int out_fd, int err_fd,
             const std::vector<int> &close_fds) {
@@ -90,19 +90,24 @@ void Child::kill(int signal) {
 
 int Child::wait(int timeout_ms) {
   if (reaped_) return 0;
-  const long long deadline = now_ms() + timeout_ms;
-  for (;;) {
-    int status = 0;
-    const pid_t r = waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
-      reaped_ = true;
-      return status;
-    }
-    if (now_ms() >= deadline) return -1;
+  return wait_for_exit(pid_, timeout_ms, &reaped_, [] {
     struct timespec pause {
       0, 1'000'000
     };
     nanosleep(&pause, nullptr);
+  });
+}
+
+int wait_for_exit(pid_t pid, int timeout_ms, bool *reaped, const std::function<void()> &meanwhile) {
+  const long long deadline = now_ms() + timeout_ms;
+  for (;;) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      *reaped = true;
+      return status;
+    }
+    if (now_ms() >= deadline) return -1;
+    meanwhile();
   }
 }
 

@@ -4,10 +4,18 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace trn::test {
+
+// Milliseconds on the monotonic clock.
+long long now_ms();
+
+// Reaps `pid` if it exits within `timeout_ms`, calling `meanwhile` between checks (it must
+// return within a few milliseconds): its exit status, or -1 on timeout. Sets *reaped on exit.
+int wait_for_exit(pid_t pid, int timeout_ms, bool *reaped, const std::function<void()> &meanwhile);
 
 class Child {
  public:
