@@ -11,7 +11,11 @@ int trn_probe_get(trn_probe_info_t *info) {
   return 0;
 }
 #endif
-int trn_probe_version(void) { return 1; }
+int trn_probe_version(void) {
+  return 1;
+}
 #if defined(ADD_IN_NEW_NODE) || defined(ADD_IN_OLD_NODE)
-int trn_probe_added(void) { return 2; }
+int trn_probe_added(void) {
+  return 2;
+}
 #endif
