@@ -4,6 +4,8 @@ include(CMakePackageConfigHelpers)
 install(TARGETS trn EXPORT trnTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# Drivers lie beside libtrn, which finds them there (docs/ARCHITECTURE.md, "Driver discovery").
+install(TARGETS trn-driver-sim LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY include/trn DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT trnTargets NAMESPACE trn:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/trn)
 configure_package_config_file(cmake/trnConfig.cmake.in

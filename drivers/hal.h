@@ -1,7 +1,9 @@
 /*
- * The driver interface: a versioned C table of operations that each driver fills in from its
- * entry point, so a driver could live outside the tree as a shared object. The runtime keeps the
- * API's bookkeeping (handles, validation, visibility, errors); the driver owns the devices.
+ * The driver interface: a versioned C table of operations that each driver returns from its one
+ * exported entry point, `trn_hal_get_ops`. A driver is a shared object, `libtrn-driver-<name>.so`,
+ * that the runtime finds beside libtrn or where TRN_DRIVER points (docs/ARCHITECTURE.md, "Driver
+ * discovery"). The runtime keeps the API's bookkeeping (handles, validation, visibility, errors);
+ * the driver owns the devices.
  *
  * Device and core numbers here are physical: the runtime maps logical cores (LNC) onto them.
  * Every operation returns a trn_result_t and, on failure, writes one line into `err` saying what
@@ -18,7 +20,14 @@
 extern "C" {
 #endif
 
-#define TRN_HAL_VERSION 1u
+/*
+ * Interface versions are major.minor. A runtime uses a driver whose major version equals its own
+ * and whose table is at least as large as the runtime's: minor versions only append operations.
+ */
+#define TRN_HAL_MAKE_VERSION(major, minor) TRN_CAST_(uint32_t, ((major) << 16) | (minor))
+#define TRN_HAL_VERSION_MAJOR(version) (TRN_CAST_(uint32_t, version) >> 16)
+#define TRN_HAL_VERSION_MINOR(version) (TRN_CAST_(uint32_t, version) & 0xffffu)
+#define TRN_HAL_VERSION TRN_HAL_MAKE_VERSION(1u, 0u)
 
 typedef struct trn_hal_error {
   char message[TRN_DETAIL_MAX];
@@ -122,8 +131,8 @@ typedef struct trn_hal_process {
 } trn_hal_process_t;
 
 typedef struct trn_hal_ops {
-  uint32_t version; /**< TRN_HAL_VERSION the table was filled for */
-  uint32_t size;    /**< sizeof(trn_hal_ops_t) of the driver */
+  uint32_t version; /**< the driver's TRN_HAL_VERSION */
+  uint32_t size;    /**< the driver's sizeof(trn_hal_ops_t) */
   const char *name; /**< short driver name, "sim" */
 
   /**
@@ -225,11 +234,23 @@ typedef struct trn_hal_ops {
                                trn_hal_process_t *processes, trn_hal_error_t *err);
 } trn_hal_ops_t;
 
-/** The type of a driver's entry point. Fills `ops` for the requested interface version. */
-typedef trn_result_t (*trn_hal_get_ops_fn)(uint32_t version, trn_hal_ops_t *ops);
+/** The one symbol a driver's shared object exports. */
+#define TRN_HAL_ENTRY_POINT "trn_hal_get_ops"
 
-/** The simulated device's entry point. */
-trn_result_t trn_hal_sim_get_ops(uint32_t version, trn_hal_ops_t *ops);
+#if defined(__GNUC__)
+#define TRN_HAL_EXPORT __attribute__((visibility("default")))
+#else
+#define TRN_HAL_EXPORT
+#endif
+
+/**
+ * A driver's entry point: its table of operations, in static storage that lives as long as the
+ * driver is loaded, or NULL if it has none for a runtime of `runtime_version` (the runtime's
+ * TRN_HAL_VERSION). The runtime reads `version` and `size` first and refuses a table of another
+ * major version or one smaller than its own trn_hal_ops_t.
+ */
+typedef const trn_hal_ops_t *(*trn_hal_get_ops_fn)(uint32_t runtime_version);
+TRN_HAL_EXPORT const trn_hal_ops_t *trn_hal_get_ops(uint32_t runtime_version);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -503,14 +503,9 @@ trn_result_t sim_kernel_run(trn_hal_instance_t *instance, uint32_t device, uint3
   });
 }
 
-}  // namespace
-}  // namespace trn::sim
-
-extern "C" trn_result_t trn_hal_sim_get_ops(uint32_t version, trn_hal_ops_t *ops) {
-  if (ops == nullptr) return TRN_ERROR_NULL_POINTER;
-  if (version != TRN_HAL_VERSION) return TRN_ERROR_UNSUPPORTED;
-  using namespace trn::sim;
-  *ops = trn_hal_ops_t{};
+trn_hal_ops_t make_ops() {
+  trn_hal_ops_t table{};
+  trn_hal_ops_t *ops = &table;
   ops->version = TRN_HAL_VERSION;
   ops->size = sizeof(trn_hal_ops_t);
   ops->name = "sim";
@@ -541,5 +536,14 @@ extern "C" trn_result_t trn_hal_sim_get_ops(uint32_t version, trn_hal_ops_t *ops
   ops->kernel_load = sim_kernel_load;
   ops->kernel_unload = sim_kernel_unload;
   ops->kernel_run = sim_kernel_run;
-  return TRN_SUCCESS;
+  return table;
+}
+
+}  // namespace
+}  // namespace trn::sim
+
+// The runtime checks the table's version against its own; the sim serves only its one table.
+extern "C" TRN_HAL_EXPORT const trn_hal_ops_t *trn_hal_get_ops(uint32_t /*runtime_version*/) {
+  static const trn_hal_ops_t ops = trn::sim::make_ops();
+  return &ops;
 }

@@ -103,7 +103,8 @@ typedef enum trn_result {
   TRN_ERROR_DRIVER = 304,                 /**< the driver failed (system call error) */
   TRN_ERROR_DEVICE_LOST = 305,            /**< the device stopped responding */
   TRN_ERROR_DEVICE_FAULTED = 306,         /**< the device reported a fault */
-  TRN_ERROR_DRIVER_NOT_FOUND = 307,       /**< TRN_DRIVER names no known driver */
+  TRN_ERROR_DRIVER_NOT_FOUND = 307,       /**< no driver where TRN_DRIVER or discovery looked */
+  TRN_ERROR_DRIVER_INCOMPATIBLE = 308,    /**< not a driver, or one for another interface */
 
   TRN_ERROR_INVALID_KERNEL = 400,
   TRN_ERROR_KERNEL_FAULT = 401,
@@ -199,7 +200,7 @@ typedef struct trn_profile_s *trn_profile_t;
 TRN_API trn_result_t trn_runtime_shutdown(void);
 
 /* ------------------------------------------------------------------------------------------------
- * Drivers: where devices come from (TRN_DRIVER selects; default: every driver).
+ * Drivers: where devices come from (TRN_DRIVER names one; default: every driver beside libtrn).
  * --------------------------------------------------------------------------------------------- */
 
 #define TRN_NAME_MAX 64
@@ -218,9 +219,10 @@ TRN_DEFINE_STRUCT_MAKE(trn_driver_properties_t, TRN_STRUCT_DRIVER_PROPERTIES)
 #define TRN_DRIVER_PROPERTIES_INIT trn_driver_properties_t_make()
 
 /**
- * Lists the drivers the runtime loaded (two-call enumeration). A driver that found no devices is
- * listed with the reason in its properties. Fails only if initialisation failed (bad
- * configuration, inaccessible or incompatible device state); trn_last_error() says why.
+ * Lists the drivers the runtime loaded (two-call enumeration). A driver that found no devices, or
+ * one found beside libtrn that could not be loaded, is listed with the reason in its properties.
+ * Fails only if initialisation failed (bad configuration, a driver TRN_DRIVER names that cannot
+ * be used, inaccessible or incompatible device state); trn_last_error() says why.
  */
 TRN_API trn_result_t trn_driver_get(uint32_t *count, trn_driver_t *drivers);
 TRN_API trn_result_t trn_driver_get_properties(trn_driver_t driver,

@@ -37,7 +37,7 @@ TRN_API trn_result_t trn_driver_get_properties(trn_driver_t handle,
         r != TRN_SUCCESS)
       return r;
     trn_driver_properties_t full = TRN_DRIVER_PROPERTIES_INIT;
-    std::snprintf(full.name, sizeof full.name, "%s", driver->ops.name);
+    std::snprintf(full.name, sizeof full.name, "%s", driver->name.c_str());
     full.hal_version = driver->ops.version;
     full.device_count = driver->device_count;
     full.status = driver->status;

@@ -9,6 +9,7 @@
 
 #include "common/log.hpp"
 #include "common/parse.hpp"
+#include "runtime/driver_loader.hpp"
 #include "runtime/error.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/queue.hpp"
@@ -18,19 +19,6 @@
 namespace trn::rt {
 
 namespace {
-
-struct BuiltinDriver {
-  const char *name;
-  trn_hal_get_ops_fn get_ops;
-};
-
-constexpr BuiltinDriver kBuiltinDrivers[] = {{"sim", trn_hal_sim_get_ops}};
-
-std::string builtin_driver_names() {
-  std::string names;
-  for (const auto &d : kBuiltinDrivers) names += (names.empty() ? "" : ", ") + std::string(d.name);
-  return names;
-}
 
 // The command line as other processes and tools will show it.
 std::string own_command_line() {
@@ -43,29 +31,22 @@ std::string own_command_line() {
   return raw;
 }
 
-trn_result_t select_drivers(std::vector<const BuiltinDriver *> *selected, std::string *why) {
-  auto wanted = common::env("TRN_DRIVER");
-  for (const auto &d : kBuiltinDrivers)
-    if (!wanted || *wanted == d.name) selected->push_back(&d);
-  if (selected->empty()) {
-    *why = "TRN_DRIVER='" + *wanted + "' names no driver: the drivers are " +
-           builtin_driver_names() + " (unset TRN_DRIVER to use every driver)";
-    return TRN_ERROR_DRIVER_NOT_FOUND;
-  }
-  return TRN_SUCCESS;
-}
-
-trn_result_t open_driver(const BuiltinDriver &builtin, const trn_hal_process_identity_t &identity,
+// Opens a loaded driver. One that could not be loaded is kept with no devices and the reason.
+trn_result_t open_driver(DriverTable &&table, const trn_hal_process_identity_t &identity,
                          std::unique_ptr<Driver> *out, std::string *why) {
   auto driver = std::make_unique<Driver>();
-  if (trn_result_t r = builtin.get_ops(TRN_HAL_VERSION, &driver->ops); r != TRN_SUCCESS) {
-    *why = std::string(builtin.name) + " driver does not implement driver interface version " +
-           std::to_string(TRN_HAL_VERSION);
-    return r;
+  driver->name = table.name;
+  driver->ops = table.ops;
+  if (table.result != TRN_SUCCESS) {
+    common::logger("runtime")->warn("{}", table.why);
+    driver->status = table.result;
+    driver->status_detail = std::move(table.why);
+    *out = std::move(driver);
+    return TRN_SUCCESS;
   }
   trn_hal_error_t err{};
   if (trn_result_t r = driver->ops.open(&identity, &driver->instance, &err); r != TRN_SUCCESS) {
-    *why = std::string(builtin.name) + " driver: " + err.message;
+    *why = table.name + " driver: " + err.message;
     return r;
   }
   char detail[TRN_DETAIL_MAX] = {};
@@ -135,17 +116,18 @@ trn_result_t Session::create(std::shared_ptr<Session> *out, std::string *why) {
   VisibilityConfig visibility;
   if (trn_result_t r = load_visibility(&visibility, why); r != TRN_SUCCESS) return r;
   if (trn_result_t r = load_spin_budget(why); r != TRN_SUCCESS) return r;
-  std::vector<const BuiltinDriver *> selected;
-  if (trn_result_t r = select_drivers(&selected, why); r != TRN_SUCCESS) return r;
+  std::vector<DriverTable> tables;
+  if (trn_result_t r = load_drivers(&tables, why); r != TRN_SUCCESS) return r;
 
   auto session = std::shared_ptr<Session>(new Session());
   const std::string command = own_command_line();
   const trn_hal_process_identity_t identity{command.c_str(), TRN_RELEASE_STRING};
 
   uint32_t next_core_id = 0;
-  for (const BuiltinDriver *builtin : selected) {
+  for (DriverTable &table : tables) {
     std::unique_ptr<Driver> driver;
-    if (trn_result_t r = open_driver(*builtin, identity, &driver, why); r != TRN_SUCCESS) return r;
+    if (trn_result_t r = open_driver(std::move(table), identity, &driver, why); r != TRN_SUCCESS)
+      return r;
     driver->first_device = static_cast<uint32_t>(session->devices_.size());
     for (uint32_t i = 0; i < driver->device_count; ++i) {
       auto device = std::make_unique<Device>();
@@ -157,7 +139,7 @@ trn_result_t Session::create(std::shared_ptr<Session> *out, std::string *why) {
       trn_hal_error_t err{};
       if (trn_result_t r = driver->ops.device_properties(driver->instance, i, &p, &err);
           r != TRN_SUCCESS) {
-        *why = std::string(builtin->name) + " driver: " + err.message;
+        *why = driver->name + " driver: " + err.message;
         return r;
       }
       p.index = device->index;

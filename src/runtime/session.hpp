@@ -25,7 +25,8 @@ struct Driver {
     if (instance) ops.close(instance);
   }
 
-  trn_hal_ops_t ops{};
+  std::string name;     // "sim"; a driver that could not be loaded keeps its file's name
+  trn_hal_ops_t ops{};  // zero for a driver that could not be loaded (it has no devices)
   trn_hal_instance_t *instance = nullptr;
   trn_result_t status = TRN_SUCCESS;
   std::string status_detail;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix and uses it as a user would, with no
-# LD_LIBRARY_PATH: the installed tools run, a C program builds with pkg-config and a C++ program
-# with find_package(trn); then the prefix moves and both still work.
+# LD_LIBRARY_PATH: the installed tools run and the installed libtrn finds the installed sim
+# driver beside it (by default, by name and by path), a C program builds with pkg-config and a
+# C++ program with find_package(trn); then the prefix moves and all still work.
 # usage: test_install.sh BUILD_DIR SOURCE_DIR C_COMPILER
 set -euo pipefail
 build=$1 source=$2 cc=$3
@@ -16,7 +17,18 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 check_prefix() {
   local prefix=$1
   echo "== tools from $prefix"
-  "$prefix/bin/trn-ls"
+  local driver
+  driver=$(find "$prefix" -name libtrn-driver-sim.so)
+  [ -n "$driver" ] || { echo "libtrn-driver-sim.so is not installed" >&2; exit 1; }
+  [ "$(dirname "$driver")" = "$(dirname "$(find "$prefix" -name 'libtrn.so.*.*.*')")" ] ||
+    { echo "$driver is not beside libtrn" >&2; exit 1; }
+  for selection in "" sim "$driver"; do
+    local listing
+    listing=$(TRN_DRIVER=$selection "$prefix/bin/trn-ls")
+    echo "$listing"
+    grep -q "driver sim" <<<"$listing" && grep -q trn2 <<<"$listing" ||
+      { echo "installed trn-ls (TRN_DRIVER='$selection') sees no sim device" >&2; exit 1; }
+  done
   "$prefix/bin/trn-as" --help >/dev/null
 
   local pc
