@@ -104,6 +104,7 @@ typedef enum trn_result {
   TRN_ERROR_DEVICE_LOST = 305,            /**< the device stopped responding */
   TRN_ERROR_DEVICE_FAULTED = 306,         /**< the device reported a fault */
   TRN_ERROR_DRIVER_NOT_FOUND = 307,       /**< TRN_DRIVER names no known driver */
+  TRN_ERROR_FILE = 308, /**< a file the caller named cannot be created or written */
 
   TRN_ERROR_INVALID_KERNEL = 400,
   TRN_ERROR_KERNEL_FAULT = 401,
@@ -676,7 +677,9 @@ TRN_API trn_result_t trn_queue_destroy(trn_queue_t queue);
  * Copies `size` bytes between allocations: host pool to device, device to host, within or
  * across cores and devices. `sync` may be NULL; `sequence` (may be NULL) receives the command's
  * sequence number. Both ranges are checked at submission; overlapping ranges copy as memmove
- * does; memory freed before the copy runs is a fault of the queue.
+ * does; memory freed before the copy runs is a fault of the queue with the result
+ * TRN_ERROR_INVALID_HANDLE (a use after free on the host side, not a device fault; the reason
+ * names the freed source or destination).
  */
 TRN_API trn_result_t trn_queue_copy(trn_queue_t queue, trn_mem_t destination,
                                     uint64_t destination_offset, trn_mem_t source,
@@ -883,7 +886,8 @@ TRN_API trn_result_t trn_profile_get_summary(trn_profile_t profile, trn_profile_
 /**
  * Writes the trace as Chrome trace-event JSON (opens in Perfetto and chrome://tracing): one
  * track per engine and per DMA queue, times in simulated microseconds, and the summary in the
- * metadata. @returns TRN_ERROR_INVALID_ARGUMENT if the profile has no trace.
+ * metadata. @returns TRN_ERROR_INVALID_ARGUMENT if the profile has no trace; TRN_ERROR_FILE if
+ * `path` cannot be created or written (trn_last_error() names the path and the system's reason).
  */
 TRN_API trn_result_t trn_profile_write_trace(trn_profile_t profile, const char *path);
 

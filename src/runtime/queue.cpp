@@ -201,7 +201,7 @@ trn_result_t Queue::copy(Command &command, std::string *why) {
     *why = std::string("the ") + (!source || source->freed ? "source" : "destination") +
            " memory was freed before the copy ran (keep allocations alive until the commands "
            "that use them complete)";
-    return TRN_ERROR_DEVICE_FAULTED;
+    return TRN_ERROR_INVALID_HANDLE;  // a host-side use after free, not a device fault
   }
   if (trn_result_t r = commit_range(*destination, command.destination_offset, command.size);
       r != TRN_SUCCESS) {
@@ -234,8 +234,10 @@ trn_result_t Queue::memset(Command &command, std::string *why) {
   std::shared_lock<std::shared_mutex> hold;
   if (destination) hold = std::shared_lock(destination->use);
   if (!destination || destination->freed) {
-    *why = "the destination memory was freed before the memset ran";
-    return TRN_ERROR_DEVICE_FAULTED;
+    *why =
+        "the destination memory was freed before the memset ran (keep allocations alive until "
+        "the commands that use them complete)";
+    return TRN_ERROR_INVALID_HANDLE;
   }
   if (trn_result_t r = commit_range(*destination, command.destination_offset, command.size);
       r != TRN_SUCCESS) {
@@ -267,7 +269,7 @@ trn_result_t Queue::launch(Command &command, std::string *why, trn_hal_core_acti
       *why = "the memory bound to argument '" + kernel.program.args[i].name +
              "' was freed before the kernel ran (keep allocations alive until the commands "
              "that use them complete)";
-      return TRN_ERROR_DEVICE_FAULTED;
+      return TRN_ERROR_INVALID_HANDLE;
     }
     bindings[i] = {mems[i]->address + command.arg_offsets[i],
                    mems[i]->size - command.arg_offsets[i]};

@@ -48,6 +48,7 @@ constexpr ResultText kResults[] = {
     {TRN_ERROR_DEVICE_LOST, "TRN_ERROR_DEVICE_LOST", "the device stopped responding"},
     {TRN_ERROR_DEVICE_FAULTED, "TRN_ERROR_DEVICE_FAULTED", "the device reported a fault"},
     {TRN_ERROR_DRIVER_NOT_FOUND, "TRN_ERROR_DRIVER_NOT_FOUND", "TRN_DRIVER names no known driver"},
+    {TRN_ERROR_FILE, "TRN_ERROR_FILE", "a file cannot be created or written"},
     {TRN_ERROR_INVALID_KERNEL, "TRN_ERROR_INVALID_KERNEL", "the kernel binary is malformed"},
     {TRN_ERROR_KERNEL_FAULT, "TRN_ERROR_KERNEL_FAULT", "a kernel faulted during execution"},
     {TRN_ERROR_KERNEL_DEADLOCK, "TRN_ERROR_KERNEL_DEADLOCK",
