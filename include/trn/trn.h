@@ -482,6 +482,9 @@ TRN_API trn_result_t trn_pool_create(trn_device_t device, const trn_pool_desc_t 
 /**
  * Destroys a pool and returns its memory to the device. Accepts NULL.
  * @returns TRN_ERROR_HANDLE_IN_USE while allocations of the pool are live (nothing is freed).
+ * Thread safety: a trn_mem_alloc racing with it either allocates first (and this returns
+ * TRN_ERROR_HANDLE_IN_USE) or fails with TRN_ERROR_INVALID_HANDLE; it never returns memory of a
+ * destroyed pool.
  */
 TRN_API trn_result_t trn_pool_destroy(trn_pool_t pool);
 /** Returns the pool's cached free memory to the device. */

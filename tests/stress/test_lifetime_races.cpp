@@ -1,0 +1,163 @@
+// Stress: destroying an object while another thread uses it, and shutting the runtime down while
+// other threads hold handles. Each race has one documented outcome per order of events, which
+// the tests check on every round; rounds are bounded by a count and a deadline. Built to run
+// clean under ThreadSanitizer.
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/result_printing.hpp"
+#include "support/sim_env.hpp"
+#include "trn/trn.h"
+
+namespace {
+
+using trn::test::SimEnv;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kRaceTime = std::chrono::seconds(3);
+constexpr uint64_t kLong = 10'000'000'000;
+
+std::string last_error() {
+  return trn_last_error();
+}
+
+trn_device_t first_device() {
+  trn_device_t device = nullptr;
+  uint32_t count = 1;
+  INFO(last_error());
+  REQUIRE(trn_device_get(&count, &device) == TRN_SUCCESS);
+  REQUIRE(count == 1);
+  return device;
+}
+
+trn_pool_t make_pool(trn_device_t device, trn_pool_kind_t kind) {
+  trn_pool_desc_t desc = TRN_POOL_DESC_INIT;
+  desc.kind = kind;
+  trn_pool_t pool = nullptr;
+  INFO(last_error());
+  REQUIRE(trn_pool_create(device, &desc, &pool) == TRN_SUCCESS);
+  return pool;
+}
+
+// Runs `first` and `second` at once on two threads, `rounds` times or until the deadline:
+// `prepare` sets a round up on the main thread, then both bodies start together, then `check`
+// looks at what they did (on the main thread: Catch is not thread-safe). Returns the rounds run.
+template <typename Prepare, typename First, typename Second, typename Check>
+int race(int rounds, Prepare prepare, First first, Second second, Check check) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int round = 0, done = 0;
+  bool stop = false;
+  std::atomic<int> arrived{0};
+  auto body = [&](auto &&work) {
+    for (int seen = 0;;) {
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return stop || round != seen; });
+        if (stop) return;
+        seen = round;
+      }
+      // Both threads spin here so that neither gets a head start from the wake-up.
+      arrived.fetch_add(1);
+      while (arrived.load() < 2 * seen) {
+      }
+      work();
+      std::lock_guard lock(mu);
+      ++done;
+      cv.notify_all();
+    }
+  };
+  std::thread a(body, first), b(body, second);
+  auto finish = [&] {
+    {
+      std::lock_guard lock(mu);
+      stop = true;
+      cv.notify_all();
+    }
+    a.join();
+    b.join();
+  };
+  const auto deadline = Clock::now() + kRaceTime;
+  int ran = 0;
+  try {
+    for (; ran < rounds && Clock::now() < deadline; ++ran) {
+      prepare();
+      {
+        std::unique_lock lock(mu);
+        ++round;
+        cv.notify_all();
+        cv.wait(lock, [&] { return done == 2 * round; });
+      }
+      check();
+    }
+  } catch (...) {  // a failed REQUIRE: stop the threads before Catch reports it
+    finish();
+    throw;
+  }
+  finish();
+  return ran;
+}
+
+}  // namespace
+
+TEST_CASE("trn_pool_destroy racing trn_mem_alloc: never memory from a destroyed pool",
+          "[stress][races][memory]") {
+  SimEnv env;
+  const trn_device_t device = first_device();
+  const trn_pool_kind_t kind =
+      GENERATE(TRN_POOL_KIND_DEVICE, TRN_POOL_KIND_HOST);  // host segments are unmapped
+  trn_pool_t pool = nullptr;
+  trn_mem_t mem = nullptr;
+  trn_result_t alloc_result = TRN_SUCCESS, destroy_result = TRN_SUCCESS;
+  int allocated = 0, refused = 0;
+  const int rounds = race(
+      2000, [&] { pool = make_pool(device, kind); },
+      [&] {
+        mem = nullptr;
+        alloc_result = trn_mem_alloc(pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem);
+      },
+      [&] { destroy_result = trn_pool_destroy(pool); },
+      [&] {
+        INFO("alloc: " << alloc_result << ", destroy: " << destroy_result);
+        if (alloc_result == TRN_SUCCESS) {
+          // The allocation came first: the destroy saw it live and changed nothing.
+          ++allocated;
+          CHECK(destroy_result == TRN_ERROR_HANDLE_IN_USE);
+          // The memory is the pool's and usable.
+          const uint64_t pattern = 0x0123456789abcdefull;
+          uint64_t back = 0;
+          CHECK(trn_mem_write(mem, 0, &pattern, sizeof pattern) == TRN_SUCCESS);
+          CHECK(trn_mem_read(mem, 0, &back, sizeof back) == TRN_SUCCESS);
+          CHECK(back == pattern);
+          trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
+          CHECK(trn_pool_get_stats(pool, &stats) == TRN_SUCCESS);
+          CHECK(stats.allocation_count == 1);
+          REQUIRE(trn_mem_free(mem) == TRN_SUCCESS);
+          REQUIRE(trn_pool_destroy(pool) == TRN_SUCCESS);
+        } else {
+          // The destroy came first: the allocation found no pool.
+          ++refused;
+          CHECK(alloc_result == TRN_ERROR_INVALID_HANDLE);
+          CHECK(mem == nullptr);
+          CHECK(destroy_result == TRN_SUCCESS);
+          CHECK(trn_pool_destroy(pool) == TRN_ERROR_INVALID_HANDLE);
+        }
+      });
+  INFO(rounds << " rounds: " << allocated << " allocations first, " << refused
+              << " destroys first");
+  CHECK(rounds > 0);
+  // Nothing the pools took is left behind.
+  trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
+  REQUIRE(trn_device_get_memory_stats(device, UINT32_MAX, &stats) == TRN_SUCCESS);
+  CHECK(stats.allocated_bytes == 0);
+}
+
