@@ -594,6 +594,9 @@ TRN_API trn_result_t trn_sem_create(trn_device_t device, const trn_sem_desc_t *d
 /**
  * Destroys a semaphore (or this process's import of it). Accepts NULL.
  * @returns TRN_ERROR_HANDLE_IN_USE while a queue command still waits on or signals it.
+ * Thread safety: a submission (trn_queue_copy, _memset, _barrier, _launch) racing with it whose
+ * sync names the semaphore either is queued first (and this returns TRN_ERROR_HANDLE_IN_USE) or
+ * fails with TRN_ERROR_INVALID_HANDLE; no command runs on a destroyed semaphore.
  */
 TRN_API trn_result_t trn_sem_destroy(trn_sem_t sem);
 /**

@@ -39,6 +39,15 @@ trn_device_t first_device() {
   return device;
 }
 
+trn_core_t first_core(trn_device_t device) {
+  trn_core_t core = nullptr;
+  uint32_t count = 1;
+  INFO(last_error());
+  REQUIRE(trn_core_get(device, &count, &core) == TRN_SUCCESS);
+  REQUIRE(count == 1);
+  return core;
+}
+
 trn_pool_t make_pool(trn_device_t device, trn_pool_kind_t kind) {
   trn_pool_desc_t desc = TRN_POOL_DESC_INIT;
   desc.kind = kind;
@@ -46,6 +55,23 @@ trn_pool_t make_pool(trn_device_t device, trn_pool_kind_t kind) {
   INFO(last_error());
   REQUIRE(trn_pool_create(device, &desc, &pool) == TRN_SUCCESS);
   return pool;
+}
+
+trn_sem_t make_sem(trn_device_t device) {
+  trn_sem_desc_t desc = TRN_SEM_DESC_INIT;
+  trn_sem_t sem = nullptr;
+  INFO(last_error());
+  REQUIRE(trn_sem_create(device, &desc, &sem) == TRN_SUCCESS);
+  return sem;
+}
+
+trn_queue_t make_queue(trn_core_t core) {
+  trn_queue_desc_t desc = TRN_QUEUE_DESC_INIT;
+  desc.core = core;
+  trn_queue_t queue = nullptr;
+  INFO(last_error());
+  REQUIRE(trn_queue_create(&desc, &queue) == TRN_SUCCESS);
+  return queue;
 }
 
 // Runs `first` and `second` at once on two threads, `rounds` times or until the deadline:
@@ -159,5 +185,71 @@ TEST_CASE("trn_pool_destroy racing trn_mem_alloc: never memory from a destroyed 
   trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
   REQUIRE(trn_device_get_memory_stats(device, UINT32_MAX, &stats) == TRN_SUCCESS);
   CHECK(stats.allocated_bytes == 0);
+}
+
+TEST_CASE("trn_sem_destroy racing a submission that uses the semaphore: never both succeed",
+          "[stress][races][semaphores]") {
+  SimEnv env;
+  const trn_device_t device = first_device();
+  trn_queue_t queue = make_queue(first_core(device));
+  // The command waits on a gate the test opens only after the round, so a submission that
+  // succeeded is still queued when the destroy runs.
+  trn_sem_t gate = make_sem(device);
+  // Several semaphores the command signals, the contested one first: resolving the others
+  // widens the window between its lookup and the submission.
+  constexpr int kOthers = 6;
+  std::vector<trn_sem_t> others;
+  for (int i = 0; i < kOthers; ++i) others.push_back(make_sem(device));
+  trn_sem_t victim = nullptr;
+  trn_result_t submit_result = TRN_SUCCESS, destroy_result = TRN_SUCCESS;
+  uint64_t gate_value = 0, signal_value = 0;
+  int queued = 0, refused = 0;
+  const bool launch_like = GENERATE(false, true);  // a barrier, or a memset with the same sync
+  trn_pool_t pool = make_pool(device, TRN_POOL_KIND_DEVICE);
+  trn_mem_t target = nullptr;
+  REQUIRE(trn_mem_alloc(pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &target) == TRN_SUCCESS);
+  const int rounds = race(
+      1000,
+      [&] {
+        victim = make_sem(device);
+        ++gate_value;
+        ++signal_value;
+      },
+      [&] {
+        trn_sem_point_t wait{gate, gate_value};
+        std::vector<trn_sem_point_t> signals{{victim, 1}};
+        for (trn_sem_t s : others) signals.push_back({s, signal_value});
+        const trn_sync_t sync{&wait, 1, signals.data(), static_cast<uint32_t>(signals.size())};
+        submit_result = launch_like ? trn_queue_memset(queue, target, 0, 7, 4096, &sync, nullptr)
+                                    : trn_queue_barrier(queue, &sync, nullptr);
+      },
+      [&] { destroy_result = trn_sem_destroy(victim); },
+      [&] {
+        INFO("submit: " << submit_result << ", destroy: " << destroy_result);
+        if (submit_result == TRN_SUCCESS) {
+          ++queued;
+          CHECK(destroy_result == TRN_ERROR_HANDLE_IN_USE);
+          REQUIRE(trn_sem_signal(gate, gate_value) == TRN_SUCCESS);
+          REQUIRE(trn_queue_finish(queue, kLong) == TRN_SUCCESS);
+          uint64_t value = 0;
+          CHECK(trn_sem_query(victim, &value) == TRN_SUCCESS);
+          CHECK(value == 1);
+          REQUIRE(trn_sem_destroy(victim) == TRN_SUCCESS);
+        } else {
+          ++refused;
+          CHECK(submit_result == TRN_ERROR_INVALID_HANDLE);
+          CHECK(destroy_result == TRN_SUCCESS);
+          REQUIRE(trn_sem_signal(gate, gate_value) == TRN_SUCCESS);
+          REQUIRE(trn_queue_finish(queue, kLong) == TRN_SUCCESS);
+          --signal_value;  // nothing signalled the others this round
+        }
+      });
+  INFO(rounds << " rounds: " << queued << " submissions first, " << refused << " destroys first");
+  CHECK(rounds > 0);
+  REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+  for (trn_sem_t s : others) REQUIRE(trn_sem_destroy(s) == TRN_SUCCESS);
+  REQUIRE(trn_sem_destroy(gate) == TRN_SUCCESS);
+  REQUIRE(trn_mem_free(target) == TRN_SUCCESS);
+  REQUIRE(trn_pool_destroy(pool) == TRN_SUCCESS);
 }
 
