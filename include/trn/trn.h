@@ -192,10 +192,18 @@ typedef struct trn_profile_s *trn_profile_t;
  * --------------------------------------------------------------------------------------------- */
 
 /**
- * Releases every core this process owns, closes the drivers and invalidates every handle (later
- * use gives TRN_ERROR_INVALID_HANDLE). The next call re-initialises from the environment, so a
- * process can pick up a changed configuration. Safe to call at any time; calls racing with it
- * either complete on the old runtime or fail with TRN_ERROR_INVALID_HANDLE.
+ * Releases every core and all memory this process owns, closes the drivers and invalidates every
+ * handle of every thread (later use gives TRN_ERROR_INVALID_HANDLE). The next call, on any
+ * thread, re-initialises from the environment, so a process can pick up a changed
+ * configuration.
+ *
+ * Thread safety: safe to call at any time from any thread. Calls racing with it on other
+ * threads either complete on the old runtime or fail with TRN_ERROR_INVALID_HANDLE; a call that
+ * started before it keeps the objects it uses until it returns (queued commands are cancelled,
+ * so waits on what they would have signalled end with TRN_ERROR_CANCELLED; other waits end by
+ * their own deadline or signal). When no call is in flight on another thread, the drivers are
+ * closed before this returns: the process holds no core and no process slot of any device (other
+ * processes and trn-ls see none). Otherwise they close when the last of those calls returns.
  */
 TRN_API trn_result_t trn_runtime_shutdown(void);
 

@@ -269,10 +269,9 @@ trn_result_t Pool::allocate(uint64_t size, uint64_t alignment, trn_mem_category_
 void Pool::free(Mem &mem) {
   std::lock_guard lock(mu_);
   charge(mem, -1);
-  if (mem.block) {
-    blocks_.free(mem.block);
-    mem.block = nullptr;
-  }
+  // After a shutdown released the pool (a free racing with it), the block went with its segment.
+  if (mem.block && !closed_) blocks_.free(mem.block);
+  mem.block = nullptr;
 }
 
 void Pool::forget_dedicated(uint64_t bytes) {

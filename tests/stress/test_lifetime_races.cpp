@@ -74,6 +74,23 @@ trn_queue_t make_queue(trn_core_t core) {
   return queue;
 }
 
+std::vector<trn_process_info_t> processes_of(trn_device_t device) {
+  uint32_t count = 0;
+  INFO(last_error());
+  REQUIRE(trn_device_get_processes(device, &count, nullptr) == TRN_SUCCESS);
+  std::vector<trn_process_info_t> list(count + 4, TRN_PROCESS_INFO_INIT);
+  count = static_cast<uint32_t>(list.size());
+  REQUIRE(trn_device_get_processes(device, &count, list.data()) == TRN_SUCCESS);
+  list.resize(count);
+  return list;
+}
+
+bool lists_this_process(trn_device_t device) {
+  for (const trn_process_info_t &p : processes_of(device))
+    if (p.pid == getpid()) return true;
+  return false;
+}
+
 // Runs `first` and `second` at once on two threads, `rounds` times or until the deadline:
 // `prepare` sets a round up on the main thread, then both bodies start together, then `check`
 // looks at what they did (on the main thread: Catch is not thread-safe). Returns the rounds run.
@@ -253,3 +270,194 @@ TEST_CASE("trn_sem_destroy racing a submission that uses the semaphore: never bo
   REQUIRE(trn_pool_destroy(pool) == TRN_SUCCESS);
 }
 
+TEST_CASE("trn_runtime_shutdown closes the drivers for every thread and invalidates their handles",
+          "[stress][races][shutdown]") {
+  SimEnv env;
+  // Another thread uses the runtime, then sits idle holding its handles.
+  std::mutex mu;
+  std::condition_variable cv;
+  int step = 0;
+  auto await_step = [&](int wanted) {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return step >= wanted; });
+  };
+  auto set_step = [&](int value) {
+    std::lock_guard lock(mu);
+    step = value;
+    cv.notify_all();
+  };
+  std::vector<std::string> errors;  // written by the other thread before it sets a step
+  std::thread other([&] {
+    auto expect = [&](trn_result_t got, trn_result_t want, const char *what) {
+      if (got != want)
+        errors.push_back(std::string(what) + ": " + trn_result_name(got) + " (" + last_error() +
+                         ")");
+    };
+    trn_device_t device = nullptr;
+    uint32_t count = 1;
+    expect(trn_device_get(&count, &device), TRN_SUCCESS, "trn_device_get");
+    trn_core_t core = nullptr;
+    count = 1;
+    expect(trn_core_get(device, &count, &core), TRN_SUCCESS, "trn_core_get");
+    trn_queue_desc_t qdesc = TRN_QUEUE_DESC_INIT;
+    qdesc.core = core;
+    trn_queue_t queue = nullptr;
+    expect(trn_queue_create(&qdesc, &queue), TRN_SUCCESS, "trn_queue_create");
+    trn_sem_desc_t sdesc = TRN_SEM_DESC_INIT;
+    trn_sem_t sem = nullptr;
+    expect(trn_sem_create(device, &sdesc, &sem), TRN_SUCCESS, "trn_sem_create");
+    trn_pool_desc_t pdesc = TRN_POOL_DESC_INIT;
+    trn_pool_t pool = nullptr;
+    expect(trn_pool_create(device, &pdesc, &pool), TRN_SUCCESS, "trn_pool_create");
+    trn_mem_t mem = nullptr;
+    expect(trn_mem_alloc(pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem), TRN_SUCCESS,
+           "trn_mem_alloc");
+    // Fill this thread's lookup caches with the objects.
+    expect(trn_sem_signal(sem, 1), TRN_SUCCESS, "trn_sem_signal");
+    expect(trn_queue_barrier(queue, nullptr, nullptr), TRN_SUCCESS, "trn_queue_barrier");
+    expect(trn_queue_finish(queue, kLong), TRN_SUCCESS, "trn_queue_finish");
+    uint64_t word = 0;
+    expect(trn_mem_write(mem, 0, &word, sizeof word), TRN_SUCCESS, "trn_mem_write");
+    set_step(1);
+    await_step(2);  // the main thread shut the runtime down
+    // Every old handle is stale; the next calls start a fresh session.
+    uint64_t value = 0;
+    expect(trn_sem_query(sem, &value), TRN_ERROR_INVALID_HANDLE, "old trn_sem_query");
+    expect(trn_sem_signal(sem, 2), TRN_ERROR_INVALID_HANDLE, "old trn_sem_signal");
+    expect(trn_mem_read(mem, 0, &word, sizeof word), TRN_ERROR_INVALID_HANDLE, "old trn_mem_read");
+    expect(trn_queue_barrier(queue, nullptr, nullptr), TRN_ERROR_INVALID_HANDLE,
+           "old trn_queue_barrier");
+    expect(trn_pool_trim(pool), TRN_ERROR_INVALID_HANDLE, "old trn_pool_trim");
+    trn_core_properties_t props = TRN_CORE_PROPERTIES_INIT;
+    expect(trn_core_get_properties(core, &props), TRN_ERROR_INVALID_HANDLE,
+           "old trn_core_get_properties");
+    count = 1;
+    expect(trn_device_get(&count, &device), TRN_SUCCESS, "new trn_device_get");
+    trn_sem_t fresh = nullptr;
+    expect(trn_sem_create(device, &sdesc, &fresh), TRN_SUCCESS, "new trn_sem_create");
+    expect(trn_sem_signal(fresh, 3), TRN_SUCCESS, "new trn_sem_signal");
+    expect(trn_sem_destroy(fresh), TRN_SUCCESS, "new trn_sem_destroy");
+    set_step(3);
+    await_step(4);
+  });
+  await_step(1);
+  {
+    INFO(last_error());
+    REQUIRE(lists_this_process(first_device()));  // the other thread's queue holds a core
+  }
+  REQUIRE(trn_runtime_shutdown() == TRN_SUCCESS);
+  // The drivers are closed although the other thread did not call since: this process holds
+  // no slot of the device any more (what trn-ls -w and other processes see).
+  CHECK_FALSE(lists_this_process(first_device()));
+  set_step(2);
+  await_step(3);
+  for (const auto &e : errors) FAIL_CHECK(e);
+  CHECK(errors.empty());
+  set_step(4);
+  other.join();
+  CHECK(trn_runtime_shutdown() == TRN_SUCCESS);
+}
+
+TEST_CASE("trn_runtime_shutdown while other threads call: old session or INVALID_HANDLE",
+          "[stress][races][shutdown]") {
+  SimEnv env;
+  constexpr int kThreads = 3;
+  std::atomic<bool> stop{false};
+  std::atomic<int> unexpected{0};
+  std::mutex mu;
+  std::string first_unexpected;
+  auto record = [&](const char *what, trn_result_t r) {
+    if (unexpected.fetch_add(1) == 0) {
+      std::lock_guard lock(mu);
+      first_unexpected = std::string(what) + ": " + trn_result_name(r) + " (" + last_error() + ")";
+    }
+  };
+  std::vector<std::thread> threads;
+  std::atomic<uint64_t> calls{0};
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      trn_device_t device = nullptr;
+      trn_sem_t sem = nullptr;
+      trn_pool_t pool = nullptr;
+      trn_queue_t queue = nullptr;
+      uint64_t value = 0;
+      while (!stop.load()) {
+        uint32_t count = 1;
+        trn_result_t r = trn_device_get(&count, &device);
+        if (r != TRN_SUCCESS) {
+          record("trn_device_get", r);
+          break;
+        }
+        trn_sem_desc_t sdesc = TRN_SEM_DESC_INIT;
+        r = trn_sem_create(device, &sdesc, &sem);
+        if (r == TRN_ERROR_INVALID_HANDLE) continue;  // the device handle went stale meanwhile
+        if (r != TRN_SUCCESS) {
+          record("trn_sem_create", r);
+          break;
+        }
+        trn_pool_desc_t pdesc = TRN_POOL_DESC_INIT;
+        pdesc.kind = TRN_POOL_KIND_HOST;
+        r = trn_pool_create(device, &pdesc, &pool);
+        if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_pool_create", r);
+        if (t == 0) {
+          trn_core_t core = nullptr;
+          count = 1;
+          if (trn_core_get(device, &count, &core) == TRN_SUCCESS) {
+            trn_queue_desc_t qdesc = TRN_QUEUE_DESC_INIT;
+            qdesc.core = core;
+            r = trn_queue_create(&qdesc, &queue);
+            if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_queue_create", r);
+          }
+        }
+        for (int i = 0; i < 50 && !stop.load(); ++i) {
+          calls.fetch_add(1, std::memory_order_relaxed);
+          r = trn_sem_signal(sem, ++value);
+          if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_sem_signal", r);
+          uint64_t seen = 0;
+          r = trn_sem_query(sem, &seen);
+          if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_sem_query", r);
+          trn_mem_t mem = nullptr;
+          r = trn_mem_alloc(pool, 512, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem);
+          if (r == TRN_SUCCESS) {
+            r = trn_mem_write(mem, 0, &value, sizeof value);
+            if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_mem_write", r);
+            r = trn_mem_free(mem);
+            if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_mem_free", r);
+          } else if (r != TRN_ERROR_INVALID_HANDLE) {
+            record("trn_mem_alloc", r);
+          }
+          if (queue) {
+            r = trn_queue_barrier(queue, nullptr, nullptr);
+            if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE && r != TRN_ERROR_QUEUE_FULL)
+              record("trn_queue_barrier", r);
+          }
+        }
+        // Whatever is still live goes (or was already invalidated by a shutdown).
+        r = trn_queue_destroy(queue);
+        if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_queue_destroy", r);
+        queue = nullptr;
+        r = trn_sem_destroy(sem);
+        if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_sem_destroy", r);
+        r = trn_pool_destroy(pool);
+        if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_pool_destroy", r);
+        pool = nullptr;
+      }
+    });
+  const auto deadline = Clock::now() + kRaceTime;
+  int shutdowns = 0;
+  while (Clock::now() < deadline && unexpected.load() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    CHECK(trn_runtime_shutdown() == TRN_SUCCESS);
+    ++shutdowns;
+  }
+  stop.store(true);
+  for (auto &t : threads) t.join();
+  INFO(first_unexpected);
+  CHECK(unexpected.load() == 0);
+  INFO(shutdowns << " shutdowns during " << calls.load() << " rounds of calls");
+  CHECK(shutdowns > 0);
+  // The threads are idle now, some of them holding handles of the last session: one more
+  // shutdown closes it all the same.
+  REQUIRE(trn_runtime_shutdown() == TRN_SUCCESS);
+  CHECK_FALSE(lists_this_process(first_device()));
+}
