@@ -334,11 +334,12 @@ void enter_call(ThreadState &self) {
 
 // Empties the state of every thread not in a call (the caller's own included).
 void empty_idle_threads() {
+  ThreadState &self = t_state;  // before the lock: creating it takes the lock
   std::vector<std::shared_ptr<void>> dropped;
   {
     std::lock_guard lock(registry().mu);
     for (ThreadState *state : registry().threads) {
-      if (state == &t_state) {
+      if (state == &self) {
         state->empty_into(&dropped);
         continue;
       }

@@ -2,6 +2,7 @@
 // other threads hold handles. Each race has one documented outcome per order of events, which
 // the tests check on every round; rounds are bounded by a count and a deadline. Built to run
 // clean under ThreadSanitizer.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,10 +17,12 @@
 
 #include "support/result_printing.hpp"
 #include "support/sim_env.hpp"
+#include "support/subprocess.hpp"
 #include "trn/trn.h"
 
 namespace {
 
+using trn::test::run_command;
 using trn::test::SimEnv;
 using Clock = std::chrono::steady_clock;
 
@@ -89,6 +92,16 @@ bool lists_this_process(trn_device_t device) {
   for (const trn_process_info_t &p : processes_of(device))
     if (p.pid == getpid()) return true;
   return false;
+}
+
+// Whether another process (trn-ls) sees this one on a device.
+bool trn_ls_lists_this_process() {
+  int status = 0;
+  const std::string json = run_command({TRN_LS_PATH, "--json"}, 20000, &status);
+  INFO(json);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  return json.find("\"pid\": " + std::to_string(getpid())) != std::string::npos;
 }
 
 // Runs `first` and `second` at once on two threads, `rounds` times or until the deadline:
@@ -344,10 +357,12 @@ TEST_CASE("trn_runtime_shutdown closes the drivers for every thread and invalida
   {
     INFO(last_error());
     REQUIRE(lists_this_process(first_device()));  // the other thread's queue holds a core
+    REQUIRE(trn_ls_lists_this_process());
   }
   REQUIRE(trn_runtime_shutdown() == TRN_SUCCESS);
   // The drivers are closed although the other thread did not call since: this process holds
-  // no slot of the device any more (what trn-ls -w and other processes see).
+  // no slot of the device any more, for other processes too.
+  CHECK_FALSE(trn_ls_lists_this_process());
   CHECK_FALSE(lists_this_process(first_device()));
   set_step(2);
   await_step(3);
@@ -459,5 +474,14 @@ TEST_CASE("trn_runtime_shutdown while other threads call: old session or INVALID
   // The threads are idle now, some of them holding handles of the last session: one more
   // shutdown closes it all the same.
   REQUIRE(trn_runtime_shutdown() == TRN_SUCCESS);
+  CHECK_FALSE(lists_this_process(first_device()));
+}
+
+TEST_CASE("trn_runtime_shutdown as the first call of a thread", "[stress][races][shutdown]") {
+  SimEnv env;
+  REQUIRE(trn_core_acquire(first_core(first_device())) == TRN_SUCCESS);
+  trn_result_t result = TRN_ERROR_INTERNAL;
+  std::thread([&] { result = trn_runtime_shutdown(); }).join();
+  CHECK(result == TRN_SUCCESS);
   CHECK_FALSE(lists_this_process(first_device()));
 }
