@@ -264,16 +264,17 @@ struct ThreadState {
   ThreadState(const ThreadState &) = delete;
   ThreadState &operator=(const ThreadState &) = delete;
 
-  // Moves the references out (into *out, to be dropped by the caller without locks held).
-  void empty_into(std::vector<std::shared_ptr<void>> *out) {
-    if (session) out->push_back(std::move(session));
+  // The references it held, for the caller to drop without locks held (no allocation).
+  struct Held {
+    std::shared_ptr<Session> session;
+    ThreadObjectCache objects;
+  };
+  Held take() noexcept {
+    Held out{std::move(session), std::move(objects)};
     session.reset();
+    objects = ThreadObjectCache{};
     epoch = 0;
-    for (auto &kind : objects.entries)
-      for (auto &entry : kind) {
-        if (entry.object) out->push_back(std::move(entry.object));
-        entry = {};
-      }
+    return out;
   }
 
   std::atomic<int> use{idle};
@@ -335,17 +336,18 @@ void enter_call(ThreadState &self) {
 // Empties the state of every thread not in a call (the caller's own included).
 void empty_idle_threads() {
   ThreadState &self = t_state;  // before the lock: creating it takes the lock
-  std::vector<std::shared_ptr<void>> dropped;
+  std::vector<ThreadState::Held> dropped;
   {
     std::lock_guard lock(registry().mu);
+    dropped.reserve(registry().threads.size());  // the only allocation: before anything changes
     for (ThreadState *state : registry().threads) {
       if (state == &self) {
-        state->empty_into(&dropped);
+        dropped.push_back(state->take());
         continue;
       }
       int expected = idle;
       if (!state->use.compare_exchange_strong(expected, emptying)) continue;  // it empties itself
-      state->empty_into(&dropped);
+      dropped.push_back(state->take());
       state->use.store(idle);
     }
   }
@@ -367,7 +369,7 @@ Session *current_session(trn_result_t *result) {
     return self.session.get();
   }
   install_fork_handlers();
-  std::vector<std::shared_ptr<void>> dropped;  // after the lock
+  ThreadState::Held dropped;  // after the lock
   Current &state = current();
   std::lock_guard lock(state.mu);
   if (g_forked.exchange(false, std::memory_order_relaxed)) {
@@ -387,7 +389,7 @@ Session *current_session(trn_result_t *result) {
     state.session = std::move(session);
     g_epoch.fetch_add(1, std::memory_order_seq_cst);
   }
-  if (self.session != state.session) self.empty_into(&dropped);
+  if (self.session != state.session) dropped = self.take();
   self.session = state.session;
   self.epoch = g_epoch.load(std::memory_order_seq_cst);
   *result = TRN_SUCCESS;
@@ -403,8 +405,7 @@ void end_api_call() noexcept {
   // The session changed during the call: let go of the old one unless a shutdown is doing it.
   int expected = idle;
   if (!self.use.compare_exchange_strong(expected, in_call)) return;
-  std::vector<std::shared_ptr<void>> dropped;
-  self.empty_into(&dropped);
+  ThreadState::Held dropped = self.take();
   self.use.store(idle, std::memory_order_seq_cst);
 }
 
