@@ -380,9 +380,7 @@ uint64_t Queue::simulated_dma_ns(uint64_t bytes) const {
 }
 
 void Queue::retire(Command &command) {
-  for (auto &signal : command.signals) {
-    signal.sem->signal(signal.value, false);
-  }
+  for (auto &signal : command.signals) signal.sem->signal(signal.value, false);
   end_uses(command);
   retired_.store(command.sequence, std::memory_order_release);
   timeline_->signal(command.sequence, false);
@@ -391,9 +389,7 @@ void Queue::retire(Command &command) {
 void Queue::cancel(Command &command, const std::string &reason) {
   const std::string text = std::string(command_name(command.kind)) + " #" +
                            std::to_string(command.sequence) + " was cancelled: " + reason;
-  for (auto &signal : command.signals) {
-    signal.sem->fail(text);
-  }
+  for (auto &signal : command.signals) signal.sem->fail(text);
   end_uses(command);
   {
     std::lock_guard lock(mu_);
@@ -426,9 +422,7 @@ void Queue::record_fault(const Command &command, trn_result_t result, const std:
     }
   }
   in_error_.store(true, std::memory_order_release);
-  for (auto &signal : command.signals) {
-    signal.sem->fail(text);
-  }
+  for (auto &signal : command.signals) signal.sem->fail(text);
   end_uses(command);
   trn_hal_core_activity_t activity{};
   activity.commands_failed = 1;
