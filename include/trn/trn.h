@@ -95,6 +95,7 @@ typedef enum trn_result {
   TRN_ERROR_QUEUE_FULL = 204,         /**< submission would block: wait for completions */
   TRN_ERROR_TOO_MANY_PROCESSES = 205, /**< every process slot of the device is taken */
   TRN_ERROR_HANDLE_IN_USE = 206,      /**< the object is still used by the device */
+  TRN_ERROR_FILE = 207,               /**< a file the caller named cannot be created or written */
 
   TRN_ERROR_NO_DEVICE = 300,              /**< the device does not exist or was removed */
   TRN_ERROR_PERMISSION_DENIED = 301,      /**< device state not accessible to this user */
@@ -192,10 +193,18 @@ typedef struct trn_profile_s *trn_profile_t;
  * --------------------------------------------------------------------------------------------- */
 
 /**
- * Releases every core this process owns, closes the drivers and invalidates every handle (later
- * use gives TRN_ERROR_INVALID_HANDLE). The next call re-initialises from the environment, so a
- * process can pick up a changed configuration. Safe to call at any time; calls racing with it
- * either complete on the old runtime or fail with TRN_ERROR_INVALID_HANDLE.
+ * Releases every core and all memory this process owns, closes the drivers and invalidates every
+ * handle of every thread (later use gives TRN_ERROR_INVALID_HANDLE). The next call, on any
+ * thread, re-initialises from the environment, so a process can pick up a changed
+ * configuration.
+ *
+ * Thread safety: safe to call at any time from any thread. Calls racing with it on other
+ * threads either complete on the old runtime or fail with TRN_ERROR_INVALID_HANDLE; a call that
+ * started before it keeps the objects it uses until it returns (queued commands are cancelled,
+ * so waits on what they would have signalled end with TRN_ERROR_CANCELLED; other waits end by
+ * their own deadline or signal). When no call is in flight on another thread, the drivers are
+ * closed before this returns: the process holds no core and no process slot of any device (other
+ * processes and trn-ls see none). Otherwise they close when the last of those calls returns.
  */
 TRN_API trn_result_t trn_runtime_shutdown(void);
 
@@ -483,6 +492,9 @@ TRN_API trn_result_t trn_pool_create(trn_device_t device, const trn_pool_desc_t 
 /**
  * Destroys a pool and returns its memory to the device. Accepts NULL.
  * @returns TRN_ERROR_HANDLE_IN_USE while allocations of the pool are live (nothing is freed).
+ * Thread safety: a trn_mem_alloc racing with it either allocates first (and this returns
+ * TRN_ERROR_HANDLE_IN_USE) or fails with TRN_ERROR_INVALID_HANDLE; it never returns memory of a
+ * destroyed pool.
  */
 TRN_API trn_result_t trn_pool_destroy(trn_pool_t pool);
 /** Returns the pool's cached free memory to the device. */
@@ -592,6 +604,9 @@ TRN_API trn_result_t trn_sem_create(trn_device_t device, const trn_sem_desc_t *d
 /**
  * Destroys a semaphore (or this process's import of it). Accepts NULL.
  * @returns TRN_ERROR_HANDLE_IN_USE while a queue command still waits on or signals it.
+ * Thread safety: a submission (trn_queue_copy, _memset, _barrier, _launch) racing with it whose
+ * sync names the semaphore either is queued first (and this returns TRN_ERROR_HANDLE_IN_USE) or
+ * fails with TRN_ERROR_INVALID_HANDLE; no command runs on a destroyed semaphore.
  */
 TRN_API trn_result_t trn_sem_destroy(trn_sem_t sem);
 /**
@@ -678,7 +693,9 @@ TRN_API trn_result_t trn_queue_destroy(trn_queue_t queue);
  * Copies `size` bytes between allocations: host pool to device, device to host, within or
  * across cores and devices. `sync` may be NULL; `sequence` (may be NULL) receives the command's
  * sequence number. Both ranges are checked at submission; overlapping ranges copy as memmove
- * does; memory freed before the copy runs is a fault of the queue.
+ * does; memory freed before the copy runs is a fault of the queue with the result
+ * TRN_ERROR_INVALID_HANDLE (a use after free on the host side, not a device fault; the reason
+ * names the freed source or destination).
  */
 TRN_API trn_result_t trn_queue_copy(trn_queue_t queue, trn_mem_t destination,
                                     uint64_t destination_offset, trn_mem_t source,
@@ -885,7 +902,8 @@ TRN_API trn_result_t trn_profile_get_summary(trn_profile_t profile, trn_profile_
 /**
  * Writes the trace as Chrome trace-event JSON (opens in Perfetto and chrome://tracing): one
  * track per engine and per DMA queue, times in simulated microseconds, and the summary in the
- * metadata. @returns TRN_ERROR_INVALID_ARGUMENT if the profile has no trace.
+ * metadata. @returns TRN_ERROR_INVALID_ARGUMENT if the profile has no trace; TRN_ERROR_FILE if
+ * `path` cannot be created or written (trn_last_error() names the path and the system's reason).
  */
 TRN_API trn_result_t trn_profile_write_trace(trn_profile_t profile, const char *path);
 

@@ -44,6 +44,10 @@ trn_result_t acquire_core(Core &core) {
                     "NEURON_RT_VISIBLE_CORES leave it out): it can be watched, not used; "
                     "trn_core_get lists the cores this process may use");
   std::lock_guard lock(device.mu);
+  if (device.shut_down)
+    return fail(TRN_ERROR_INVALID_HANDLE,
+                "the runtime was shut down (trn_runtime_shutdown) while this call ran: get the "
+                "core again");
   if (core.owned) return TRN_SUCCESS;
   const uint32_t lnc = device.properties.logical_core_config;
   trn_hal_error_t err{};

@@ -72,12 +72,10 @@ TRN_API trn_result_t trn_pool_destroy(trn_pool_t handle) {
     TRN_GET_SESSION(session);
     auto pool = session->pools.find(handle, &result);
     if (!pool) return result;
-    if (const uint64_t live = pool->live_allocations(); live > 0)
-      return fail(TRN_ERROR_HANDLE_IN_USE, "the pool still has " + std::to_string(live) +
-                                               " live allocations: free them first");
-    if (!session->pools.remove(from_handle(handle)))
-      return invalid_handle(HandleKind::pool, from_handle(handle));
-    pool->release_all();
+    // Closing first: from then on an allocation that found the pool fails, and one that came
+    // first is counted in its live allocations.
+    if (trn_result_t r = pool->destroy(); r != TRN_SUCCESS) return r;
+    session->pools.remove(from_handle(handle));
     return TRN_SUCCESS;
   });
 }

@@ -74,12 +74,10 @@ TRN_API trn_result_t trn_sem_destroy(trn_sem_t handle) {
     if (sem->queue_timeline())
       return fail(TRN_ERROR_INVALID_ARGUMENT,
                   "this is a queue's own semaphore: it goes with trn_queue_destroy");
-    if (const uint32_t users = sem->users.load(); users > 0)
-      return fail(TRN_ERROR_HANDLE_IN_USE,
-                  std::to_string(users) +
-                      " queued commands still wait on or signal the semaphore: finish them first");
-    if (!session->sems.remove(from_handle(handle)))
-      return invalid_handle(HandleKind::sem, from_handle(handle));
+    // Out of use first: from then on a submission that found it fails, and one that came first
+    // holds a use that this reports.
+    if (trn_result_t r = sem->destroy(); r != TRN_SUCCESS) return r;
+    session->sems.remove(from_handle(handle));
     sem->close_watchers();
     release_sem(*sem);
     return TRN_SUCCESS;

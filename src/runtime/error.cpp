@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "runtime/session.hpp"
+
 namespace trn::rt {
 
 namespace {
@@ -15,6 +17,7 @@ ApiScope::ApiScope(const char *function) : previous_(t_function) {
 }
 ApiScope::~ApiScope() {
   t_function = previous_;
+  if (previous_ == nullptr) end_api_call();
 }
 
 const std::string &last_detail() {

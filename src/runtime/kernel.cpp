@@ -110,7 +110,7 @@ trn_result_t Profile::write_trace(const char *path) const {
                                                   "TRN_PROFILE_FLAG_TRACE");
   std::FILE *f = std::fopen(path, "w");
   if (!f)
-    return fail(TRN_ERROR_INVALID_ARGUMENT,
+    return fail(TRN_ERROR_FILE,
                 fmt::format("cannot write the trace to {}: {}", path, std::strerror(errno)));
   // Chrome trace-event JSON: one process (the core), one thread (track) per engine and per DMA
   // queue, complete ("X") events in microseconds of simulated time.
@@ -159,7 +159,8 @@ trn_result_t Profile::write_trace(const char *path) const {
       result_.trace_count > trace_.size() ? result_.trace_count - trace_.size() : 0);
   const bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
   if (std::fclose(f) != 0 || !ok)
-    return fail(TRN_ERROR_INVALID_ARGUMENT, fmt::format("writing the trace to {} failed", path));
+    return fail(TRN_ERROR_FILE,
+                fmt::format("writing the trace to {} failed: {}", path, std::strerror(errno)));
   return TRN_SUCCESS;
 }
 

@@ -134,9 +134,24 @@ uint64_t Pool::trim() {
 
 void Pool::release_all() {
   std::lock_guard lock(mu_);
+  release_all_locked();
+}
+
+void Pool::release_all_locked() {
+  closed_ = true;
   blocks_.clear();  // first: it walks the segments' block lists
   for (auto &store : stores_) give_back(*store);
   stores_.clear();
+}
+
+trn_result_t Pool::destroy() {
+  std::lock_guard lock(mu_);
+  if (closed_) return fail(TRN_ERROR_INVALID_HANDLE, "the pool was destroyed by another call");
+  if (count_ > 0)
+    return fail(TRN_ERROR_HANDLE_IN_USE, "the pool still has " + std::to_string(count_) +
+                                             " live allocations: free them first");
+  release_all_locked();
+  return TRN_SUCCESS;
 }
 
 trn_result_t Pool::allocate_locked(uint64_t size, uint64_t alignment, Block **block,
@@ -219,6 +234,9 @@ trn_result_t Pool::allocate(uint64_t size, uint64_t alignment, trn_mem_category_
   for (int attempt = 0; attempt < 2; ++attempt) {
     {
       std::lock_guard lock(mu_);
+      if (closed_)
+        return fail(TRN_ERROR_INVALID_HANDLE,
+                    "the pool was destroyed (or its runtime shut down) while this call ran");
       if (flags & TRN_MEM_FLAG_EXPORTABLE) {
         r = allocate_dedicated(size, *mem, &why);
       } else {
@@ -251,20 +269,14 @@ trn_result_t Pool::allocate(uint64_t size, uint64_t alignment, trn_mem_category_
 void Pool::free(Mem &mem) {
   std::lock_guard lock(mu_);
   charge(mem, -1);
-  if (mem.block) {
-    blocks_.free(mem.block);
-    mem.block = nullptr;
-  }
+  // After a shutdown released the pool (a free racing with it), the block went with its segment.
+  if (mem.block && !closed_) blocks_.free(mem.block);
+  mem.block = nullptr;
 }
 
 void Pool::forget_dedicated(uint64_t bytes) {
   std::lock_guard lock(mu_);
   reserved_ -= bytes;
-}
-
-uint64_t Pool::live_allocations() {
-  std::lock_guard lock(mu_);
-  return count_;
 }
 
 void Pool::stats(trn_mem_stats_t *stats) {

@@ -61,12 +61,16 @@ class Pool {
   void free(Mem &mem);
   // Returns cached free segments to the driver; how many bytes.
   uint64_t trim();
-  // Returns every segment (explicit destroy or shutdown).
+  // Returns every segment (shutdown); later allocations fail with TRN_ERROR_INVALID_HANDLE.
   void release_all();
+  // Destroys the pool unless allocations of it are live (TRN_ERROR_HANDLE_IN_USE) or it was
+  // destroyed already (TRN_ERROR_INVALID_HANDLE): the check and the end of allocation happen
+  // under one lock, so an allocation racing with it either comes first (and the destroy reports
+  // it) or fails.
+  trn_result_t destroy();
   // A dedicated range of this pool went back to the driver.
   void forget_dedicated(uint64_t bytes);
   void stats(trn_mem_stats_t *stats);
-  uint64_t live_allocations();
 
   Device &device() const { return device_; }
   trn_pool_kind_t kind() const { return kind_; }
@@ -74,6 +78,7 @@ class Pool {
 
  private:
   uint64_t trim_locked(uint64_t smaller_than = UINT64_MAX);
+  void release_all_locked();
   trn_result_t check_limit_locked(uint64_t bytes, std::string *why);
   trn_result_t allocate_locked(uint64_t size, uint64_t alignment, Block **block, std::string *why);
   trn_result_t allocate_dedicated(uint64_t size, Mem &mem, std::string *why);
@@ -91,6 +96,7 @@ class Pool {
   uint64_t reserved_ = 0, peak_reserved_ = 0;
   uint64_t allocated_ = 0, peak_allocated_ = 0, count_ = 0, oom_retries_ = 0;
   trn_mem_usage_t by_category_[TRN_MEM_CATEGORY_COUNT] = {};
+  bool closed_ = false;  // destroyed or released: allocates nothing more
 };
 
 // Out-of-memory report: what was asked and who holds the bank.

@@ -13,6 +13,26 @@
 
 namespace trn::rt {
 
+// A thread's recent find_fast lookups, a few per kind of object. It belongs to the thread's
+// runtime state (session.cpp) rather than to each table, so that trn_runtime_shutdown on another
+// thread can empty it: a thread that made no call since must not keep the objects of a closed
+// session alive. Only its thread touches it during an API call; see current_session().
+struct ThreadObjectCache {
+  struct Entry {
+    uint64_t table = 0;
+    uint64_t version = 0;
+    uint64_t handle = 0;
+    std::shared_ptr<void> object;
+  };
+  static constexpr unsigned kKinds = static_cast<unsigned>(HandleKind::profile) + 1;
+  static constexpr unsigned kEntries = 4;
+  Entry entries[kKinds][kEntries];
+  unsigned next[kKinds] = {};
+};
+
+// The calling thread's cache, valid during an API call (defined in session.cpp).
+ThreadObjectCache &thread_object_cache();
+
 template <typename T>
 class ObjectTable {
  public:
@@ -51,22 +71,25 @@ class ObjectTable {
   // The same without taking the table's lock or touching the object's reference count (on the
   // hot path of signal, wait and submit, two threads would otherwise bounce those cache lines):
   // a few recent lookups are cached per thread, valid while no handle of the table has been
-  // removed since. The pointer stays valid until this thread's next find_fast on this table
-  // (the cache keeps the object alive), so use it within one API call.
+  // removed since. The pointer stays valid until this thread's next find_fast on a table of
+  // this kind (the cache keeps the object alive), so use it within one API call.
   template <typename Handle>
   T *find_fast(Handle handle, trn_result_t *result) const {
     const uint64_t value = from_handle(handle);
     const uint64_t version = version_.load(std::memory_order_acquire);
-    for (CacheEntry &entry : cache_)
+    ThreadObjectCache &cache = thread_object_cache();
+    const auto kind = static_cast<unsigned>(kind_);
+    for (ThreadObjectCache::Entry &entry : cache.entries[kind])
       if (entry.handle == value && entry.table == id_ && entry.version == version && entry.object) {
         *result = TRN_SUCCESS;
-        return entry.object.get();
+        return static_cast<T *>(entry.object.get());
       }
     auto object = find(handle, result);
     if (!object) return nullptr;
-    CacheEntry &entry = cache_[cache_next_++ % kCacheEntries];
-    entry = CacheEntry{id_, version, value, std::move(object)};
-    return entry.object.get();
+    T *raw = object.get();
+    cache.entries[kind][cache.next[kind]++ % ThreadObjectCache::kEntries] =
+        ThreadObjectCache::Entry{id_, version, value, std::move(object)};
+    return raw;
   }
 
   // Removes the handle and returns its object (null if the handle is not live).
@@ -115,15 +138,6 @@ class ObjectTable {
     return entry.generation == decoded.generation && entry.generation != 0 ? &entry : nullptr;
   }
 
-  struct CacheEntry {
-    uint64_t table = 0;
-    uint64_t version = 0;
-    uint64_t handle = 0;
-    std::shared_ptr<T> object;
-  };
-  static constexpr unsigned kCacheEntries = 4;
-  static inline thread_local CacheEntry cache_[kCacheEntries];
-  static inline thread_local unsigned cache_next_ = 0;
   static inline std::atomic<uint64_t> next_id_{1};
 
   const uint64_t id_ = next_id_.fetch_add(1, std::memory_order_relaxed);  // never reused

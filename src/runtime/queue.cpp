@@ -95,15 +95,49 @@ trn_result_t Queue::submit(Command command, uint64_t *sequence) {
                       "again");
     if (stop_.load(std::memory_order_acquire))
       return fail(TRN_ERROR_INVALID_HANDLE, "the queue is being destroyed");
+    if (trn_result_t r = take_uses(command); r != TRN_SUCCESS) return r;
     command.sequence = ++submitted_;
-    for (auto &ref : command.waits) ref.sem->users.fetch_add(1, std::memory_order_relaxed);
-    for (auto &ref : command.signals) ref.sem->users.fetch_add(1, std::memory_order_relaxed);
     if (sequence) *sequence = command.sequence;
     pending_.push_back(std::move(command));
   }
   doorbell_.fetch_add(1, std::memory_order_release);
   if (worker_asleep_.load(std::memory_order_acquire)) futex_wake_word(&doorbell_);
   return TRN_SUCCESS;
+}
+
+namespace {
+
+// Every semaphore of a command's sync, waits first.
+template <typename Each>
+void for_each_sem(const Command &command, Each each) {
+  for (auto &ref : command.waits) each(*ref.sem);
+  for (auto &ref : command.signals) each(*ref.sem);
+}
+
+}  // namespace
+
+trn_result_t Queue::take_uses(const Command &command) {
+  size_t taken = 0;
+  bool destroyed = false;
+  for_each_sem(command, [&](Sem &sem) {
+    if (!destroyed && sem.try_use())
+      ++taken;
+    else
+      destroyed = true;
+  });
+  if (!destroyed) return TRN_SUCCESS;
+  for_each_sem(command, [&](Sem &sem) {
+    if (taken > 0) {
+      sem.end_use();
+      --taken;
+    }
+  });
+  return fail(TRN_ERROR_INVALID_HANDLE,
+              "a semaphore of the command's sync was destroyed while the command was submitted");
+}
+
+void Queue::end_uses(const Command &command) {
+  for_each_sem(command, [](Sem &sem) { sem.end_use(); });
 }
 
 bool Queue::next(Command *command) {
@@ -201,7 +235,7 @@ trn_result_t Queue::copy(Command &command, std::string *why) {
     *why = std::string("the ") + (!source || source->freed ? "source" : "destination") +
            " memory was freed before the copy ran (keep allocations alive until the commands "
            "that use them complete)";
-    return TRN_ERROR_DEVICE_FAULTED;
+    return TRN_ERROR_INVALID_HANDLE;  // a host-side use after free, not a device fault
   }
   if (trn_result_t r = commit_range(*destination, command.destination_offset, command.size);
       r != TRN_SUCCESS) {
@@ -234,8 +268,10 @@ trn_result_t Queue::memset(Command &command, std::string *why) {
   std::shared_lock<std::shared_mutex> hold;
   if (destination) hold = std::shared_lock(destination->use);
   if (!destination || destination->freed) {
-    *why = "the destination memory was freed before the memset ran";
-    return TRN_ERROR_DEVICE_FAULTED;
+    *why =
+        "the destination memory was freed before the memset ran (keep allocations alive until "
+        "the commands that use them complete)";
+    return TRN_ERROR_INVALID_HANDLE;
   }
   if (trn_result_t r = commit_range(*destination, command.destination_offset, command.size);
       r != TRN_SUCCESS) {
@@ -267,7 +303,7 @@ trn_result_t Queue::launch(Command &command, std::string *why, trn_hal_core_acti
       *why = "the memory bound to argument '" + kernel.program.args[i].name +
              "' was freed before the kernel ran (keep allocations alive until the commands "
              "that use them complete)";
-      return TRN_ERROR_DEVICE_FAULTED;
+      return TRN_ERROR_INVALID_HANDLE;
     }
     bindings[i] = {mems[i]->address + command.arg_offsets[i],
                    mems[i]->size - command.arg_offsets[i]};
@@ -344,11 +380,8 @@ uint64_t Queue::simulated_dma_ns(uint64_t bytes) const {
 }
 
 void Queue::retire(Command &command) {
-  for (auto &signal : command.signals) {
-    signal.sem->signal(signal.value, false);
-    signal.sem->users.fetch_sub(1, std::memory_order_relaxed);
-  }
-  for (auto &wait : command.waits) wait.sem->users.fetch_sub(1, std::memory_order_relaxed);
+  for (auto &signal : command.signals) signal.sem->signal(signal.value, false);
+  end_uses(command);
   retired_.store(command.sequence, std::memory_order_release);
   timeline_->signal(command.sequence, false);
 }
@@ -356,11 +389,8 @@ void Queue::retire(Command &command) {
 void Queue::cancel(Command &command, const std::string &reason) {
   const std::string text = std::string(command_name(command.kind)) + " #" +
                            std::to_string(command.sequence) + " was cancelled: " + reason;
-  for (auto &signal : command.signals) {
-    signal.sem->fail(text);
-    signal.sem->users.fetch_sub(1, std::memory_order_relaxed);
-  }
-  for (auto &wait : command.waits) wait.sem->users.fetch_sub(1, std::memory_order_relaxed);
+  for (auto &signal : command.signals) signal.sem->fail(text);
+  end_uses(command);
   {
     std::lock_guard lock(mu_);
     if (fault_.result != TRN_SUCCESS) ++fault_.cancelled;
@@ -392,11 +422,8 @@ void Queue::record_fault(const Command &command, trn_result_t result, const std:
     }
   }
   in_error_.store(true, std::memory_order_release);
-  for (auto &signal : command.signals) {
-    signal.sem->fail(text);
-    signal.sem->users.fetch_sub(1, std::memory_order_relaxed);
-  }
-  for (auto &wait : command.waits) wait.sem->users.fetch_sub(1, std::memory_order_relaxed);
+  for (auto &signal : command.signals) signal.sem->fail(text);
+  end_uses(command);
   trn_hal_core_activity_t activity{};
   activity.commands_failed = 1;
   device_.driver->ops.core_account(device_.driver->instance, device_.driver_index,

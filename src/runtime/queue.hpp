@@ -80,6 +80,11 @@ class Queue {
   trn_result_t copy(Command &command, std::string *why);
   trn_result_t memset(Command &command, std::string *why);
   trn_result_t launch(Command &command, std::string *why, trn_hal_core_activity_t *activity);
+  // Takes a use of every semaphore of the command's sync (all or none: a destroyed one fails
+  // the submission with TRN_ERROR_INVALID_HANDLE); the worker ends them when the command is
+  // done with its semaphores.
+  static trn_result_t take_uses(const Command &command);
+  static void end_uses(const Command &command);
   void retire(Command &command);
   void cancel(Command &command, const std::string &reason);
   void record_fault(const Command &command, trn_result_t result, const std::string &reason);

@@ -95,6 +95,31 @@ Sem::~Sem() {
   close_watchers();
 }
 
+bool Sem::try_use() {
+  uint32_t seen = uses_.load(std::memory_order_relaxed);
+  do {
+    if (seen & kDestroyed) return false;
+  } while (!uses_.compare_exchange_weak(seen, seen + 1, std::memory_order_acquire,
+                                        std::memory_order_relaxed));
+  return true;
+}
+
+void Sem::end_use() {
+  uses_.fetch_sub(1, std::memory_order_release);
+}
+
+trn_result_t Sem::destroy() {
+  uint32_t seen = 0;
+  if (uses_.compare_exchange_strong(seen, kDestroyed, std::memory_order_acq_rel))
+    return TRN_SUCCESS;
+  if (seen & kDestroyed)
+    return ::trn::rt::fail(TRN_ERROR_INVALID_HANDLE, "the semaphore was destroyed by another call");
+  return ::trn::rt::fail(
+      TRN_ERROR_HANDLE_IN_USE,
+      std::to_string(seen) +
+          " queued commands still wait on or signal the semaphore: finish them first");
+}
+
 uint64_t Sem::value() const {
   return value_of(cell_).load(std::memory_order_acquire);
 }

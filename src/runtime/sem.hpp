@@ -51,8 +51,14 @@ class Sem : public std::enable_shared_from_this<Sem> {
   bool queue_timeline() const { return queue_timeline_; }
   uint32_t record() const { return record_; }
   uint64_t id() const { return id_; }
-  // Queue commands that reference it (waits or signals not yet done).
-  std::atomic<uint32_t> users{0};
+  // Queue commands that reference it (waits or signals not yet done) each hold a use, taken at
+  // submission. False once the semaphore is destroyed: no command can take it up after that.
+  bool try_use();
+  void end_use();
+  // Ends its use by queue commands for good: TRN_SUCCESS, TRN_ERROR_HANDLE_IN_USE while commands
+  // hold uses (nothing changes), TRN_ERROR_INVALID_HANDLE if it was destroyed already. The check
+  // and the end are one atomic step, so a racing submission either holds a use first or fails.
+  trn_result_t destroy();
 
   // Fires the watchers whose value was reached (or all, when failed).
   void notify_watchers();
@@ -73,6 +79,9 @@ class Sem : public std::enable_shared_from_this<Sem> {
   std::vector<Watcher> watchers_;  // our ends of the callers' descriptors
   void reap_abandoned_locked();
   std::string reason_;
+  // Uses held by queue commands, and kDestroyed once destroyed.
+  static constexpr uint32_t kDestroyed = 1u << 31;
+  std::atomic<uint32_t> uses_{0};
 };
 
 // Counts and releases this process's handles of a shared semaphore; the driver's hold goes with

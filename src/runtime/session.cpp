@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include "common/log.hpp"
 #include "common/parse.hpp"
@@ -99,6 +100,7 @@ void Session::release_all() {
   }
   for (auto &device : devices_) {
     std::lock_guard lock(device->mu);
+    device->shut_down = true;  // a call in flight on another thread claims nothing more
     for (Core *core : device->cores) {
       if (!core->owned) continue;
       trn_hal_error_t err{};
@@ -209,18 +211,76 @@ Current &current() {
   return *instance;
 }
 
+// What a thread keeps of the runtime between its calls: the session it last used (revalidated
+// against g_epoch on every call, so calls on different threads share no lock) and its lookup
+// caches. Both hold references, so trn_runtime_shutdown must be able to empty them on threads
+// that make no call after it; every thread's state is therefore listed here.
+//
+// `use` says who may touch the rest: its thread during a call (in_call), a shutdown emptying it
+// (emptying), or nobody (idle). A shutdown changes the epoch, then empties every idle thread's
+// state; a thread that is in a call empties its own when the call ends and finds the epoch
+// changed. Both sides write their flag, then read the other's (sequentially consistent), so at
+// least one of them sees the other and the references go either way.
+struct ThreadState;
+
+struct Registry {
+  std::mutex mu;  // guards threads
+  std::vector<ThreadState *> threads;
+};
+Registry &registry() {
+  static Registry *instance = new Registry;  // never destroyed, as current()
+  return *instance;
+}
+
+enum Use : int { idle, in_call, emptying };
+
+struct ThreadState {
+  ThreadState() {
+    std::lock_guard lock(registry().mu);
+    registry().threads.push_back(this);
+  }
+  ~ThreadState() {
+    std::lock_guard lock(registry().mu);
+    std::erase(registry().threads, this);
+  }
+  ThreadState(const ThreadState &) = delete;
+  ThreadState &operator=(const ThreadState &) = delete;
+
+  // The references it held, for the caller to drop without locks held (no allocation).
+  struct Held {
+    std::shared_ptr<Session> session;
+    ThreadObjectCache objects;
+  };
+  Held take() noexcept {
+    Held out{std::move(session), std::move(objects)};
+    session.reset();
+    objects = ThreadObjectCache{};
+    epoch = 0;
+    return out;
+  }
+
+  std::atomic<int> use{idle};
+  uint64_t epoch = 0;
+  std::shared_ptr<Session> session;
+  ThreadObjectCache objects;
+};
+thread_local ThreadState t_state;
+
 // Set in a forked child: the inherited session's locks belong to the parent, so the child must
 // start over without touching them.
 std::atomic<bool> g_forked{false};
 
 void before_fork() {
   current().mu.lock();
+  registry().mu.lock();
 }
 void after_fork_parent() {
+  registry().mu.unlock();
   current().mu.unlock();
 }
 void after_fork_child() {
   g_forked.store(true, std::memory_order_relaxed);
+  registry().mu.unlock();
   current().mu.unlock();
 }
 
@@ -229,20 +289,10 @@ void install_fork_handlers() {
   std::call_once(once, [] { pthread_atfork(before_fork, after_fork_parent, after_fork_child); });
 }
 
-}  // namespace
-
-namespace {
-
 // Bumped whenever the current session changes; a thread's cached session is valid while the
 // epoch it saw is current. Readers only load it, so calls on several threads share no written
 // cache line here.
 std::atomic<uint64_t> g_epoch{1};
-
-struct ThreadCache {
-  uint64_t epoch = 0;
-  std::shared_ptr<Session> session;
-};
-thread_local ThreadCache t_cache;
 
 // In a forked child the inherited session's queue workers do not exist: its queues are kept
 // (never destroyed, never joined), while the rest of the session closes its descriptors so the
@@ -256,23 +306,59 @@ void abandon_after_fork(std::shared_ptr<Session> session) {
   }
 }
 
+// Starts a call on this thread: waits (for microseconds) while a shutdown empties its state.
+void enter_call(ThreadState &self) {
+  if (self.use.load(std::memory_order_relaxed) == in_call) return;  // a nested call
+  for (int expected = idle; !self.use.compare_exchange_weak(expected, in_call); expected = idle) {
+    if (expected == in_call) return;
+    std::this_thread::yield();
+  }
+}
+
+// Empties the state of every thread not in a call (the caller's own included).
+void empty_idle_threads() {
+  ThreadState &self = t_state;  // before the lock: creating it takes the lock
+  std::vector<ThreadState::Held> dropped;
+  {
+    std::lock_guard lock(registry().mu);
+    dropped.reserve(registry().threads.size());  // the only allocation: before anything changes
+    for (ThreadState *state : registry().threads) {
+      if (state == &self) {
+        dropped.push_back(state->take());
+        continue;
+      }
+      int expected = idle;
+      if (!state->use.compare_exchange_strong(expected, emptying)) continue;  // it empties itself
+      dropped.push_back(state->take());
+      state->use.store(idle);
+    }
+  }
+  // Dropped here, without locks: the last reference to the session closes its drivers.
+}
+
 }  // namespace
 
+ThreadObjectCache &thread_object_cache() {
+  return t_state.objects;
+}
+
 Session *current_session(trn_result_t *result) {
-  if (!g_forked.load(std::memory_order_relaxed) && t_cache.session &&
-      t_cache.epoch == g_epoch.load(std::memory_order_acquire)) {
+  ThreadState &self = t_state;
+  enter_call(self);
+  if (!g_forked.load(std::memory_order_relaxed) && self.session &&
+      self.epoch == g_epoch.load(std::memory_order_seq_cst)) {
     *result = TRN_SUCCESS;
-    return t_cache.session.get();
+    return self.session.get();
   }
   install_fork_handlers();
+  ThreadState::Held dropped;  // after the lock
   Current &state = current();
   std::lock_guard lock(state.mu);
   if (g_forked.exchange(false, std::memory_order_relaxed)) {
     abandon_after_fork(state.session);
-    if (t_cache.session != state.session) abandon_after_fork(t_cache.session);
-    t_cache.session.reset();
+    if (self.session != state.session) abandon_after_fork(self.session);
     state.session.reset();
-    g_epoch.fetch_add(1, std::memory_order_release);
+    g_epoch.fetch_add(1, std::memory_order_seq_cst);
   }
   if (!state.session) {
     std::string why;
@@ -283,12 +369,26 @@ Session *current_session(trn_result_t *result) {
       return nullptr;
     }
     state.session = std::move(session);
-    g_epoch.fetch_add(1, std::memory_order_release);
+    g_epoch.fetch_add(1, std::memory_order_seq_cst);
   }
-  t_cache.session = state.session;
-  t_cache.epoch = g_epoch.load(std::memory_order_acquire);
+  if (self.session != state.session) dropped = self.take();
+  self.session = state.session;
+  self.epoch = g_epoch.load(std::memory_order_seq_cst);
   *result = TRN_SUCCESS;
-  return t_cache.session.get();
+  return self.session.get();
+}
+
+void end_api_call() noexcept {
+  ThreadState &self = t_state;
+  if (self.use.load(std::memory_order_relaxed) != in_call) return;
+  const uint64_t seen = self.epoch;
+  self.use.store(idle, std::memory_order_seq_cst);
+  if (seen == 0 || seen == g_epoch.load(std::memory_order_seq_cst)) return;
+  // The session changed during the call: let go of the old one unless a shutdown is doing it.
+  int expected = idle;
+  if (!self.use.compare_exchange_strong(expected, in_call)) return;
+  ThreadState::Held dropped = self.take();
+  self.use.store(idle, std::memory_order_seq_cst);
 }
 
 void shutdown_session() {
@@ -298,17 +398,19 @@ void shutdown_session() {
     std::lock_guard lock(state.mu);
     if (g_forked.exchange(false, std::memory_order_relaxed)) {
       abandon_after_fork(state.session);
-      if (t_cache.session != state.session) abandon_after_fork(t_cache.session);
+      if (t_state.session != state.session) abandon_after_fork(t_state.session);
       state.session.reset();
-      t_cache.session.reset();
-      g_epoch.fetch_add(1, std::memory_order_release);
+      g_epoch.fetch_add(1, std::memory_order_seq_cst);
+      empty_idle_threads();
       return;
     }
     session = std::move(state.session);
-    g_epoch.fetch_add(1, std::memory_order_release);
+    g_epoch.fetch_add(1, std::memory_order_seq_cst);
+    // Under the lock: a session that other threads start meanwhile finds the cores released.
+    if (session) session->release_all();
   }
-  t_cache.session.reset();
-  if (session) session->release_all();
+  // Other threads' references: idle ones go now, those of calls in flight when the calls end.
+  empty_idle_threads();
 }
 
 // ---- handles ------------------------------------------------------------------------------------

@@ -57,10 +57,11 @@ struct Device {
   Driver *driver = nullptr;
   uint32_t driver_index = 0;  // the device's number inside its driver
   uint32_t index = 0;
-  trn_device_properties_t properties{};    // complete, process view
-  std::vector<Core *> cores;               // all logical cores, by index
-  std::mutex mu;                           // serialises ownership changes of its cores
-  std::mutex memory_mu;                    // guards pools and commit/export state of its memory
+  trn_device_properties_t properties{};  // complete, process view
+  std::vector<Core *> cores;             // all logical cores, by index
+  std::mutex mu;                         // serialises ownership changes of its cores
+  bool shut_down = false;  // guarded by mu: the session was shut down, no core is claimed again
+  std::mutex memory_mu;    // guards pools and commit/export state of its memory
   std::vector<std::weak_ptr<Pool>> pools;  // this process's pools of the device
   // How many of this process's allocations hold each export (record, id): the driver knows one
   // hold per process, so it is let go only when the last of them is freed.
@@ -100,10 +101,15 @@ class Session {
 
 // The current session, created on first use. On failure returns null and sets *result and
 // trn_last_error(); the next call tries again (the environment may have been fixed).
-// The pointer stays valid for the calling thread until its next API call (the thread keeps a
-// reference; a concurrent shutdown only makes the next call start a new session).
+// The pointer stays valid until the calling API call ends (the thread keeps a reference; a
+// concurrent shutdown only makes the next call start a new session).
 Session *current_session(trn_result_t *result);
-// Ends the current session: releases owned cores, closes drivers, invalidates handles.
+// At the end of every outermost API call (ApiScope): if the session changed during the call,
+// the thread lets go of the old one and of the objects its lookup caches hold.
+void end_api_call() noexcept;
+// Ends the current session: releases owned cores and memory, invalidates handles, and empties
+// every thread's cached references so that the drivers close now, or, if calls are in flight on
+// other threads, when the last of them returns.
 void shutdown_session();
 
 // Handle lookups against a session: null (and the error recorded) when the handle is not a

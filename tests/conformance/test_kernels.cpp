@@ -923,7 +923,7 @@ TEST_CASE("kernels: profile functions refuse bad input", "[kernels][negative]") 
   CHECK(trn_profile_write_trace(profile, path.c_str()) == TRN_ERROR_INVALID_HANDLE);
 }
 
-TEST_CASE("kernels: a trace path that cannot be written gives TRN_ERROR_INVALID_ARGUMENT",
+TEST_CASE("kernels: a trace path that cannot be written gives TRN_ERROR_FILE",
           "[kernels][negative]") {
   Fixture f;
   VectorAdd data(f);
@@ -933,9 +933,14 @@ TEST_CASE("kernels: a trace path that cannot be written gives TRN_ERROR_INVALID_
   REQUIRE(launch(f.queue, l) == TRN_SUCCESS);
   finish(f.queue);
   const std::string bad = temp_path(f.env, "no-such-dir/trace.json");
-  CHECK(trn_profile_write_trace(profile, bad.c_str()) == TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(trn_profile_write_trace(profile, bad.c_str()) == TRN_ERROR_FILE);
   INFO(last_error());
   CHECK(error_contains(bad));
+  CHECK(error_contains("No such file or directory"));
+  // A directory is not a file either.
+  const std::string directory = temp_path(f.env, "");
+  CHECK(trn_profile_write_trace(profile, directory.c_str()) == TRN_ERROR_FILE);
+  CHECK(error_contains(directory));
   // The profile still writes elsewhere.
   const std::string good = temp_path(f.env, "trace.json");
   CHECK(trn_profile_write_trace(profile, good.c_str()) == TRN_SUCCESS);
@@ -1435,9 +1440,10 @@ TEST_CASE("kernels: memory freed while its launch is queued faults the queue nam
   REQUIRE(launch(f.queue, l, &gated) == TRN_SUCCESS);
   REQUIRE(trn_mem_free(b) == TRN_SUCCESS);
   REQUIRE(trn_sem_signal(gate, 1) == TRN_SUCCESS);
-  CHECK(trn_queue_finish(f.queue, kLong) == TRN_ERROR_DEVICE_FAULTED);
+  CHECK(trn_queue_finish(f.queue, kLong) == TRN_ERROR_INVALID_HANDLE);
   const trn_queue_fault_t fault = fault_of(f.queue);
   INFO("reason: " << fault.reason);
+  CHECK(fault.result == TRN_ERROR_INVALID_HANDLE);
   CHECK(std::string(fault.command) == "launch");
   CHECK(std::string(fault.kernel) == "vector_add");
   CHECK(std::string(fault.reason).find("'b'") != std::string::npos);

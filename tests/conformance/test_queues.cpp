@@ -589,7 +589,7 @@ TEST_CASE("a copy from freed memory faults the queue and cancels what follows", 
   CHECK(epoll_readable(fd, 0) == 0);
   REQUIRE(trn_sem_signal(gate, 1) == TRN_SUCCESS);
 
-  CHECK(trn_queue_finish(queue, kLong) == TRN_ERROR_DEVICE_FAULTED);
+  CHECK(trn_queue_finish(queue, kLong) == TRN_ERROR_INVALID_HANDLE);
   {
     INFO(last_error());
     CHECK(error_contains("trn_queue_finish: "));
@@ -598,7 +598,7 @@ TEST_CASE("a copy from freed memory faults the queue and cancels what follows", 
     CHECK(error_contains("trn_queue_get_fault"));
   }
   const trn_queue_fault_t fault = fault_of(queue);
-  CHECK(fault.result == TRN_ERROR_DEVICE_FAULTED);
+  CHECK(fault.result == TRN_ERROR_INVALID_HANDLE);
   CHECK(std::string(fault.command) == "copy");
   CHECK(fault.sequence == 2);
   INFO("reason: " << fault.reason);
@@ -628,7 +628,7 @@ TEST_CASE("a copy from freed memory faults the queue and cancels what follows", 
   CHECK(trn_sem_wait(timeline, 1, 0) == TRN_SUCCESS);
   CHECK(value_of(timeline) == 1);
   CHECK(reads_as(dst, 0, 8192, 0));  // neither the copy nor the memset wrote
-  CHECK(trn_queue_finish(queue, 0) == TRN_ERROR_DEVICE_FAULTED);
+  CHECK(trn_queue_finish(queue, 0) == TRN_ERROR_INVALID_HANDLE);
 
   // Reset: the record is cleared and sequence numbers continue.
   REQUIRE(trn_queue_reset(queue) == TRN_SUCCESS);
@@ -684,11 +684,11 @@ TEST_CASE("after trn_queue_finish reports a fault, the queue is drained and rese
   REQUIRE(trn_mem_free(dst) == TRN_SUCCESS);
   REQUIRE(trn_sem_signal(gate, 1) == TRN_SUCCESS);
 
-  CHECK(trn_queue_finish(queue, kLong) == TRN_ERROR_DEVICE_FAULTED);
+  CHECK(trn_queue_finish(queue, kLong) == TRN_ERROR_INVALID_HANDLE);
   // Once finish has reported the fault, the commands behind it are all cancelled: the record
   // counts them, nothing holds our semaphore, and a reset succeeds without a retry.
   const trn_queue_fault_t fault = fault_of(queue);
-  CHECK(fault.result == TRN_ERROR_DEVICE_FAULTED);
+  CHECK(fault.result == TRN_ERROR_INVALID_HANDLE);
   CHECK(std::string(fault.command) == "memset");
   CHECK(fault.sequence == 2);
   CHECK(std::string(fault.reason).find("freed") != std::string::npos);
@@ -701,7 +701,7 @@ TEST_CASE("after trn_queue_finish reports a fault, the queue is drained and rese
   CHECK(trn_sem_destroy(later) == TRN_SUCCESS);
   CHECK(reads_as(other, 0, 4096, 0));
   if (reset != TRN_SUCCESS) {
-    REQUIRE(trn_queue_finish(queue, kLong) == TRN_ERROR_DEVICE_FAULTED);
+    REQUIRE(trn_queue_finish(queue, kLong) == TRN_ERROR_INVALID_HANDLE);
     REQUIRE(trn_queue_reset(queue) == TRN_SUCCESS);
   }
   uint64_t seq = 0;

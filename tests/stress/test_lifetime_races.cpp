@@ -1,0 +1,487 @@
+// Stress: destroying an object while another thread uses it, and shutting the runtime down while
+// other threads hold handles. Each race has one documented outcome per order of events, which
+// the tests check on every round; rounds are bounded by a count and a deadline. Built to run
+// clean under ThreadSanitizer.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/result_printing.hpp"
+#include "support/sim_env.hpp"
+#include "support/subprocess.hpp"
+#include "trn/trn.h"
+
+namespace {
+
+using trn::test::run_command;
+using trn::test::SimEnv;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kRaceTime = std::chrono::seconds(3);
+constexpr uint64_t kLong = 10'000'000'000;
+
+std::string last_error() {
+  return trn_last_error();
+}
+
+trn_device_t first_device() {
+  trn_device_t device = nullptr;
+  uint32_t count = 1;
+  INFO(last_error());
+  REQUIRE(trn_device_get(&count, &device) == TRN_SUCCESS);
+  REQUIRE(count == 1);
+  return device;
+}
+
+trn_core_t first_core(trn_device_t device) {
+  trn_core_t core = nullptr;
+  uint32_t count = 1;
+  INFO(last_error());
+  REQUIRE(trn_core_get(device, &count, &core) == TRN_SUCCESS);
+  REQUIRE(count == 1);
+  return core;
+}
+
+trn_pool_t make_pool(trn_device_t device, trn_pool_kind_t kind) {
+  trn_pool_desc_t desc = TRN_POOL_DESC_INIT;
+  desc.kind = kind;
+  trn_pool_t pool = nullptr;
+  INFO(last_error());
+  REQUIRE(trn_pool_create(device, &desc, &pool) == TRN_SUCCESS);
+  return pool;
+}
+
+trn_sem_t make_sem(trn_device_t device) {
+  trn_sem_desc_t desc = TRN_SEM_DESC_INIT;
+  trn_sem_t sem = nullptr;
+  INFO(last_error());
+  REQUIRE(trn_sem_create(device, &desc, &sem) == TRN_SUCCESS);
+  return sem;
+}
+
+trn_queue_t make_queue(trn_core_t core) {
+  trn_queue_desc_t desc = TRN_QUEUE_DESC_INIT;
+  desc.core = core;
+  trn_queue_t queue = nullptr;
+  INFO(last_error());
+  REQUIRE(trn_queue_create(&desc, &queue) == TRN_SUCCESS);
+  return queue;
+}
+
+std::vector<trn_process_info_t> processes_of(trn_device_t device) {
+  uint32_t count = 0;
+  INFO(last_error());
+  REQUIRE(trn_device_get_processes(device, &count, nullptr) == TRN_SUCCESS);
+  std::vector<trn_process_info_t> list(count + 4, TRN_PROCESS_INFO_INIT);
+  count = static_cast<uint32_t>(list.size());
+  REQUIRE(trn_device_get_processes(device, &count, list.data()) == TRN_SUCCESS);
+  list.resize(count);
+  return list;
+}
+
+bool lists_this_process(trn_device_t device) {
+  for (const trn_process_info_t &p : processes_of(device))
+    if (p.pid == getpid()) return true;
+  return false;
+}
+
+// Whether another process (trn-ls) sees this one on a device.
+bool trn_ls_lists_this_process() {
+  int status = 0;
+  const std::string json = run_command({TRN_LS_PATH, "--json"}, 20000, &status);
+  INFO(json);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  return json.find("\"pid\": " + std::to_string(getpid())) != std::string::npos;
+}
+
+// Runs `first` and `second` at once on two threads, `rounds` times or until the deadline:
+// `prepare` sets a round up on the main thread, then both bodies start together, then `check`
+// looks at what they did (on the main thread: Catch is not thread-safe). Returns the rounds run.
+template <typename Prepare, typename First, typename Second, typename Check>
+int race(int rounds, Prepare prepare, First first, Second second, Check check) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int round = 0, done = 0;
+  bool stop = false;
+  std::atomic<int> arrived{0};
+  auto body = [&](auto &&work) {
+    for (int seen = 0;;) {
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return stop || round != seen; });
+        if (stop) return;
+        seen = round;
+      }
+      // Both threads spin here so that neither gets a head start from the wake-up.
+      arrived.fetch_add(1);
+      while (arrived.load() < 2 * seen) {
+      }
+      work();
+      std::lock_guard lock(mu);
+      ++done;
+      cv.notify_all();
+    }
+  };
+  std::thread a(body, first), b(body, second);
+  auto finish = [&] {
+    {
+      std::lock_guard lock(mu);
+      stop = true;
+      cv.notify_all();
+    }
+    a.join();
+    b.join();
+  };
+  const auto deadline = Clock::now() + kRaceTime;
+  int ran = 0;
+  try {
+    for (; ran < rounds && Clock::now() < deadline; ++ran) {
+      prepare();
+      {
+        std::unique_lock lock(mu);
+        ++round;
+        cv.notify_all();
+        cv.wait(lock, [&] { return done == 2 * round; });
+      }
+      check();
+    }
+  } catch (...) {  // a failed REQUIRE: stop the threads before Catch reports it
+    finish();
+    throw;
+  }
+  finish();
+  return ran;
+}
+
+}  // namespace
+
+TEST_CASE("trn_pool_destroy racing trn_mem_alloc: never memory from a destroyed pool",
+          "[stress][races][memory]") {
+  SimEnv env;
+  const trn_device_t device = first_device();
+  const trn_pool_kind_t kind =
+      GENERATE(TRN_POOL_KIND_DEVICE, TRN_POOL_KIND_HOST);  // host segments are unmapped
+  trn_pool_t pool = nullptr;
+  trn_mem_t mem = nullptr;
+  trn_result_t alloc_result = TRN_SUCCESS, destroy_result = TRN_SUCCESS;
+  int allocated = 0, refused = 0;
+  const int rounds = race(
+      2000, [&] { pool = make_pool(device, kind); },
+      [&] {
+        mem = nullptr;
+        alloc_result = trn_mem_alloc(pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem);
+      },
+      [&] { destroy_result = trn_pool_destroy(pool); },
+      [&] {
+        INFO("alloc: " << alloc_result << ", destroy: " << destroy_result);
+        if (alloc_result == TRN_SUCCESS) {
+          // The allocation came first: the destroy saw it live and changed nothing.
+          ++allocated;
+          CHECK(destroy_result == TRN_ERROR_HANDLE_IN_USE);
+          // The memory is the pool's and usable.
+          const uint64_t pattern = 0x0123456789abcdefull;
+          uint64_t back = 0;
+          CHECK(trn_mem_write(mem, 0, &pattern, sizeof pattern) == TRN_SUCCESS);
+          CHECK(trn_mem_read(mem, 0, &back, sizeof back) == TRN_SUCCESS);
+          CHECK(back == pattern);
+          trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
+          CHECK(trn_pool_get_stats(pool, &stats) == TRN_SUCCESS);
+          CHECK(stats.allocation_count == 1);
+          REQUIRE(trn_mem_free(mem) == TRN_SUCCESS);
+          REQUIRE(trn_pool_destroy(pool) == TRN_SUCCESS);
+        } else {
+          // The destroy came first: the allocation found no pool.
+          ++refused;
+          CHECK(alloc_result == TRN_ERROR_INVALID_HANDLE);
+          CHECK(mem == nullptr);
+          CHECK(destroy_result == TRN_SUCCESS);
+          CHECK(trn_pool_destroy(pool) == TRN_ERROR_INVALID_HANDLE);
+        }
+      });
+  INFO(rounds << " rounds: " << allocated << " allocations first, " << refused
+              << " destroys first");
+  CHECK(rounds > 0);
+  // Nothing the pools took is left behind.
+  trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
+  REQUIRE(trn_device_get_memory_stats(device, UINT32_MAX, &stats) == TRN_SUCCESS);
+  CHECK(stats.allocated_bytes == 0);
+}
+
+TEST_CASE("trn_sem_destroy racing a submission that uses the semaphore: never both succeed",
+          "[stress][races][semaphores]") {
+  SimEnv env;
+  const trn_device_t device = first_device();
+  trn_queue_t queue = make_queue(first_core(device));
+  // The command waits on a gate the test opens only after the round, so a submission that
+  // succeeded is still queued when the destroy runs.
+  trn_sem_t gate = make_sem(device);
+  // Several semaphores the command signals, the contested one first: resolving the others
+  // widens the window between its lookup and the submission.
+  constexpr int kOthers = 6;
+  std::vector<trn_sem_t> others;
+  for (int i = 0; i < kOthers; ++i) others.push_back(make_sem(device));
+  trn_sem_t victim = nullptr;
+  trn_result_t submit_result = TRN_SUCCESS, destroy_result = TRN_SUCCESS;
+  uint64_t gate_value = 0, signal_value = 0;
+  int queued = 0, refused = 0;
+  const bool launch_like = GENERATE(false, true);  // a barrier, or a memset with the same sync
+  trn_pool_t pool = make_pool(device, TRN_POOL_KIND_DEVICE);
+  trn_mem_t target = nullptr;
+  REQUIRE(trn_mem_alloc(pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &target) == TRN_SUCCESS);
+  const int rounds = race(
+      1000,
+      [&] {
+        victim = make_sem(device);
+        ++gate_value;
+        ++signal_value;
+      },
+      [&] {
+        trn_sem_point_t wait{gate, gate_value};
+        std::vector<trn_sem_point_t> signals{{victim, 1}};
+        for (trn_sem_t s : others) signals.push_back({s, signal_value});
+        const trn_sync_t sync{&wait, 1, signals.data(), static_cast<uint32_t>(signals.size())};
+        submit_result = launch_like ? trn_queue_memset(queue, target, 0, 7, 4096, &sync, nullptr)
+                                    : trn_queue_barrier(queue, &sync, nullptr);
+      },
+      [&] { destroy_result = trn_sem_destroy(victim); },
+      [&] {
+        INFO("submit: " << submit_result << ", destroy: " << destroy_result);
+        if (submit_result == TRN_SUCCESS) {
+          ++queued;
+          CHECK(destroy_result == TRN_ERROR_HANDLE_IN_USE);
+          REQUIRE(trn_sem_signal(gate, gate_value) == TRN_SUCCESS);
+          REQUIRE(trn_queue_finish(queue, kLong) == TRN_SUCCESS);
+          uint64_t value = 0;
+          CHECK(trn_sem_query(victim, &value) == TRN_SUCCESS);
+          CHECK(value == 1);
+          REQUIRE(trn_sem_destroy(victim) == TRN_SUCCESS);
+        } else {
+          ++refused;
+          CHECK(submit_result == TRN_ERROR_INVALID_HANDLE);
+          CHECK(destroy_result == TRN_SUCCESS);
+          REQUIRE(trn_sem_signal(gate, gate_value) == TRN_SUCCESS);
+          REQUIRE(trn_queue_finish(queue, kLong) == TRN_SUCCESS);
+          --signal_value;  // nothing signalled the others this round
+        }
+      });
+  INFO(rounds << " rounds: " << queued << " submissions first, " << refused << " destroys first");
+  CHECK(rounds > 0);
+  REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+  for (trn_sem_t s : others) REQUIRE(trn_sem_destroy(s) == TRN_SUCCESS);
+  REQUIRE(trn_sem_destroy(gate) == TRN_SUCCESS);
+  REQUIRE(trn_mem_free(target) == TRN_SUCCESS);
+  REQUIRE(trn_pool_destroy(pool) == TRN_SUCCESS);
+}
+
+TEST_CASE("trn_runtime_shutdown closes the drivers for every thread and invalidates their handles",
+          "[stress][races][shutdown]") {
+  SimEnv env;
+  // Another thread uses the runtime, then sits idle holding its handles.
+  std::mutex mu;
+  std::condition_variable cv;
+  int step = 0;
+  auto await_step = [&](int wanted) {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return step >= wanted; });
+  };
+  auto set_step = [&](int value) {
+    std::lock_guard lock(mu);
+    step = value;
+    cv.notify_all();
+  };
+  std::vector<std::string> errors;  // written by the other thread before it sets a step
+  std::thread other([&] {
+    auto expect = [&](trn_result_t got, trn_result_t want, const char *what) {
+      if (got != want)
+        errors.push_back(std::string(what) + ": " + trn_result_name(got) + " (" + last_error() +
+                         ")");
+    };
+    trn_device_t device = nullptr;
+    uint32_t count = 1;
+    expect(trn_device_get(&count, &device), TRN_SUCCESS, "trn_device_get");
+    trn_core_t core = nullptr;
+    count = 1;
+    expect(trn_core_get(device, &count, &core), TRN_SUCCESS, "trn_core_get");
+    trn_queue_desc_t qdesc = TRN_QUEUE_DESC_INIT;
+    qdesc.core = core;
+    trn_queue_t queue = nullptr;
+    expect(trn_queue_create(&qdesc, &queue), TRN_SUCCESS, "trn_queue_create");
+    trn_sem_desc_t sdesc = TRN_SEM_DESC_INIT;
+    trn_sem_t sem = nullptr;
+    expect(trn_sem_create(device, &sdesc, &sem), TRN_SUCCESS, "trn_sem_create");
+    trn_pool_desc_t pdesc = TRN_POOL_DESC_INIT;
+    trn_pool_t pool = nullptr;
+    expect(trn_pool_create(device, &pdesc, &pool), TRN_SUCCESS, "trn_pool_create");
+    trn_mem_t mem = nullptr;
+    expect(trn_mem_alloc(pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem), TRN_SUCCESS,
+           "trn_mem_alloc");
+    // Fill this thread's lookup caches with the objects.
+    expect(trn_sem_signal(sem, 1), TRN_SUCCESS, "trn_sem_signal");
+    expect(trn_queue_barrier(queue, nullptr, nullptr), TRN_SUCCESS, "trn_queue_barrier");
+    expect(trn_queue_finish(queue, kLong), TRN_SUCCESS, "trn_queue_finish");
+    uint64_t word = 0;
+    expect(trn_mem_write(mem, 0, &word, sizeof word), TRN_SUCCESS, "trn_mem_write");
+    set_step(1);
+    await_step(2);  // the main thread shut the runtime down
+    // Every old handle is stale; the next calls start a fresh session.
+    uint64_t value = 0;
+    expect(trn_sem_query(sem, &value), TRN_ERROR_INVALID_HANDLE, "old trn_sem_query");
+    expect(trn_sem_signal(sem, 2), TRN_ERROR_INVALID_HANDLE, "old trn_sem_signal");
+    expect(trn_mem_read(mem, 0, &word, sizeof word), TRN_ERROR_INVALID_HANDLE, "old trn_mem_read");
+    expect(trn_queue_barrier(queue, nullptr, nullptr), TRN_ERROR_INVALID_HANDLE,
+           "old trn_queue_barrier");
+    expect(trn_pool_trim(pool), TRN_ERROR_INVALID_HANDLE, "old trn_pool_trim");
+    trn_core_properties_t props = TRN_CORE_PROPERTIES_INIT;
+    expect(trn_core_get_properties(core, &props), TRN_ERROR_INVALID_HANDLE,
+           "old trn_core_get_properties");
+    count = 1;
+    expect(trn_device_get(&count, &device), TRN_SUCCESS, "new trn_device_get");
+    trn_sem_t fresh = nullptr;
+    expect(trn_sem_create(device, &sdesc, &fresh), TRN_SUCCESS, "new trn_sem_create");
+    expect(trn_sem_signal(fresh, 3), TRN_SUCCESS, "new trn_sem_signal");
+    expect(trn_sem_destroy(fresh), TRN_SUCCESS, "new trn_sem_destroy");
+    set_step(3);
+    await_step(4);
+  });
+  await_step(1);
+  {
+    INFO(last_error());
+    REQUIRE(lists_this_process(first_device()));  // the other thread's queue holds a core
+    REQUIRE(trn_ls_lists_this_process());
+  }
+  REQUIRE(trn_runtime_shutdown() == TRN_SUCCESS);
+  // The drivers are closed although the other thread did not call since: this process holds
+  // no slot of the device any more, for other processes too.
+  CHECK_FALSE(trn_ls_lists_this_process());
+  CHECK_FALSE(lists_this_process(first_device()));
+  set_step(2);
+  await_step(3);
+  for (const auto &e : errors) FAIL_CHECK(e);
+  CHECK(errors.empty());
+  set_step(4);
+  other.join();
+  CHECK(trn_runtime_shutdown() == TRN_SUCCESS);
+}
+
+TEST_CASE("trn_runtime_shutdown while other threads call: old session or INVALID_HANDLE",
+          "[stress][races][shutdown]") {
+  SimEnv env;
+  constexpr int kThreads = 3;
+  std::atomic<bool> stop{false};
+  std::atomic<int> unexpected{0};
+  std::mutex mu;
+  std::string first_unexpected;
+  auto record = [&](const char *what, trn_result_t r) {
+    if (unexpected.fetch_add(1) == 0) {
+      std::lock_guard lock(mu);
+      first_unexpected = std::string(what) + ": " + trn_result_name(r) + " (" + last_error() + ")";
+    }
+  };
+  std::vector<std::thread> threads;
+  std::atomic<uint64_t> calls{0};
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      trn_device_t device = nullptr;
+      trn_sem_t sem = nullptr;
+      trn_pool_t pool = nullptr;
+      trn_queue_t queue = nullptr;
+      uint64_t value = 0;
+      while (!stop.load()) {
+        uint32_t count = 1;
+        trn_result_t r = trn_device_get(&count, &device);
+        if (r != TRN_SUCCESS) {
+          record("trn_device_get", r);
+          break;
+        }
+        trn_sem_desc_t sdesc = TRN_SEM_DESC_INIT;
+        r = trn_sem_create(device, &sdesc, &sem);
+        if (r == TRN_ERROR_INVALID_HANDLE) continue;  // the device handle went stale meanwhile
+        if (r != TRN_SUCCESS) {
+          record("trn_sem_create", r);
+          break;
+        }
+        trn_pool_desc_t pdesc = TRN_POOL_DESC_INIT;
+        pdesc.kind = TRN_POOL_KIND_HOST;
+        r = trn_pool_create(device, &pdesc, &pool);
+        if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_pool_create", r);
+        if (t == 0) {
+          trn_core_t core = nullptr;
+          count = 1;
+          if (trn_core_get(device, &count, &core) == TRN_SUCCESS) {
+            trn_queue_desc_t qdesc = TRN_QUEUE_DESC_INIT;
+            qdesc.core = core;
+            r = trn_queue_create(&qdesc, &queue);
+            if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_queue_create", r);
+          }
+        }
+        for (int i = 0; i < 50 && !stop.load(); ++i) {
+          calls.fetch_add(1, std::memory_order_relaxed);
+          r = trn_sem_signal(sem, ++value);
+          if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_sem_signal", r);
+          uint64_t seen = 0;
+          r = trn_sem_query(sem, &seen);
+          if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_sem_query", r);
+          trn_mem_t mem = nullptr;
+          r = trn_mem_alloc(pool, 512, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem);
+          if (r == TRN_SUCCESS) {
+            r = trn_mem_write(mem, 0, &value, sizeof value);
+            if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_mem_write", r);
+            r = trn_mem_free(mem);
+            if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_mem_free", r);
+          } else if (r != TRN_ERROR_INVALID_HANDLE) {
+            record("trn_mem_alloc", r);
+          }
+          if (queue) {
+            r = trn_queue_barrier(queue, nullptr, nullptr);
+            if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE && r != TRN_ERROR_QUEUE_FULL)
+              record("trn_queue_barrier", r);
+          }
+        }
+        // Whatever is still live goes (or was already invalidated by a shutdown).
+        r = trn_queue_destroy(queue);
+        if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_queue_destroy", r);
+        queue = nullptr;
+        r = trn_sem_destroy(sem);
+        if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_sem_destroy", r);
+        r = trn_pool_destroy(pool);
+        if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_pool_destroy", r);
+        pool = nullptr;
+      }
+    });
+  const auto deadline = Clock::now() + kRaceTime;
+  int shutdowns = 0;
+  while (Clock::now() < deadline && unexpected.load() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    CHECK(trn_runtime_shutdown() == TRN_SUCCESS);
+    ++shutdowns;
+  }
+  stop.store(true);
+  for (auto &t : threads) t.join();
+  INFO(first_unexpected);
+  CHECK(unexpected.load() == 0);
+  INFO(shutdowns << " shutdowns during " << calls.load() << " rounds of calls");
+  CHECK(shutdowns > 0);
+  // The threads are idle now, some of them holding handles of the last session: one more
+  // shutdown closes it all the same.
+  REQUIRE(trn_runtime_shutdown() == TRN_SUCCESS);
+  CHECK_FALSE(lists_this_process(first_device()));
+}
+
+TEST_CASE("trn_runtime_shutdown as the first call of a thread", "[stress][races][shutdown]") {
+  SimEnv env;
+  REQUIRE(trn_core_acquire(first_core(first_device())) == TRN_SUCCESS);
+  trn_result_t result = TRN_ERROR_INTERNAL;
+  std::thread([&] { result = trn_runtime_shutdown(); }).join();
+  CHECK(result == TRN_SUCCESS);
+  CHECK_FALSE(lists_this_process(first_device()));
+}
