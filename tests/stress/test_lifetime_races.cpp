@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/api_helpers.hpp"
 #include "support/result_printing.hpp"
 #include "support/sim_env.hpp"
 #include "support/subprocess.hpp"
@@ -22,6 +23,9 @@
 
 namespace {
 
+using trn::test::core_at;
+using trn::test::first_device;
+using trn::test::last_error;
 using trn::test::run_command;
 using trn::test::SimEnv;
 using Clock = std::chrono::steady_clock;
@@ -29,26 +33,8 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kRaceTime = std::chrono::seconds(3);
 constexpr uint64_t kLong = 10'000'000'000;
 
-std::string last_error() {
-  return trn_last_error();
-}
-
-trn_device_t first_device() {
-  trn_device_t device = nullptr;
-  uint32_t count = 1;
-  INFO(last_error());
-  REQUIRE(trn_device_get(&count, &device) == TRN_SUCCESS);
-  REQUIRE(count == 1);
-  return device;
-}
-
 trn_core_t first_core(trn_device_t device) {
-  trn_core_t core = nullptr;
-  uint32_t count = 1;
-  INFO(last_error());
-  REQUIRE(trn_core_get(device, &count, &core) == TRN_SUCCESS);
-  REQUIRE(count == 1);
-  return core;
+  return core_at(device, 0);
 }
 
 trn_pool_t make_pool(trn_device_t device, trn_pool_kind_t kind) {
