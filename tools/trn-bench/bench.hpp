@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "trn/trn.h"
+
 namespace trn::bench {
 
 struct Result {
@@ -31,6 +33,13 @@ double median_ns_per_op(int runs, uint64_t operations, const std::function<void(
 
 // Fails the program with a message when a trn call does not succeed.
 void check(int result, const char *what);
+
+// Device 0 and its first visible core, or the program ends with a message.
+struct Context {
+  trn_device_t device = nullptr;
+  trn_core_t core = nullptr;
+};
+Context open_device();
 
 using Bench = int (*)(int argc, char **argv);
 int bench_alloc(int argc, char **argv);

@@ -39,4 +39,17 @@ void check(int result, const char *what) {
   std::exit(1);
 }
 
+Context open_device() {
+  Context c;
+  uint32_t count = 1;
+  check(trn_device_get(&count, &c.device), "trn_device_get");
+  if (count == 0) {
+    std::fprintf(stderr, "trn-bench: no device\n");
+    std::exit(1);
+  }
+  count = 1;
+  check(trn_core_get(c.device, &count, &c.core), "trn_core_get");
+  return c;
+}
+
 }  // namespace trn::bench

@@ -1,10 +1,13 @@
-// trn-bench matmul: host cost of simulating a tiled matmul kernel on one NeuronCore against the
-// host cost of the bare math (one oneDNN bf16 GEMM, or OpenBLAS sgemm for fp32) in the same run.
-// The ratio says how much the simulation costs on top of the arithmetic it must do anyway.
+// trn-bench matmul: host cost of running a tiled matmul kernel on one simulated NeuronCore,
+// through the C API (load, launch on a compute queue, finish), against the host cost of the bare
+// math (one oneDNN bf16 GEMM, or OpenBLAS sgemm for fp32) in the same run. The ratio says how
+// much the simulation costs on top of the arithmetic it must do anyway.
 #include <cblas.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <stdlib.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -12,11 +15,10 @@
 #include <vector>
 
 #include "bench.hpp"
-#include "exec/executor.hpp"
+#include "isa/container.hpp"
 #include "isa/dtype.hpp"
-#include "isa/validate.hpp"
 #include "kbuild/tiled_matmul.hpp"
-#include "sim/core_spec.hpp"
+#include "trn/trn.h"
 
 extern "C" dnnl_status_t dnnl_gemm_bf16bf16f32(char transa, char transb, dnnl_dim_t M, dnnl_dim_t N,
                                                dnnl_dim_t K, float alpha, const void *A,
@@ -35,26 +37,29 @@ struct Case {
   DType dtype;
 };
 
-int run_case(const Case &c, trn_generation_t generation, int runs) {
+constexpr uint64_t kFinishTimeoutNs = 600ull * 1000 * 1000 * 1000;
+
+int run_case(const Case &c, const Context &ctx, int runs) {
   const uint64_t n = c.size;
-  const auto spec = sim::core_spec(generation);
-  kbuild::MatmulConfig cfg{n, n, n, c.dtype, DType::kF32, spec.sbuf_bytes_per_partition};
+  trn_device_properties_t props = TRN_DEVICE_PROPERTIES_INIT;
+  check(trn_device_get_properties(ctx.device, &props), "trn_device_get_properties");
+  trn_core_properties_t core_props = TRN_CORE_PROPERTIES_INIT;
+  check(trn_core_get_properties(ctx.core, &core_props), "trn_core_get_properties");
+  kbuild::MatmulConfig cfg{n, n, n, c.dtype, DType::kF32, props.sbuf_usable_bytes_per_partition};
   kbuild::MatmulPlan plan;
   auto built = kbuild::build_tiled_matmul(cfg, &plan);
   if (auto *err = std::get_if<std::string>(&built)) {
     std::fprintf(stderr, "trn-bench matmul: %s\n", err->c_str());
     return 1;
   }
-  const auto &program = std::get<isa::Program>(built);
-  if (auto err = isa::validate_program(program, spec.target())) {
-    std::fprintf(stderr, "trn-bench matmul: invalid kernel: %s\n", err->c_str());
-    return 1;
-  }
+  const std::vector<std::byte> image = isa::write_kernel(std::get<isa::Program>(built));
+  trn_kernel_t kernel = nullptr;
+  check(trn_kernel_load(ctx.device, image.data(), image.size(), &kernel), "trn_kernel_load");
 
   // Inputs: lhsT [K,M] and rhs [K,N] in the kernel's dtype, plus fp32 copies for sgemm.
   const size_t es = isa::dtype_size(c.dtype), elems = n * n;
-  std::vector<std::byte> lhs(elems * es), rhs(elems * es), out(elems * 4);
-  std::vector<float> lhs32(elems), rhs32(elems), ref(elems);
+  std::vector<std::byte> lhs(elems * es), rhs(elems * es);
+  std::vector<float> lhs32(elems), rhs32(elems), ref(elems), out(elems);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (size_t i = 0; i < elems; ++i) {
@@ -66,15 +71,42 @@ int run_case(const Case &c, trn_generation_t generation, int runs) {
   isa::load_f32(c.dtype, lhs.data(), lhs32.data(), elems);  // the values the kernel sees
   isa::load_f32(c.dtype, rhs.data(), rhs32.data(), elems);
 
-  sim::exec::Executor executor(spec);
-  const std::vector<sim::exec::HbmBinding> args = {
-      {lhs.data(), lhs.size()}, {rhs.data(), rhs.size()}, {out.data(), out.size()}};
-  sim::exec::RunResult last;
-  const double sim_ns = median_ns_per_op(runs, 1, [&] { last = executor.run(program, args); });
-  if (last.report.status != sim::exec::RunStatus::kOk) {
-    std::fprintf(stderr, "trn-bench matmul: kernel stopped: %s\n", last.report.message.c_str());
-    return 1;
-  }
+  trn_pool_desc_t pool_desc = TRN_POOL_DESC_INIT;
+  pool_desc.hbm_bank = core_props.hbm_bank;
+  trn_pool_t pool = nullptr;
+  check(trn_pool_create(ctx.device, &pool_desc, &pool), "trn_pool_create");
+  trn_mem_t mem[3];
+  const uint64_t sizes[3] = {lhs.size(), rhs.size(), elems * sizeof(float)};
+  for (int i = 0; i < 3; ++i)
+    check(trn_mem_alloc(pool, sizes[i], 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem[i]), "trn_mem_alloc");
+  check(trn_mem_write(mem[0], 0, lhs.data(), sizes[0]), "trn_mem_write");
+  check(trn_mem_write(mem[1], 0, rhs.data(), sizes[1]), "trn_mem_write");
+
+  trn_queue_desc_t queue_desc = TRN_QUEUE_DESC_INIT;
+  queue_desc.kind = TRN_QUEUE_KIND_COMPUTE;
+  queue_desc.core = ctx.core;
+  trn_queue_t queue = nullptr;
+  check(trn_queue_create(&queue_desc, &queue), "trn_queue_create");
+  trn_profile_t profile = nullptr;  // counters only: a trace would add host time
+  check(trn_profile_create(0, &profile), "trn_profile_create");
+  const trn_kernel_binding_t bindings[3] = {{mem[0], 0}, {mem[1], 0}, {mem[2], 0}};
+  trn_launch_desc_t launch = TRN_LAUNCH_DESC_INIT;
+  launch.kernel = kernel;
+  launch.args = bindings;
+  launch.arg_count = 3;
+  launch.profile = profile;
+  const double sim_ns = median_ns_per_op(runs, 1, [&] {
+    check(trn_queue_launch(queue, &launch, nullptr, nullptr), "trn_queue_launch");
+    check(trn_queue_finish(queue, kFinishTimeoutNs), "trn_queue_finish");
+  });
+  check(trn_mem_read(mem[2], 0, out.data(), sizes[2]), "trn_mem_read");
+  trn_profile_summary_t summary = TRN_PROFILE_SUMMARY_INIT;
+  check(trn_profile_get_summary(profile, &summary), "trn_profile_get_summary");
+  trn_profile_destroy(profile);
+  trn_queue_destroy(queue);
+  for (trn_mem_t m : mem) trn_mem_free(m);
+  trn_pool_destroy(pool);
+  trn_kernel_destroy(kernel);
 
   // Baselines: the same product, C[M,N] = lhsT^T @ rhs, in one library call, on one thread (as
   // the simulator computes) and on every thread.
@@ -102,11 +134,8 @@ int run_case(const Case &c, trn_generation_t generation, int runs) {
   const double base1_ns = baseline(1), base_all_ns = baseline(all_threads);
   // The simulated kernel computed the same numbers (up to fp32 summation order).
   double worst = 0;
-  for (size_t i = 0; i < elems; ++i) {
-    float v;
-    std::memcpy(&v, out.data() + i * 4, 4);
-    worst = std::max(worst, static_cast<double>(std::abs(v - ref[i])));
-  }
+  for (size_t i = 0; i < elems; ++i)
+    worst = std::max(worst, static_cast<double>(std::abs(out[i] - ref[i])));
   if (worst > 1e-2) {
     std::fprintf(stderr, "trn-bench matmul: result differs from the baseline by %g\n", worst);
     return 1;
@@ -118,11 +147,11 @@ int run_case(const Case &c, trn_generation_t generation, int runs) {
   print({"matmul", name + " host time", "ms", sim_ns / 1e6, base_all_ns / 1e6,
          lib + " " + std::to_string(all_threads) + " threads", false});
   const double flops = 2.0 * double(n) * double(n) * double(n);
-  const double sim_s = double(last.counters.total_ps) * 1e-12;
-  const double peak =
-      double(spec.tensor_hz) * 2.0 * 128 * 128 / (c.dtype == DType::kF32 ? 4.0 : 1.0);
+  const double sim_s = double(summary.total_ns) * 1e-9;
+  const double peak = double(c.dtype == DType::kF32 ? props.peak_fp32_flops_per_core
+                                                    : props.peak_bf16_flops_per_core);
   Result mfu{
-      "matmul",    name + " simulated TFLOPS (" + sim::generation_spec(generation).name + ")",
+      "matmul",    name + " simulated TFLOPS (" + trn_generation_name(props.generation) + ")",
       "TFLOPS",    flops / sim_s / 1e12,
       peak / 1e12, "Tensor engine peak",
       true};
@@ -134,16 +163,19 @@ int run_case(const Case &c, trn_generation_t generation, int runs) {
 
 int bench_matmul(int argc, char **argv) {
   bool quick = false;
-  trn_generation_t gen = TRN_GENERATION_TRN2;
+  const char *generation = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
-    if (!std::strcmp(argv[i], "--trn1")) gen = TRN_GENERATION_TRN1;
-    if (!std::strcmp(argv[i], "--trn3")) gen = TRN_GENERATION_TRN3;
+    if (!std::strcmp(argv[i], "--trn1")) generation = "trn1";
+    if (!std::strcmp(argv[i], "--trn3")) generation = "trn3";
   }
+  // The simulated device of that generation (read when the runtime starts, below).
+  if (generation) setenv("TRN_SIM_GENERATION", generation, 1);
+  const Context ctx = open_device();
   const uint64_t n = quick ? 512 : 2048;
   const int runs = quick ? 3 : 5;
   for (DType t : {DType::kBf16, DType::kF32})
-    if (int rc = run_case({n, t}, gen, runs)) return rc;
+    if (int rc = run_case({n, t}, ctx, runs)) return rc;
   return 0;
 }
 

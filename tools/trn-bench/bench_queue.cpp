@@ -19,24 +19,6 @@ namespace trn::bench {
 
 namespace {
 
-struct Context {
-  trn_device_t device = nullptr;
-  trn_core_t core = nullptr;
-};
-
-Context open_device() {
-  Context c;
-  uint32_t count = 1;
-  check(trn_device_get(&count, &c.device), "trn_device_get");
-  if (count == 0) {
-    std::fprintf(stderr, "trn-bench: no device\n");
-    std::exit(1);
-  }
-  count = 1;
-  check(trn_core_get(c.device, &count, &c.core), "trn_core_get");
-  return c;
-}
-
 trn_sem_t make_sem(const Context &c) {
   trn_sem_desc_t desc = TRN_SEM_DESC_INIT;
   trn_sem_t sem;
