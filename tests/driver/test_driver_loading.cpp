@@ -85,6 +85,19 @@ class LibraryDir {
   fs::path path_;
 };
 
+// The properties of the one driver the runtime has.
+trn_driver_properties_t only_driver() {
+  uint32_t count = 0;
+  INFO(trn_last_error());
+  REQUIRE(trn_driver_get(&count, nullptr) == TRN_SUCCESS);
+  REQUIRE(count == 1);
+  trn_driver_t driver = nullptr;
+  REQUIRE(trn_driver_get(&count, &driver) == TRN_SUCCESS);
+  trn_driver_properties_t p = TRN_DRIVER_PROPERTIES_INIT;
+  REQUIRE(trn_driver_get_properties(driver, &p) == TRN_SUCCESS);
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("the sim driver is found beside libtrn, by name and by path", "[driver]") {
@@ -92,17 +105,11 @@ TEST_CASE("the sim driver is found beside libtrn, by name and by path", "[driver
   for (const char *value : {static_cast<const char *>(nullptr), "sim", TRN_SIM_DRIVER_PATH}) {
     INFO("TRN_DRIVER=" << (value ? value : "(unset)"));
     env.set("TRN_DRIVER", value);
-    uint32_t count = 0;
-    INFO(trn_last_error());
-    REQUIRE(trn_driver_get(&count, nullptr) == TRN_SUCCESS);
-    REQUIRE(count == 1);
-    trn_driver_t driver = nullptr;
-    REQUIRE(trn_driver_get(&count, &driver) == TRN_SUCCESS);
-    trn_driver_properties_t p = TRN_DRIVER_PROPERTIES_INIT;
-    REQUIRE(trn_driver_get_properties(driver, &p) == TRN_SUCCESS);
+    const trn_driver_properties_t p = only_driver();
     CHECK(std::string(p.name) == "sim");
     CHECK(p.device_count == 1);
     CHECK(p.hal_version == TRN_HAL_VERSION);
+    uint32_t count = 0;
     CHECK(trn_device_get(&count, nullptr) == TRN_SUCCESS);
     CHECK(count == 1);
   }
@@ -152,18 +159,12 @@ TEST_CASE("a driver table smaller than this runtime's is refused", "[driver]") {
 TEST_CASE("a driver of a later minor version with a larger table is accepted", "[driver]") {
   SimEnv env;
   env.set("TRN_DRIVER", fake_driver("newer-minor").c_str());
-  uint32_t count = 0;
-  INFO(trn_last_error());
-  REQUIRE(trn_driver_get(&count, nullptr) == TRN_SUCCESS);
-  REQUIRE(count == 1);
-  trn_driver_t driver = nullptr;
-  REQUIRE(trn_driver_get(&count, &driver) == TRN_SUCCESS);
-  trn_driver_properties_t p = TRN_DRIVER_PROPERTIES_INIT;
-  REQUIRE(trn_driver_get_properties(driver, &p) == TRN_SUCCESS);
+  const trn_driver_properties_t p = only_driver();
   CHECK(std::string(p.name) == "fake");
   CHECK(p.hal_version == TRN_HAL_MAKE_VERSION(1u, 7u));
   CHECK(p.device_count == 0);
   CHECK(p.status == TRN_ERROR_NO_DEVICE);
+  uint32_t count = 0;
   CHECK(trn_device_get(&count, nullptr) == TRN_SUCCESS);
   CHECK(count == 0);
 }

@@ -26,6 +26,9 @@ namespace {
 using trn::test::core_at;
 using trn::test::first_device;
 using trn::test::last_error;
+using trn::test::make_pool;
+using trn::test::make_queue;
+using trn::test::make_sem;
 using trn::test::run_command;
 using trn::test::SimEnv;
 using Clock = std::chrono::steady_clock;
@@ -35,32 +38,6 @@ constexpr uint64_t kLong = 10'000'000'000;
 
 trn_core_t first_core(trn_device_t device) {
   return core_at(device, 0);
-}
-
-trn_pool_t make_pool(trn_device_t device, trn_pool_kind_t kind) {
-  trn_pool_desc_t desc = TRN_POOL_DESC_INIT;
-  desc.kind = kind;
-  trn_pool_t pool = nullptr;
-  INFO(last_error());
-  REQUIRE(trn_pool_create(device, &desc, &pool) == TRN_SUCCESS);
-  return pool;
-}
-
-trn_sem_t make_sem(trn_device_t device) {
-  trn_sem_desc_t desc = TRN_SEM_DESC_INIT;
-  trn_sem_t sem = nullptr;
-  INFO(last_error());
-  REQUIRE(trn_sem_create(device, &desc, &sem) == TRN_SUCCESS);
-  return sem;
-}
-
-trn_queue_t make_queue(trn_core_t core) {
-  trn_queue_desc_t desc = TRN_QUEUE_DESC_INIT;
-  desc.core = core;
-  trn_queue_t queue = nullptr;
-  INFO(last_error());
-  REQUIRE(trn_queue_create(&desc, &queue) == TRN_SUCCESS);
-  return queue;
 }
 
 std::vector<trn_process_info_t> processes_of(trn_device_t device) {

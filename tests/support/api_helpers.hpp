@@ -1,5 +1,6 @@
-// Small helpers the conformance, multi-process and stress tests share: the last error, and the
-// devices and cores of the current configuration (failing the test when they cannot be had).
+// Small helpers the conformance, multi-process and stress tests share: the last error, the
+// devices and cores of the current configuration, and objects with default descriptors (failing
+// the test when they cannot be had).
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -42,6 +43,33 @@ inline trn_core_t core_at(trn_device_t device, uint32_t index) {
   REQUIRE(trn_core_get(device, &count, cores.data()) == TRN_SUCCESS);
   REQUIRE(index < count);
   return cores[index];
+}
+
+// Objects with default descriptors (failing the test when they cannot be made).
+inline trn_pool_t make_pool(trn_device_t device, trn_pool_kind_t kind = TRN_POOL_KIND_DEVICE) {
+  trn_pool_desc_t desc = TRN_POOL_DESC_INIT;
+  desc.kind = kind;
+  trn_pool_t pool = nullptr;
+  INFO(last_error());
+  REQUIRE(trn_pool_create(device, &desc, &pool) == TRN_SUCCESS);
+  return pool;
+}
+
+inline trn_sem_t make_sem(trn_device_t device) {
+  trn_sem_desc_t desc = TRN_SEM_DESC_INIT;
+  trn_sem_t sem = nullptr;
+  INFO(last_error());
+  REQUIRE(trn_sem_create(device, &desc, &sem) == TRN_SUCCESS);
+  return sem;
+}
+
+inline trn_queue_t make_queue(trn_core_t core) {
+  trn_queue_desc_t desc = TRN_QUEUE_DESC_INIT;
+  desc.core = core;
+  trn_queue_t queue = nullptr;
+  INFO(last_error());
+  REQUIRE(trn_queue_create(&desc, &queue) == TRN_SUCCESS);
+  return queue;
 }
 
 }  // namespace trn::test
