@@ -107,6 +107,15 @@ trn_result_t Queue::submit(Command command, uint64_t *sequence) {
 
 namespace {
 
+// What to do about memory freed before a command that uses it ran.
+constexpr const char *kKeepAllocationsAlive =
+    " (keep allocations alive until the commands that use them complete, or free them after "
+    "waiting for the queue)";
+
+}  // namespace
+
+namespace {
+
 // Every semaphore of a command's sync, waits first.
 template <typename Each>
 void for_each_sem(const Command &command, Each each) {
@@ -233,8 +242,7 @@ trn_result_t Queue::copy(Command &command, std::string *why) {
   if (second && second != first) hold_second = std::shared_lock(second->use);
   if (!destination || !source || destination->freed || source->freed) {
     *why = std::string("the ") + (!source || source->freed ? "source" : "destination") +
-           " memory was freed before the copy ran (keep allocations alive until the commands "
-           "that use them complete)";
+           " memory was freed before the copy ran" + kKeepAllocationsAlive;
     return TRN_ERROR_INVALID_HANDLE;  // a host-side use after free, not a device fault
   }
   if (trn_result_t r = commit_range(*destination, command.destination_offset, command.size);
@@ -268,9 +276,8 @@ trn_result_t Queue::memset(Command &command, std::string *why) {
   std::shared_lock<std::shared_mutex> hold;
   if (destination) hold = std::shared_lock(destination->use);
   if (!destination || destination->freed) {
-    *why =
-        "the destination memory was freed before the memset ran (keep allocations alive until "
-        "the commands that use them complete)";
+    *why = std::string("the destination memory was freed before the memset ran") +
+           kKeepAllocationsAlive;
     return TRN_ERROR_INVALID_HANDLE;
   }
   if (trn_result_t r = commit_range(*destination, command.destination_offset, command.size);
@@ -301,8 +308,7 @@ trn_result_t Queue::launch(Command &command, std::string *why, trn_hal_core_acti
   for (size_t i = 0; i < mems.size(); ++i) {
     if (!mems[i] || mems[i]->freed) {
       *why = "the memory bound to argument '" + kernel.program.args[i].name +
-             "' was freed before the kernel ran (keep allocations alive until the commands "
-             "that use them complete)";
+             "' was freed before the kernel ran" + kKeepAllocationsAlive;
       return TRN_ERROR_INVALID_HANDLE;
     }
     bindings[i] = {mems[i]->address + command.arg_offsets[i],
