@@ -29,12 +29,7 @@ struct Device {
 
 Device open_pool() {
   Device d;
-  uint32_t count = 1;
-  check(trn_device_get(&count, &d.device), "trn_device_get");
-  if (count == 0) {
-    std::fprintf(stderr, "trn-bench: no device\n");
-    std::exit(1);
-  }
+  d.device = open_device().device;
   trn_pool_desc_t desc = TRN_POOL_DESC_INIT;
   check(trn_pool_create(d.device, &desc, &d.pool), "trn_pool_create");
   return d;
