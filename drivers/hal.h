@@ -439,6 +439,12 @@ typedef struct trn_hal_ops {
    * value is reached or the semaphore fails, whoever signals it, in any process.
    */
   trn_result_t (*sem_watch)(trn_hal_sem_t *sem, uint64_t value, int *fd, trn_hal_error_t *err);
+  /**
+   * Ends every watch of this hold now: the callers' descriptors read end-of-file. The runtime
+   * calls it when a handle is destroyed while calls in flight may still use the object, which
+   * sem_destroy frees later.
+   */
+  void (*sem_close_watches)(trn_hal_sem_t *sem);
 
   /* Kernels ---------------------------------------------------------------------------------- */
 
