@@ -464,11 +464,12 @@ typedef struct trn_hal_ops {
 
   /**
    * A ring on the logical core made of physical cores [first, first+count), holding up to
-   * `capacity` buffers in flight. The process must have claimed the cores.
+   * `capacity` buffers in flight, whose copies and memsets are split across `dma_engines` of the
+   * core's DMA engines (0: all of them). The process must have claimed the cores.
    */
   trn_result_t (*queue_create)(trn_hal_instance_t *instance, uint32_t device,
                                uint32_t first_physical_core, uint32_t physical_core_count,
-                               trn_hal_queue_kind_t kind, uint32_t capacity,
+                               trn_hal_queue_kind_t kind, uint32_t capacity, uint32_t dma_engines,
                                trn_hal_queue_t **queue, trn_hal_error_t *err);
   /**
    * Stops a queue: the buffer running completes (a wait in it ends as cancelled), the rest are

@@ -19,9 +19,9 @@ std::string core_name(const Core &core) {
 // The live owner among the core's physical cores (pid 0: free).
 trn_result_t find_owner(const Core &core, trn_hal_process_t *owner) {
   const Device &device = *core.device;
-  const uint32_t lnc = device.properties.logical_core_config;
   *owner = trn_hal_process_t{};
-  for (uint32_t p = core.index * lnc; p < (core.index + 1) * lnc; ++p) {
+  const uint32_t first = core.layout.first_physical_core;
+  for (uint32_t p = first; p < first + core.layout.physical_core_count; ++p) {
     trn_hal_error_t err{};
     trn_result_t r =
         device.driver->ops.core_owner(device.driver->instance, device.driver_index, p, owner, &err);
@@ -49,11 +49,11 @@ trn_result_t acquire_core(Core &core) {
                 "the runtime was shut down (trn_runtime_shutdown) while this call ran: get the "
                 "core again");
   if (core.owned) return TRN_SUCCESS;
-  const uint32_t lnc = device.properties.logical_core_config;
   trn_hal_error_t err{};
   uint32_t busy = 0;
   const trn_result_t result = device.driver->ops.core_claim(
-      device.driver->instance, device.driver_index, core.index * lnc, lnc, &busy, &err);
+      device.driver->instance, device.driver_index, core.layout.first_physical_core,
+      core.layout.physical_core_count, &busy, &err);
   if (result == TRN_ERROR_CORE_BUSY)
     return fail(result, core_name(core) + " (core id " + std::to_string(core.global_id) +
                             ") is in use by " + err.message +
@@ -105,18 +105,14 @@ TRN_API trn_result_t trn_core_get_properties(trn_core_t handle, trn_core_propert
         r != TRN_SUCCESS)
       return r;
     Device &device = *core->device;
-    const trn_device_properties_t &dp = device.properties;
     trn_core_properties_t full = TRN_CORE_PROPERTIES_INIT;
     full.device_index = device.index;
     full.index = core->index;
     full.global_id = core->global_id;
-    full.physical_core_count = dp.logical_core_config;
-    full.first_physical_core = core->index * dp.logical_core_config;
-    // Banks are shared by neighbouring physical cores (two per bank on trn2).
-    const uint32_t cores_per_bank =
-        dp.hbm_bank_count ? std::max(1u, dp.physical_core_count / dp.hbm_bank_count) : 1;
-    full.hbm_bank = full.first_physical_core / cores_per_bank;
-    full.dma_engines = dp.dma_engines_per_core * dp.logical_core_config;
+    full.physical_core_count = core->layout.physical_core_count;
+    full.first_physical_core = core->layout.first_physical_core;
+    full.hbm_bank = core->layout.hbm_bank;
+    full.dma_engines = core->layout.dma_engines;
     full.visible = core->visible ? 1 : 0;
     {
       std::lock_guard lock(device.mu);
@@ -144,9 +140,10 @@ TRN_API trn_result_t trn_core_get_activity(trn_core_t handle, trn_core_activity_
     std::vector<trn_hal_process_t> processes;
     if (trn_result_t r = list_processes(device, &processes); r != TRN_SUCCESS) return r;
     trn_core_activity_t full = TRN_CORE_ACTIVITY_INIT;
-    const uint32_t lnc = device.properties.logical_core_config;
+    const uint32_t first = core->layout.first_physical_core;
+    const uint32_t end = first + core->layout.physical_core_count;
     for (const auto &process : processes) {
-      for (uint32_t p = core->index * lnc; p < (core->index + 1) * lnc && p < 64; ++p) {
+      for (uint32_t p = first; p < end && p < TRN_MAX_CORES_PER_DEVICE; ++p) {
         // Both records are the same run of 64-bit counters (after the public header).
         const auto *a = reinterpret_cast<const uint64_t *>(&process.core_activity[p]);
         auto *sum = reinterpret_cast<uint64_t *>(&full.commands_completed);
@@ -181,10 +178,10 @@ TRN_API trn_result_t trn_core_release(trn_core_t handle) {
       return fail(TRN_ERROR_HANDLE_IN_USE, core_name(*core) + " still has " +
                                                std::to_string(core->queues) +
                                                " queues: destroy them before releasing the core");
-    const uint32_t lnc = device.properties.logical_core_config;
     trn_hal_error_t err{};
     result = device.driver->ops.core_unclaim(device.driver->instance, device.driver_index,
-                                             core->index * lnc, lnc, &err);
+                                             core->layout.first_physical_core,
+                                             core->layout.physical_core_count, &err);
     if (result != TRN_SUCCESS) return fail(result, err.message);
     core->owned = false;
     return TRN_SUCCESS;

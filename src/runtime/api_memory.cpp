@@ -243,7 +243,7 @@ TRN_API trn_result_t trn_mem_map(trn_mem_t handle, void **host_pointer) {
     if (!host_pointer) return fail(TRN_ERROR_NULL_POINTER, "host_pointer is NULL");
     std::shared_lock in_use(mem->use);
     if (mem->freed) return invalid_handle(HandleKind::mem, from_handle(handle));  // freed meanwhile
-    if (trn_result_t r = commit_range(*mem, 0, mem->size); r != TRN_SUCCESS) return r;
+    if (trn_result_t r = map_for_write(*mem, 0, mem->size); r != TRN_SUCCESS) return r;
     *host_pointer = mem->host;
     return TRN_SUCCESS;
   });
@@ -259,9 +259,7 @@ TRN_API trn_result_t trn_mem_write(trn_mem_t handle, uint64_t offset, const void
       return r;
     std::shared_lock in_use(mem->use);
     if (mem->freed) return invalid_handle(HandleKind::mem, from_handle(handle));  // freed meanwhile
-    if (trn_result_t r = commit_range(*mem, offset, size); r != TRN_SUCCESS) return r;
-    if (size) std::memcpy(mem->host + offset, source, size);
-    return TRN_SUCCESS;
+    return write_range(*mem, offset, source, size);
   });
 }
 
@@ -289,7 +287,7 @@ TRN_API trn_result_t trn_mem_set(trn_mem_t handle, uint64_t offset, uint8_t valu
       return r;
     std::shared_lock in_use(mem->use);
     if (mem->freed) return invalid_handle(HandleKind::mem, from_handle(handle));  // freed meanwhile
-    if (trn_result_t r = commit_range(*mem, offset, size); r != TRN_SUCCESS) return r;
+    if (trn_result_t r = map_for_write(*mem, offset, size); r != TRN_SUCCESS) return r;
     if (size) std::memset(mem->host + offset, value, size);
     return TRN_SUCCESS;
   });

@@ -44,22 +44,11 @@ TRN_API trn_result_t trn_sem_create(trn_device_t device_handle, const trn_sem_de
       return fail(TRN_ERROR_INVALID_ARGUMENT,
                   "desc.flags has bits other than TRN_SEM_FLAG_EXPORTABLE");
     std::shared_ptr<Sem> sem;
-    if (d.flags & TRN_SEM_FLAG_EXPORTABLE) {
-      uint32_t record = 0;
-      uint64_t id = 0;
-      trn_hal_sem_cell_t *cell = nullptr;
-      trn_hal_error_t err{};
-      const Driver &driver = *device->driver;
-      if (trn_result_t r = driver.ops.sem_create(driver.instance, device->driver_index, &record,
-                                                 &id, &cell, &err);
-          r != TRN_SUCCESS)
-        return fail(r, err.message);
-      sem = std::make_shared<Sem>(*device, cell, record, id);
-      hold_sem(*sem);
-      sem->signal(d.initial_value, true);
-    } else {
-      sem = std::make_shared<Sem>(*device, d.initial_value, false);
-    }
+    if (trn_result_t r = Sem::create(*device, d.initial_value,
+                                     (d.flags & TRN_SEM_FLAG_EXPORTABLE) != 0, Sem::Role::user,
+                                     &sem);
+        r != TRN_SUCCESS)
+      return r;
     *sem_out = to_handle<trn_sem_t>(session->sems.insert(std::move(sem)));
     return TRN_SUCCESS;
   });
@@ -78,8 +67,7 @@ TRN_API trn_result_t trn_sem_destroy(trn_sem_t handle) {
     // holds a use that this reports.
     if (trn_result_t r = sem->destroy(); r != TRN_SUCCESS) return r;
     session->sems.remove(from_handle(handle));
-    sem->close_watchers();
-    release_sem(*sem);
+    sem->close_watchers();  // the driver's hold goes with the object
     return TRN_SUCCESS;
   });
 }
@@ -108,7 +96,7 @@ TRN_API trn_result_t trn_sem_wait(trn_sem_t handle, uint64_t value, uint64_t tim
     TRN_GET_SESSION(session);
     auto *sem = session->sems.find_fast(handle, &result);
     if (!sem) return result;
-    const trn_result_t r = sem->wait(value, timeout_ns, nullptr);
+    const trn_result_t r = sem->wait(value, timeout_ns);
     if (r == TRN_ERROR_CANCELLED) return cancelled(*sem);
     return r;
   });
@@ -172,16 +160,10 @@ TRN_API trn_result_t trn_sem_import(trn_device_t device_handle, const trn_ipc_ha
       return fail(TRN_ERROR_INVALID_ARGUMENT,
                   "the handle is a semaphore of device " + std::to_string(in.device_index) +
                       ", not of device " + std::to_string(device->index));
-    trn_hal_sem_cell_t *cell = nullptr;
-    trn_hal_error_t err{};
-    const Driver &driver = *device->driver;
-    if (trn_result_t r = driver.ops.sem_import(driver.instance, device->driver_index, in.record,
-                                               in.id, &cell, &err);
-        r != TRN_SUCCESS)
-      return fail(r, std::string(err.message) + " (exported by pid " +
-                         std::to_string(in.exporter_pid) + ")");
-    auto sem = std::make_shared<Sem>(*device, cell, in.record, in.id);
-    hold_sem(*sem);
+    std::shared_ptr<Sem> sem;
+    std::string why;
+    if (trn_result_t r = Sem::import(*device, in.record, in.id, &sem, &why); r != TRN_SUCCESS)
+      return fail(r, why + " (exported by pid " + std::to_string(in.exporter_pid) + ")");
     *sem_out = to_handle<trn_sem_t>(session->sems.insert(std::move(sem)));
     return TRN_SUCCESS;
   });

@@ -32,21 +32,22 @@ trn_hal_instance_t *instance(const Device &device) {
 }
 
 uint64_t chunk_bytes(const Device &device) {
-  return ops(device).chunk_bytes ? ops(device).chunk_bytes : (2ull << 20);
+  return device.info.chunk_bytes ? device.info.chunk_bytes : (2ull << 20);
 }
 
 // Device memory from the driver as one segment of whole chunks, mapped for host access.
 trn_result_t reserve_device_range(Device &device, uint32_t bank, uint64_t bytes, Segment *segment,
                                   std::string *why) {
   trn_hal_error_t err{};
-  trn_result_t r = ops(device).hbm_reserve(instance(device), device.driver_index, bank, bytes,
+  trn_result_t r = ops(device).mem_reserve(instance(device), device.driver_index, bank, bytes,
                                            &segment->address, &err);
+  // Mapped for reading: what the host writes through it is backed first (map_for_write).
   if (r == TRN_SUCCESS)
-    r = ops(device).hbm_map(instance(device), device.driver_index, segment->address, bytes,
-                            &segment->host, &err);
+    r = ops(device).mem_map(instance(device), device.driver_index, segment->address, bytes,
+                            TRN_HAL_MAP_READ, &segment->host, &err);
   if (r != TRN_SUCCESS) {
     if (segment->address)
-      ops(device).hbm_release(instance(device), device.driver_index, segment->address, bytes,
+      ops(device).mem_release(instance(device), device.driver_index, segment->address, bytes,
                               nullptr);
     *why = err.message;
     return r;
@@ -57,9 +58,35 @@ trn_result_t reserve_device_range(Device &device, uint32_t bank, uint64_t bytes,
 
 void release_device_range(Device &device, const Segment &segment) {
   trn_hal_error_t err{};
-  if (ops(device).hbm_release(instance(device), device.driver_index, segment.address, segment.size,
+  if (ops(device).mem_release(instance(device), device.driver_index, segment.address, segment.size,
                               &err) != TRN_SUCCESS)
     common::logger("runtime")->warn("returning device memory: {}", err.message);
+}
+
+// Host memory the device's DMA engines can reach: mapped here, registered with the driver, which
+// gives it the device address that copies use.
+trn_result_t take_host_range(Device &device, uint64_t bytes, Segment *segment, std::string *why) {
+  void *memory = nullptr;
+  if (trn_result_t r = map_host_memory(bytes, &memory, why); r != TRN_SUCCESS) return r;
+  trn_hal_error_t err{};
+  if (trn_result_t r = ops(device).mem_register_host(instance(device), device.driver_index, memory,
+                                                     bytes, &segment->address, &err);
+      r != TRN_SUCCESS) {
+    unmap_host_memory(memory, bytes);
+    *why = std::string("registering host memory with the driver: ") + err.message;
+    return r;
+  }
+  segment->host = memory;
+  segment->size = bytes;
+  return TRN_SUCCESS;
+}
+
+void give_host_range_back(Device &device, const Segment &segment) {
+  trn_hal_error_t err{};
+  if (ops(device).mem_unregister_host(instance(device), device.driver_index, segment.address,
+                                      &err) != TRN_SUCCESS)
+    common::logger("runtime")->warn("unregistering host memory: {}", err.message);
+  unmap_host_memory(segment.host, segment.size);
 }
 
 }  // namespace
@@ -77,20 +104,10 @@ trn_result_t Pool::take_segment(uint64_t bytes, std::unique_ptr<SegmentStore> *o
                                 std::string *why) {
   auto store = std::make_unique<SegmentStore>();
   Segment &segment = store->segment;
-  const uint64_t chunks = (bytes + chunk_bytes(device_) - 1) / chunk_bytes(device_);
-  if (kind_ == TRN_POOL_KIND_HOST) {
-    void *memory = nullptr;
-    if (trn_result_t r = map_host_memory(bytes, &memory, why); r != TRN_SUCCESS) return r;
-    segment.host = memory;
-    segment.address = reinterpret_cast<uintptr_t>(memory);
-    segment.size = bytes;
-    store->committed.assign(chunks, 1);  // committed when mapped
-  } else {
-    if (trn_result_t r = reserve_device_range(device_, bank_, bytes, &segment, why);
-        r != TRN_SUCCESS)
-      return r;
-    store->committed.assign(chunks, 0);
-  }
+  trn_result_t r = kind_ == TRN_POOL_KIND_HOST
+                       ? take_host_range(device_, bytes, &segment, why)
+                       : reserve_device_range(device_, bank_, bytes, &segment, why);
+  if (r != TRN_SUCCESS) return r;
   segment.cookie = store.get();
   reserved_ += bytes;
   peak_reserved_ = std::max(peak_reserved_, reserved_);
@@ -100,7 +117,7 @@ trn_result_t Pool::take_segment(uint64_t bytes, std::unique_ptr<SegmentStore> *o
 
 void Pool::give_back(SegmentStore &store) {
   if (kind_ == TRN_POOL_KIND_HOST)
-    unmap_host_memory(store.segment.host, store.segment.size);
+    give_host_range_back(device_, store.segment);
   else
     release_device_range(device_, store.segment);
   reserved_ -= store.segment.size;
@@ -210,7 +227,6 @@ trn_result_t Pool::allocate_dedicated(uint64_t size, Mem &mem, std::string *why)
     mem.dedicated.reset();
     return r;
   }
-  mem.dedicated->committed.assign(bytes / chunk_bytes(device_), 0);
   mem.address = mem.dedicated->segment.address;
   mem.host = static_cast<char *>(mem.dedicated->segment.host);
   mem.charged = bytes;
@@ -307,17 +323,26 @@ void trim_device_pools(Device &device) {
 
 std::string describe_oom(Device &device, uint32_t bank, uint64_t size, uint64_t alignment,
                          trn_mem_category_t category, const std::string &cause) {
-  const trn_device_properties_t &p = device.properties;
-  const uint32_t cores_per_bank = std::max(1u, p.physical_core_count / p.hbm_bank_count);
+  // The physical cores nearest the bank, as the driver lays them out.
+  uint32_t first_core = UINT32_MAX, last_core = 0;
+  for (const Core *core : device.cores)
+    if (core->layout.hbm_bank == bank) {
+      first_core = std::min(first_core, core->layout.first_physical_core);
+      last_core = std::max(last_core, core->layout.first_physical_core +
+                                          core->layout.physical_core_count - 1);
+    }
+  const std::string near =
+      first_core == UINT32_MAX
+          ? ""
+          : " (physical cores " + std::to_string(first_core) + "-" + std::to_string(last_core) +
+                ")";
   std::string text = "cannot allocate " + common::format_bytes(size) + " (alignment " +
                      common::format_bytes(alignment) + ", category " +
                      trn_mem_category_name(category) + ") in HBM bank " + std::to_string(bank) +
-                     " of device " + std::to_string(device.index) + " (physical cores " +
-                     std::to_string(bank * cores_per_bank) + "-" +
-                     std::to_string((bank + 1) * cores_per_bank - 1) + "): " + cause;
+                     " of device " + std::to_string(device.index) + near + ": " + cause;
   uint64_t bank_bytes = 0, held = 0, largest = 0;
   trn_hal_error_t err{};
-  if (ops(device).hbm_bank_usage(instance(device), device.driver_index, bank, &bank_bytes, &held,
+  if (ops(device).mem_bank_usage(instance(device), device.driver_index, bank, &bank_bytes, &held,
                                  &largest, &err) == TRN_SUCCESS)
     text += ". The bank has " + common::format_bytes(bank_bytes) + ", " +
             common::format_bytes(held) + " held, largest free range " +
@@ -359,66 +384,46 @@ std::string describe_oom(Device &device, uint32_t bank, uint64_t size, uint64_t 
   return text;
 }
 
-trn_result_t commit_range(Mem &mem, uint64_t offset, uint64_t bytes) {
+trn_result_t map_for_write(Mem &mem, uint64_t offset, uint64_t bytes) {
   if (mem.kind == TRN_POOL_KIND_HOST || bytes == 0) return TRN_SUCCESS;
   Device &device = *mem.device;
-  SegmentStore *store =
-      mem.dedicated ? mem.dedicated.get() : static_cast<SegmentStore *>(mem.block->segment->cookie);
-  const uint64_t chunk = chunk_bytes(device);
-  const uint64_t start = mem.address + offset - store->segment.address;
-  const uint64_t first = start / chunk;
-  const uint64_t last = (start + bytes - 1) / chunk;
-  std::lock_guard lock(device.memory_mu);
-  for (uint64_t c = first; c <= last;) {
-    if (store->committed[c]) {
-      ++c;
-      continue;
-    }
-    uint64_t end = c;
-    while (end <= last && !store->committed[end]) ++end;
-    trn_hal_error_t err{};
-    trn_result_t r =
-        ops(device).hbm_commit(instance(device), device.driver_index,
-                               store->segment.address + c * chunk, (end - c) * chunk, &err);
-    if (r != TRN_SUCCESS) return fail(r, err.message);
-    std::fill(store->committed.begin() + static_cast<ptrdiff_t>(c),
-              store->committed.begin() + static_cast<ptrdiff_t>(end), 1);
-    c = end;
+  trn_hal_error_t err{};
+  void *host = nullptr;
+  if (trn_result_t r = ops(device).mem_map(instance(device), device.driver_index,
+                                           mem.address + offset, bytes, TRN_HAL_MAP_WRITE, &host,
+                                           &err);
+      r != TRN_SUCCESS)
+    return fail(r, err.message);
+  return TRN_SUCCESS;
+}
+
+trn_result_t write_range(Mem &mem, uint64_t offset, const void *source, uint64_t bytes) {
+  if (bytes == 0) return TRN_SUCCESS;
+  if (mem.kind == TRN_POOL_KIND_HOST) {
+    std::memcpy(mem.host + offset, source, bytes);
+    return TRN_SUCCESS;
   }
+  Device &device = *mem.device;
+  trn_hal_error_t err{};
+  if (trn_result_t r = ops(device).mem_write(instance(device), device.driver_index,
+                                             mem.address + offset, source, bytes, &err);
+      r != TRN_SUCCESS)
+    return fail(r, err.message);
   return TRN_SUCCESS;
 }
 
 trn_result_t read_range(Mem &mem, uint64_t offset, void *destination, uint64_t bytes) {
   if (bytes == 0) return TRN_SUCCESS;
-  char *out = static_cast<char *>(destination);
   if (mem.kind == TRN_POOL_KIND_HOST) {
-    std::memcpy(out, mem.host + offset, bytes);
+    std::memcpy(destination, mem.host + offset, bytes);
     return TRN_SUCCESS;
   }
-  if (mem.dedicated) {
-    // Shared memory may have been written by another process: back it and read it.
-    if (trn_result_t r = commit_range(mem, offset, bytes); r != TRN_SUCCESS) return r;
-    std::memcpy(out, mem.host + offset, bytes);
-    return TRN_SUCCESS;
-  }
-  // Only this process writes its pool memory, so its commit map is the truth: chunks never
-  // committed read as zeros without touching them (a read fault on a hole of a full tmpfs would
-  // be a SIGBUS, and would commit memory for nothing).
   Device &device = *mem.device;
-  const SegmentStore *store = static_cast<SegmentStore *>(mem.block->segment->cookie);
-  const uint64_t chunk = chunk_bytes(device);
-  uint64_t done = 0;
-  std::lock_guard lock(device.memory_mu);
-  while (done < bytes) {
-    const uint64_t position = mem.address + offset + done - store->segment.address;
-    const uint64_t c = position / chunk;
-    const uint64_t part = std::min(bytes - done, (c + 1) * chunk - position);
-    if (store->committed[c])
-      std::memcpy(out + done, mem.host + offset + done, part);
-    else
-      std::memset(out + done, 0, part);
-    done += part;
-  }
+  trn_hal_error_t err{};
+  if (trn_result_t r = ops(device).mem_read(instance(device), device.driver_index,
+                                            mem.address + offset, destination, bytes, &err);
+      r != TRN_SUCCESS)
+    return fail(r, err.message);
   return TRN_SUCCESS;
 }
 
@@ -453,7 +458,7 @@ trn_result_t export_memory(Mem &mem, trn_ipc_handle_t *handle) {
     std::lock_guard lock(device.memory_mu);
     if (!mem.exported) {
       trn_hal_error_t err{};
-      trn_result_t r = ops(device).hbm_export(instance(device), device.driver_index, mem.address,
+      trn_result_t r = ops(device).mem_export(instance(device), device.driver_index, mem.address,
                                               mem.dedicated->segment.size, &mem.export_record,
                                               &mem.export_id, &err);
       if (r != TRN_SUCCESS) return fail(r, err.message);
@@ -491,8 +496,8 @@ trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,
   mem->dedicated = std::make_unique<SegmentStore>();
   trn_hal_error_t err{};
   uint64_t bytes = 0;
-  trn_result_t r = ops(device).hbm_import(instance(device), device.driver_index, in.record, in.id,
-                                          &mem->address, &bytes, &err);
+  trn_result_t r = ops(device).mem_import(instance(device), device.driver_index, in.record, in.id,
+                                          &mem->address, &bytes, &mem->bank, &err);
   if (r != TRN_SUCCESS)
     return fail(
         r, std::string(err.message) + " (exported by pid " + std::to_string(in.exporter_pid) + ")");
@@ -500,7 +505,7 @@ trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,
     // Only if no allocation of this process already holds the export.
     std::lock_guard lock(device.memory_mu);
     if (!device.export_holds.count({in.record, in.id}))
-      ops(device).hbm_unexport(instance(device), device.driver_index, in.record, in.id, nullptr);
+      ops(device).mem_unexport(instance(device), device.driver_index, in.record, in.id, nullptr);
   };
   if (mem->address != in.address || in.size > bytes) {
     let_go();
@@ -509,18 +514,16 @@ trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,
   Segment &segment = mem->dedicated->segment;
   segment.address = mem->address;
   segment.size = bytes;
-  r = ops(device).hbm_map(instance(device), device.driver_index, mem->address, bytes, &segment.host,
-                          &err);
+  r = ops(device).mem_map(instance(device), device.driver_index, mem->address, bytes,
+                          TRN_HAL_MAP_READ, &segment.host, &err);
   if (r != TRN_SUCCESS) {
     let_go();
     return fail(r, err.message);
   }
-  mem->dedicated->committed.assign(bytes / chunk_bytes(device), 0);
   mem->host = static_cast<char *>(segment.host);
   mem->size = in.size;
   mem->charged = bytes;
   mem->category = static_cast<trn_mem_category_t>(in.category);
-  mem->bank = static_cast<uint32_t>((in.address >> 48) & 0xffu);
   mem->imported = true;
   mem->exported = true;
   mem->export_record = in.record;
@@ -551,10 +554,10 @@ void release_memory(Mem &mem) {
       if (last && it != device.export_holds.end()) device.export_holds.erase(it);
     }
     if (last)
-      r = ops(device).hbm_unexport(instance(device), device.driver_index, mem.export_record,
+      r = ops(device).mem_unexport(instance(device), device.driver_index, mem.export_record,
                                    mem.export_id, &err);
   } else
-    r = ops(device).hbm_release(instance(device), device.driver_index, mem.address,
+    r = ops(device).mem_release(instance(device), device.driver_index, mem.address,
                                 mem.dedicated->segment.size, &err);
   if (r != TRN_SUCCESS) common::logger("runtime")->warn("returning device memory: {}", err.message);
   if (mem.pool) mem.pool->forget_dedicated(mem.dedicated->segment.size);

@@ -19,10 +19,9 @@ namespace trn::rt {
 struct Device;
 class Pool;
 
-// A segment and whether each of its chunks has storage behind it yet.
+// A segment the pool took from the driver (its storage is the driver's business).
 struct SegmentStore {
   Segment segment;
-  std::vector<uint8_t> committed;  // per driver chunk; guarded by Device::memory_mu
 };
 
 struct Mem {
@@ -106,10 +105,11 @@ std::string describe_oom(Device &device, uint32_t bank, uint64_t size, uint64_t 
 // Gives the process's cached memory of a device back (every pool), before reporting OOM.
 void trim_device_pools(Device &device);
 
-// Backs [offset, offset + bytes) of an allocation with storage before it is written.
-trn_result_t commit_range(Mem &mem, uint64_t offset, uint64_t bytes);
-
-// Copies out of an allocation; memory never written reads as zeros without being touched.
+// Host access to an allocation through the driver: a range the host is about to write through
+// its mapping is backed first (a full store fails here, never as a fault in the writer); copies
+// in and out (memory never written reads as zeros).
+trn_result_t map_for_write(Mem &mem, uint64_t offset, uint64_t bytes);
+trn_result_t write_range(Mem &mem, uint64_t offset, const void *source, uint64_t bytes);
 trn_result_t read_range(Mem &mem, uint64_t offset, void *destination, uint64_t bytes);
 
 trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,

@@ -21,11 +21,9 @@ trn_process_info_t to_process_info(const Device &device, const trn_hal_process_t
       info.hbm_allocated_by_category[c] += process.hbm_allocated_bytes[bank][c];
     }
   }
-  const uint32_t lnc = device.properties.logical_core_config;
-  for (uint32_t core = 0; core < device.properties.core_count && core < 64; ++core) {
-    const uint64_t physical = ((uint64_t{1} << lnc) - 1) << (core * lnc);
-    if (process.physical_core_mask & physical) info.core_mask |= uint64_t{1} << core;
-  }
+  for (const Core *core : device.cores)
+    if (core->index < 64 && (process.physical_core_mask & core->layout.physical_core_mask))
+      info.core_mask |= uint64_t{1} << core->index;
   return info;
 }
 

@@ -87,7 +87,6 @@ void Session::release_all() {
   for (auto &profile : profiles.all()) profiles.remove_object(profile.get());
   for (auto &sem : sems.all()) {
     sem->close_watchers();
-    release_sem(*sem);
     sems.remove_object(sem.get());
   }
   for (auto &mem : mems.all()) {
@@ -104,9 +103,10 @@ void Session::release_all() {
     for (Core *core : device->cores) {
       if (!core->owned) continue;
       trn_hal_error_t err{};
-      const uint32_t lnc = device->properties.logical_core_config;
       if (device->driver->ops.core_unclaim(device->driver->instance, device->driver_index,
-                                           core->index * lnc, lnc, &err) != TRN_SUCCESS)
+                                           core->layout.first_physical_core,
+                                           core->layout.physical_core_count,
+                                           &err) != TRN_SUCCESS)
         common::logger("runtime")->warn("releasing core {} of device {}: {}", core->index,
                                         device->index, err.message);
       core->owned = false;
@@ -117,7 +117,6 @@ void Session::release_all() {
 trn_result_t Session::create(std::shared_ptr<Session> *out, std::string *why) {
   VisibilityConfig visibility;
   if (trn_result_t r = load_visibility(&visibility, why); r != TRN_SUCCESS) return r;
-  if (trn_result_t r = load_spin_budget(why); r != TRN_SUCCESS) return r;
   std::vector<DriverTable> tables;
   if (trn_result_t r = load_drivers(&tables, why); r != TRN_SUCCESS) return r;
 
@@ -139,19 +138,23 @@ trn_result_t Session::create(std::shared_ptr<Session> *out, std::string *why) {
       trn_device_properties_t &p = device->properties;
       p = TRN_DEVICE_PROPERTIES_INIT;
       trn_hal_error_t err{};
-      if (trn_result_t r = driver->ops.device_properties(driver->instance, i, &p, &err);
+      if (trn_result_t r =
+              driver->ops.device_properties(driver->instance, i, &p, &device->info, &err);
           r != TRN_SUCCESS) {
         *why = driver->name + " driver: " + err.message;
         return r;
       }
       p.index = device->index;
-      const uint32_t max_lnc = p.generation == TRN_GENERATION_TRN1 ? 1 : 2;
-      if (visibility.lnc > max_lnc || p.physical_core_count % visibility.lnc != 0) {
+      if (!(device->info.lnc_mask & (1u << visibility.lnc))) {
+        std::string supported;
+        for (uint32_t lnc = 1; lnc < 32; ++lnc)
+          if (device->info.lnc_mask & (1u << lnc))
+            supported += (supported.empty() ? "" : " or ") + std::to_string(lnc);
         *why = visibility.lnc_variable + "=" + std::to_string(visibility.lnc) +
                " does not fit device " + std::to_string(device->index) + " (" +
                trn_generation_name(p.generation) + ", " + std::to_string(p.physical_core_count) +
-               " physical cores): " + trn_generation_name(p.generation) + " supports only LNC=1" +
-               ", so unset it or set it to 1";
+               " physical cores): it supports LNC=" + supported + ", so unset it or set it to " +
+               supported;
         return TRN_ERROR_INVALID_CONFIG;
       }
       p.logical_core_config = visibility.lnc;
@@ -180,6 +183,15 @@ trn_result_t Session::create(std::shared_ptr<Session> *out, std::string *why) {
     for (uint32_t c = 0; c < p.core_count; ++c) {
       auto core = std::make_unique<Core>();
       core->device = device.get();
+      trn_hal_error_t err{};
+      if (trn_result_t r = device->driver->ops.core_info(device->driver->instance,
+                                                         device->driver_index,
+                                                         p.logical_core_config, c, &core->layout,
+                                                         &err);
+          r != TRN_SUCCESS) {
+        *why = device->driver->name + " driver: " + err.message;
+        return r;
+      }
       core->index = c;
       core->global_id = p.first_core_id + c;
       core->slot = static_cast<uint32_t>(session->cores_.size());

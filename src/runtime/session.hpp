@@ -38,7 +38,8 @@ struct Device;
 
 struct Core {
   Device *device = nullptr;
-  uint32_t index = 0;      // logical index within the device
+  trn_hal_core_info_t layout{};  // its physical cores, bank and DMA engines, from the driver
+  uint32_t index = 0;            // logical index within the device
   uint32_t global_id = 0;  // as TRN_VISIBLE_CORES names it
   uint32_t slot = 0;       // handle slot in the session's core list
   bool visible = false;
@@ -58,6 +59,7 @@ struct Device {
   uint32_t driver_index = 0;  // the device's number inside its driver
   uint32_t index = 0;
   trn_device_properties_t properties{};  // complete, process view
+  trn_hal_device_info_t info{};          // what the driver adds (LNC rules, chunk size)
   std::vector<Core *> cores;             // all logical cores, by index
   std::mutex mu;                         // serialises ownership changes of its cores
   bool shut_down = false;  // guarded by mu: the session was shut down, no core is claimed again
@@ -66,7 +68,6 @@ struct Device {
   // How many of this process's allocations hold each export (record, id): the driver knows one
   // hold per process, so it is let go only when the last of them is freed.
   std::map<std::pair<uint32_t, uint64_t>, uint32_t> export_holds;  // guarded by memory_mu
-  std::map<std::pair<uint32_t, uint64_t>, uint32_t> sem_holds;     // likewise, for semaphores
 };
 
 class Session {
