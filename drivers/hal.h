@@ -256,8 +256,13 @@ typedef struct trn_hal_command {
 typedef struct trn_hal_submission {
   const trn_hal_command_t *commands; /**< copied at submission */
   uint32_t command_count;
-  uint32_t label; /**< the submitter's: returned in a fault record */
-  uint64_t tag;   /**< likewise (the runtime's sequence number) */
+  uint32_t reserved;
+  /** What the buffer is, in messages and the fault record: "copy", "launch". A string in static
+   *  storage; NULL reads as "buffer". Failure texts name it with its tag: "copy #12 failed: ..."
+   *  for the buffer that failed, "memset #13 was cancelled: an earlier command of the queue
+   *  failed" for the ones after it. */
+  const char *label;
+  uint64_t tag; /**< the submitter's number for it (the runtime's sequence number) */
 } trn_hal_submission_t;
 
 /**
@@ -267,7 +272,8 @@ typedef struct trn_hal_submission {
  */
 typedef struct trn_hal_queue_fault {
   trn_result_t result; /**< TRN_SUCCESS: no fault */
-  uint32_t label;
+  uint32_t reserved0;
+  const char *label; /**< the failed buffer's */
   uint64_t tag;
   uint32_t command_index; /**< in its buffer */
   uint32_t command_kind;  /**< trn_hal_command_kind_t */
