@@ -80,12 +80,7 @@ TRN_API trn_result_t trn_kernel_get_properties(trn_kernel_t handle,
                                       "TRN_KERNEL_PROPERTIES_INIT");
         r != TRN_SUCCESS)
       return r;
-    trn_kernel_properties_t p = TRN_KERNEL_PROPERTIES_INIT;
-    const auto &program = kernel->program;
-    std::snprintf(p.name, sizeof p.name, "%s", program.name.c_str());
-    p.arg_count = static_cast<uint32_t>(program.args.size());
-    for (uint32_t e = 0; e < TRN_ENGINE_COUNT; ++e) p.instructions[e] = program.streams[e].size();
-    p.constants_bytes = program.constants.size();
+    trn_kernel_properties_t p = kernel->properties;
     copy_struct(p, properties);
     return TRN_SUCCESS;
   });
@@ -97,7 +92,7 @@ TRN_API trn_result_t trn_kernel_get_args(trn_kernel_t handle, uint32_t *count,
     TRN_GET_SESSION(session);
     auto kernel = session->kernels.find(handle, &result);
     if (!kernel) return result;
-    const auto &list = kernel->program.args;
+    const auto &list = kernel->args;
     if (trn_result_t r = check_count(count); r != TRN_SUCCESS) return r;
     if (!args) {
       *count = static_cast<uint32_t>(list.size());
@@ -109,14 +104,7 @@ TRN_API trn_result_t trn_kernel_get_args(trn_kernel_t handle, uint32_t *count,
               check_struct(&args[i], TRN_STRUCT_KERNEL_ARG, "args[i]", "TRN_KERNEL_ARG_INIT");
           r != TRN_SUCCESS)
         return r;
-      trn_kernel_arg_t a = TRN_KERNEL_ARG_INIT;
-      std::snprintf(a.name, sizeof a.name, "%s", list[i].name.c_str());
-      a.dtype = static_cast<trn_dtype_t>(list[i].dtype);
-      a.direction = static_cast<trn_arg_direction_t>(list[i].direction);
-      a.rank = static_cast<uint32_t>(std::min<size_t>(list[i].shape.size(), TRN_KERNEL_MAX_RANK));
-      for (uint32_t d = 0; d < a.rank; ++d) a.shape[d] = list[i].shape[d];
-      a.bytes = list[i].bytes();
-      copy_struct(a, &args[i]);
+      copy_struct(list[i], &args[i]);
     }
     *count = n;
     return TRN_SUCCESS;

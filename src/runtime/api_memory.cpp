@@ -126,7 +126,7 @@ TRN_API trn_result_t trn_device_get_memory_stats(trn_device_t device_handle, uin
       if (bank != UINT32_MAX && b != bank) continue;
       uint64_t bank_bytes = 0, held = 0, largest = 0;
       trn_hal_error_t err{};
-      if (trn_result_t r = driver.ops.hbm_bank_usage(driver.instance, device->driver_index, b,
+      if (trn_result_t r = driver.ops.mem_bank_usage(driver.instance, device->driver_index, b,
                                                      &bank_bytes, &held, &largest, &err);
           r != TRN_SUCCESS)
         return fail(r, err.message);

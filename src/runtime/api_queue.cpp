@@ -1,7 +1,6 @@
 // C entry points for queues.
 #include <cstring>
 
-#include "isa/dtype.hpp"
 #include "runtime/api_support.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/memory.hpp"
@@ -100,15 +99,17 @@ TRN_API trn_result_t trn_queue_create(const trn_queue_desc_t *desc, trn_queue_t 
                                                   " is above the limit of " +
                                                   std::to_string(kMaxCapacity));
     Device &device = *core->device;
-    const uint32_t engines =
-        device.properties.dma_engines_per_core * device.properties.logical_core_config;
+    const uint32_t engines = core->layout.dma_engines;
     const uint32_t dma_engines = d.dma_engines == 0 ? engines : d.dma_engines;
     if (dma_engines > engines)
       return fail(TRN_ERROR_OUT_OF_RANGE, "desc.dma_engines " + std::to_string(dma_engines) +
                                               " is more than the core's " +
                                               std::to_string(engines));
     if (trn_result_t r = acquire_core(*core); r != TRN_SUCCESS) return r;
-    auto queue = std::make_shared<Queue>(device, *core, kind, capacity, dma_engines);
+    std::shared_ptr<Queue> queue;
+    if (trn_result_t r = Queue::create(device, *core, kind, capacity, dma_engines, &queue);
+        r != TRN_SUCCESS)
+      return r;
     queue->timeline_handle = session->sems.insert(queue->timeline());
     {
       std::lock_guard lock(device.mu);
@@ -260,17 +261,16 @@ TRN_API trn_result_t trn_queue_launch(trn_queue_t queue_handle, const trn_launch
             return fail(TRN_ERROR_INVALID_ARGUMENT,
                         "kernels launch on compute queues (TRN_QUEUE_KIND_COMPUTE); this is a copy "
                         "queue");
-          const auto &args = kernel->program.args;
+          const auto &args = kernel->args;
           if (d.arg_count != args.size())
-            return fail(TRN_ERROR_INVALID_KERNEL_ARG, "kernel '" + kernel->program.name +
-                                                          "' takes " + std::to_string(args.size()) +
-                                                          " arguments but desc.arg_count is " +
-                                                          std::to_string(d.arg_count));
+            return fail(TRN_ERROR_INVALID_KERNEL_ARG,
+                        "kernel '" + kernel->name() + "' takes " + std::to_string(args.size()) +
+                            " arguments but desc.arg_count is " + std::to_string(d.arg_count));
           if (d.arg_count && !d.args) return fail(TRN_ERROR_NULL_POINTER, "desc.args is NULL");
           for (uint32_t i = 0; i < d.arg_count; ++i) {
             auto mem = session.mems.lookup(from_handle(d.args[i].mem));
             const std::string what =
-                "desc.args[" + std::to_string(i) + "] ('" + args[i].name + "')";
+                "desc.args[" + std::to_string(i) + "] ('" + std::string(args[i].name) + "')";
             if (!mem) {
               invalid_handle(HandleKind::mem, from_handle(d.args[i].mem));
               return fail(TRN_ERROR_INVALID_HANDLE, what + ": " + last_detail());
@@ -278,15 +278,16 @@ TRN_API trn_result_t trn_queue_launch(trn_queue_t queue_handle, const trn_launch
             if (mem->kind != TRN_POOL_KIND_DEVICE || mem->device != kernel->device)
               return fail(TRN_ERROR_INVALID_KERNEL_ARG,
                           what + " is not device memory of the kernel's device");
-            const uint64_t need = args[i].bytes();
+            const uint64_t need = args[i].bytes;
             if (d.args[i].offset > mem->size || mem->size - d.args[i].offset < need)
               return fail(TRN_ERROR_INVALID_KERNEL_ARG,
                           what + " needs " + std::to_string(need) + " bytes (" +
-                              trn::isa::dtype_name(args[i].dtype) + "), but the allocation has " +
+                              trn_dtype_name(args[i].dtype) + "), but the allocation has " +
                               std::to_string(mem->size) + " bytes from offset " +
                               std::to_string(d.args[i].offset));
             command.args.push_back(mem);
-            command.arg_offsets.push_back(d.args[i].offset);
+            command.bindings.push_back(
+                {mem->address + d.args[i].offset, mem->size - d.args[i].offset});
           }
           if (d.profile) {
             command.profile = session.profiles.find(d.profile, &r);

@@ -44,9 +44,9 @@ TRN_API trn_result_t trn_sem_create(trn_device_t device_handle, const trn_sem_de
       return fail(TRN_ERROR_INVALID_ARGUMENT,
                   "desc.flags has bits other than TRN_SEM_FLAG_EXPORTABLE");
     std::shared_ptr<Sem> sem;
-    if (trn_result_t r = Sem::create(*device, d.initial_value,
-                                     (d.flags & TRN_SEM_FLAG_EXPORTABLE) != 0, Sem::Role::user,
-                                     &sem);
+    if (trn_result_t r =
+            Sem::create(*device, d.initial_value, (d.flags & TRN_SEM_FLAG_EXPORTABLE) != 0,
+                        Sem::Role::user, &sem);
         r != TRN_SUCCESS)
       return r;
     *sem_out = to_handle<trn_sem_t>(session->sems.insert(std::move(sem)));

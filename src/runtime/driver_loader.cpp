@@ -191,6 +191,40 @@ void load_every_driver(std::vector<DriverTable> *out) {
 
 }  // namespace
 
+const char *missing_operation(const trn_hal_ops_t &ops) {
+#define TRN_REQUIRED_OP(op) \
+  { #op, ops.op != nullptr }
+  const struct {
+    const char *name;
+    bool present;
+  } required[] = {
+      TRN_REQUIRED_OP(device_properties), TRN_REQUIRED_OP(device_neighbors),
+      TRN_REQUIRED_OP(core_info),         TRN_REQUIRED_OP(core_claim),
+      TRN_REQUIRED_OP(core_unclaim),      TRN_REQUIRED_OP(core_owner),
+      TRN_REQUIRED_OP(process_list),      TRN_REQUIRED_OP(mem_reserve),
+      TRN_REQUIRED_OP(mem_release),       TRN_REQUIRED_OP(mem_map),
+      TRN_REQUIRED_OP(mem_write),         TRN_REQUIRED_OP(mem_read),
+      TRN_REQUIRED_OP(mem_register_host), TRN_REQUIRED_OP(mem_unregister_host),
+      TRN_REQUIRED_OP(mem_account),       TRN_REQUIRED_OP(mem_export),
+      TRN_REQUIRED_OP(mem_import),        TRN_REQUIRED_OP(mem_unexport),
+      TRN_REQUIRED_OP(mem_bank_usage),    TRN_REQUIRED_OP(sem_create),
+      TRN_REQUIRED_OP(sem_import),        TRN_REQUIRED_OP(sem_destroy),
+      TRN_REQUIRED_OP(sem_query),         TRN_REQUIRED_OP(sem_value),
+      TRN_REQUIRED_OP(sem_signal),        TRN_REQUIRED_OP(sem_fail),
+      TRN_REQUIRED_OP(sem_wait),          TRN_REQUIRED_OP(sem_watch),
+      TRN_REQUIRED_OP(sem_close_watches), TRN_REQUIRED_OP(kernel_load),
+      TRN_REQUIRED_OP(kernel_unload),     TRN_REQUIRED_OP(kernel_properties),
+      TRN_REQUIRED_OP(kernel_arg),        TRN_REQUIRED_OP(kernel_source_line),
+      TRN_REQUIRED_OP(queue_create),      TRN_REQUIRED_OP(queue_destroy),
+      TRN_REQUIRED_OP(queue_submit),      TRN_REQUIRED_OP(queue_status),
+      TRN_REQUIRED_OP(queue_reset),       TRN_REQUIRED_OP(device_time_ns),
+  };
+#undef TRN_REQUIRED_OP
+  for (const auto &op : required)
+    if (!op.present) return op.name;
+  return nullptr;
+}
+
 trn_result_t load_drivers(std::vector<DriverTable> *out, std::string *why) {
   if (auto wanted = common::env("TRN_DRIVER")) return load_named(*wanted, out, why);
   load_every_driver(out);

@@ -26,4 +26,7 @@ struct DriverTable {
 // with no devices and the reason.
 trn_result_t load_drivers(std::vector<DriverTable> *out, std::string *why);
 
+// The first operation a driver with devices must have but whose table leaves out, or null.
+const char *missing_operation(const trn_hal_ops_t &ops);
+
 }  // namespace trn::rt

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <fstream>
 
-#include "isa/container.hpp"
 #include "isa/opcodes.hpp"
 #include "runtime/error.hpp"
 #include "runtime/session.hpp"
@@ -23,32 +22,40 @@ trn_result_t load_kernel(Device &device, const void *image, size_t size,
                          std::shared_ptr<Kernel> *out) {
   auto kernel = std::make_shared<Kernel>();
   kernel->device = &device;
-  const std::span<const std::byte> bytes(static_cast<const std::byte *>(image), size);
-  if (auto err = isa::read_kernel(bytes, kernel->program))
-    return fail(TRN_ERROR_INVALID_KERNEL, "malformed kernel binary: " + *err);
   const trn_hal_ops_t &ops = device.driver->ops;
-  if (!ops.kernel_load)
-    return fail(TRN_ERROR_UNSUPPORTED,
-                std::string("the ") + ops.name + " driver does not run kernels");
   trn_hal_error_t err{};
   if (trn_result_t r = ops.kernel_load(device.driver->instance, device.driver_index, image, size,
                                        &kernel->hal, &err);
       r != TRN_SUCCESS)
     return fail(r, err.message);
+  ops.kernel_properties(kernel->hal, &kernel->properties);
+  for (uint64_t n : kernel->properties.instructions) kernel->instruction_count += n;
+  kernel->args.resize(kernel->properties.arg_count, TRN_KERNEL_ARG_INIT);
+  for (uint32_t i = 0; i < kernel->properties.arg_count; ++i)
+    if (trn_result_t r = ops.kernel_arg(kernel->hal, i, &kernel->args[i]); r != TRN_SUCCESS)
+      return fail(TRN_ERROR_DRIVER, "the " + std::string(ops.name) + " driver reports " +
+                                        std::to_string(kernel->properties.arg_count) +
+                                        " arguments but has no argument " + std::to_string(i));
   *out = std::move(kernel);
   return TRN_SUCCESS;
 }
 
-void Profile::record(const isa::Program &program, const trn_hal_run_result_t &result,
-                     std::vector<trn_hal_trace_record_t> trace, uint64_t host_ns) {
+void Profile::record(const Kernel &kernel, const trn_hal_run_result_t &result,
+                     std::vector<trn_hal_trace_record_t> trace) {
+  std::vector<uint32_t> lines;
+  if (wants_trace()) {
+    const trn_hal_ops_t &ops = kernel.device->driver->ops;
+    lines.reserve(trace.size());
+    for (const auto &r : trace)
+      lines.push_back(ops.kernel_source_line(kernel.hal, r.engine, r.index));
+  }
   std::lock_guard lock(mu_);
   ++launches_;
-  kernel_ = program.name;
-  if (wants_trace()) source_lines_ = program.source_lines;
+  kernel_ = kernel.name();
   result_ = result;
   result_.trace = nullptr;
   trace_ = std::move(trace);
-  host_ns_ = host_ns;
+  trace_lines_ = std::move(lines);
 }
 
 namespace {
@@ -98,7 +105,7 @@ void Profile::summary_locked(trn_profile_summary_t *out) const {
   uint64_t dma_busy = 0;
   for (uint64_t q : r.dma_busy_ps) dma_busy += q;
   out->dma_utilization_percent = percent(dma_busy, r.total_ps * TRN_HAL_DMA_QUEUES);
-  out->host_ns = host_ns_;
+  out->host_ns = r.host_ns;
 }
 
 trn_result_t Profile::write_trace(const char *path) const {
@@ -130,11 +137,11 @@ trn_result_t Profile::write_trace(const char *path) const {
         "\"args\":{{\"sort_index\":{}}}}}",
         t + 1, name, t + 1, t);
   }
-  for (const auto &r : trace_) {
+  for (size_t i = 0; i < trace_.size(); ++i) {
+    const trn_hal_trace_record_t &r = trace_[i];
     const char *op = isa::opcode_name(static_cast<isa::Opcode>(r.opcode));
     // The instruction's source line, when the kernel has one ("line" is then in args).
-    const auto &lines = source_lines_[r.engine % isa::kEngineCount];
-    const uint32_t line = r.index < lines.size() ? lines[r.index] : 0;
+    const uint32_t line = i < trace_lines_.size() ? trace_lines_[i] : 0;
     out += fmt::format(
         ",\n{{\"ph\":\"X\",\"pid\":1,\"tid\":{},\"name\":\"{}\",\"cat\":\"{}\",\"ts\":{:.6f},"
         "\"dur\":{:.6f},\"args\":{{\"engine\":\"{}\",\"index\":{},{}\"wait_ns\":{:.3f},"

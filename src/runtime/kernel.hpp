@@ -1,5 +1,5 @@
 // Kernels and profiles of the runtime: a kernel is a binary the driver has loaded for a device
-// (plus the parsed argument table the API reports); a profile receives what a launch did.
+// (with the argument table the driver reports); a profile receives what a launch did.
 #pragma once
 
 #include <array>
@@ -9,21 +9,24 @@
 #include <vector>
 
 #include "drivers/hal.h"
-#include "isa/program.hpp"
 #include "trn/trn.h"
 
 namespace trn::rt {
 
 struct Device;
 
+// What the driver parsed, as the API reports it: the runtime never parses a binary itself.
 struct Kernel {
   Device *device = nullptr;
   trn_hal_kernel_t *hal = nullptr;
-  isa::Program program;  // for the argument table and fault reports (the driver has its own)
+  trn_kernel_properties_t properties = TRN_KERNEL_PROPERTIES_INIT;
+  std::vector<trn_kernel_arg_t> args;
+  uint64_t instruction_count = 0;  // all engines
+  std::string name() const { return properties.name; }
   ~Kernel();
 };
 
-// Parses, validates (by the driver) and loads a kernel image for `device`.
+// Loads (the driver parses and validates) a kernel image for `device`.
 trn_result_t load_kernel(Device &device, const void *image, size_t size,
                          std::shared_ptr<Kernel> *out);
 
@@ -32,9 +35,9 @@ class Profile {
   explicit Profile(uint32_t flags) : flags_(flags) {}
   bool wants_trace() const { return flags_ & TRN_PROFILE_FLAG_TRACE; }
 
-  // Records a completed run of `program` (the result's trace points into `trace`).
-  void record(const isa::Program &program, const trn_hal_run_result_t &result,
-              std::vector<trn_hal_trace_record_t> trace, uint64_t host_ns);
+  // Records a run of `kernel` (the result's trace points into `trace`).
+  void record(const Kernel &kernel, const trn_hal_run_result_t &result,
+              std::vector<trn_hal_trace_record_t> trace);
   void summary(trn_profile_summary_t *out) const;
   trn_result_t write_trace(const char *path) const;
 
@@ -47,8 +50,7 @@ class Profile {
   std::string kernel_;
   trn_hal_run_result_t result_{};
   std::vector<trn_hal_trace_record_t> trace_;
-  std::array<std::vector<uint32_t>, isa::kEngineCount> source_lines_;  // of the traced kernel
-  uint64_t host_ns_ = 0;
+  std::vector<uint32_t> trace_lines_;  // each record's source line (0: unknown)
 };
 
 }  // namespace trn::rt

@@ -328,14 +328,13 @@ std::string describe_oom(Device &device, uint32_t bank, uint64_t size, uint64_t 
   for (const Core *core : device.cores)
     if (core->layout.hbm_bank == bank) {
       first_core = std::min(first_core, core->layout.first_physical_core);
-      last_core = std::max(last_core, core->layout.first_physical_core +
-                                          core->layout.physical_core_count - 1);
+      last_core = std::max(last_core,
+                           core->layout.first_physical_core + core->layout.physical_core_count - 1);
     }
-  const std::string near =
-      first_core == UINT32_MAX
-          ? ""
-          : " (physical cores " + std::to_string(first_core) + "-" + std::to_string(last_core) +
-                ")";
+  const std::string near = first_core == UINT32_MAX
+                               ? ""
+                               : " (physical cores " + std::to_string(first_core) + "-" +
+                                     std::to_string(last_core) + ")";
   std::string text = "cannot allocate " + common::format_bytes(size) + " (alignment " +
                      common::format_bytes(alignment) + ", category " +
                      trn_mem_category_name(category) + ") in HBM bank " + std::to_string(bank) +
@@ -389,9 +388,9 @@ trn_result_t map_for_write(Mem &mem, uint64_t offset, uint64_t bytes) {
   Device &device = *mem.device;
   trn_hal_error_t err{};
   void *host = nullptr;
-  if (trn_result_t r = ops(device).mem_map(instance(device), device.driver_index,
-                                           mem.address + offset, bytes, TRN_HAL_MAP_WRITE, &host,
-                                           &err);
+  if (trn_result_t r =
+          ops(device).mem_map(instance(device), device.driver_index, mem.address + offset, bytes,
+                              TRN_HAL_MAP_WRITE, &host, &err);
       r != TRN_SUCCESS)
     return fail(r, err.message);
   return TRN_SUCCESS;

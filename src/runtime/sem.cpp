@@ -30,9 +30,9 @@ trn_result_t Sem::create(Device &device, uint64_t initial, bool shareable, Role 
   uint32_t record = 0;
   uint64_t id = 0;
   trn_hal_error_t err{};
-  if (trn_result_t r = ops(device).sem_create(device.driver->instance, device.driver_index,
-                                              initial, shareable ? TRN_HAL_SEM_SHAREABLE : 0,
-                                              &hal, &record, &id, &err);
+  if (trn_result_t r =
+          ops(device).sem_create(device.driver->instance, device.driver_index, initial,
+                                 shareable ? TRN_HAL_SEM_SHAREABLE : 0, &hal, &record, &id, &err);
       r != TRN_SUCCESS)
     return fail(r, err.message);
   *out = std::make_shared<Sem>(device, hal, shareable, role, record, id);
@@ -43,8 +43,8 @@ trn_result_t Sem::import(Device &device, uint32_t record, uint64_t id, std::shar
                          std::string *why) {
   trn_hal_sem_t *hal = nullptr;
   trn_hal_error_t err{};
-  if (trn_result_t r = ops(device).sem_import(device.driver->instance, device.driver_index,
-                                              record, id, &hal, &err);
+  if (trn_result_t r = ops(device).sem_import(device.driver->instance, device.driver_index, record,
+                                              id, &hal, &err);
       r != TRN_SUCCESS) {
     *why = err.message;
     return r;

@@ -54,6 +54,14 @@ trn_result_t open_driver(DriverTable &&table, const trn_hal_process_identity_t &
   driver->status = driver->ops.status(driver->instance, detail, sizeof detail);
   driver->status_detail = detail;
   driver->device_count = driver->ops.device_count(driver->instance);
+  if (const char *missing = driver->device_count ? missing_operation(driver->ops) : nullptr) {
+    // A driver that finds devices must be able to do everything with them: never call a hole.
+    driver->status = TRN_ERROR_DRIVER_INCOMPATIBLE;
+    driver->status_detail = "driver " + table.name + " has devices but its table has no '" +
+                            missing + "' operation: use a driver built for this release";
+    common::logger("runtime")->warn("{}", driver->status_detail);
+    driver->device_count = 0;
+  }
   *out = std::move(driver);
   return TRN_SUCCESS;
 }
@@ -105,8 +113,7 @@ void Session::release_all() {
       trn_hal_error_t err{};
       if (device->driver->ops.core_unclaim(device->driver->instance, device->driver_index,
                                            core->layout.first_physical_core,
-                                           core->layout.physical_core_count,
-                                           &err) != TRN_SUCCESS)
+                                           core->layout.physical_core_count, &err) != TRN_SUCCESS)
         common::logger("runtime")->warn("releasing core {} of device {}: {}", core->index,
                                         device->index, err.message);
       core->owned = false;
@@ -184,10 +191,9 @@ trn_result_t Session::create(std::shared_ptr<Session> *out, std::string *why) {
       auto core = std::make_unique<Core>();
       core->device = device.get();
       trn_hal_error_t err{};
-      if (trn_result_t r = device->driver->ops.core_info(device->driver->instance,
-                                                         device->driver_index,
-                                                         p.logical_core_config, c, &core->layout,
-                                                         &err);
+      if (trn_result_t r =
+              device->driver->ops.core_info(device->driver->instance, device->driver_index,
+                                            p.logical_core_config, c, &core->layout, &err);
           r != TRN_SUCCESS) {
         *why = device->driver->name + " driver: " + err.message;
         return r;

@@ -40,8 +40,8 @@ struct Core {
   Device *device = nullptr;
   trn_hal_core_info_t layout{};  // its physical cores, bank and DMA engines, from the driver
   uint32_t index = 0;            // logical index within the device
-  uint32_t global_id = 0;  // as TRN_VISIBLE_CORES names it
-  uint32_t slot = 0;       // handle slot in the session's core list
+  uint32_t global_id = 0;        // as TRN_VISIBLE_CORES names it
+  uint32_t slot = 0;             // handle slot in the session's core list
   bool visible = false;
   bool owned = false;   // guarded by device->mu
   uint32_t queues = 0;  // live queues on the core; guarded by device->mu

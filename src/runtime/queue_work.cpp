@@ -1,0 +1,118 @@
+#include "runtime/queue_work.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+
+#include "runtime/error.hpp"
+#include "runtime/kernel.hpp"
+#include "runtime/memory.hpp"
+
+namespace trn::rt {
+
+namespace {
+
+// What to do about memory freed before a command that uses it ran.
+constexpr const char *kKeepAllocationsAlive =
+    " (keep allocations alive until the commands that use them complete, or free them after "
+    "waiting for the queue)";
+
+// Every semaphore of a command's sync, waits first.
+template <typename Each>
+void for_each_sem(const Command &command, Each each) {
+  for (auto &ref : command.waits) each(*ref.sem);
+  for (auto &ref : command.signals) each(*ref.sem);
+}
+
+}  // namespace
+
+trn_result_t take_sem_uses(const Command &command) {
+  size_t taken = 0;
+  bool destroyed = false;
+  for_each_sem(command, [&](Sem &sem) {
+    if (!destroyed && sem.try_use())
+      ++taken;
+    else
+      destroyed = true;
+  });
+  if (!destroyed) return TRN_SUCCESS;
+  for_each_sem(command, [&](Sem &sem) {
+    if (taken > 0) {
+      sem.end_use();
+      --taken;
+    }
+  });
+  return fail(TRN_ERROR_INVALID_HANDLE,
+              "a semaphore of the command's sync was destroyed while the command was submitted");
+}
+
+void end_sem_uses(const Command &command) {
+  for_each_sem(command, [](Sem &sem) { sem.end_use(); });
+}
+
+trn_result_t Queue::Work::take_memory(std::string *why) {
+  std::vector<std::weak_ptr<Mem>> used;
+  switch (command.kind) {
+    case Command::Kind::copy: used = {command.destination, command.source}; break;
+    case Command::Kind::memset: used = {command.destination}; break;
+    case Command::Kind::launch: used = command.args; break;
+    case Command::Kind::barrier: break;
+  }
+  for (auto &weak : used) mems.push_back(weak.lock());
+  // Users hold memory shared, in address order (so copies in opposite directions and a free
+  // waiting between them cannot deadlock); a free takes it exclusively.
+  std::vector<Mem *> order;
+  for (auto &m : mems)
+    if (m) order.push_back(m.get());
+  std::sort(order.begin(), order.end(), std::less<Mem *>());
+  order.erase(std::unique(order.begin(), order.end()), order.end());
+  for (Mem *m : order) holds.emplace_back(m->use);
+  auto gone = [](const std::shared_ptr<Mem> &m) { return !m || m->freed; };
+  switch (command.kind) {
+    case Command::Kind::copy:
+      if (gone(mems[0]) || gone(mems[1]))
+        *why = std::string("the ") + (gone(mems[1]) ? "source" : "destination") +
+               " memory was freed before the copy ran" + kKeepAllocationsAlive;
+      break;
+    case Command::Kind::memset:
+      if (gone(mems[0]))
+        *why = std::string("the destination memory was freed before the memset ran") +
+               kKeepAllocationsAlive;
+      break;
+    case Command::Kind::launch:
+      for (size_t i = 0; i < mems.size() && why->empty(); ++i)
+        if (gone(mems[i]))
+          *why = std::string("the memory bound to argument '") + command.kernel->args[i].name +
+                 "' was freed before the kernel ran" + kKeepAllocationsAlive;
+      break;
+    case Command::Kind::barrier: break;
+  }
+  // A host-side use after free, not a device fault.
+  return why->empty() ? TRN_SUCCESS : TRN_ERROR_INVALID_HANDLE;
+}
+
+trn_result_t Queue::Work::before(void *user, trn_result_t status, trn_hal_error_t *err) {
+  if (status != TRN_SUCCESS) return status;  // cancelled: `after` lets go
+  auto &work = *static_cast<Work *>(user);
+  std::string why;
+  const trn_result_t r = work.take_memory(&why);
+  if (r != TRN_SUCCESS && err) std::snprintf(err->message, sizeof err->message, "%s", why.c_str());
+  return r;
+}
+
+trn_result_t Queue::Work::after(void *user, trn_result_t status, trn_hal_error_t *) {
+  std::unique_ptr<Work> work(static_cast<Work *>(user));
+  work->holds.clear();
+  work->mems.clear();
+  const Command &command = work->command;
+  // The driver marks a launch that ran (fault or not) by setting its status.
+  if (command.profile && work->result.status != kLaunchNotRun) {
+    work->trace.resize(std::min<uint64_t>(work->result.trace_count, work->trace.size()));
+    command.profile->record(*command.kernel, work->result, std::move(work->trace));
+  }
+  if (status != TRN_SUCCESS) work->queue->note_failure(*work, status);
+  end_sem_uses(command);
+  return TRN_SUCCESS;
+}
+
+}  // namespace trn::rt

@@ -1,0 +1,43 @@
+// What a submitted command holds until it retires, and the two host calls its command buffer
+// makes: one just before the operation (takes the memory it uses, or fails the command if that
+// memory was freed meanwhile) and one after it (lets everything go, records the profile).
+#pragma once
+
+#include <memory>
+#include <shared_mutex>
+#include <vector>
+
+#include "drivers/hal.h"
+#include "runtime/queue.hpp"
+
+namespace trn::rt {
+
+struct Queue::Work {
+  static constexpr uint32_t kLaunchNotRun = UINT32_MAX;  // result.status until the driver sets it
+  Queue *queue = nullptr;
+  uint64_t sequence = 0;
+  Command command;
+  std::vector<std::shared_ptr<Mem>> mems;                  // taken by the call before
+  std::vector<std::shared_lock<std::shared_mutex>> holds;  // their `use`, in address order
+  trn_hal_run_result_t result = not_run();                 // a launch's, filled by the driver
+  std::vector<trn_hal_trace_record_t> trace;
+
+  // HOST_CALL functions (user = the Work).
+  static trn_result_t before(void *user, trn_result_t status, trn_hal_error_t *err);
+  static trn_result_t after(void *user, trn_result_t status, trn_hal_error_t *err);
+  static trn_hal_run_result_t not_run() {
+    trn_hal_run_result_t r{};
+    r.status = kLaunchNotRun;
+    return r;
+  }
+
+ private:
+  trn_result_t take_memory(std::string *why);
+};
+
+// Takes a use of every semaphore of the command's sync, all or none (a destroyed one fails the
+// submission with TRN_ERROR_INVALID_HANDLE); the call after ends them.
+trn_result_t take_sem_uses(const Command &command);
+void end_sem_uses(const Command &command);
+
+}  // namespace trn::rt
