@@ -195,6 +195,8 @@ std::unique_ptr<SimQueue::Buffer> SimQueue::next() {
 
 void SimQueue::run() {
   for (;;) {
+    // Read before looking for work: a submission after the look rings a doorbell we then see.
+    const uint32_t seen = doorbell_.load(std::memory_order_seq_cst);
     if (auto buffer = next()) {
       if (stop_.load(std::memory_order_acquire)) {
         cancel(*buffer, "the queue was destroyed before the command ran");
@@ -204,8 +206,11 @@ void SimQueue::run() {
         trn_hal_core_activity_t activity{};
         const uint64_t start = monotonic_ns();
         execute(*buffer, &activity);
-        activity.busy_host_ns = monotonic_ns() - start;
-        device_.account(shape_.first_core, activity);
+        // Buffers of semaphore operations and host calls alone count nothing.
+        if (activity.commands_completed != 0 || activity.commands_failed != 0) {
+          activity.busy_host_ns = monotonic_ns() - start;
+          device_.account(shape_.first_core, activity);
+        }
       }
       retire(std::move(buffer));
       continue;
@@ -215,14 +220,13 @@ void SimQueue::run() {
       if (pending_.empty()) return;  // submissions are refused once stopping
       continue;
     }
-    idle();
+    idle(seen);
   }
 }
 
-void SimQueue::idle() {
+void SimQueue::idle(uint32_t seen) {
   // Spin for the budget (a submission is then picked up in well under a microsecond), then
   // sleep until the doorbell rings, in bounded slices.
-  const uint32_t seen = doorbell_.load(std::memory_order_acquire);
   const uint64_t spin_until = deadline_after(instance_.config.spin_ns);
   for (uint32_t i = 0;; ++i) {
     if (doorbell_.load(std::memory_order_acquire) != seen) return;

@@ -14,6 +14,7 @@
 
 #include "sim/launch.hpp"
 #include "sim/ops_support.hpp"
+#include "sim/spin_lock.hpp"
 
 namespace trn::sim {
 
@@ -59,7 +60,7 @@ class SimQueue {
   trn_result_t check_command(const trn_hal_command_t &command, std::string *why);
   std::unique_ptr<Buffer> next();
   void run();
-  void idle();
+  void idle(uint32_t seen);  // until the doorbell changes from `seen` (or a slice passes)
   void execute(Buffer &buffer, trn_hal_core_activity_t *activity);
   trn_result_t execute_command(const trn_hal_command_t &command, trn_hal_core_activity_t *activity,
                                Failure *failure);
@@ -74,7 +75,7 @@ class SimQueue {
   trn_hal_instance_t &instance_;
   DeviceRuntime &device_;
   const QueueShape shape_;
-  std::mutex mu_;  // guards pending_, free_, submitted_, fault_
+  SpinLock mu_;  // guards pending_, free_, submitted_, fault_ (held for microseconds at most)
   std::deque<std::unique_ptr<Buffer>> pending_;
   std::vector<std::unique_ptr<Buffer>> free_;  // retired buffers kept for reuse
   uint64_t submitted_ = 0;
