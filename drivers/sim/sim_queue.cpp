@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "sim/dma_engine.hpp"
 #include "sim/semaphore.hpp"
@@ -23,6 +24,7 @@ bool ranges_overflow(uint64_t address, uint64_t bytes) {
 
 SimQueue::SimQueue(trn_hal_instance_t &instance, DeviceRuntime &device, const QueueShape &shape)
     : instance_(instance), device_(device), shape_(shape), clock_ns_(device.time_ns()) {
+  free_.reserve(kKeptBuffers);  // retiring never allocates
   worker_ = std::thread([this] { run(); });
 }
 
@@ -198,19 +200,10 @@ void SimQueue::run() {
     // Read before looking for work: a submission after the look rings a doorbell we then see.
     const uint32_t seen = doorbell_.load(std::memory_order_seq_cst);
     if (auto buffer = next()) {
-      if (stop_.load(std::memory_order_acquire)) {
-        cancel(*buffer, "the queue was destroyed before the command ran");
-      } else if (in_error_.load(std::memory_order_acquire)) {
-        cancel(*buffer, "an earlier buffer of the queue failed");
-      } else {
-        trn_hal_core_activity_t activity{};
-        const uint64_t start = monotonic_ns();
-        execute(*buffer, &activity);
-        // Buffers of semaphore operations and host calls alone count nothing.
-        if (activity.commands_completed != 0 || activity.commands_failed != 0) {
-          activity.busy_host_ns = monotonic_ns() - start;
-          device_.account(shape_.first_core, activity);
-        }
+      try {
+        process(*buffer);
+      } catch (const std::exception &) {
+        // Out of memory building a reason: the buffer retires all the same, the worker lives.
       }
       retire(std::move(buffer));
       continue;
@@ -221,6 +214,23 @@ void SimQueue::run() {
       continue;
     }
     idle(seen);
+  }
+}
+
+void SimQueue::process(Buffer &buffer) {
+  if (stop_.load(std::memory_order_acquire)) {
+    cancel(buffer, "the queue was destroyed before the command ran");
+  } else if (in_error_.load(std::memory_order_acquire)) {
+    cancel(buffer, "an earlier buffer of the queue failed");
+  } else {
+    trn_hal_core_activity_t activity{};
+    const uint64_t start = monotonic_ns();
+    execute(buffer, &activity);
+    // Buffers of semaphore operations and host calls alone count nothing.
+    if (activity.commands_completed != 0 || activity.commands_failed != 0) {
+      activity.busy_host_ns = monotonic_ns() - start;
+      device_.account(shape_.first_core, activity);
+    }
   }
 }
 
@@ -322,7 +332,17 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c,
 void SimQueue::execute(Buffer &buffer, trn_hal_core_activity_t *activity) {
   for (size_t i = 0; i < buffer.commands.size(); ++i) {
     Failure failure;
-    const trn_result_t r = execute_command(buffer.commands[i], activity, &failure);
+    trn_result_t r = TRN_SUCCESS;
+    try {
+      r = execute_command(buffer.commands[i], activity, &failure);
+    } catch (const std::bad_alloc &) {
+      // Nothing thrown may end the worker: the command fails instead.
+      r = TRN_ERROR_OUT_OF_HOST_MEMORY;
+      failure.reason = "out of host memory while executing the command";
+    } catch (const std::exception &e) {
+      r = TRN_ERROR_DRIVER;
+      failure.reason = std::string("the driver failed executing the command: ") + e.what();
+    }
     if (r == TRN_SUCCESS) continue;
     failure.result = r;
     activity->commands_failed += 1;

@@ -60,7 +60,8 @@ class SimQueue {
   trn_result_t check_command(const trn_hal_command_t &command, std::string *why);
   std::unique_ptr<Buffer> next();
   void run();
-  void idle(uint32_t seen);  // until the doorbell changes from `seen` (or a slice passes)
+  void process(Buffer &buffer);  // executes or cancels it
+  void idle(uint32_t seen);      // until the doorbell changes from `seen` (or a slice passes)
   void execute(Buffer &buffer, trn_hal_core_activity_t *activity);
   trn_result_t execute_command(const trn_hal_command_t &command, trn_hal_core_activity_t *activity,
                                Failure *failure);
