@@ -156,6 +156,14 @@ trn_result_t SimQueue::submit(const trn_hal_submission_t &submission, std::strin
                           c.u.launch.args + c.u.launch.arg_count);
       c.u.launch.args = buffer->args.data() + at;
     }
+    // The buffer holds its semaphores: a waiter that saw a signal's value may destroy its hold
+    // while the signal is still returning.
+    buffer->sems.resize(buffer->commands.size());
+    for (size_t i = 0; i < buffer->commands.size(); ++i) {
+      const trn_hal_command_t &c = buffer->commands[i];
+      if (c.kind == TRN_HAL_COMMAND_SEM_WAIT || c.kind == TRN_HAL_COMMAND_SEM_SIGNAL)
+        buffer->sems[i] = c.u.sem.sem->core;
+    }
     pending_.push_back(std::move(buffer));
     ++submitted_;
   }
@@ -254,7 +262,7 @@ void SimQueue::tick(uint64_t ns) {
   device_.advance_time(clock_ns_);
 }
 
-trn_result_t SimQueue::execute_command(const trn_hal_command_t &c,
+trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_core,
                                        trn_hal_core_activity_t *activity, Failure *failure) {
   std::string &why = failure->reason;
   switch (c.kind) {
@@ -293,7 +301,7 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c,
       return failure->launch.result;
     }
     case TRN_HAL_COMMAND_SEM_WAIT: {
-      SemCore &sem = *c.u.sem.sem->core;
+      SemCore &sem = *sem_core;
       const trn_result_t r = sem.wait(c.u.sem.value, UINT64_MAX, &stop_);
       if (r == TRN_SUCCESS) {
         // Causal time: the command after the wait starts no earlier than the signal.
@@ -307,7 +315,7 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c,
       return TRN_ERROR_CANCELLED;
     }
     case TRN_HAL_COMMAND_SEM_SIGNAL:
-      c.u.sem.sem->core->signal(c.u.sem.value, clock_ns_, false);
+      sem_core->signal(c.u.sem.value, clock_ns_, false);
       return TRN_SUCCESS;
     case TRN_HAL_COMMAND_TIMESTAMP: {
       failure->destination = c.u.timestamp.destination;
@@ -334,7 +342,7 @@ void SimQueue::execute(Buffer &buffer, trn_hal_core_activity_t *activity) {
     Failure failure;
     trn_result_t r = TRN_SUCCESS;
     try {
-      r = execute_command(buffer.commands[i], activity, &failure);
+      r = execute_command(buffer.commands[i], buffer.sems[i].get(), activity, &failure);
     } catch (const std::bad_alloc &) {
       // Nothing thrown may end the worker: the command fails instead.
       r = TRN_ERROR_OUT_OF_HOST_MEMORY;
@@ -379,7 +387,7 @@ void SimQueue::abandon(Buffer &buffer, size_t from, trn_result_t status, const s
   for (size_t i = from; i < buffer.commands.size(); ++i) {
     const trn_hal_command_t &c = buffer.commands[i];
     if (c.kind == TRN_HAL_COMMAND_SEM_SIGNAL) {
-      c.u.sem.sem->core->fail(text);
+      buffer.sems[i]->fail(text);
     } else if (c.kind == TRN_HAL_COMMAND_HOST_CALL) {
       trn_hal_error_t err{};
       (void)c.u.host_call.fn(c.u.host_call.user, status, &err);  // its return is ignored
@@ -395,6 +403,8 @@ void SimQueue::cancel(Buffer &buffer, const std::string &reason) {
 }
 
 void SimQueue::retire(std::unique_ptr<Buffer> buffer) {
+  // Not under the lock: letting go of a last hold releases a shared semaphore's cell.
+  for (auto &sem : buffer->sems) sem.reset();
   std::lock_guard lock(mu_);
   retired_.fetch_add(1, std::memory_order_acq_rel);
   if (free_.size() < kKeptBuffers) free_.push_back(std::move(buffer));

@@ -18,6 +18,8 @@
 
 namespace trn::sim {
 
+class SemCore;
+
 struct QueueShape {
   uint32_t first_core = 0;  // physical
   uint32_t core_count = 1;
@@ -45,7 +47,8 @@ class SimQueue {
     uint32_t label = 0;
     uint64_t tag = 0;
     std::vector<trn_hal_command_t> commands;
-    std::vector<trn_hal_binding_t> args;  // every launch's arguments, in order
+    std::vector<trn_hal_binding_t> args;         // every launch's arguments, in order
+    std::vector<std::shared_ptr<SemCore>> sems;  // per command: its semaphore, if any
   };
   // Why a command failed, for the fault record.
   struct Failure {
@@ -63,8 +66,8 @@ class SimQueue {
   void process(Buffer &buffer);  // executes or cancels it
   void idle(uint32_t seen);      // until the doorbell changes from `seen` (or a slice passes)
   void execute(Buffer &buffer, trn_hal_core_activity_t *activity);
-  trn_result_t execute_command(const trn_hal_command_t &command, trn_hal_core_activity_t *activity,
-                               Failure *failure);
+  trn_result_t execute_command(const trn_hal_command_t &command, SemCore *sem,
+                               trn_hal_core_activity_t *activity, Failure *failure);
   void record_fault(const Buffer &buffer, uint32_t index, const Failure &failure);
   // Commands [from, end) of a buffer that will not run: signals fail with `text`, host calls
   // are called with `status`.
