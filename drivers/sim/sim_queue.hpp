@@ -59,8 +59,6 @@ class SimQueue {
     LaunchOutcome launch;
   };
 
-  trn_result_t check(const trn_hal_submission_t &submission, std::string *why);
-  trn_result_t check_command(const trn_hal_command_t &command, std::string *why);
   std::unique_ptr<Buffer> next();
   void run();
   void process(Buffer &buffer);  // executes or cancels it
