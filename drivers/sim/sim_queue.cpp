@@ -1,5 +1,7 @@
 #include "sim/sim_queue.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -16,6 +18,8 @@ namespace {
 // An idle worker sleeps in slices this long (a missed doorbell costs at most one).
 constexpr uint64_t kIdleSliceNs = 100'000'000;
 constexpr size_t kKeptBuffers = 64;
+// How long a full queue's submitter waits for a running worker to retire a buffer.
+constexpr uint64_t kRetireGraceNs = 1'000'000;
 
 }  // namespace
 
@@ -29,17 +33,41 @@ SimQueue::~SimQueue() {
   stop();
 }
 
+bool SimQueue::await_retirement(uint64_t seen) {
+  // A waiter that saw the last signal of a buffer may submit before the worker has retired it:
+  // give a worker that is running (not waiting on a semaphore) a moment to finish.
+  const uint64_t deadline = deadline_after(kRetireGraceNs);
+  for (uint32_t i = 0;; ++i) {
+    if (retired_.load(std::memory_order_acquire) != seen) return true;
+    if (!running_.load(std::memory_order_acquire) || waiting_.load(std::memory_order_acquire))
+      return false;
+    if ((i & 63) == 0 && monotonic_ns() >= deadline) return false;
+    if (i < 1024) {
+      cpu_relax();
+    } else {
+      // The worker may need this core (we may have preempted it by being woken): sleep.
+      struct timespec pause {
+        0, 20'000
+      };
+      nanosleep(&pause, nullptr);
+    }
+  }
+}
+
 trn_result_t SimQueue::submit(const trn_hal_submission_t &submission, std::string *why) {
   if (trn_result_t r = check_submission(instance_, device_, shape_.kind, submission, why);
       r != TRN_SUCCESS)
     return r;
-  {
-    std::lock_guard lock(mu_);
+  for (bool full_once = false;; full_once = true) {
+    std::unique_lock lock(mu_);
     if (stop_.load(std::memory_order_acquire)) {
       *why = "the queue is being destroyed";
       return TRN_ERROR_INVALID_HANDLE;
     }
-    if (submitted_ - retired_.load(std::memory_order_acquire) >= shape_.capacity) {
+    const uint64_t retired = retired_.load(std::memory_order_acquire);
+    if (submitted_ - retired >= shape_.capacity) {
+      lock.unlock();
+      if (!full_once && await_retirement(retired)) continue;
       *why = "the queue has " + std::to_string(shape_.capacity) +
              " buffers in flight (its capacity): wait for some to retire, then submit again";
       return TRN_ERROR_QUEUE_FULL;
@@ -76,6 +104,7 @@ trn_result_t SimQueue::submit(const trn_hal_submission_t &submission, std::strin
     }
     pending_.push_back(std::move(buffer));
     ++submitted_;
+    break;
   }
   doorbell_.fetch_add(1, std::memory_order_seq_cst);
   if (worker_asleep_.load(std::memory_order_seq_cst))
@@ -118,12 +147,14 @@ void SimQueue::run() {
     // Read before looking for work: a submission after the look rings a doorbell we then see.
     const uint32_t seen = doorbell_.load(std::memory_order_seq_cst);
     if (auto buffer = next()) {
+      running_.store(true, std::memory_order_release);
       try {
         process(*buffer);
       } catch (const std::exception &) {
         // Out of memory building a reason: the buffer retires all the same, the worker lives.
       }
       retire(std::move(buffer));
+      running_.store(false, std::memory_order_release);
       continue;
     }
     if (stop_.load(std::memory_order_acquire)) {
@@ -212,7 +243,9 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
     }
     case TRN_HAL_COMMAND_SEM_WAIT: {
       SemCore &sem = *sem_core;
+      waiting_.store(true, std::memory_order_release);
       const trn_result_t r = sem.wait(c.u.sem.value, UINT64_MAX, &stop_);
+      waiting_.store(false, std::memory_order_release);
       if (r == TRN_SUCCESS) {
         // Causal time: the command after the wait starts no earlier than the signal.
         clock_ns_ = std::max(clock_ns_, sem.device_ns());

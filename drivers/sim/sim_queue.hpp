@@ -59,6 +59,8 @@ class SimQueue {
     LaunchOutcome launch;
   };
 
+  // Whether the worker, if running, retires more than `seen` buffers within a short grace period.
+  bool await_retirement(uint64_t seen);
   std::unique_ptr<Buffer> next();
   void run();
   void process(Buffer &buffer);  // executes or cancels it
@@ -87,8 +89,10 @@ class SimQueue {
   std::atomic<bool> stop_{false};
   std::atomic<uint32_t> doorbell_{0};
   std::atomic<uint32_t> worker_asleep_{0};
-  uint64_t clock_ns_ = 0;  // the queue's simulated time; the worker's alone
-  std::mutex stop_mu_;     // one stop at a time
+  std::atomic<bool> running_{false};  // the worker is executing a buffer
+  std::atomic<bool> waiting_{false};  // ... and waiting on a semaphore in it
+  uint64_t clock_ns_ = 0;             // the queue's simulated time; the worker's alone
+  std::mutex stop_mu_;                // one stop at a time
   std::thread worker_;
 };
 
