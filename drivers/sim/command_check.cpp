@@ -1,0 +1,110 @@
+// Submission checks: everything about a buffer that can be refused before anything runs.
+#include "sim/command_check.hpp"
+
+#include "sim/launch.hpp"
+
+namespace trn::sim {
+
+namespace {
+
+bool ranges_overflow(uint64_t address, uint64_t bytes) {
+  return bytes > UINT64_MAX - address;
+}
+
+trn_result_t check_command(trn_hal_instance_t &instance, DeviceRuntime &device,
+                           trn_hal_queue_kind_t kind, const trn_hal_command_t &c,
+                           std::string *why) {
+  MemorySpan span;
+  switch (c.kind) {
+    case TRN_HAL_COMMAND_COPY:
+      if (ranges_overflow(c.u.copy.destination, c.u.copy.bytes) ||
+          ranges_overflow(c.u.copy.source, c.u.copy.bytes)) {
+        *why = "a copy of " + std::to_string(c.u.copy.bytes) +
+               " bytes runs past the end of the "
+               "address space";
+        return TRN_ERROR_INVALID_ARGUMENT;
+      }
+      if (trn_result_t r = resolve(instance, c.u.copy.destination, c.u.copy.bytes, &span, why);
+          r != TRN_SUCCESS) {
+        *why = "copy destination: " + *why;
+        return r;
+      }
+      if (trn_result_t r = resolve(instance, c.u.copy.source, c.u.copy.bytes, &span, why);
+          r != TRN_SUCCESS) {
+        *why = "copy source: " + *why;
+        return r;
+      }
+      return TRN_SUCCESS;
+    case TRN_HAL_COMMAND_MEMSET:
+      if (c.u.memset.value > 255) {
+        *why = "a memset value must be a byte (0-255), not " + std::to_string(c.u.memset.value);
+        return TRN_ERROR_INVALID_ARGUMENT;
+      }
+      if (ranges_overflow(c.u.memset.destination, c.u.memset.bytes)) {
+        *why = "a memset of " + std::to_string(c.u.memset.bytes) +
+               " bytes runs past the end of the address space";
+        return TRN_ERROR_INVALID_ARGUMENT;
+      }
+      if (trn_result_t r = resolve(instance, c.u.memset.destination, c.u.memset.bytes, &span, why);
+          r != TRN_SUCCESS) {
+        *why = "memset destination: " + *why;
+        return r;
+      }
+      return TRN_SUCCESS;
+    case TRN_HAL_COMMAND_LAUNCH:
+      if (kind != TRN_HAL_QUEUE_COMPUTE) {
+        *why = "a copy queue cannot launch kernels: submit launches to a compute queue";
+        return TRN_ERROR_INVALID_ARGUMENT;
+      }
+      return check_launch(instance, device, c.u.launch.kernel, c.u.launch.args,
+                          c.u.launch.arg_count, why);
+    case TRN_HAL_COMMAND_SEM_WAIT:
+    case TRN_HAL_COMMAND_SEM_SIGNAL:
+      if (c.u.sem.sem == nullptr) {
+        *why = std::string("a semaphore ") +
+               (c.kind == TRN_HAL_COMMAND_SEM_WAIT ? "wait" : "signal") + " names no semaphore";
+        return TRN_ERROR_INVALID_ARGUMENT;
+      }
+      return TRN_SUCCESS;
+    case TRN_HAL_COMMAND_TIMESTAMP:
+      if (trn_result_t r =
+              resolve(instance, c.u.timestamp.destination, sizeof(trn_hal_timestamp_t), &span, why);
+          r != TRN_SUCCESS) {
+        *why = "timestamp destination: " + *why;
+        return r;
+      }
+      return TRN_SUCCESS;
+    case TRN_HAL_COMMAND_HOST_CALL:
+      if (c.u.host_call.fn == nullptr) {
+        *why = "a host call names no function";
+        return TRN_ERROR_INVALID_ARGUMENT;
+      }
+      return TRN_SUCCESS;
+    default:
+      *why = "unknown command kind " + std::to_string(c.kind) +
+             " (hal.h lists TRN_HAL_COMMAND_COPY to TRN_HAL_COMMAND_HOST_CALL)";
+      return TRN_ERROR_INVALID_ARGUMENT;
+  }
+}
+
+}  // namespace
+
+trn_result_t check_submission(trn_hal_instance_t &instance, DeviceRuntime &device,
+                              trn_hal_queue_kind_t kind, const trn_hal_submission_t &submission,
+                              std::string *why) {
+  if (submission.command_count != 0 && submission.commands == nullptr) {
+    *why = "the buffer has " + std::to_string(submission.command_count) +
+           " commands but no command array (NULL)";
+    return TRN_ERROR_INVALID_ARGUMENT;
+  }
+  for (uint32_t i = 0; i < submission.command_count; ++i)
+    if (trn_result_t r = check_command(instance, device, kind, submission.commands[i], why);
+        r != TRN_SUCCESS) {
+      *why = "command " + std::to_string(i) + " of buffer #" + std::to_string(submission.tag) +
+             ": " + *why;
+      return r;
+    }
+  return TRN_SUCCESS;
+}
+
+}  // namespace trn::sim
