@@ -159,6 +159,7 @@ TEST_CASE("failures: queue_reset is HANDLE_IN_USE until retired, then the queue 
   q.submit({memset_command(r.address(), 8, 0x42), signal_command(out, 1), signal_command(done, 1)},
            3, 3);
   REQUIRE(ops().sem_wait(done, 1, kLong) == TRN_SUCCESS);
+  REQUIRE(q.wait_retired(3));
   CHECK(out.value() == 1);
   CHECK(read_device(inst, 0, r.address(), 1)[0] == 0x42);
   CHECK(q.status().fault.result == TRN_SUCCESS);

@@ -52,8 +52,8 @@ TEST_CASE("memory: never-written memory reads as zeros; writes read back", "[mem
   Instance inst;
   CONFORMANCE_NEED_DEVICES(inst, 1);
   Range r(inst, 0, 3 << 20);
-  const auto zeros = std::vector<uint8_t>(r.bytes(), 0);
-  CHECK(first_difference(read_device(inst, 0, r.address(), r.bytes()), zeros) == -1);
+  const uint64_t n = std::min<uint64_t>(r.bytes(), 4 << 20);
+  CHECK(first_difference(read_device(inst, 0, r.address(), n), std::vector<uint8_t>(n, 0)) == -1);
 
   const auto data = pattern(1 << 20, 7);
   const uint64_t offset = 12345;

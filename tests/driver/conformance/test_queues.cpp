@@ -24,6 +24,7 @@ void run(trn_hal_instance_t *inst, Queue &q, std::vector<trn_hal_command_t> comm
   INFO("queue fault: " << st.fault.reason);
   REQUIRE(r == TRN_SUCCESS);
   CHECK(st.fault.result == TRN_SUCCESS);
+  REQUIRE(q.wait_retired(st.submitted));  // before `done` goes
 }
 
 // Same with a queue (on device 0) whose semaphore belongs to device 0; for other devices too.
@@ -36,6 +37,7 @@ void run_on(trn_hal_instance_t *inst, uint32_t device, Queue &q,
   const auto st = q.status();
   INFO("queue fault: " << st.fault.reason);
   REQUIRE(r == TRN_SUCCESS);
+  REQUIRE(q.wait_retired(st.submitted));  // before `done` goes
 }
 
 }  // namespace
@@ -255,6 +257,7 @@ TEST_CASE("queues: a queue waits on a semaphore another device's queue signals",
   q1.submit({wait_command(back, 1), signal_command(done1, 1)});
   run_on(inst, 0, q0, {signal_command(back, 1)});
   CHECK(ops().sem_wait(done1, 1, kLong) == TRN_SUCCESS);
+  CHECK(q1.wait_retired(2));
 }
 
 TEST_CASE("queues: timestamps are non-decreasing and within the host's window", "[queues]") {
