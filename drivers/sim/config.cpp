@@ -53,6 +53,16 @@ trn_result_t load_config(SimConfig *config, std::string *why) {
     result.hbm_explicit = true;
   }
 
+  if (auto text = common::env("TRN_SPIN_NS")) {
+    auto value = common::parse_uint(*text);
+    if (!value || *value > kMaxSpinNs) {
+      *why = "TRN_SPIN_NS='" + *text +
+             "' is not a spin time: use nanoseconds, a whole number from 0 to 10000000000 (10 s)";
+      return TRN_ERROR_INVALID_CONFIG;
+    }
+    result.spin_ns = *value;
+  }
+
   *config = std::move(result);
   return TRN_SUCCESS;
 }

@@ -3,6 +3,7 @@
 //   TRN_SIM_DEVICES     number of devices, 0..64 (default 1)
 //   TRN_SIM_GENERATION  trn1 | trn2 | trn3 (default trn2)
 //   TRN_SIM_HBM_BYTES   device memory per device, e.g. 8GiB (default: the generation's)
+//   TRN_SPIN_NS         how long waits (semaphores, idle queues) spin before sleeping
 // A value the user set is "explicit": it must match devices other processes already use.
 #pragma once
 
@@ -16,6 +17,10 @@ namespace trn::sim {
 
 constexpr uint32_t kMaxDevices = 64;
 constexpr uint64_t kHbmBankGranule = kChunkBytes;  // bank sizes are whole chunks
+// A spin check costs ~0.1 us and waking a sleeping thread ~30 us: spinning 20 us catches a
+// signal from a running thread without a wake-up. 10 s is a budget, not a way to never sleep.
+constexpr uint64_t kDefaultSpinNs = 20'000;
+constexpr uint64_t kMaxSpinNs = 10'000'000'000;
 
 struct SimConfig {
   std::string root;
@@ -25,6 +30,7 @@ struct SimConfig {
   bool generation_explicit = false;
   uint64_t hbm_bytes = 0;  // 0 = the generation's
   bool hbm_explicit = false;
+  uint64_t spin_ns = kDefaultSpinNs;
 
   // Device memory per device after defaults and rounding to whole bank granules.
   uint64_t effective_hbm_bytes() const;

@@ -512,8 +512,8 @@ trn_result_t DeviceState::bank_usage(uint32_t bank, uint64_t *held_bytes,
 }
 
 trn_result_t DeviceState::sem_create(const trn_hal_process_identity_t &identity,
-                                     uint32_t *record_index, uint64_t *id,
-                                     trn_hal_sem_cell_t **cell, std::string *why) {
+                                     uint32_t *record_index, uint64_t *id, SharedSemCell **cell,
+                                     std::string *why) {
   std::lock_guard lock(mu_);
   if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;
   if (trn_result_t r = attach_locked(identity, why); r != TRN_SUCCESS) return r;
@@ -527,9 +527,10 @@ trn_result_t DeviceState::sem_create(const trn_hal_process_identity_t &identity,
       record.id = next_id(memory);
       record.holder_mask = uint64_t{1} << slot_;
       // A fresh cell: nobody can be waiting on a free record (its holders all let go).
-      trn_hal_sem_cell_t &c = memory.sem_cells[i];
-      std::atomic_ref<uint64_t>(c.value).store(0, std::memory_order_relaxed);
-      std::atomic_ref<uint32_t>(c.failed).store(0, std::memory_order_relaxed);
+      SharedSemCell &c = memory.sem_cells[i];
+      c.value.store(0, std::memory_order_relaxed);
+      c.device_ns.store(0, std::memory_order_relaxed);
+      c.failed.store(0, std::memory_order_relaxed);
       *record_index = i;
       *id = record.id;
       *cell = &c;
@@ -543,7 +544,7 @@ trn_result_t DeviceState::sem_create(const trn_hal_process_identity_t &identity,
 }
 
 trn_result_t DeviceState::sem_import(const trn_hal_process_identity_t &identity,
-                                     uint32_t record_index, uint64_t id, trn_hal_sem_cell_t **cell,
+                                     uint32_t record_index, uint64_t id, SharedSemCell **cell,
                                      std::string *why) {
   std::lock_guard lock(mu_);
   if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;

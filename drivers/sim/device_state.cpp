@@ -391,6 +391,13 @@ trn_result_t DeviceState::claim(const trn_hal_process_identity_t &identity, uint
   return TRN_SUCCESS;
 }
 
+bool DeviceState::holds_cores(uint32_t first, uint32_t count) {
+  if (count == 0 || first >= 64 || count > 64 - first) return false;
+  const uint64_t wanted = (count == 64 ? ~uint64_t{0} : ((uint64_t{1} << count) - 1)) << first;
+  std::lock_guard lock(mu_);
+  return (claimed_mask_ & wanted) == wanted;
+}
+
 trn_result_t DeviceState::unclaim(uint32_t first, uint32_t count, std::string *why) {
   std::lock_guard lock(mu_);
   if (trn_result_t r = check_files_locked(why); r != TRN_SUCCESS) return r;

@@ -46,6 +46,8 @@ class DeviceState {
   trn_result_t claim(const trn_hal_process_identity_t &identity, uint32_t first, uint32_t count,
                      uint32_t *busy_core, std::string *why);
   trn_result_t unclaim(uint32_t first, uint32_t count, std::string *why);
+  // Whether this process holds every core of [first, first+count).
+  bool holds_cores(uint32_t first, uint32_t count);
   // pid 0: free; pid -1: held by a process still registering.
   trn_result_t owner(uint32_t core, trn_hal_process_t *owner, std::string *why);
   trn_result_t processes(uint32_t *count, trn_hal_process_t *processes, std::string *why);
@@ -66,9 +68,9 @@ class DeviceState {
   trn_result_t hbm_unexport(uint32_t record, uint64_t id, std::string *why);
   // Shared semaphores (device_memory.cpp): cells in the state file, freed with their last holder.
   trn_result_t sem_create(const trn_hal_process_identity_t &identity, uint32_t *record,
-                          uint64_t *id, trn_hal_sem_cell_t **cell, std::string *why);
+                          uint64_t *id, SharedSemCell **cell, std::string *why);
   trn_result_t sem_import(const trn_hal_process_identity_t &identity, uint32_t record, uint64_t id,
-                          trn_hal_sem_cell_t **cell, std::string *why);
+                          SharedSemCell **cell, std::string *why);
   trn_result_t sem_release(uint32_t record, uint64_t id, std::string *why);
   void core_account(uint32_t core, const trn_hal_core_activity_t &delta);
 

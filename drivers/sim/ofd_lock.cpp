@@ -5,6 +5,8 @@
 
 #include <cerrno>
 
+#include "sim/wait_primitives.hpp"
+
 namespace trn::sim {
 
 namespace {
@@ -21,12 +23,6 @@ struct flock make_flock(int64_t offset, short type) {
 
 short to_type(LockKind kind) {
   return kind == LockKind::shared ? F_RDLCK : F_WRLCK;
-}
-
-uint64_t monotonic_ns() {
-  struct timespec now {};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
 }
 
 }  // namespace

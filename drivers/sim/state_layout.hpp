@@ -18,7 +18,7 @@
 
 namespace trn::sim {
 
-constexpr uint32_t kStateLayoutVersion = 5;  // 5: the chunk lock is an OFD lock
+constexpr uint32_t kStateLayoutVersion = 6;  // 6: semaphore cells carry device_ns
 constexpr char kStateMagic[8] = {'T', 'R', 'N', 'S', 'I', 'M', 'S', 'T'};
 constexpr uint32_t kMaxProcessSlots = 64;
 constexpr uint32_t kMaxPhysicalCores = 16;
@@ -90,6 +90,17 @@ struct ExportRecord {
   uint32_t chunk_count;
 };
 
+// A shareable semaphore's cell: every process holding it maps the same one. `wake` is a futex
+// word (non-private: sleepers may be in other processes) that changes on every signal or failure.
+struct SharedSemCell {
+  std::atomic<uint64_t> value;
+  std::atomic<uint64_t> device_ns;  // simulated time at which `value` was reached
+  std::atomic<uint32_t> wake;
+  std::atomic<uint32_t> failed;    // nonzero: a pending signal will not happen
+  std::atomic<uint32_t> sleepers;  // waiters asleep on `wake`
+  uint32_t pad;
+};
+
 struct alignas(64) CoreRecord {
   std::atomic<uint32_t> seq;
   uint32_t pad;
@@ -113,7 +124,7 @@ struct alignas(64) MemoryControl {
   uint32_t bank_chunks;  // chunks per bank
   ExportRecord exports[kMaxExports];
   ExportRecord sem_records[kMaxSharedSems];  // first_chunk/chunk_count unused
-  trn_hal_sem_cell_t sem_cells[kMaxSharedSems];
+  SharedSemCell sem_cells[kMaxSharedSems];
   uint16_t chunk_owner[kMaxChunks];
 };
 
@@ -126,5 +137,6 @@ struct StateFile {
 };
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "state file needs lock-free atomics");
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "state file needs lock-free atomics");
 
 }  // namespace trn::sim

@@ -1,0 +1,116 @@
+#include "sim/dma_engine.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace trn::sim {
+
+namespace {
+
+// Transfers from this size up are split across host threads, as the engines split them: below
+// it starting the threads costs more than they save.
+constexpr uint64_t kParallelBytes = 64ull << 20;
+constexpr unsigned kMaxThreads = 4;
+
+// Runs part(offset, bytes) over [0, bytes), split across up to 4 threads for large transfers;
+// the first failure is the result.
+template <typename Part>
+trn_result_t parallel_parts(uint64_t bytes, std::string *why, Part part) {
+  const unsigned threads = std::min(kMaxThreads, std::max(1u, std::thread::hardware_concurrency()));
+  if (bytes < kParallelBytes || threads == 1) return part(0, bytes, why);
+  const uint64_t step = (bytes / threads + 4095) & ~uint64_t{4095};
+  std::atomic<trn_result_t> result{TRN_SUCCESS};
+  std::vector<std::string> whys(threads);
+  std::vector<std::thread> helpers;
+  auto run = [&](unsigned i) {
+    const uint64_t begin = i * step;
+    if (trn_result_t r = part(begin, std::min(bytes, begin + step) - begin, &whys[i]);
+        r != TRN_SUCCESS) {
+      trn_result_t expected = TRN_SUCCESS;
+      result.compare_exchange_strong(expected, r);
+    }
+  };
+  for (unsigned i = 1; i < threads && i * step < bytes; ++i) {
+    try {
+      helpers.emplace_back(run, i);
+    } catch (const std::system_error &) {
+      run(i);  // no thread to spare: do the part here
+    }
+  }
+  run(0);
+  for (auto &helper : helpers) helper.join();
+  if (result.load() != TRN_SUCCESS)
+    for (auto &text : whys)
+      if (!text.empty()) {
+        *why = text;
+        break;
+      }
+  return result.load();
+}
+
+bool overlap(const MemorySpan &a, const MemorySpan &b) {
+  return a.host < b.host + b.bytes && b.host < a.host + a.bytes;
+}
+
+trn_result_t back(const MemorySpan &span, std::string *why) {
+  return span.hbm ? span.hbm->commits().commit(span.offset, span.bytes, why) : TRN_SUCCESS;
+}
+
+// Copies part [at, at+bytes) of `source` to `out`.
+trn_result_t read_part(const MemorySpan &source, uint64_t at, char *out, uint64_t bytes,
+                       std::string *why) {
+  if (!source.hbm) {
+    std::memcpy(out, source.host + at, bytes);
+    return TRN_SUCCESS;
+  }
+  return source.hbm->commits().read(source.host + at, source.offset + at, out, bytes, why);
+}
+
+}  // namespace
+
+uint64_t simulated_dma_ns(uint64_t bytes, uint64_t bytes_per_s, uint32_t engines) {
+  const uint64_t per_engine = bytes_per_s ? bytes_per_s : 23'000'000'000ull;
+  const double rate = static_cast<double>(per_engine) * std::max(1u, engines) / 1e9;  // per ns
+  return kDmaFixedNs + static_cast<uint64_t>(static_cast<double>(bytes) / rate);
+}
+
+trn_result_t dma_copy(const MemorySpan &destination, const MemorySpan &source, std::string *why) {
+  const uint64_t bytes = std::min(destination.bytes, source.bytes);
+  if (bytes == 0) return TRN_SUCCESS;
+  if (trn_result_t r = back(destination, why); r != TRN_SUCCESS) return r;
+  if (overlap(destination, source)) {
+    // The same memory: back the source too (what was never written is then zeros in the
+    // mapping) and move it whole.
+    if (trn_result_t r = back(source, why); r != TRN_SUCCESS) return r;
+    std::memmove(destination.host, source.host, bytes);
+    return TRN_SUCCESS;
+  }
+  return parallel_parts(bytes, why, [&](uint64_t at, uint64_t part, std::string *part_why) {
+    return read_part(source, at, destination.host + at, part, part_why);
+  });
+}
+
+trn_result_t dma_fill(const MemorySpan &destination, uint8_t value, std::string *why) {
+  if (destination.bytes == 0) return TRN_SUCCESS;
+  if (trn_result_t r = back(destination, why); r != TRN_SUCCESS) return r;
+  return parallel_parts(destination.bytes, why, [&](uint64_t at, uint64_t part, std::string *) {
+    std::memset(destination.host + at, value, part);
+    return TRN_SUCCESS;
+  });
+}
+
+trn_result_t dma_write(const MemorySpan &destination, const void *source, std::string *why) {
+  const MemorySpan from{static_cast<char *>(const_cast<void *>(source)), nullptr, 0,
+                        destination.bytes};
+  return dma_copy(destination, from, why);
+}
+
+trn_result_t dma_read(const MemorySpan &source, void *destination, std::string *why) {
+  const MemorySpan to{static_cast<char *>(destination), nullptr, 0, source.bytes};
+  return dma_copy(to, source, why);
+}
+
+}  // namespace trn::sim

@@ -1,0 +1,28 @@
+// Moving bytes between device addresses (HBM of any device, registered host memory) and the
+// host, as the device's DMA engines do: the destination is backed before it is written, chunks
+// never written read as zeros, overlapping ranges move as memmove does, and large transfers are
+// split across host threads. No lock is held while bytes move.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sim/ops_support.hpp"
+
+namespace trn::sim {
+
+// DMA costs from reference/trainium.md §1.5: each transfer pays the semaphore-to-start latency
+// (~1.3 us) and descriptor generation (~0.6 us); engines then move data in parallel at their
+// per-engine rate.
+constexpr uint64_t kDmaFixedNs = 1900;
+
+// Simulated time of a transfer of `bytes` on `engines` engines of `bytes_per_s` each.
+uint64_t simulated_dma_ns(uint64_t bytes, uint64_t bytes_per_s, uint32_t engines);
+
+trn_result_t dma_copy(const MemorySpan &destination, const MemorySpan &source, std::string *why);
+trn_result_t dma_fill(const MemorySpan &destination, uint8_t value, std::string *why);
+// Host <-> device copies (mem_write, mem_read, timestamps).
+trn_result_t dma_write(const MemorySpan &destination, const void *source, std::string *why);
+trn_result_t dma_read(const MemorySpan &source, void *destination, std::string *why);
+
+}  // namespace trn::sim

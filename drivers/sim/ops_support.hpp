@@ -1,0 +1,71 @@
+// What the table's adapters share: error reporting, the C boundary's exception guard, device
+// lookup and device address resolution.
+#pragma once
+
+#include <cstdio>
+#include <new>
+#include <string>
+#include <system_error>
+
+#include "drivers/hal.h"
+#include "sim/sim_instance.hpp"
+
+namespace trn::sim {
+
+inline trn_result_t fail(trn_hal_error_t *err, trn_result_t result, const std::string &why) {
+  if (err) std::snprintf(err->message, sizeof err->message, "%s", why.c_str());
+  return result;
+}
+
+// Runs an adapter's body; nothing thrown crosses the C boundary.
+template <typename Body>
+trn_result_t guarded(trn_hal_error_t *err, Body body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc &) {
+    return fail(err, TRN_ERROR_OUT_OF_HOST_MEMORY,
+                "sim driver: out of host memory; free memory or lower the load");
+  } catch (const std::system_error &e) {
+    return fail(err, TRN_ERROR_DRIVER,
+                std::string("sim driver: ") + e.what() + " (threads or descriptors exhausted?)");
+  } catch (const std::exception &e) {
+    return fail(err, TRN_ERROR_DRIVER, std::string("sim driver: ") + e.what());
+  }
+}
+
+DeviceRuntime *device_of(trn_hal_instance_t *instance, uint32_t device, trn_hal_error_t *err);
+
+// Runs body(DeviceRuntime &, std::string *why) for a device, guarded, reporting `why`.
+template <typename Body>
+trn_result_t with_device(trn_hal_instance_t *instance, uint32_t device, trn_hal_error_t *err,
+                         Body body) {
+  return guarded(err, [&] {
+    DeviceRuntime *runtime = device_of(instance, device, err);
+    if (!runtime) return TRN_ERROR_OUT_OF_RANGE;
+    std::string why;
+    trn_result_t r = body(*runtime, &why);
+    return r == TRN_SUCCESS ? r : fail(err, r, why);
+  });
+}
+
+std::string hex_address(uint64_t address);
+
+// HBM addresses: (device + 1) << 56 | bank << 48 | offset in the bank.
+uint64_t hbm_address(const DeviceState &state, uint32_t device, uint64_t offset);
+// The HBM offset of [address, address+bytes) of `device`; false if it is not in its HBM.
+bool hbm_offset(const DeviceState &state, uint32_t device, uint64_t address, uint64_t bytes,
+                uint64_t *offset);
+
+// A resolved device range: HBM of a device (runtime set) or registered host memory.
+struct MemorySpan {
+  char *host = nullptr;          // where it is mapped in this process
+  DeviceRuntime *hbm = nullptr;  // HBM: its device; registered host memory: nullptr
+  uint64_t offset = 0;           // HBM: offset in the device memory
+  uint64_t bytes = 0;
+};
+
+// Resolves an address of any device of the instance (HBM or registered host memory).
+trn_result_t resolve(trn_hal_instance_t &instance, uint64_t address, uint64_t bytes,
+                     MemorySpan *span, std::string *why);
+
+}  // namespace trn::sim

@@ -1,0 +1,253 @@
+#include "sim/semaphore.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "sim/sim_instance.hpp"
+#include "sim/wait_primitives.hpp"
+
+namespace trn::sim {
+
+namespace {
+
+// A shared cell may be signalled by a process that dies between raising the value and waking
+// us: sleep in slices so that costs at most one.
+constexpr uint64_t kSharedSliceNs = 100'000'000;
+// An interruptible wait (a queue worker) re-checks its flag this often.
+constexpr uint64_t kInterruptSliceNs = 10'000'000;
+
+}  // namespace
+
+SemCore::SemCore(DeviceRuntime &device, uint64_t initial, uint64_t spin_ns)
+    : device_(device),
+      local_(std::make_unique<SharedSemCell>()),
+      cell_(local_.get()),
+      spin_ns_(spin_ns) {
+  cell_->value.store(initial, std::memory_order_relaxed);
+  cell_->device_ns.store(device.time_ns(), std::memory_order_relaxed);
+}
+
+SemCore::SemCore(DeviceRuntime &device, SharedSemCell *cell, uint32_t record, uint64_t id,
+                 uint64_t spin_ns)
+    : device_(device), cell_(cell), record_(record), id_(id), spin_ns_(spin_ns) {}
+
+SemCore::~SemCore() {
+  {
+    std::lock_guard lock(mu_);
+    for (const Watcher &w : watchers_) close(w.fd);  // the caller's end reads end-of-file
+    watchers_.clear();
+  }
+  if (shared()) {
+    std::string why;
+    if (device_.state().sem_release(record_, id_, &why) != TRN_SUCCESS)
+      std::fprintf(stderr, "trn sim driver: letting go of a shared semaphore: %s\n", why.c_str());
+  }
+}
+
+std::string SemCore::failure_reason() const {
+  std::lock_guard lock(mu_);
+  if (!reason_.empty()) return reason_;
+  return shared() ? "another process failed it (the queue that was to signal it failed)"
+                  : "the queue that was to signal it failed";
+}
+
+void SemCore::query(trn_hal_sem_state_t *state) const {
+  state->value = value();
+  state->device_ns = device_ns();
+  state->failed = failed() ? 1u : 0u;
+  state->reserved = 0;
+  const std::string reason = state->failed ? failure_reason() : std::string();
+  std::snprintf(state->reason, sizeof state->reason, "%s", reason.c_str());
+}
+
+void SemCore::wake_sleepers() {
+  // Sequentially consistent with a sleeper's increment of `sleepers` and its re-check of the
+  // value: either it sees our change, or we see it and wake it.
+  if (cell_->sleepers.load(std::memory_order_seq_cst) == 0) return;
+  cell_->wake.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake(&cell_->wake, INT32_MAX, shared() ? FutexScope::shared : FutexScope::process_private);
+}
+
+void SemCore::signal(uint64_t value, uint64_t device_ns, bool clear_failure) {
+  uint64_t seen = cell_->value.load(std::memory_order_relaxed);
+  bool raised = false;
+  while (seen < value) {
+    // The time first, so whoever sees the value sees at least its time.
+    uint64_t ns = cell_->device_ns.load(std::memory_order_relaxed);
+    while (ns < device_ns &&
+           !cell_->device_ns.compare_exchange_weak(ns, device_ns, std::memory_order_relaxed)) {
+    }
+    if (cell_->value.compare_exchange_weak(seen, value, std::memory_order_seq_cst,
+                                           std::memory_order_relaxed)) {
+      raised = true;
+      break;
+    }
+  }
+  if (clear_failure && failed()) {
+    std::lock_guard lock(mu_);
+    reason_.clear();
+    cell_->failed.store(0, std::memory_order_seq_cst);
+  }
+  if (!raised && !clear_failure) return;
+  wake_sleepers();
+  if (watcher_count_.load(std::memory_order_seq_cst) != 0) notify_watchers();
+}
+
+void SemCore::fail(const std::string &reason) {
+  {
+    std::lock_guard lock(mu_);
+    reason_ = reason;
+  }
+  cell_->failed.store(1, std::memory_order_seq_cst);
+  wake_sleepers();
+  if (watcher_count_.load(std::memory_order_seq_cst) != 0) notify_watchers();
+}
+
+trn_result_t SemCore::wait(uint64_t value, uint64_t timeout_ns,
+                           const std::atomic<bool> *interrupt) {
+  auto reached = [&] { return cell_->value.load(std::memory_order_seq_cst) >= value; };
+  auto stopped = [&] {
+    return failed() || (interrupt && interrupt->load(std::memory_order_acquire));
+  };
+  if (reached()) return TRN_SUCCESS;
+  if (stopped()) return TRN_ERROR_CANCELLED;
+  if (timeout_ns == 0) return TRN_TIMEOUT;
+  const uint64_t start = monotonic_ns();
+  const uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
+  const uint64_t spin_until = std::min(deadline, start + std::min(spin_ns_, UINT64_MAX - start));
+  // Spin: a signal from another running thread is seen within ~0.1 us.
+  for (uint32_t i = 0;; ++i) {
+    if (reached()) return TRN_SUCCESS;
+    if (stopped()) return TRN_ERROR_CANCELLED;
+    if ((i & 63) == 0 && monotonic_ns() >= spin_until) break;
+    cpu_relax();
+  }
+  const FutexScope scope = shared() ? FutexScope::shared : FutexScope::process_private;
+  // Sleep: announce ourselves, then re-check, so a signal in between is never missed.
+  for (;;) {
+    const uint32_t seen = cell_->wake.load(std::memory_order_seq_cst);
+    cell_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint64_t now = monotonic_ns();
+    if (!reached() && !stopped() && now < deadline) {
+      uint64_t slice = deadline - now;
+      if (shared()) slice = std::min(slice, kSharedSliceNs);
+      if (interrupt) slice = std::min(slice, kInterruptSliceNs);
+      futex_wait(&cell_->wake, seen, slice, scope);
+    }
+    cell_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (reached()) return TRN_SUCCESS;
+    if (stopped()) return TRN_ERROR_CANCELLED;
+    if (monotonic_ns() >= deadline) return TRN_TIMEOUT;
+  }
+}
+
+trn_result_t SemCore::watch(uint64_t value, int *fd, std::string *why) {
+  // A connected socket pair, not an eventfd: the caller's end is the descriptor it owns, and
+  // when the caller closes it our end hangs up, so a watch whose caller lost interest is found
+  // and closed. A socket also lets us send without SIGPIPE if the caller closed its end.
+  int ends[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, ends) != 0) {
+    const int error = errno;
+    *why = std::string("cannot create the semaphore's descriptor: ") + std::strerror(error) +
+           "; close descriptors no longer needed";
+    return error == EMFILE || error == ENFILE ? TRN_ERROR_OUT_OF_HOST_MEMORY : TRN_ERROR_DRIVER;
+  }
+  shutdown(ends[0], SHUT_WR);  // the caller's end only reads
+  {
+    std::lock_guard lock(mu_);
+    reap_abandoned_locked();
+    try {
+      watchers_.push_back({ends[1], value});
+    } catch (...) {
+      close(ends[0]);
+      close(ends[1]);
+      throw;
+    }
+    watcher_count_.store(static_cast<uint32_t>(watchers_.size()), std::memory_order_seq_cst);
+  }
+  *fd = ends[0];
+  notify_watchers();  // it may be reached already
+  return TRN_SUCCESS;
+}
+
+void SemCore::reap_abandoned_locked() {
+  if (watchers_.empty()) return;
+  std::vector<pollfd> polled(watchers_.size());
+  for (size_t i = 0; i < watchers_.size(); ++i) polled[i] = {watchers_[i].fd, 0, 0};
+  if (poll(polled.data(), polled.size(), 0) <= 0) return;
+  size_t i = 0;
+  std::erase_if(watchers_, [&](const Watcher &w) {
+    const bool hung_up = (polled[i++].revents & (POLLHUP | POLLERR)) != 0;
+    if (hung_up) close(w.fd);
+    return hung_up;
+  });
+}
+
+bool SemCore::notify_watchers() {
+  std::lock_guard lock(mu_);
+  if (watchers_.empty()) return false;
+  const uint64_t now = value();
+  const bool is_failed = failed();
+  std::erase_if(watchers_, [&](const Watcher &w) {
+    if (now < w.value && !is_failed) return false;
+    const uint64_t one = 1;  // what an eventfd read would give
+    (void)!send(w.fd, &one, sizeof one, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(w.fd);
+    return true;
+  });
+  reap_abandoned_locked();
+  watcher_count_.store(static_cast<uint32_t>(watchers_.size()), std::memory_order_seq_cst);
+  return !watchers_.empty();
+}
+
+SemPoller::~SemPoller() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void SemPoller::add(const std::shared_ptr<SemCore> &sem) {
+  std::lock_guard lock(mu_);
+  sems_.push_back(sem);
+  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  wake_.notify_all();
+}
+
+void SemPoller::loop() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    if (sems_.empty()) {
+      wake_.wait_for(lock, std::chrono::seconds(1));
+      continue;
+    }
+    std::vector<std::shared_ptr<SemCore>> watched;
+    for (auto &weak : sems_)
+      if (auto sem = weak.lock()) watched.push_back(std::move(sem));
+    lock.unlock();
+    std::vector<SemCore *> done;
+    for (auto &sem : watched)
+      if (!sem->notify_watchers()) done.push_back(sem.get());
+    lock.lock();
+    std::erase_if(sems_, [&](const std::weak_ptr<SemCore> &weak) {
+      auto sem = weak.lock();
+      return !sem ||
+             (!sem->watched() && std::find(done.begin(), done.end(), sem.get()) != done.end());
+    });
+    lock.unlock();
+    watched.clear();  // a last hold may go here: never under mu_
+    lock.lock();
+    wake_.wait_for(lock, std::chrono::milliseconds(1));
+  }
+}
+
+}  // namespace trn::sim

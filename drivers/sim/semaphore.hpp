@@ -1,0 +1,101 @@
+// Timeline semaphores. A local one lives in this process; a shareable one in a cell of the
+// device's state file, which every process holding it maps. Each process keeps one SemCore per
+// semaphore (its failure reason and watchers); every hold (create, import) is its own
+// trn_hal_sem_t, and the process lets go of the shared cell with its last hold.
+//
+// The hot path is lock-free: the value is one atomic load; a signal that finds nobody asleep and
+// no watcher takes no lock and makes no system call.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "drivers/hal.h"
+#include "sim/state_layout.hpp"
+
+namespace trn::sim {
+
+class DeviceRuntime;
+
+class SemCore {
+ public:
+  // A local semaphore at `initial`.
+  SemCore(DeviceRuntime &device, uint64_t initial, uint64_t spin_ns);
+  // A shared semaphore's cell (record, id) in the state file.
+  SemCore(DeviceRuntime &device, SharedSemCell *cell, uint32_t record, uint64_t id,
+          uint64_t spin_ns);
+  ~SemCore();  // watchers read end-of-file; a shared cell is let go
+  SemCore(const SemCore &) = delete;
+  SemCore &operator=(const SemCore &) = delete;
+
+  bool shared() const { return local_ == nullptr; }
+  DeviceRuntime &device() const { return device_; }
+  uint64_t value() const { return cell_->value.load(std::memory_order_acquire); }
+  uint64_t device_ns() const { return cell_->device_ns.load(std::memory_order_acquire); }
+  bool failed() const { return cell_->failed.load(std::memory_order_acquire) != 0; }
+  std::string failure_reason() const;
+  void query(trn_hal_sem_state_t *state) const;
+
+  // Raises the value to at least `value`, reached at simulated time `device_ns`.
+  void signal(uint64_t value, uint64_t device_ns, bool clear_failure);
+  void fail(const std::string &reason);
+  // TRN_SUCCESS, TRN_TIMEOUT, or TRN_ERROR_CANCELLED (failed, or `interrupt` was set: a queue
+  // being destroyed re-checks it at least every 10 ms).
+  trn_result_t wait(uint64_t value, uint64_t timeout_ns, const std::atomic<bool> *interrupt);
+  trn_result_t watch(uint64_t value, int *fd, std::string *why);
+  // Completes the watches whose value was reached (or all, when failed); drops abandoned ones.
+  // Returns whether watches remain.
+  bool notify_watchers();
+  bool watched() const { return watcher_count_.load(std::memory_order_seq_cst) != 0; }
+
+ private:
+  struct Watcher {
+    int fd;  // our end of the socket pair
+    uint64_t value;
+  };
+  void wake_sleepers();
+  void reap_abandoned_locked();
+
+  DeviceRuntime &device_;
+  std::unique_ptr<SharedSemCell> local_;
+  SharedSemCell *cell_;
+  const uint32_t record_ = 0;
+  const uint64_t id_ = 0;
+  const uint64_t spin_ns_;
+  mutable std::mutex mu_;  // guards reason_ and watchers_
+  std::string reason_;
+  std::vector<Watcher> watchers_;
+  std::atomic<uint32_t> watcher_count_{0};  // watchers_.size(), read without the lock
+};
+
+// Shared semaphores may be signalled by other processes, which cannot write this process's
+// descriptors: a thread polls the watched ones every millisecond while there are any.
+class SemPoller {
+ public:
+  SemPoller() = default;
+  ~SemPoller();
+  SemPoller(const SemPoller &) = delete;
+  SemPoller &operator=(const SemPoller &) = delete;
+  void add(const std::shared_ptr<SemCore> &sem);
+
+ private:
+  void loop();
+  std::mutex mu_;  // guards everything below
+  std::condition_variable wake_;
+  std::vector<std::weak_ptr<SemCore>> sems_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace trn::sim
+
+// One hold on a semaphore.
+struct trn_hal_sem {
+  std::shared_ptr<trn::sim::SemCore> core;
+};

@@ -1,0 +1,91 @@
+// One driver instance: the configuration, the devices it opened, and per device what this
+// process keeps beside the shared state (commit map, host registrations, simulated clock,
+// kernel executors, semaphores it holds).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "drivers/hal.h"
+#include "sim/commit_map.hpp"
+#include "sim/config.hpp"
+#include "sim/device_state.hpp"
+#include "sim/host_registry.hpp"
+#include "sim/kernel_runner.hpp"
+
+namespace trn::sim {
+
+class SemCore;
+class SemPoller;
+
+class DeviceRuntime {
+ public:
+  DeviceRuntime(trn_hal_instance_t &instance, DeviceState &state, uint32_t index);
+  DeviceRuntime(const DeviceRuntime &) = delete;
+  DeviceRuntime &operator=(const DeviceRuntime &) = delete;
+
+  trn_hal_instance_t *instance() const { return &instance_; }
+  DeviceState &state() { return state_; }
+  uint32_t index() const { return index_; }
+  CommitMap &commits() { return commits_; }
+  HostRegistry &hosts() { return hosts_; }
+  trn_generation_t generation() const {
+    return static_cast<trn_generation_t>(state_.header().generation);
+  }
+
+  // The device memory mapped into this process (mapped once, then read without a lock).
+  trn_result_t hbm_base(char **base, std::string *why);
+  // Executors of the device's cores, made on first launch.
+  CoreExecutors &executors();
+
+  // The device's simulated time: the latest of its queues' clocks.
+  uint64_t time_ns() const { return time_ns_.load(std::memory_order_acquire); }
+  void advance_time(uint64_t ns);
+
+  // Adds to this process's counters of a physical core (serialised: the counters in the state
+  // file are read-modify-written).
+  void account(uint32_t physical_core, const trn_hal_core_activity_t &delta);
+
+  // This process's shared semaphores, one SemCore per (record, id) however many holds it has.
+  std::shared_ptr<SemCore> find_shared_sem(uint32_t record, uint64_t id);
+  void remember_shared_sem(uint32_t record, uint64_t id, const std::shared_ptr<SemCore> &sem);
+
+ private:
+  trn_hal_instance_t &instance_;
+  DeviceState &state_;
+  const uint32_t index_;
+  CommitMap commits_;
+  HostRegistry hosts_;
+  std::atomic<char *> hbm_base_{nullptr};
+  std::atomic<uint64_t> time_ns_{0};
+  std::mutex account_mu_;
+  std::once_flag executors_made_;
+  std::unique_ptr<CoreExecutors> executors_;
+  std::mutex sems_mu_;  // guards shared_sems_
+  std::map<std::pair<uint32_t, uint64_t>, std::weak_ptr<SemCore>> shared_sems_;
+};
+
+}  // namespace trn::sim
+
+struct trn_hal_instance_s {
+  trn_hal_instance_s();
+  ~trn_hal_instance_s();
+  trn::sim::SimConfig config;
+  trn_hal_process_identity_t identity{};
+  std::string command;
+  std::string runtime_version;
+  std::vector<std::unique_ptr<trn::sim::DeviceState>> devices;
+  std::vector<std::unique_ptr<trn::sim::DeviceRuntime>> runtimes;  // one per device
+  trn_result_t status = TRN_SUCCESS;
+  std::string status_detail;
+  std::unique_ptr<trn::sim::SemPoller> poller;  // watches shared semaphores for sem_watch
+  std::mutex queues_mu;                         // guards queues
+  std::set<trn_hal_queue_t *> queues;           // open queues, destroyed by close
+};
