@@ -203,7 +203,7 @@ TEST_CASE("queues: buffers and commands run in order", "[queues]") {
   CHECK(st.fault.result == TRN_SUCCESS);
 }
 
-TEST_CASE("queues: a queue's signal ends a host wait; another queue waits on it", "[queues]") {
+TEST_CASE("queues: a queue signals a host waiter and another queue", "[queues]") {
   Instance inst;
   CONFORMANCE_NEED_DEVICES(inst, 1);
   Claim claim(inst, 0, 0, 1);
@@ -380,7 +380,6 @@ TEST_CASE("queues: malformed commands are refused at submission, nothing runs", 
   CONFORMANCE_NEED_DEVICES(inst, 1);
   Claim claim(inst, 0, 0, 1);
   Range r(inst, 0, 1 << 20);
-  const uint64_t end = r.address() + r.bytes();
   HostCalls calls;
   Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
   trn_hal_command_t bad_kind = memset_command(r.address(), 16, 1);
@@ -398,12 +397,9 @@ TEST_CASE("queues: malformed commands are refused at submission, nothing runs", 
       {"kind 0", zero_kind},
       {"a copy from an address that is not device memory", copy_command(r.address(), 16, 64)},
       {"a copy to an address that is not device memory", copy_command(0, r.address(), 64)},
-      {"a copy running past its range", copy_command(end - 32, r.address(), 64)},
       {"a copy of a huge size", copy_command(r.address(), other.address(), UINT64_MAX)},
-      {"a memset past its range", memset_command(end - 8, 16, 0)},
       {"a memset of value 256", memset_command(r.address(), 16, 256)},
       {"a timestamp outside device memory", timestamp_command(8)},
-      {"a timestamp straddling the end", timestamp_command(end - 8)},
       {"a wait on a NULL semaphore", wait_command(nullptr, 1)},
       {"a signal of a NULL semaphore", signal_command(nullptr, 1)},
       {"a host call without a function",
@@ -442,4 +438,38 @@ TEST_CASE("queues: malformed commands are refused at submission, nothing runs", 
   run(inst, q, {memset_command(r.address(), 16, 0x33)});
   CHECK(read_device(inst, 0, r.address(), 1)[0] == 0x33);
   CHECK(q.status().fault.result == TRN_SUCCESS);
+}
+
+TEST_CASE("queues: commands past the end of a reserved range are refused", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  Range r(inst, 0, 1 << 20);
+  const uint64_t end = r.address() + r.bytes();
+  HostBuffer h(inst, 0, 4096);
+  HostCalls calls;
+  Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
+  struct Case {
+    const char *what;
+    trn_hal_command_t command;
+  };
+  const Case cases[] = {
+      {"a copy reading past the range", copy_command(r.address(), end - 32, 64)},
+      {"a copy writing past the range", copy_command(end - 32, r.address(), 64)},
+      {"a memset past the range", memset_command(end - 8, 16, 0)},
+      {"a timestamp straddling the end", timestamp_command(end - 8)},
+      {"a copy past registered host memory", copy_command(h.address() + 4000, r.address(), 200)},
+  };
+  uint32_t index = 0;
+  for (const Case &c : cases) {
+    INFO("buffer with " << c.what);
+    Err err;
+    const trn_result_t res = q.try_submit({calls.command(index++), c.command}, err);
+    INFO("driver said: " << err.message);
+    CHECK(res == TRN_ERROR_INVALID_ARGUMENT);
+    CHECK_FALSE(err.empty());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(calls.count() == 0);
+  CHECK(q.status().submitted == 0);
 }

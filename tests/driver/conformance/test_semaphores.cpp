@@ -86,7 +86,7 @@ TEST_CASE("semaphores: a wait ends when another thread signals", "[semaphores]")
   CHECK(static_cast<trn_result_t>(result.load()) == TRN_SUCCESS);
 }
 
-TEST_CASE("semaphores: failing cancels waiters; clear_failure clears it", "[semaphores]") {
+TEST_CASE("semaphores: failing cancels waiters and clear_failure clears it", "[semaphores]") {
   Instance inst;
   CONFORMANCE_NEED_DEVICES(inst, 1);
   Sem s(inst, 0, 2);
