@@ -102,11 +102,74 @@ const Loaded &loaded() {
 
 }  // namespace
 
-const trn_hal_ops_t &ops() {
+const trn_hal_ops_t &table() {
   const Loaded &l = loaded();
   INFO(l.why);
   REQUIRE(l.ops != nullptr);
   return *l.ops;
+}
+
+const trn_hal_ops_t &ops() {
+  const trn_hal_ops_t &t = table();
+  INFO(driver_path() << ": table version 0x" << std::hex << t.version << ", " << std::dec << t.size
+                     << " bytes");
+  REQUIRE(TRN_HAL_VERSION_MAJOR(t.version) == 2u);
+  REQUIRE(t.size >= sizeof(trn_hal_ops_t));
+  for (const auto &[name, fn] : operations(t)) {
+    INFO("operation " << name << " is NULL");
+    REQUIRE(fn != nullptr);
+  }
+  return t;
+}
+
+std::vector<std::pair<const char *, const void *>> operations(const trn_hal_ops_t &t) {
+  std::vector<std::pair<const char *, const void *>> v;
+#define OP(name) v.emplace_back(#name, reinterpret_cast<const void *>(t.name))
+  OP(open);
+  OP(close);
+  OP(device_count);
+  OP(status);
+  OP(device_properties);
+  OP(device_neighbors);
+  OP(core_info);
+  OP(core_claim);
+  OP(core_unclaim);
+  OP(core_owner);
+  OP(process_list);
+  OP(mem_reserve);
+  OP(mem_release);
+  OP(mem_map);
+  OP(mem_write);
+  OP(mem_read);
+  OP(mem_register_host);
+  OP(mem_unregister_host);
+  OP(mem_account);
+  OP(mem_export);
+  OP(mem_import);
+  OP(mem_unexport);
+  OP(mem_bank_usage);
+  OP(sem_create);
+  OP(sem_import);
+  OP(sem_destroy);
+  OP(sem_query);
+  OP(sem_value);
+  OP(sem_signal);
+  OP(sem_fail);
+  OP(sem_wait);
+  OP(sem_watch);
+  OP(kernel_load);
+  OP(kernel_unload);
+  OP(kernel_properties);
+  OP(kernel_arg);
+  OP(kernel_source_line);
+  OP(queue_create);
+  OP(queue_destroy);
+  OP(queue_submit);
+  OP(queue_status);
+  OP(queue_reset);
+  OP(device_time_ns);
+#undef OP
+  return v;
 }
 
 uint64_t monotonic_ns() {

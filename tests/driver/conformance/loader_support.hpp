@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "drivers/hal.h"
@@ -33,10 +34,16 @@ constexpr uint64_t kSecond = 1'000 * kMs;
 // What a test treats as "forever": a broken driver fails the test instead of hanging it.
 constexpr uint64_t kLong = 10 * kSecond;
 
-// The path of the driver under test and its table (loaded once per process; REQUIREs that the
-// entry point exists and returns a table).
+// The path of the driver under test.
 const std::string &driver_path();
+// Its table as the entry point returned it (loaded once per process; REQUIREs that the entry
+// point exists and returns a table).
+const trn_hal_ops_t &table();
+// The table, REQUIRE-ing first that it can be called: major version 2, at least this
+// interface's size, every operation present (so that no test calls a missing operation).
 const trn_hal_ops_t &ops();
+// Every function pointer of a table, by name.
+std::vector<std::pair<const char *, const void *>> operations(const trn_hal_ops_t &t);
 
 // An error buffer that starts empty.
 struct Err : trn_hal_error_t {
