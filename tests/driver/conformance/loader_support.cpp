@@ -111,6 +111,8 @@ const trn_hal_ops_t &table() {
 
 const trn_hal_ops_t &ops() {
   const trn_hal_ops_t &t = table();
+  static bool usable = false;  // checked once per process
+  if (usable) return t;
   INFO(driver_path() << ": table version 0x" << std::hex << t.version << ", " << std::dec << t.size
                      << " bytes");
   REQUIRE(TRN_HAL_VERSION_MAJOR(t.version) == 2u);
@@ -119,6 +121,7 @@ const trn_hal_ops_t &ops() {
     INFO("operation " << name << " is NULL");
     REQUIRE(fn != nullptr);
   }
+  usable = true;
   return t;
 }
 

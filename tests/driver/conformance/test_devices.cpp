@@ -2,6 +2,8 @@
 // core layout covers the physical cores exactly once, out-of-range requests fail with
 // TRN_ERROR_OUT_OF_RANGE and a message, neighbors enumerate in two calls; claims, owners and the
 // process list.
+#include <poll.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -283,4 +285,103 @@ TEST_CASE("claims: the process record shows reservations and accounted allocatio
     CHECK(list[i].hbm_allocated_bytes[bank][TRN_MEM_CATEGORY_TENSORS] == 0);
   }
   CHECK(found);
+}
+
+TEST_CASE("claims: a core held by another process is CORE_BUSY and names the core",
+          "[devices][claims]") {
+  PrivateRoot root;
+  // The other process: opens the driver, claims core 1, reports, and waits to be told to exit.
+  int up[2], down[2];
+  REQUIRE(pipe(up) == 0);
+  REQUIRE(pipe(down) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    close(up[0]);
+    close(down[1]);
+    const trn_hal_process_identity_t identity{"conformance-holder", "0.2.0"};
+    trn_hal_error_t err{};
+    trn_hal_instance_t *inst = nullptr;
+    char status = 'E';
+    uint32_t busy = 0;
+    if (table().open(&identity, &inst, &err) == TRN_SUCCESS && table().device_count(inst) > 0 &&
+        table().core_claim(inst, 0, 1, 1, &busy, &err) == TRN_SUCCESS)
+      status = 'K';
+    if (write(up[1], &status, 1) != 1) _exit(2);
+    char go = 0;
+    if (read(down[0], &go, 1) < 0) _exit(3);
+    table().close(inst);
+    _exit(0);
+  }
+  close(up[1]);
+  close(down[0]);
+  struct Reap {
+    pid_t pid;
+    int fd;
+    ~Reap() {
+      if (fd >= 0) close(fd);  // the child exits on end-of-file
+      int status = 0;
+      if (pid > 0) waitpid(pid, &status, 0);
+    }
+  } reap{child, down[1]};
+  pollfd p{up[0], POLLIN, 0};
+  REQUIRE(poll(&p, 1, 10000) == 1);
+  char status = 0;
+  REQUIRE(read(up[0], &status, 1) == 1);
+  close(up[0]);
+  if (status != 'K') {
+    // The child could not open or claim: the driver has no device or a second core.
+    const trn_hal_process_identity_t identity{"trn-driver-conformance", "0.2.0"};
+    Err err;
+    trn_hal_instance_t *inst = nullptr;
+    HAL_REQUIRE_OK(ops().open(&identity, &inst, &err), err);
+    const uint32_t devices = ops().device_count(inst);
+    const uint32_t cores = devices ? device_properties(inst, 0).physical_core_count : 0;
+    ops().close(inst);
+    if (devices == 0 || cores < 2) {
+      WARN("skipped: needs a device with two cores");
+      return;
+    }
+    FAIL("another process could not open the driver and claim core 1");
+  }
+
+  const trn_hal_process_identity_t identity{"trn-driver-conformance", "0.2.0"};
+  Err err;
+  trn_hal_instance_t *raw = nullptr;
+  HAL_REQUIRE_OK(ops().open(&identity, &raw, &err), err);
+  struct Close {
+    trn_hal_instance_t *i;
+    ~Close() { ops().close(i); }
+  } closer{raw};
+  uint32_t busy = UINT32_MAX;
+  HAL_CHECK_RESULT(TRN_ERROR_CORE_BUSY, ops().core_claim(raw, 0, 0, 2, &busy, &err), err);
+  CHECK(busy == 1);
+  // All or none: core 0 stayed free.
+  trn_hal_process_t owner;
+  std::memset(&owner, 0, sizeof owner);
+  HAL_REQUIRE_OK(ops().core_owner(raw, 0, 0, &owner, &err), err);
+  CHECK(owner.pid == 0);
+  std::memset(&owner, 0, sizeof owner);
+  HAL_REQUIRE_OK(ops().core_owner(raw, 0, 1, &owner, &err), err);
+  CHECK(owner.pid == child);
+  CHECK(std::string(owner.command) == "conformance-holder");
+  // Core 0 alone is free; unclaiming the other process's core does not take its claim away.
+  HAL_CHECK_OK(ops().core_claim(raw, 0, 0, 1, &busy, &err), err);
+  ops().core_unclaim(raw, 0, 1, 1, &err);
+  std::memset(&owner, 0, sizeof owner);
+  HAL_REQUIRE_OK(ops().core_owner(raw, 0, 1, &owner, &err), err);
+  CHECK(owner.pid == child);
+  // Queues need this process's claim: none on the other process's core.
+  trn_hal_queue_t *q = nullptr;
+  HAL_CHECK_FAILS(ops().queue_create(raw, 0, 1, 1, TRN_HAL_QUEUE_COPY, 4, &q, &err), err);
+  CHECK(q == nullptr);
+
+  // Once the other process is gone, its core is free.
+  close(reap.fd);
+  reap.fd = -1;
+  int wstatus = 0;
+  REQUIRE(waitpid(child, &wstatus, 0) == child);
+  reap.pid = -1;
+  CHECK(WIFEXITED(wstatus));
+  HAL_CHECK_OK(ops().core_claim(raw, 0, 1, 1, &busy, &err), err);
 }
