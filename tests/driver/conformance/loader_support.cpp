@@ -1,7 +1,9 @@
 #include "loader_support.hpp"
 
 #include <dlfcn.h>
+#include <poll.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -367,6 +369,56 @@ bool HostCalls::wait_count(size_t n, uint64_t timeout_ns) const {
     if (monotonic_ns() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+}
+
+ChildProcess::ChildProcess(const std::function<char()> &body) {
+  int up[2], down[2];
+  REQUIRE(pipe(up) == 0);
+  REQUIRE(pipe(down) == 0);
+  pid_ = fork();
+  REQUIRE(pid_ >= 0);
+  if (pid_ == 0) {
+    close(up[0]);
+    close(down[1]);
+    char status = 'E';
+    try {
+      status = body();
+    } catch (...) {
+      status = 'X';
+    }
+    if (write(up[1], &status, 1) != 1) _exit(2);
+    char go = 0;
+    if (read(down[0], &go, 1) < 0) _exit(3);
+    _exit(0);
+  }
+  close(up[1]);
+  close(down[0]);
+  up_ = up[0];
+  down_ = down[1];
+}
+
+ChildProcess::~ChildProcess() {
+  release();
+  if (up_ >= 0) close(up_);
+}
+
+char ChildProcess::status() {
+  if (have_status_) return status_;
+  have_status_ = true;
+  pollfd p{up_, POLLIN, 0};
+  if (poll(&p, 1, 10000) == 1 && read(up_, &status_, 1) == 1) return status_;
+  status_ = 0;
+  return status_;
+}
+
+bool ChildProcess::release() {
+  if (pid_ <= 0) return false;
+  if (down_ >= 0) close(down_);
+  down_ = -1;
+  int wstatus = 0;
+  const pid_t got = waitpid(pid_, &wstatus, 0);
+  pid_ = -1;
+  return got > 0 && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
 }
 
 namespace {

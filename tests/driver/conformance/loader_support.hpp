@@ -4,10 +4,13 @@
 // registrations) and command makers. Only drivers/hal.h and trn/trn.h: no driver internals.
 #pragma once
 
+#include <sys/types.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -210,6 +213,29 @@ class HostCalls {
   mutable std::mutex mutex_;
   std::vector<Call> calls_;
   std::vector<std::unique_ptr<Slot>> slots_;
+};
+
+// Another process (forked, same environment) running `body` with the driver: it reports
+// body's status character, then stays alive until release() (or destruction) and exits without
+// cleaning up, as a process that dies would.
+class ChildProcess {
+ public:
+  explicit ChildProcess(const std::function<char()> &body);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess &) = delete;
+  ChildProcess &operator=(const ChildProcess &) = delete;
+
+  pid_t pid() const { return pid_; }
+  // The body's status character, or 0 when the child reported nothing within 10 s.
+  char status();
+  // Lets the child exit and reaps it; true if it exited normally.
+  bool release();
+
+ private:
+  pid_t pid_ = -1;
+  int up_ = -1, down_ = -1;
+  char status_ = 0;
+  bool have_status_ = false;
 };
 
 // Command makers.

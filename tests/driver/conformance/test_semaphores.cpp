@@ -224,3 +224,46 @@ TEST_CASE("semaphores: watch descriptors read end-of-file after destroy", "[sema
   CHECK(read(fd, &word, sizeof word) == 0);
   close(fd);
 }
+
+TEST_CASE("semaphores: another process imports, signals and fails a shareable semaphore",
+          "[semaphores][processes]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Sem s(inst, 0, 1, TRN_HAL_SEM_SHAREABLE);
+  Sem failing(inst, 0, 0, TRN_HAL_SEM_SHAREABLE);
+  Err err;
+  int fd = -1;
+  HAL_REQUIRE_OK(ops().sem_watch(s, 5, &fd, &err), err);
+  const uint32_t record = s.record(), record2 = failing.record();
+  const uint64_t id = s.id(), id2 = failing.id();
+  ChildProcess child([&]() -> char {
+    const trn_hal_process_identity_t identity{"conformance-signaller", "0.2.0"};
+    trn_hal_error_t e{};
+    trn_hal_instance_t *other = nullptr;
+    if (table().open(&identity, &other, &e) != TRN_SUCCESS) return 'O';
+    trn_hal_sem_t *mine = nullptr, *theirs = nullptr;
+    if (table().sem_import(other, 0, record, id, &mine, &e) != TRN_SUCCESS) return 'I';
+    if (table().sem_import(other, 0, record2, id2, &theirs, &e) != TRN_SUCCESS) return 'I';
+    if (table().sem_value(mine) != 1) return 'V';
+    table().sem_signal(mine, 5, 0);
+    table().sem_fail(theirs, "the other process gave up");
+    return 'K';
+  });
+  const char status = child.status();
+  INFO("child status " << status << " (O: open failed, I: import failed, V: wrong value)");
+  REQUIRE(status == 'K');
+  CHECK(ops().sem_wait(s, 5, kLong) == TRN_SUCCESS);
+  CHECK(s.value() == 5);
+  pollfd p{fd, POLLIN, 0};
+  CHECK(poll(&p, 1, 5000) == 1);
+  close(fd);
+  CHECK(ops().sem_wait(failing, 1, kLong) == TRN_ERROR_CANCELLED);
+  const auto st = failing.state();
+  CHECK(st.failed != 0);
+  // Why it failed: the header does not say that the failing process's text crosses processes.
+  CHECK(std::strlen(st.reason) > 0);
+  // The other process exits without letting go: this process's holds still work.
+  CHECK(child.release());
+  ops().sem_signal(s, 6, 0);
+  CHECK(s.value() == 6);
+}
