@@ -269,3 +269,87 @@ TEST_CASE("kernels: source lines of instructions", "[kernels]") {
   CHECK(ops().kernel_source_line(kernel, TRN_ENGINE_SYNC, 1000) == 0);
   CHECK(ops().kernel_source_line(kernel, TRN_ENGINE_TENSOR, 0) == 0);
 }
+
+TEST_CASE("kernels: a launch fills the trace buffer it is given", "[kernels]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  const auto core = first_core(inst, 0);
+  Claim claim(inst, 0, core.first_physical_core, core.physical_core_count);
+  const auto k = assemble_kernel(kCopyKernel, "copy.s");
+  Kernel kernel(inst, 0, k);
+  Range r(inst, 0, 1 << 20, core.hbm_bank);
+  const uint64_t bytes = 4 * 8 * 4;
+  Sem done(inst, 0, 0);
+  Queue q(inst, 0, TRN_HAL_QUEUE_COMPUTE, 8, core.first_physical_core, core.physical_core_count);
+  const trn_hal_binding_t args[] = {{r.address(), bytes}, {r.address() + 4096, bytes}};
+  std::vector<trn_hal_trace_record_t> trace(64);
+  auto result = blank_result();
+  result.trace = trace.data();
+  result.trace_capacity = trace.size();
+  // A second run with room for one record: the rest are dropped, and counted.
+  std::vector<trn_hal_trace_record_t> small(1);
+  auto cut = blank_result();
+  cut.trace = small.data();
+  cut.trace_capacity = 1;
+  q.submit({launch_command(kernel, args, 2, &result), launch_command(kernel, args, 2, &cut),
+            signal_command(done, 1)});
+  REQUIRE(ops().sem_wait(done, 1, kLong) == TRN_SUCCESS);
+  REQUIRE(q.wait_retired(1));
+  REQUIRE(result.status == TRN_HAL_RUN_OK);
+  const uint64_t instructions = k.program.instruction_count();
+  INFO("trace_count " << result.trace_count << " for " << instructions << " instructions");
+  CHECK(result.trace_count >= instructions);
+  REQUIRE(result.trace_count <= trace.size());
+  uint64_t sync_records = 0;
+  for (uint64_t i = 0; i < result.trace_count; ++i) {
+    const auto &t = trace[i];
+    INFO("record " << i << ": track " << int{t.track} << " engine " << int{t.engine});
+    CHECK(t.end_ps >= t.start_ps);
+    CHECK(t.end_ps <= result.total_ps);
+    CHECK(t.engine < TRN_ENGINE_COUNT);
+    CHECK(t.track < TRN_ENGINE_COUNT + TRN_HAL_DMA_QUEUES);
+    if (t.track == TRN_ENGINE_SYNC) ++sync_records;
+  }
+  CHECK(sync_records == k.program.streams[TRN_ENGINE_SYNC].size());
+  CHECK(cut.status == TRN_HAL_RUN_OK);
+  CHECK(cut.trace_count == result.trace_count);
+}
+
+TEST_CASE("kernels: a launch on a logical core of two physical cores", "[kernels]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  if (!(device_info(inst, 0).lnc_mask & (1u << 2))) {
+    WARN("skipped: the device does not support LNC=2");
+    return;
+  }
+  trn_hal_core_info_t core;
+  std::memset(&core, 0, sizeof core);
+  Err err;
+  HAL_REQUIRE_OK(ops().core_info(inst, 0, 2, 0, &core, &err), err);
+  REQUIRE(core.physical_core_count == 2);
+  const auto k = assemble_kernel(kCopyKernel, "copy.s");
+  Kernel kernel(inst, 0, k);
+  Range r(inst, 0, 1 << 20, core.hbm_bank);
+  {
+    // Claiming one of the two is not enough.
+    Claim half(inst, 0, core.first_physical_core, 1);
+    trn_hal_queue_t *q = nullptr;
+    HAL_CHECK_FAILS(ops().queue_create(inst, 0, core.first_physical_core, 2, TRN_HAL_QUEUE_COMPUTE,
+                                       8, &q, &err),
+                    err);
+    CHECK(q == nullptr);
+  }
+  Claim claim(inst, 0, core.first_physical_core, 2);
+  const uint64_t bytes = 4 * 8 * 4;
+  const auto input = pattern(bytes, 77);
+  write_device(inst, 0, r.address(), input);
+  Sem done(inst, 0, 0);
+  Queue q(inst, 0, TRN_HAL_QUEUE_COMPUTE, 8, core.first_physical_core, 2);
+  const trn_hal_binding_t args[] = {{r.address(), bytes}, {r.address() + 4096, bytes}};
+  auto result = blank_result();
+  q.submit({launch_command(kernel, args, 2, &result), signal_command(done, 1)});
+  REQUIRE(ops().sem_wait(done, 1, kLong) == TRN_SUCCESS);
+  REQUIRE(q.wait_retired(1));
+  CHECK(result.status == TRN_HAL_RUN_OK);
+  CHECK(first_difference(read_device(inst, 0, r.address() + 4096, bytes), input) == -1);
+}
