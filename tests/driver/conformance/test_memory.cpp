@@ -221,3 +221,62 @@ TEST_CASE("memory: export and import within the process", "[memory]") {
   HAL_CHECK_OK(ops().mem_unexport(inst, 0, record, id, &err), err);
   HAL_CHECK_FAILS(ops().mem_unexport(inst, 0, record, id, &err), err);
 }
+
+TEST_CASE("memory: another process imports an exported range and sees its bytes",
+          "[memory][processes]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Range r(inst, 0, 1 << 20);
+  const auto data = pattern(4096, 13);
+  write_device(inst, 0, r.address(), data);
+  Err err;
+  uint32_t record = 0;
+  uint64_t id = 0;
+  HAL_REQUIRE_OK(ops().mem_export(inst, 0, r.address(), r.bytes(), &record, &id, &err), err);
+  const uint64_t expected_bytes = r.bytes();
+  const auto reply = pattern(64, 14);
+  ChildProcess child([&]() -> char {
+    const trn_hal_process_identity_t identity{"conformance-importer", "0.2.0"};
+    trn_hal_error_t e{};
+    trn_hal_instance_t *other = nullptr;
+    if (table().open(&identity, &other, &e) != TRN_SUCCESS) return 'O';
+    uint64_t address = 0, bytes = 0;
+    uint32_t bank = 0;
+    if (table().mem_import(other, 0, record, id, &address, &bytes, &bank, &e) != TRN_SUCCESS)
+      return 'I';
+    if (bytes != expected_bytes) return 'B';
+    std::vector<uint8_t> got(data.size());
+    if (table().mem_read(other, 0, address, got.data(), got.size(), &e) != TRN_SUCCESS) return 'R';
+    if (got != data) return 'D';
+    void *host = nullptr;
+    if (table().mem_map(other, 0, address + 8192, reply.size(), TRN_HAL_MAP_WRITE, &host, &e) !=
+        TRN_SUCCESS)
+      return 'M';
+    std::memcpy(host, reply.data(), reply.size());
+    return 'K';
+  });
+  const char status = child.status();
+  INFO("child status " << status
+                       << " (O open, I import, B size, R read, D data differs, M map failed)");
+  REQUIRE(status == 'K');
+  CHECK(first_difference(read_device(inst, 0, r.address() + 8192, reply.size()), reply) == -1);
+  CHECK(child.release());
+  HAL_CHECK_OK(ops().mem_unexport(inst, 0, record, id, &err), err);
+}
+
+TEST_CASE("memory: unexported or unknown records cannot be imported", "[memory]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Range r(inst, 0, 1 << 20);
+  Err err;
+  uint32_t record = 0;
+  uint64_t id = 0;
+  HAL_REQUIRE_OK(ops().mem_export(inst, 0, r.address(), r.bytes(), &record, &id, &err), err);
+  HAL_REQUIRE_OK(ops().mem_unexport(inst, 0, record, id, &err), err);
+  uint64_t address = 0, bytes = 0;
+  uint32_t bank = 0;
+  HAL_CHECK_FAILS(ops().mem_import(inst, 0, record, id, &address, &bytes, &bank, &err), err);
+  HAL_CHECK_FAILS(ops().mem_import(inst, 0, UINT32_MAX, id, &address, &bytes, &bank, &err), err);
+  // Exporting what is not a reserved range.
+  HAL_CHECK_FAILS(ops().mem_export(inst, 0, 16, 4096, &record, &id, &err), err);
+}
