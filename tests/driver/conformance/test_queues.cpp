@@ -1,0 +1,475 @@
+// Queues: creation on claimed cores, copies (device, host to device, device to host; small and
+// multi-MiB, overlapping), memset, order, semaphore signals and waits between queues and
+// devices, timestamps, host calls, status counters, QUEUE_FULL at capacity, and malformed
+// commands refused at submission with nothing run.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "loader_support.hpp"
+
+using namespace conformance;
+
+namespace {
+
+// Runs one buffer ending in a signal of a fresh semaphore and waits for it (bounded).
+void run(trn_hal_instance_t *inst, Queue &q, std::vector<trn_hal_command_t> commands) {
+  Sem done(inst, 0, 0);
+  commands.push_back(signal_command(done, 1));
+  q.submit(commands);
+  const trn_result_t r = ops().sem_wait(done, 1, kLong);
+  const auto st = q.status();
+  INFO("queue fault: " << st.fault.reason);
+  REQUIRE(r == TRN_SUCCESS);
+  CHECK(st.fault.result == TRN_SUCCESS);
+  REQUIRE(q.wait_retired(st.submitted));  // before `done` goes
+}
+
+// Same with a queue (on device 0) whose semaphore belongs to device 0; for other devices too.
+void run_on(trn_hal_instance_t *inst, uint32_t device, Queue &q,
+            std::vector<trn_hal_command_t> commands) {
+  Sem done(inst, device, 0);
+  commands.push_back(signal_command(done, 1));
+  q.submit(commands);
+  const trn_result_t r = ops().sem_wait(done, 1, kLong);
+  const auto st = q.status();
+  INFO("queue fault: " << st.fault.reason);
+  REQUIRE(r == TRN_SUCCESS);
+  REQUIRE(q.wait_retired(st.submitted));  // before `done` goes
+}
+
+}  // namespace
+
+TEST_CASE("queues: creating needs a claim on the cores", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  const auto core = first_core(inst, 0);
+  Err err;
+  trn_hal_queue_t *q = nullptr;
+  HAL_CHECK_FAILS(
+      ops().queue_create(inst, 0, core.first_physical_core, 1, TRN_HAL_QUEUE_COPY, 8, &q, &err),
+      err);
+  CHECK(q == nullptr);
+  {
+    Claim claim(inst, 0, core.first_physical_core, 1);
+    HAL_REQUIRE_OK(
+        ops().queue_create(inst, 0, core.first_physical_core, 1, TRN_HAL_QUEUE_COPY, 8, &q, &err),
+        err);
+    REQUIRE(q != nullptr);
+    ops().queue_destroy(inst, q);
+    q = nullptr;
+    HAL_REQUIRE_OK(ops().queue_create(inst, 0, core.first_physical_core, 1, TRN_HAL_QUEUE_COMPUTE,
+                                      8, &q, &err),
+                   err);
+    ops().queue_destroy(inst, q);
+    // Cores past the end.
+    const uint32_t n = device_properties(inst, 0).physical_core_count;
+    q = nullptr;
+    HAL_CHECK_FAILS(ops().queue_create(inst, 0, n, 1, TRN_HAL_QUEUE_COPY, 8, &q, &err), err);
+    CHECK(q == nullptr);
+  }
+  ops().queue_destroy(inst, nullptr);  // accepts NULL
+}
+
+TEST_CASE("queues: device-to-device copies, small and multi-MiB", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  Range a(inst, 0, 8 << 20);
+  Range b(inst, 0, 8 << 20);
+  Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
+  for (const uint64_t bytes : {uint64_t{1}, uint64_t{13}, uint64_t{4096}, uint64_t{5 << 20} + 3}) {
+    INFO("bytes " << bytes);
+    const auto data = pattern(bytes, static_cast<uint32_t>(bytes));
+    write_device(inst, 0, a.address() + 5, data);
+    run(inst, q, {copy_command(b.address() + 7, a.address() + 5, bytes)});
+    CHECK(first_difference(read_device(inst, 0, b.address() + 7, bytes), data) == -1);
+    // Nothing written around it.
+    CHECK(read_device(inst, 0, b.address() + 7 + bytes, 1)[0] == 0);
+  }
+}
+
+TEST_CASE("queues: host-to-device and device-to-host copies", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  const uint64_t bytes = 6 << 20;
+  Range dev(inst, 0, bytes);
+  HostBuffer in(inst, 0, bytes);
+  HostBuffer out(inst, 0, bytes);
+  Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
+  const auto data = pattern(bytes, 21);
+  std::memcpy(in.data(), data.data(), bytes);
+  run(inst, q, {copy_command(dev.address(), in.address(), bytes)});
+  CHECK(first_difference(read_device(inst, 0, dev.address(), bytes), data) == -1);
+
+  // Back out, in pieces at odd offsets.
+  run(inst, q,
+      {copy_command(out.address(), dev.address(), 3),
+       copy_command(out.address() + 3, dev.address() + 3, bytes - 3)});
+  CHECK(std::memcmp(out.data(), data.data(), bytes) == 0);
+
+  // Host to host through the device's DMA.
+  std::memset(out.data(), 0, bytes);
+  run(inst, q, {copy_command(out.address() + 100, in.address() + 50, 1000)});
+  CHECK(std::memcmp(out.data() + 100, data.data() + 50, 1000) == 0);
+  CHECK(out.data()[99] == 0);
+  CHECK(out.data()[1100] == 0);
+}
+
+TEST_CASE("queues: overlapping copies behave like memmove", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  const uint64_t bytes = 4 << 20;
+  Range r(inst, 0, bytes);
+  Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
+  auto model = pattern(bytes, 5);
+  write_device(inst, 0, r.address(), model);
+  struct Case {
+    uint64_t dst, src, n;
+  };
+  const Case cases[] = {{1000, 0, 2 << 20},  // forward overlap
+                        {0, 777, 2 << 20},   // backward overlap
+                        {64, 64, 1 << 20},   // same range
+                        {1, 0, 3 << 20}};
+  for (const Case &c : cases) {
+    INFO("copy " << c.n << " bytes from +" << c.src << " to +" << c.dst);
+    run(inst, q, {copy_command(r.address() + c.dst, r.address() + c.src, c.n)});
+    std::memmove(model.data() + c.dst, model.data() + c.src, c.n);
+    const int64_t at = first_difference(read_device(inst, 0, r.address(), bytes), model);
+    INFO("first difference at " << at);
+    CHECK(at == -1);
+  }
+}
+
+TEST_CASE("queues: memset fills exactly its bytes", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  const uint64_t bytes = 3 << 20;
+  Range r(inst, 0, bytes);
+  HostBuffer h(inst, 0, 8192);
+  Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
+  auto model = pattern(bytes, 8);
+  write_device(inst, 0, r.address(), model);
+  run(inst, q,
+      {memset_command(r.address() + 3, (2 << 20) + 5, 0xA5), memset_command(r.address(), 1, 0),
+       memset_command(r.address() + bytes - 1, 1, 255), memset_command(h.address() + 10, 100, 7)});
+  std::memset(model.data() + 3, 0xA5, (2 << 20) + 5);
+  model[0] = 0;
+  model[bytes - 1] = 255;
+  CHECK(first_difference(read_device(inst, 0, r.address(), bytes), model) == -1);
+  CHECK(h.data()[9] == 0);
+  CHECK(h.data()[10] == 7);
+  CHECK(h.data()[109] == 7);
+  CHECK(h.data()[110] == 0);
+}
+
+TEST_CASE("queues: buffers and commands run in order", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  Range r(inst, 0, 1 << 20);
+  Sem done(inst, 0, 0);
+  HostCalls calls;
+  Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
+  // Each buffer overwrites the same 4 KiB then copies it aside: the last value wins, and each
+  // aside copy sees its own buffer's value.
+  const uint32_t n = 16;
+  for (uint32_t i = 0; i < n; ++i) {
+    q.submit({memset_command(r.address(), 4096, i + 1), calls.command(i),
+              copy_command(r.address() + 8192 + i * 4096, r.address(), 4096),
+              signal_command(done, i + 1)},
+             i, 1000 + i);
+  }
+  REQUIRE(ops().sem_wait(done, n, kLong) == TRN_SUCCESS);
+  REQUIRE(calls.wait_count(n));
+  const auto got = calls.calls();
+  for (uint32_t i = 0; i < n; ++i) {
+    INFO("buffer " << i);
+    CHECK(got[i].index == i);
+    CHECK(got[i].status == TRN_SUCCESS);
+    const auto aside = read_device(inst, 0, r.address() + 8192 + i * 4096, 4096);
+    CHECK(first_difference(aside, std::vector<uint8_t>(4096, static_cast<uint8_t>(i + 1))) == -1);
+  }
+  CHECK(read_device(inst, 0, r.address(), 1)[0] == n);
+  REQUIRE(q.wait_retired(n));
+  const auto st = q.status();
+  CHECK(st.submitted == n);
+  CHECK(st.retired == n);
+  CHECK(st.fault.result == TRN_SUCCESS);
+}
+
+TEST_CASE("queues: a queue signals a host waiter and another queue", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  Range r(inst, 0, 1 << 20);
+  Sem gate(inst, 0, 0);
+  Sem ready(inst, 0, 0);
+  Sem done(inst, 0, 0);
+  Queue a(inst, 0, TRN_HAL_QUEUE_COPY);
+  Queue b(inst, 0, TRN_HAL_QUEUE_COPY);
+  // A waits for B's data, then copies it.
+  a.submit({wait_command(ready, 1), copy_command(r.address() + 4096, r.address(), 4096),
+            signal_command(done, 1)});
+  b.submit(
+      {wait_command(gate, 1), memset_command(r.address(), 4096, 0x5C), signal_command(ready, 1)});
+  CHECK(ops().sem_wait(done, 1, 30 * kMs) == TRN_TIMEOUT);  // B is held by the gate
+  CHECK(ready.value() == 0);
+  ops().sem_signal(gate, 1, 0);
+  REQUIRE(ops().sem_wait(ready, 1, kLong) == TRN_SUCCESS);
+  REQUIRE(ops().sem_wait(done, 1, kLong) == TRN_SUCCESS);
+  CHECK(first_difference(read_device(inst, 0, r.address() + 4096, 4096),
+                         std::vector<uint8_t>(4096, 0x5C)) == -1);
+  // The waiting queue's work is causally after the signal.
+  CHECK(done.state().device_ns >= ready.state().device_ns);
+}
+
+TEST_CASE("queues: a queue waits on a semaphore another device's queue signals", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 2);
+  Claim c0(inst, 0, 0, 1);
+  Claim c1(inst, 1, 0, 1);
+  Range r0(inst, 0, 1 << 20);
+  Range r1(inst, 1, 1 << 20);
+  Sem gate(inst, 1, 0);
+  Sem cross(inst, 1, 0);  // device 1's semaphore, waited on by device 0
+  Sem done(inst, 0, 0);
+  Queue q0(inst, 0, TRN_HAL_QUEUE_COPY);
+  Queue q1(inst, 1, TRN_HAL_QUEUE_COPY);
+  q0.submit(
+      {wait_command(cross, 1), memset_command(r0.address(), 64, 0x11), signal_command(done, 1)});
+  q1.submit(
+      {wait_command(gate, 1), memset_command(r1.address(), 64, 0x22), signal_command(cross, 1)});
+  CHECK(ops().sem_wait(done, 1, 30 * kMs) == TRN_TIMEOUT);
+  ops().sem_signal(gate, 1, 0);
+  REQUIRE(ops().sem_wait(done, 1, kLong) == TRN_SUCCESS);
+  CHECK(read_device(inst, 0, r0.address(), 1)[0] == 0x11);
+  CHECK(read_device(inst, 1, r1.address(), 1)[0] == 0x22);
+  CHECK(done.state().device_ns >= cross.state().device_ns);
+  // And the other way: a device 0 semaphore signalled by device 0, waited on by device 1.
+  Sem back(inst, 0, 0);
+  Sem done1(inst, 1, 0);
+  q1.submit({wait_command(back, 1), signal_command(done1, 1)});
+  run_on(inst, 0, q0, {signal_command(back, 1)});
+  CHECK(ops().sem_wait(done1, 1, kLong) == TRN_SUCCESS);
+  CHECK(q1.wait_retired(2));
+}
+
+TEST_CASE("queues: timestamps are non-decreasing and within the host's window", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  Range r(inst, 0, 1 << 20);
+  HostBuffer h(inst, 0, 4096);
+  Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
+  const uint64_t before = monotonic_ns();
+  run(inst, q,
+      {timestamp_command(r.address()),
+       copy_command(r.address() + 4096, r.address() + 8192, 1 << 20),
+       timestamp_command(r.address() + 64), timestamp_command(h.address() + 128)});
+  const uint64_t after = monotonic_ns();
+  trn_hal_timestamp_t t[2];
+  std::memset(t, 0, sizeof t);
+  const auto first = read_device(inst, 0, r.address(), sizeof t[0]);
+  const auto second = read_device(inst, 0, r.address() + 64, sizeof t[1]);
+  std::memcpy(&t[0], first.data(), sizeof t[0]);
+  std::memcpy(&t[1], second.data(), sizeof t[1]);
+  trn_hal_timestamp_t third;
+  std::memcpy(&third, h.data() + 128, sizeof third);
+  INFO("device_ns " << t[0].device_ns << " then " << t[1].device_ns << "; host_ns " << t[0].host_ns
+                    << " then " << t[1].host_ns << " in [" << before << ", " << after << "]");
+  CHECK(t[1].device_ns >= t[0].device_ns);
+  CHECK(t[1].host_ns >= t[0].host_ns);
+  CHECK(third.device_ns >= t[1].device_ns);
+  CHECK(third.host_ns >= t[1].host_ns);
+  for (const auto &ts : {t[0], t[1], third}) {
+    CHECK(ts.host_ns >= before);
+    CHECK(ts.host_ns <= after);
+  }
+  CHECK(ops().device_time_ns(inst, 0) >= t[0].device_ns);
+}
+
+TEST_CASE("queues: host calls run in order with TRN_SUCCESS", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  HostCalls calls;
+  Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
+  q.submit({calls.command(0), calls.command(1)});
+  q.submit({calls.command(2)});
+  q.submit({calls.command(3), calls.command(4), calls.command(5)});
+  REQUIRE(calls.wait_count(6));
+  REQUIRE(q.wait_retired(3));
+  const auto got = calls.calls();
+  REQUIRE(got.size() == 6);
+  for (uint32_t i = 0; i < 6; ++i) {
+    INFO("call " << i);
+    CHECK(got[i].index == i);
+    CHECK(got[i].status == TRN_SUCCESS);
+  }
+  const auto st = q.status();
+  CHECK(st.submitted == 3);
+  CHECK(st.retired == 3);
+}
+
+TEST_CASE("queues: status counts submitted and retired buffers", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  Sem gate(inst, 0, 0);
+  Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
+  auto st = q.status();
+  CHECK(st.submitted == 0);
+  CHECK(st.retired == 0);
+  CHECK(st.fault.result == TRN_SUCCESS);
+  q.submit({wait_command(gate, 1)});
+  q.submit({wait_command(gate, 0)});
+  q.submit({wait_command(gate, 2)});
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  st = q.status();
+  CHECK(st.submitted == 3);
+  CHECK(st.retired == 0);
+  ops().sem_signal(gate, 1, 0);
+  const uint64_t deadline = monotonic_ns() + kLong;
+  while (q.status().retired < 2 && monotonic_ns() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  st = q.status();
+  CHECK(st.retired == 2);
+  ops().sem_signal(gate, 2, 0);
+  REQUIRE(q.wait_retired(3));
+  CHECK(q.status().retired == 3);
+  CHECK(q.status().submitted == 3);
+}
+
+TEST_CASE("queues: QUEUE_FULL with `capacity` buffers in flight", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  Sem gate(inst, 0, 0);
+  HostCalls calls;
+  const uint32_t capacity = 4;
+  Queue q(inst, 0, TRN_HAL_QUEUE_COPY, capacity);
+  q.submit({wait_command(gate, 1)});
+  for (uint32_t i = 1; i < capacity; ++i) q.submit({calls.command(i)});
+  Err err;
+  {
+    const trn_result_t r = q.try_submit({calls.command(99)}, err);
+    INFO("driver said: " << err.message);
+    CHECK(r == TRN_ERROR_QUEUE_FULL);
+    CHECK_FALSE(err.empty());
+  }
+  CHECK(q.status().submitted == capacity);
+  ops().sem_signal(gate, 1, 0);
+  REQUIRE(q.wait_retired(capacity));
+  // Room again.
+  q.submit({calls.command(capacity)});
+  REQUIRE(q.wait_retired(capacity + 1));
+  const auto got = calls.calls();
+  REQUIRE(got.size() == capacity);
+  for (uint32_t i = 0; i < capacity; ++i) CHECK(got[i].index == i + 1);  // 99 never ran
+}
+
+TEST_CASE("queues: malformed commands are refused at submission, nothing runs", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  Range r(inst, 0, 1 << 20);
+  HostCalls calls;
+  Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
+  trn_hal_command_t bad_kind = memset_command(r.address(), 16, 1);
+  bad_kind.kind = 99;
+  trn_hal_command_t zero_kind = memset_command(r.address(), 16, 1);
+  zero_kind.kind = 0;
+  Range other(inst, 0, 1 << 20);
+  const auto kernel_less = launch_command(nullptr, nullptr, 0, nullptr);
+  struct Case {
+    const char *what;
+    trn_hal_command_t command;
+  };
+  const Case cases[] = {
+      {"an unknown kind", bad_kind},
+      {"kind 0", zero_kind},
+      {"a copy from an address that is not device memory", copy_command(r.address(), 16, 64)},
+      {"a copy to an address that is not device memory", copy_command(0, r.address(), 64)},
+      {"a copy of a huge size", copy_command(r.address(), other.address(), UINT64_MAX)},
+      {"a memset of value 256", memset_command(r.address(), 16, 256)},
+      {"a timestamp outside device memory", timestamp_command(8)},
+      {"a wait on a NULL semaphore", wait_command(nullptr, 1)},
+      {"a signal of a NULL semaphore", signal_command(nullptr, 1)},
+      {"a host call without a function",
+       [] {
+         trn_hal_command_t c;
+         std::memset(&c, 0, sizeof c);
+         c.kind = TRN_HAL_COMMAND_HOST_CALL;
+         return c;
+       }()},
+      {"a launch on a copy queue", kernel_less},
+  };
+  uint32_t index = 0;
+  for (const Case &c : cases) {
+    INFO("buffer with " << c.what);
+    Err err;
+    const trn_result_t res = q.try_submit(
+        {memset_command(r.address(), 16, 0x77), calls.command(index++), c.command}, err);
+    INFO("driver said: " << err.message);
+    CHECK(res == TRN_ERROR_INVALID_ARGUMENT);
+    CHECK_FALSE(err.empty());
+  }
+  // A NULL submission or command array.
+  {
+    Err err;
+    trn_hal_submission_t s;
+    std::memset(&s, 0, sizeof s);
+    s.command_count = 2;
+    HAL_CHECK_FAILS(ops().queue_submit(q, &s, &err), err);
+    HAL_CHECK_FAILS(ops().queue_submit(q, nullptr, &err), err);
+  }
+  // Nothing ran and nothing was accepted; the queue still works.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(calls.count() == 0);
+  CHECK(q.status().submitted == 0);
+  CHECK(read_device(inst, 0, r.address(), 1)[0] == 0);
+  run(inst, q, {memset_command(r.address(), 16, 0x33)});
+  CHECK(read_device(inst, 0, r.address(), 1)[0] == 0x33);
+  CHECK(q.status().fault.result == TRN_SUCCESS);
+}
+
+TEST_CASE("queues: commands past the end of a reserved range are refused", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  Range r(inst, 0, 1 << 20);
+  const uint64_t end = r.address() + r.bytes();
+  HostBuffer h(inst, 0, 4096);
+  HostCalls calls;
+  Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
+  struct Case {
+    const char *what;
+    trn_hal_command_t command;
+  };
+  const Case cases[] = {
+      {"a copy reading past the range", copy_command(r.address(), end - 32, 64)},
+      {"a copy writing past the range", copy_command(end - 32, r.address(), 64)},
+      {"a memset past the range", memset_command(end - 8, 16, 0)},
+      {"a timestamp straddling the end", timestamp_command(end - 8)},
+      {"a copy past registered host memory", copy_command(h.address() + 4000, r.address(), 200)},
+  };
+  uint32_t index = 0;
+  for (const Case &c : cases) {
+    INFO("buffer with " << c.what);
+    Err err;
+    const trn_result_t res = q.try_submit({calls.command(index++), c.command}, err);
+    INFO("driver said: " << err.message);
+    CHECK(res == TRN_ERROR_INVALID_ARGUMENT);
+    CHECK_FALSE(err.empty());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(calls.count() == 0);
+  CHECK(q.status().submitted == 0);
+}
