@@ -10,6 +10,11 @@
  * (handles, validation, sequence numbers, fault records, sub-allocation, visibility, errors)
  * and builds command buffers.
  *
+ * Device memory, where an operation or a command takes an address, means memory this process
+ * holds: a range it reserved or imported, or host memory it registered. Any other address (free
+ * memory, another process's, past the end of a range) is TRN_ERROR_INVALID_ARGUMENT: no data
+ * passes between processes except through exports.
+ *
  * Device and core numbers here are physical unless a parameter says logical. Every operation
  * that can fail returns a trn_result_t and, on failure, writes one line into `err` saying what
  * was wrong and what to do. Operations are thread-safe unless noted. tests/driver/conformance
@@ -355,8 +360,8 @@ typedef struct trn_hal_ops {
   /* Memory ----------------------------------------------------------------------------------- */
 
   /**
-   * Reserves `bytes` (a multiple of chunk_bytes) of one bank for this process as one contiguous
-   * device range. Storage is the driver's business: it backs what is written (by commands, by
+   * Reserves `bytes` (a multiple of chunk_bytes: any other size is TRN_ERROR_INVALID_ARGUMENT) of
+   * one bank for this process as one contiguous device range. Storage is the driver's business: it backs what is written (by commands, by
    * mem_write or through a writable mapping) and reads what was never written as zeros.
    * TRN_ERROR_OUT_OF_DEVICE_MEMORY when the bank has no such range.
    */
@@ -397,7 +402,10 @@ typedef struct trn_hal_ops {
   trn_result_t (*mem_import)(trn_hal_instance_t *instance, uint32_t device, uint32_t record,
                              uint64_t id, uint64_t *device_address, uint64_t *bytes,
                              uint32_t *bank, trn_hal_error_t *err);
-  /** Drops this process's hold on an export (exporter or importer). */
+  /**
+   * Drops this process's hold on an export (exporter or importer). A process holds an export
+   * once, however many times it imports it (unlike semaphores, where each import is a hold).
+   */
   trn_result_t (*mem_unexport)(trn_hal_instance_t *instance, uint32_t device, uint32_t record,
                                uint64_t id, trn_hal_error_t *err);
   /** A bank's size, the bytes live processes hold in it, and its largest free range. */

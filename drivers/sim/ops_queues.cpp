@@ -14,7 +14,8 @@ constexpr uint32_t kMaxCapacity = 1u << 20;
 
 trn_result_t sim_queue_create(trn_hal_instance_t *instance, uint32_t device, uint32_t first,
                               uint32_t count, trn_hal_queue_kind_t kind, uint32_t capacity,
-                              trn_hal_queue_t **queue, trn_hal_error_t *err) {
+                              uint32_t dma_engines, trn_hal_queue_t **queue,
+                              trn_hal_error_t *err) {
   return with_device(instance, device, err, [&](DeviceRuntime &runtime, std::string *why) {
     if (queue == nullptr) {
       *why = "queue_create needs somewhere to put the queue (NULL)";
@@ -44,12 +45,18 @@ trn_result_t sim_queue_create(trn_hal_instance_t *instance, uint32_t device, uin
       return TRN_ERROR_INVALID_ARGUMENT;
     }
     const GenerationSpec &spec = generation_spec(runtime.generation());
+    const uint32_t engines = spec.dma_engines_per_core * count;
+    if (dma_engines > engines) {
+      *why = "the logical core has " + std::to_string(engines) + " DMA engines, not " +
+             std::to_string(dma_engines) + " (0 uses them all)";
+      return TRN_ERROR_OUT_OF_RANGE;
+    }
     QueueShape shape;
     shape.first_core = first;
     shape.core_count = count;
     shape.kind = kind;
     shape.capacity = capacity;
-    shape.dma_engines = spec.dma_engines_per_core * count;
+    shape.dma_engines = dma_engines == 0 ? engines : dma_engines;
     shape.dma_engine_bytes_per_s = spec.dma_engine_bytes_per_s;
     auto made = std::make_unique<trn_hal_queue>(*instance, runtime, shape);
     std::lock_guard lock(instance->queues_mu);

@@ -87,7 +87,13 @@ trn_result_t sim_sem_import(trn_hal_instance_t *instance, uint32_t device, uint3
 }
 
 void sim_sem_destroy(trn_hal_instance_t *, trn_hal_sem_t *sem) {
+  if (!sem) return;
+  sem->core->close_watches(sem);
   delete sem;  // the last hold of the process lets go of the semaphore (~SemCore)
+}
+
+void sim_sem_close_watches(trn_hal_sem_t *sem) {
+  if (sem) sem->core->close_watches(sem);
 }
 
 void sim_sem_query(const trn_hal_sem_t *sem, trn_hal_sem_state_t *state) {
@@ -120,7 +126,7 @@ trn_result_t sim_sem_watch(trn_hal_sem_t *sem, uint64_t value, int *fd, trn_hal_
   return guarded(err, [&] {
     if (!sem || !fd) return fail(err, TRN_ERROR_NULL_POINTER, "sem_watch needs a semaphore and fd");
     std::string why;
-    if (trn_result_t r = sem->core->watch(value, fd, &why); r != TRN_SUCCESS)
+    if (trn_result_t r = sem->core->watch(value, sem, fd, &why); r != TRN_SUCCESS)
       return fail(err, r, why);
     if (sem->core->shared()) {
       // Other processes may signal it: poll it while it has watches.
@@ -143,6 +149,7 @@ void fill_semaphore_ops(trn_hal_ops_t *ops) {
   ops->sem_fail = sim_sem_fail;
   ops->sem_wait = sim_sem_wait;
   ops->sem_watch = sim_sem_watch;
+  ops->sem_close_watches = sim_sem_close_watches;
 }
 
 }  // namespace trn::sim

@@ -148,7 +148,17 @@ trn_result_t SemCore::wait(uint64_t value, uint64_t timeout_ns,
   }
 }
 
-trn_result_t SemCore::watch(uint64_t value, int *fd, std::string *why) {
+void SemCore::close_watches(const void *owner) {
+  std::lock_guard lock(mu_);
+  std::erase_if(watchers_, [&](const Watcher &w) {
+    if (w.owner != owner) return false;
+    close(w.fd);  // the caller's end reads end-of-file
+    return true;
+  });
+  watcher_count_.store(static_cast<uint32_t>(watchers_.size()), std::memory_order_seq_cst);
+}
+
+trn_result_t SemCore::watch(uint64_t value, const void *owner, int *fd, std::string *why) {
   // A connected socket pair, not an eventfd: the caller's end is the descriptor it owns, and
   // when the caller closes it our end hangs up, so a watch whose caller lost interest is found
   // and closed. A socket also lets us send without SIGPIPE if the caller closed its end.
@@ -164,7 +174,7 @@ trn_result_t SemCore::watch(uint64_t value, int *fd, std::string *why) {
     std::lock_guard lock(mu_);
     reap_abandoned_locked();
     try {
-      watchers_.push_back({ends[1], value});
+      watchers_.push_back({ends[1], value, owner});
     } catch (...) {
       close(ends[0]);
       close(ends[1]);

@@ -48,7 +48,9 @@ class SemCore {
   // TRN_SUCCESS, TRN_TIMEOUT, or TRN_ERROR_CANCELLED (failed, or `interrupt` was set: a queue
   // being destroyed re-checks it at least every 10 ms).
   trn_result_t wait(uint64_t value, uint64_t timeout_ns, const std::atomic<bool> *interrupt);
-  trn_result_t watch(uint64_t value, int *fd, std::string *why);
+  // A watch belongs to the hold that asked for it (`owner`): close_watches ends a hold's.
+  trn_result_t watch(uint64_t value, const void *owner, int *fd, std::string *why);
+  void close_watches(const void *owner);
   // Completes the watches whose value was reached (or all, when failed); drops abandoned ones.
   // Returns whether watches remain.
   bool notify_watchers();
@@ -58,6 +60,7 @@ class SemCore {
   struct Watcher {
     int fd;  // our end of the socket pair
     uint64_t value;
+    const void *owner;
   };
   void wake_sleepers();
   void reap_abandoned_locked();

@@ -170,7 +170,7 @@ void SimQueue::process(Buffer &buffer) {
   if (stop_.load(std::memory_order_acquire)) {
     cancel(buffer, "the queue was destroyed before the command ran");
   } else if (in_error_.load(std::memory_order_acquire)) {
-    cancel(buffer, "an earlier buffer of the queue failed");
+    cancel(buffer, "an earlier command of the queue failed");
   } else {
     trn_hal_core_activity_t activity{};
     const uint64_t start = monotonic_ns();
@@ -196,6 +196,10 @@ void SimQueue::idle(uint32_t seen) {
   if (doorbell_.load(std::memory_order_seq_cst) == seen)
     futex_wait(&doorbell_, seen, kIdleSliceNs, FutexScope::process_private);
   worker_asleep_.store(0, std::memory_order_release);
+}
+
+std::string SimQueue::name_of(const Buffer &buffer) {
+  return std::string(buffer.label ? buffer.label : "buffer") + " #" + std::to_string(buffer.tag);
 }
 
 void SimQueue::tick(uint64_t ns) {
@@ -298,8 +302,7 @@ void SimQueue::execute(Buffer &buffer, trn_hal_core_activity_t *activity) {
     failure.result = r;
     activity->commands_failed += 1;
     record_fault(buffer, static_cast<uint32_t>(i), failure);
-    abandon(buffer, i + 1, r,
-            "buffer #" + std::to_string(buffer.tag) + " failed: " + failure.reason);
+    abandon(buffer, i + 1, r, name_of(buffer) + " failed: " + failure.reason);
     return;
   }
 }
@@ -339,8 +342,7 @@ void SimQueue::abandon(Buffer &buffer, size_t from, trn_result_t status, const s
 }
 
 void SimQueue::cancel(Buffer &buffer, const std::string &reason) {
-  abandon(buffer, 0, TRN_ERROR_CANCELLED,
-          "buffer #" + std::to_string(buffer.tag) + " was cancelled: " + reason);
+  abandon(buffer, 0, TRN_ERROR_CANCELLED, name_of(buffer) + " was cancelled: " + reason);
   std::lock_guard lock(mu_);
   if (fault_.result != TRN_SUCCESS) ++fault_.cancelled;
 }

@@ -44,12 +44,14 @@ class SimQueue {
 
  private:
   struct Buffer {
-    uint32_t label = 0;
+    const char *label = nullptr;  // static storage (hal.h)
     uint64_t tag = 0;
     std::vector<trn_hal_command_t> commands;
     std::vector<trn_hal_binding_t> args;         // every launch's arguments, in order
     std::vector<std::shared_ptr<SemCore>> sems;  // per command: its semaphore, if any
   };
+  // "copy #12": what failure texts call a buffer.
+  static std::string name_of(const Buffer &buffer);
   // Why a command failed, for the fault record.
   struct Failure {
     trn_result_t result = TRN_SUCCESS;
