@@ -42,7 +42,7 @@ bool SimQueue::await_retirement(uint64_t seen) {
   for (uint32_t i = 0;; ++i) {
     if (retired_.load(std::memory_order_acquire) != seen) return true;
     if (!running_.load(std::memory_order_acquire) || long_work_.load(std::memory_order_acquire))
-      return false;
+      return retired_.load(std::memory_order_acquire) != seen;  // it may have just retired
     if ((i & 63) == 0 && monotonic_ns() >= deadline) return false;
     if (i < 1024) {
       cpu_relax();
