@@ -35,17 +35,4 @@ void DeviceRuntime::account(uint32_t physical_core, const trn_hal_core_activity_
   state_.core_account(physical_core, delta);
 }
 
-std::shared_ptr<SemCore> DeviceRuntime::find_shared_sem(uint32_t record, uint64_t id) {
-  std::lock_guard lock(sems_mu_);
-  auto it = shared_sems_.find({record, id});
-  return it == shared_sems_.end() ? nullptr : it->second.lock();
-}
-
-void DeviceRuntime::remember_shared_sem(uint32_t record, uint64_t id,
-                                        const std::shared_ptr<SemCore> &sem) {
-  std::lock_guard lock(sems_mu_);
-  std::erase_if(shared_sems_, [](const auto &entry) { return entry.second.expired(); });
-  shared_sems_[{record, id}] = sem;
-}
-
 }  // namespace trn::sim

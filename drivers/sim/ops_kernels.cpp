@@ -18,13 +18,13 @@ trn_result_t sim_kernel_load(trn_hal_instance_t *instance, uint32_t device, cons
     }
     std::unique_ptr<trn_hal_kernel> loaded;
     trn_result_t r = load_kernel(image, size, runtime.generation(), &loaded, why);
-    if (r == TRN_SUCCESS) *kernel = loaded.release();
+    if (r == TRN_SUCCESS) *kernel = instance->kernels.adopt(std::move(loaded));
     return r;
   });
 }
 
-void sim_kernel_unload(trn_hal_instance_t *, trn_hal_kernel_t *kernel) {
-  delete kernel;
+void sim_kernel_unload(trn_hal_instance_t *instance, trn_hal_kernel_t *kernel) {
+  if (instance && kernel) instance->kernels.destroy(kernel);
 }
 
 // The public structs' headers (type, size) are the caller's: everything after them is filled.

@@ -8,16 +8,23 @@
 namespace trn::sim {
 namespace {
 
-// A hold on the process's SemCore for a shared cell, made when it has none. The state file
-// records one hold per process (a bit), so a second import of this process adds nothing there.
-trn_result_t hold_shared(trn_hal_instance_t *instance, DeviceRuntime &runtime, uint32_t record,
-                         uint64_t id, SharedSemCell *cell, trn_hal_sem_t **sem) {
-  auto core = runtime.find_shared_sem(record, id);
-  if (!core) {
-    core = std::make_shared<SemCore>(runtime, cell, record, id, instance->config.spin_ns);
-    runtime.remember_shared_sem(record, id, core);
+// A new hold on a semaphore, owned by the instance until sem_destroy (or close).
+trn_hal_sem_t *hand_out(trn_hal_instance_t *instance, std::shared_ptr<SemCore> core) {
+  return instance->sems.adopt(std::make_unique<trn_hal_sem>(trn_hal_sem{std::move(core)}));
+}
+
+// A SemCore for a shared cell this process now holds in the state file; if it cannot be made,
+// the hold is let go again.
+trn_result_t make_core(DeviceRuntime &runtime, SharedSemCell *cell, uint32_t record, uint64_t id,
+                       std::shared_ptr<SemCore> *made) {
+  try {
+    *made =
+        std::make_shared<SemCore>(runtime, cell, record, id, runtime.instance()->config.spin_ns);
+  } catch (...) {
+    std::string ignored;
+    (void)runtime.state().sem_release(record, id, &ignored);
+    throw;
   }
-  *sem = new trn_hal_sem{std::move(core)};
   return TRN_SUCCESS;
 }
 
@@ -35,7 +42,7 @@ trn_result_t sim_sem_create(trn_hal_instance_t *instance, uint32_t device, uint6
     }
     if (!(flags & TRN_HAL_SEM_SHAREABLE)) {
       auto core = std::make_shared<SemCore>(runtime, initial, instance->config.spin_ns);
-      *sem = new trn_hal_sem{std::move(core)};
+      *sem = hand_out(instance, std::move(core));
       if (record) *record = 0;
       if (id) *id = 0;
       return TRN_SUCCESS;
@@ -50,17 +57,16 @@ trn_result_t sim_sem_create(trn_hal_instance_t *instance, uint32_t device, uint6
     // Nobody else knows (record, id) yet: set it up before handing it out.
     cell->device_ns.store(runtime.time_ns(), std::memory_order_relaxed);
     cell->value.store(initial, std::memory_order_release);
-    std::unique_ptr<trn_hal_sem> made;
-    try {
-      auto core = std::make_shared<SemCore>(runtime, cell, r_index, r_id, instance->config.spin_ns);
-      runtime.remember_shared_sem(r_index, r_id, core);
-      made.reset(new trn_hal_sem{std::move(core)});
-    } catch (...) {
-      std::string ignored;
-      (void)runtime.state().sem_release(r_index, r_id, &ignored);
-      throw;
-    }
-    *sem = made.release();
+    std::shared_ptr<SemCore> core;
+    trn_result_t r = runtime.shared_sem(
+        r_index, r_id,
+        [&](std::shared_ptr<SemCore> *made) {
+          return make_core(runtime, cell, r_index, r_id, made);
+        },
+        &core);
+    if (r != TRN_SUCCESS) return r;
+    // From here the SemCore lets go of the cell if anything fails.
+    *sem = hand_out(instance, std::move(core));
     if (record) *record = r_index;
     if (id) *id = r_id;
     return TRN_SUCCESS;
@@ -74,22 +80,29 @@ trn_result_t sim_sem_import(trn_hal_instance_t *instance, uint32_t device, uint3
       *why = "sem_import needs somewhere to put the semaphore (NULL)";
       return TRN_ERROR_NULL_POINTER;
     }
-    if (auto core = runtime.find_shared_sem(record, id)) {
-      *sem = new trn_hal_sem{std::move(core)};  // another hold of this process
-      return TRN_SUCCESS;
-    }
-    SharedSemCell *cell = nullptr;
-    if (trn_result_t r = runtime.state().sem_import(instance->identity, record, id, &cell, why);
-        r != TRN_SUCCESS)
-      return r;
-    return hold_shared(instance, runtime, record, id, cell, sem);
+    std::shared_ptr<SemCore> core;
+    trn_result_t r = runtime.shared_sem(
+        record, id,
+        [&](std::shared_ptr<SemCore> *made) {
+          SharedSemCell *cell = nullptr;
+          if (trn_result_t r2 =
+                  runtime.state().sem_import(instance->identity, record, id, &cell, why);
+              r2 != TRN_SUCCESS)
+            return r2;
+          return make_core(runtime, cell, record, id, made);
+        },
+        &core);
+    if (r != TRN_SUCCESS) return r;
+    *sem = hand_out(instance, std::move(core));  // each import is its own hold
+    return TRN_SUCCESS;
   });
 }
 
-void sim_sem_destroy(trn_hal_instance_t *, trn_hal_sem_t *sem) {
-  if (!sem) return;
+void sim_sem_destroy(trn_hal_instance_t *instance, trn_hal_sem_t *sem) {
+  if (!instance || !sem) return;
   sem->core->close_watches(sem);
-  delete sem;  // the last hold of the process lets go of the semaphore (~SemCore)
+  // The last hold of the process lets go of the semaphore (~SemCore).
+  instance->sems.destroy(sem);
 }
 
 void sim_sem_close_watches(trn_hal_sem_t *sem) {

@@ -33,6 +33,8 @@ trn_hal_instance_s::~trn_hal_instance_s() {
     }
     trn::sim::destroy_queue(this, queue);
   }
+  sems.destroy_all();  // shared ones let go of their cells while the devices are open
+  kernels.destroy_all();
   poller.reset();
 }
 

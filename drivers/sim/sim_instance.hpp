@@ -54,8 +54,24 @@ class DeviceRuntime {
   void account(uint32_t physical_core, const trn_hal_core_activity_t &delta);
 
   // This process's shared semaphores, one SemCore per (record, id) however many holds it has.
-  std::shared_ptr<SemCore> find_shared_sem(uint32_t record, uint64_t id);
-  void remember_shared_sem(uint32_t record, uint64_t id, const std::shared_ptr<SemCore> &sem);
+  // shared_sem finds it or has `make(&core)` make it, serialised so that concurrent imports
+  // share one.
+  template <typename Make>
+  trn_result_t shared_sem(uint32_t record, uint64_t id, Make make, std::shared_ptr<SemCore> *out) {
+    std::lock_guard lock(sems_mu_);
+    auto it = shared_sems_.find({record, id});
+    if (it != shared_sems_.end())
+      if (auto known = it->second.lock()) {
+        *out = std::move(known);
+        return TRN_SUCCESS;
+      }
+    std::shared_ptr<SemCore> made;
+    if (trn_result_t r = make(&made); r != TRN_SUCCESS) return r;
+    std::erase_if(shared_sems_, [](const auto &entry) { return entry.second.expired(); });
+    shared_sems_[{record, id}] = made;
+    *out = std::move(made);
+    return TRN_SUCCESS;
+  }
 
  private:
   trn_hal_instance_t &instance_;
@@ -70,6 +86,37 @@ class DeviceRuntime {
   std::unique_ptr<CoreExecutors> executors_;
   std::mutex sems_mu_;  // guards shared_sems_
   std::map<std::pair<uint32_t, uint64_t>, std::weak_ptr<SemCore>> shared_sems_;
+};
+
+// Objects an instance hands out (semaphore holds, kernels): close frees those the caller did not.
+template <typename T>
+class Handouts {
+ public:
+  T *adopt(std::unique_ptr<T> object) {
+    std::lock_guard lock(mu_);
+    live_.insert(object.get());
+    return object.release();
+  }
+  // Frees it; an object this instance does not hold (already freed) is left alone.
+  void destroy(T *object) {
+    {
+      std::lock_guard lock(mu_);
+      if (live_.erase(object) == 0) return;
+    }
+    delete object;
+  }
+  void destroy_all() {
+    std::set<T *> left;
+    {
+      std::lock_guard lock(mu_);
+      left.swap(live_);
+    }
+    for (T *object : left) delete object;
+  }
+
+ private:
+  std::mutex mu_;  // guards live_
+  std::set<T *> live_;
 };
 
 }  // namespace trn::sim
@@ -88,4 +135,6 @@ struct trn_hal_instance_s {
   std::unique_ptr<trn::sim::SemPoller> poller;  // watches shared semaphores for sem_watch
   std::mutex queues_mu;                         // guards queues
   std::set<trn_hal_queue_t *> queues;           // open queues, destroyed by close
+  trn::sim::Handouts<trn_hal_sem_t> sems;       // semaphore holds
+  trn::sim::Handouts<trn_hal_kernel_t> kernels;
 };

@@ -18,8 +18,9 @@ namespace {
 // An idle worker sleeps in slices this long (a missed doorbell costs at most one).
 constexpr uint64_t kIdleSliceNs = 100'000'000;
 constexpr size_t kKeptBuffers = 64;
-// How long a full queue's submitter waits for a running worker to retire a buffer.
-constexpr uint64_t kRetireGraceNs = 1'000'000;
+// How long a full queue's submitter waits for a worker finishing a buffer to retire it (a
+// preempted worker may need a scheduler slice or two).
+constexpr uint64_t kRetireGraceNs = 10'000'000;
 
 }  // namespace
 
@@ -35,12 +36,13 @@ SimQueue::~SimQueue() {
 
 bool SimQueue::await_retirement(uint64_t seen) {
   // A waiter that saw the last signal of a buffer may submit before the worker has retired it:
-  // give a worker that is running (not waiting on a semaphore) a moment to finish.
+  // give a worker that is finishing a buffer (not waiting, copying or running a kernel) a moment
+  // to retire it. It may need the core we run on, so the wait soon sleeps.
   const uint64_t deadline = deadline_after(kRetireGraceNs);
   for (uint32_t i = 0;; ++i) {
     if (retired_.load(std::memory_order_acquire) != seen) return true;
-    if (!running_.load(std::memory_order_acquire) || waiting_.load(std::memory_order_acquire))
-      return false;
+    if (!running_.load(std::memory_order_acquire) || long_work_.load(std::memory_order_acquire))
+      return retired_.load(std::memory_order_acquire) != seen;  // it may have just retired
     if ((i & 63) == 0 && monotonic_ns() >= deadline) return false;
     if (i < 1024) {
       cpu_relax();
@@ -247,9 +249,7 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
     }
     case TRN_HAL_COMMAND_SEM_WAIT: {
       SemCore &sem = *sem_core;
-      waiting_.store(true, std::memory_order_release);
       const trn_result_t r = sem.wait(c.u.sem.value, UINT64_MAX, &stop_);
-      waiting_.store(false, std::memory_order_release);
       if (r == TRN_SUCCESS) {
         // Causal time: the command after the wait starts no earlier than the signal.
         clock_ns_ = std::max(clock_ns_, sem.device_ns());
@@ -288,6 +288,10 @@ void SimQueue::execute(Buffer &buffer, trn_hal_core_activity_t *activity) {
   for (size_t i = 0; i < buffer.commands.size(); ++i) {
     Failure failure;
     trn_result_t r = TRN_SUCCESS;
+    const uint32_t kind = buffer.commands[i].kind;
+    long_work_.store(kind == TRN_HAL_COMMAND_SEM_WAIT || kind == TRN_HAL_COMMAND_COPY ||
+                         kind == TRN_HAL_COMMAND_MEMSET || kind == TRN_HAL_COMMAND_LAUNCH,
+                     std::memory_order_release);
     try {
       r = execute_command(buffer.commands[i], buffer.sems[i].get(), activity, &failure);
     } catch (const std::bad_alloc &) {
@@ -298,6 +302,7 @@ void SimQueue::execute(Buffer &buffer, trn_hal_core_activity_t *activity) {
       r = TRN_ERROR_DRIVER;
       failure.reason = std::string("the driver failed executing the command: ") + e.what();
     }
+    long_work_.store(false, std::memory_order_release);
     if (r == TRN_SUCCESS) continue;
     failure.result = r;
     activity->commands_failed += 1;

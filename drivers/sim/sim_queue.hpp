@@ -61,7 +61,7 @@ class SimQueue {
     LaunchOutcome launch;
   };
 
-  // Whether the worker, if running, retires more than `seen` buffers within a short grace period.
+  // Whether a worker finishing a buffer retires more than `seen` buffers within a grace period.
   bool await_retirement(uint64_t seen);
   std::unique_ptr<Buffer> next();
   void run();
@@ -91,10 +91,10 @@ class SimQueue {
   std::atomic<bool> stop_{false};
   std::atomic<uint32_t> doorbell_{0};
   std::atomic<uint32_t> worker_asleep_{0};
-  std::atomic<bool> running_{false};  // the worker is executing a buffer
-  std::atomic<bool> waiting_{false};  // ... and waiting on a semaphore in it
-  uint64_t clock_ns_ = 0;             // the queue's simulated time; the worker's alone
-  std::mutex stop_mu_;                // one stop at a time
+  std::atomic<bool> running_{false};    // the worker is executing a buffer
+  std::atomic<bool> long_work_{false};  // ... and waiting, copying or running a kernel
+  uint64_t clock_ns_ = 0;               // the queue's simulated time; the worker's alone
+  std::mutex stop_mu_;                  // one stop at a time
   std::thread worker_;
 };
 
