@@ -14,8 +14,7 @@ constexpr uint32_t kMaxCapacity = 1u << 20;
 
 trn_result_t sim_queue_create(trn_hal_instance_t *instance, uint32_t device, uint32_t first,
                               uint32_t count, trn_hal_queue_kind_t kind, uint32_t capacity,
-                              uint32_t dma_engines, trn_hal_queue_t **queue,
-                              trn_hal_error_t *err) {
+                              uint32_t dma_engines, trn_hal_queue_t **queue, trn_hal_error_t *err) {
   return with_device(instance, device, err, [&](DeviceRuntime &runtime, std::string *why) {
     if (queue == nullptr) {
       *why = "queue_create needs somewhere to put the queue (NULL)";

@@ -18,9 +18,6 @@ namespace {
 // An idle worker sleeps in slices this long (a missed doorbell costs at most one).
 constexpr uint64_t kIdleSliceNs = 100'000'000;
 constexpr size_t kKeptBuffers = 64;
-// How long a full queue's submitter waits for a worker finishing a buffer to retire it (a
-// preempted worker may need a scheduler slice or two).
-constexpr uint64_t kRetireGraceNs = 10'000'000;
 
 }  // namespace
 
@@ -34,42 +31,18 @@ SimQueue::~SimQueue() {
   stop();
 }
 
-bool SimQueue::await_retirement(uint64_t seen) {
-  // A waiter that saw the last signal of a buffer may submit before the worker has retired it:
-  // give a worker that is finishing a buffer (not waiting, copying or running a kernel) a moment
-  // to retire it. It may need the core we run on, so the wait soon sleeps.
-  const uint64_t deadline = deadline_after(kRetireGraceNs);
-  for (uint32_t i = 0;; ++i) {
-    if (retired_.load(std::memory_order_acquire) != seen) return true;
-    if (!running_.load(std::memory_order_acquire) || long_work_.load(std::memory_order_acquire))
-      return retired_.load(std::memory_order_acquire) != seen;  // it may have just retired
-    if ((i & 63) == 0 && monotonic_ns() >= deadline) return false;
-    if (i < 1024) {
-      cpu_relax();
-    } else {
-      // The worker may need this core (we may have preempted it by being woken): sleep.
-      struct timespec pause {
-        0, 20'000
-      };
-      nanosleep(&pause, nullptr);
-    }
-  }
-}
-
 trn_result_t SimQueue::submit(const trn_hal_submission_t &submission, std::string *why) {
   if (trn_result_t r = check_submission(instance_, device_, shape_.kind, submission, why);
       r != TRN_SUCCESS)
     return r;
-  for (bool full_once = false;; full_once = true) {
-    std::unique_lock lock(mu_);
+  {
+    std::lock_guard lock(mu_);
     if (stop_.load(std::memory_order_acquire)) {
       *why = "the queue is being destroyed";
       return TRN_ERROR_INVALID_HANDLE;
     }
     const uint64_t retired = retired_.load(std::memory_order_acquire);
     if (submitted_ - retired >= shape_.capacity) {
-      lock.unlock();
-      if (!full_once && await_retirement(retired)) continue;
       *why = "the queue has " + std::to_string(shape_.capacity) +
              " buffers in flight (its capacity): wait for some to retire, then submit again";
       return TRN_ERROR_QUEUE_FULL;
@@ -106,7 +79,6 @@ trn_result_t SimQueue::submit(const trn_hal_submission_t &submission, std::strin
     }
     pending_.push_back(std::move(buffer));
     ++submitted_;
-    break;
   }
   doorbell_.fetch_add(1, std::memory_order_seq_cst);
   if (worker_asleep_.load(std::memory_order_seq_cst))
@@ -149,14 +121,12 @@ void SimQueue::run() {
     // Read before looking for work: a submission after the look rings a doorbell we then see.
     const uint32_t seen = doorbell_.load(std::memory_order_seq_cst);
     if (auto buffer = next()) {
-      running_.store(true, std::memory_order_release);
       try {
         process(*buffer);
       } catch (const std::exception &) {
         // Out of memory building a reason: the buffer retires all the same, the worker lives.
       }
       retire(std::move(buffer));
-      running_.store(false, std::memory_order_release);
       continue;
     }
     if (stop_.load(std::memory_order_acquire)) {
@@ -176,12 +146,20 @@ void SimQueue::process(Buffer &buffer) {
   } else {
     trn_hal_core_activity_t activity{};
     const uint64_t start = monotonic_ns();
-    execute(buffer, &activity);
+    // The signals that end a buffer (its completion) come after it retires, as a ring's slot is
+    // free once the engine is past it: a host that saw a buffer's completion can submit into its
+    // slot, never a spurious QUEUE_FULL.
+    const size_t tail = trailing_signals(buffer);
+    const bool reached_tail = execute(buffer, tail, &activity);
     // Buffers of semaphore operations and host calls alone count nothing.
     if (activity.commands_completed != 0 || activity.commands_failed != 0) {
       activity.busy_host_ns = monotonic_ns() - start;
       device_.account(shape_.first_core, activity);
     }
+    if (!reached_tail) return;
+    count_retired(buffer);
+    for (size_t i = tail; i < buffer.commands.size(); ++i)
+      buffer.sems[i]->signal(buffer.commands[i].u.sem.value, clock_ns_, false);
   }
 }
 
@@ -284,14 +262,16 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
   }
 }
 
-void SimQueue::execute(Buffer &buffer, trn_hal_core_activity_t *activity) {
-  for (size_t i = 0; i < buffer.commands.size(); ++i) {
+size_t SimQueue::trailing_signals(const Buffer &buffer) {
+  size_t tail = buffer.commands.size();
+  while (tail > 0 && buffer.commands[tail - 1].kind == TRN_HAL_COMMAND_SEM_SIGNAL) --tail;
+  return tail;
+}
+
+bool SimQueue::execute(Buffer &buffer, size_t end, trn_hal_core_activity_t *activity) {
+  for (size_t i = 0; i < end; ++i) {
     Failure failure;
     trn_result_t r = TRN_SUCCESS;
-    const uint32_t kind = buffer.commands[i].kind;
-    long_work_.store(kind == TRN_HAL_COMMAND_SEM_WAIT || kind == TRN_HAL_COMMAND_COPY ||
-                         kind == TRN_HAL_COMMAND_MEMSET || kind == TRN_HAL_COMMAND_LAUNCH,
-                     std::memory_order_release);
     try {
       r = execute_command(buffer.commands[i], buffer.sems[i].get(), activity, &failure);
     } catch (const std::bad_alloc &) {
@@ -302,14 +282,14 @@ void SimQueue::execute(Buffer &buffer, trn_hal_core_activity_t *activity) {
       r = TRN_ERROR_DRIVER;
       failure.reason = std::string("the driver failed executing the command: ") + e.what();
     }
-    long_work_.store(false, std::memory_order_release);
     if (r == TRN_SUCCESS) continue;
     failure.result = r;
     activity->commands_failed += 1;
     record_fault(buffer, static_cast<uint32_t>(i), failure);
     abandon(buffer, i + 1, r, name_of(buffer) + " failed: " + failure.reason);
-    return;
+    return false;
   }
+  return true;
 }
 
 void SimQueue::record_fault(const Buffer &buffer, uint32_t index, const Failure &failure) {
@@ -356,8 +336,15 @@ void SimQueue::retire(std::unique_ptr<Buffer> buffer) {
   // Not under the lock: letting go of a last hold releases a shared semaphore's cell.
   for (auto &sem : buffer->sems) sem.reset();
   std::lock_guard lock(mu_);
-  retired_.fetch_add(1, std::memory_order_acq_rel);
+  if (!buffer->counted) retired_.fetch_add(1, std::memory_order_acq_rel);
+  buffer->counted = false;
   if (free_.size() < kKeptBuffers) free_.push_back(std::move(buffer));
+}
+
+void SimQueue::count_retired(Buffer &buffer) {
+  std::lock_guard lock(mu_);
+  retired_.fetch_add(1, std::memory_order_acq_rel);
+  buffer.counted = true;
 }
 
 void SimQueue::stop() {

@@ -49,6 +49,7 @@ class SimQueue {
     std::vector<trn_hal_command_t> commands;
     std::vector<trn_hal_binding_t> args;         // every launch's arguments, in order
     std::vector<std::shared_ptr<SemCore>> sems;  // per command: its semaphore, if any
+    bool counted = false;                        // retired already (before its last signals)
   };
   // "copy #12": what failure texts call a buffer.
   static std::string name_of(const Buffer &buffer);
@@ -61,13 +62,14 @@ class SimQueue {
     LaunchOutcome launch;
   };
 
-  // Whether a worker finishing a buffer retires more than `seen` buffers within a grace period.
-  bool await_retirement(uint64_t seen);
   std::unique_ptr<Buffer> next();
   void run();
   void process(Buffer &buffer);  // executes or cancels it
   void idle(uint32_t seen);      // until the doorbell changes from `seen` (or a slice passes)
-  void execute(Buffer &buffer, trn_hal_core_activity_t *activity);
+  // Where the signals that end a buffer begin (its size if it does not end with one).
+  static size_t trailing_signals(const Buffer &buffer);
+  // Runs commands [0, end); false if one failed (the rest are abandoned).
+  bool execute(Buffer &buffer, size_t end, trn_hal_core_activity_t *activity);
   trn_result_t execute_command(const trn_hal_command_t &command, SemCore *sem,
                                trn_hal_core_activity_t *activity, Failure *failure);
   void record_fault(const Buffer &buffer, uint32_t index, const Failure &failure);
@@ -76,6 +78,7 @@ class SimQueue {
   void abandon(Buffer &buffer, size_t from, trn_result_t status, const std::string &text);
   void cancel(Buffer &buffer, const std::string &reason);
   void retire(std::unique_ptr<Buffer> buffer);
+  void count_retired(Buffer &buffer);  // ahead of its last signals
   void tick(uint64_t ns);
 
   trn_hal_instance_t &instance_;
@@ -91,10 +94,8 @@ class SimQueue {
   std::atomic<bool> stop_{false};
   std::atomic<uint32_t> doorbell_{0};
   std::atomic<uint32_t> worker_asleep_{0};
-  std::atomic<bool> running_{false};    // the worker is executing a buffer
-  std::atomic<bool> long_work_{false};  // ... and waiting, copying or running a kernel
-  uint64_t clock_ns_ = 0;               // the queue's simulated time; the worker's alone
-  std::mutex stop_mu_;                  // one stop at a time
+  uint64_t clock_ns_ = 0;  // the queue's simulated time; the worker's alone
+  std::mutex stop_mu_;     // one stop at a time
   std::thread worker_;
 };
 
