@@ -151,11 +151,10 @@ void SimQueue::process(Buffer &buffer) {
     // slot, never a spurious QUEUE_FULL.
     const size_t tail = trailing_signals(buffer);
     const bool reached_tail = execute(buffer, tail, &activity);
-    // Buffers of semaphore operations and host calls alone count nothing.
-    if (activity.commands_completed != 0 || activity.commands_failed != 0) {
-      activity.busy_host_ns = monotonic_ns() - start;
-      device_.account(shape_.first_core, activity);
-    }
+    // A buffer is one command of the submitter's (a barrier too): it completed or failed.
+    (reached_tail ? activity.commands_completed : activity.commands_failed) = 1;
+    activity.busy_host_ns = monotonic_ns() - start;
+    device_.account(shape_.first_core, activity);
     if (!reached_tail) return;
     count_retired(buffer);
     for (size_t i = tail; i < buffer.commands.size(); ++i)
@@ -209,7 +208,6 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
           simulated_dma_ns(failure->bytes, shape_.dma_engine_bytes_per_s, shape_.dma_engines);
       activity->dma_bytes += failure->bytes;
       activity->dma_busy_ns += ns;
-      activity->commands_completed += 1;
       tick(ns);
       return TRN_SUCCESS;
     }
@@ -222,7 +220,6 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
           failure->launch.result == TRN_ERROR_KERNEL_DEADLOCK)
         failure->kernel = c.u.launch.kernel;
       why = failure->launch.why;
-      if (failure->launch.result == TRN_SUCCESS) activity->commands_completed += 1;
       return failure->launch.result;
     }
     case TRN_HAL_COMMAND_SEM_WAIT: {
@@ -284,7 +281,6 @@ bool SimQueue::execute(Buffer &buffer, size_t end, trn_hal_core_activity_t *acti
     }
     if (r == TRN_SUCCESS) continue;
     failure.result = r;
-    activity->commands_failed += 1;
     record_fault(buffer, static_cast<uint32_t>(i), failure);
     abandon(buffer, i + 1, r, name_of(buffer) + " failed: " + failure.reason);
     return false;

@@ -94,7 +94,7 @@ void Session::release_all() {
   for (auto &kernel : kernels.all()) kernels.remove_object(kernel.get());
   for (auto &profile : profiles.all()) profiles.remove_object(profile.get());
   for (auto &sem : sems.all()) {
-    sem->close_watchers();
+    sem->release();
     sems.remove_object(sem.get());
   }
   for (auto &mem : mems.all()) {
