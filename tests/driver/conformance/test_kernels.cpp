@@ -260,6 +260,18 @@ TEST_CASE("kernels: launches with a wrong argument count or on a copy queue are 
   const trn_hal_binding_t outside[] = {{8, 128}, {r.address(), 128}};
   HAL_CHECK_RESULT(TRN_ERROR_INVALID_ARGUMENT,
                    compute.try_submit({launch_command(kernel, outside, 2, nullptr)}, err), err);
+  // Device memory this process does not hold: a released range, past the end of a range.
+  uint64_t released = 0;
+  {
+    Range gone(inst, 0, 1 << 20, core.hbm_bank);
+    released = gone.address();
+  }
+  const trn_hal_binding_t freed[] = {{r.address(), 128}, {released, 128}};
+  HAL_CHECK_RESULT(TRN_ERROR_INVALID_ARGUMENT,
+                   compute.try_submit({launch_command(kernel, freed, 2, nullptr)}, err), err);
+  const trn_hal_binding_t past[] = {{r.address() + r.bytes() - 64, 128}, {r.address(), 128}};
+  HAL_CHECK_RESULT(TRN_ERROR_INVALID_ARGUMENT,
+                   compute.try_submit({launch_command(kernel, past, 2, nullptr)}, err), err);
   CHECK(compute.status().submitted == 0);
   CHECK(copy.status().submitted == 0);
   CHECK(calls.count() == 0);
