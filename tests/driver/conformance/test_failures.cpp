@@ -116,6 +116,27 @@ TEST_CASE("failures: a wait on a failed semaphore fails its buffer and cancels l
   CHECK(q.status().fault.tag == 100);
 }
 
+TEST_CASE("failures: a buffer without a label is named \"buffer\"", "[failures]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  Sem broken(inst, 0, 0);
+  Sem out(inst, 0, 0);
+  Sem later(inst, 0, 0);
+  Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
+  ops().sem_fail(broken, "upstream failed");
+  q.submit({wait_command(broken, 1), signal_command(out, 1)}, nullptr, 5);
+  q.submit({signal_command(later, 1)}, nullptr, 6);
+  REQUIRE(q.wait_retired(2));
+  const auto o = out.state();
+  INFO("out reason: " << o.reason);
+  CHECK(std::string(o.reason).rfind("buffer #5 failed: ", 0) == 0);
+  const auto l = later.state();
+  INFO("later reason: " << l.reason);
+  CHECK(std::string(l.reason).rfind("buffer #6 was cancelled: ", 0) == 0);
+  CHECK(q.status().fault.tag == 5);
+}
+
 TEST_CASE("failures: a failing wait can come from a semaphore failed while waiting", "[failures]") {
   Instance inst;
   CONFORMANCE_NEED_DEVICES(inst, 1);
