@@ -1,4 +1,5 @@
 // Device addresses: HBM of each device and host memory registered for it (host_registry.hpp).
+// An HBM address resolves only inside a range this process holds (held_ranges.hpp).
 #include "sim/ops_support.hpp"
 
 namespace trn::sim {
@@ -35,6 +36,13 @@ bool hbm_offset(const DeviceState &state, uint32_t device, uint64_t address, uin
   return bytes <= state.header().hbm_bytes - *offset;
 }
 
+std::string not_held(uint32_t device, uint64_t address, uint64_t bytes) {
+  return "device address " + hex_address(address) + "+" + std::to_string(bytes) +
+         " is not inside one range of device " + std::to_string(device) +
+         " memory that this process holds (free, another process's, released, or past the end "
+         "of a range): use an address of a range reserved (mem_reserve) or imported (mem_import)";
+}
+
 trn_result_t resolve(trn_hal_instance_t &instance, uint64_t address, uint64_t bytes,
                      MemorySpan *span, std::string *why) {
   const uint64_t top = address >> 56;
@@ -55,6 +63,10 @@ trn_result_t resolve(trn_hal_instance_t &instance, uint64_t address, uint64_t by
     DeviceRuntime &runtime = *instance.runtimes[top - 1];
     uint64_t offset = 0;
     if (hbm_offset(runtime.state(), static_cast<uint32_t>(top - 1), address, bytes, &offset)) {
+      if (!runtime.held().holds(offset, bytes)) {
+        *why = not_held(static_cast<uint32_t>(top - 1), address, bytes);
+        return TRN_ERROR_INVALID_ARGUMENT;
+      }
       char *base = nullptr;
       if (trn_result_t r = runtime.hbm_base(&base, why); r != TRN_SUCCESS) return r;
       *span = {base + offset, &runtime, offset, bytes};

@@ -285,17 +285,23 @@ std::vector<trn_hal_process_t> DeviceState::live_processes_locked() {
     trn_hal_process_t process = describe_slot_locked(slot);
     if (process.pid == 0) continue;  // still registering
     fill_memory_locked(slot, &process);
-    for (uint32_t core = 0; core < header_.physical_cores; ++core) {
-      const bool mine = static_cast<int32_t>(slot) == slot_ && (claimed_mask_ >> core & 1u);
-      CoreRecord::Body record{};
-      const bool theirs = !mine && core_is_held_by_other_locked(core) &&
-                          seqlock_read(file_->cores[core], &record) &&
-                          record.owner_slot == static_cast<int32_t>(slot);
-      if (mine || theirs) process.physical_core_mask |= uint64_t{1} << core;
-    }
+    process.physical_core_mask = core_mask_locked(slot);
     live.push_back(process);
   }
   return live;
+}
+
+uint64_t DeviceState::core_mask_locked(uint32_t slot) {
+  uint64_t mask = 0;
+  for (uint32_t core = 0; core < header_.physical_cores; ++core) {
+    const bool mine = static_cast<int32_t>(slot) == slot_ && (claimed_mask_ >> core & 1u);
+    CoreRecord::Body record{};
+    const bool theirs = !mine && core_is_held_by_other_locked(core) &&
+                        seqlock_read(file_->cores[core], &record) &&
+                        record.owner_slot == static_cast<int32_t>(slot);
+    if (mine || theirs) mask |= uint64_t{1} << core;
+  }
+  return mask;
 }
 
 trn_result_t DeviceState::attach_locked(const trn_hal_process_identity_t &identity,
@@ -424,9 +430,15 @@ trn_result_t DeviceState::owner_locked(uint32_t core, trn_hal_process_t *owner, 
     CoreRecord::Body record{};
     if (seqlock_read(file_->cores[core], &record) && record.owner_slot >= 0 &&
         record.owner_slot < static_cast<int32_t>(kMaxProcessSlots)) {
-      *owner = describe_slot_locked(static_cast<uint32_t>(record.owner_slot));
+      const auto slot = static_cast<uint32_t>(record.owner_slot);
+      *owner = describe_slot_locked(slot);
       owner->since_unix_ns = record.since_unix_ns;
-      if (owner->pid == record.pid && owner->pid != 0) return TRN_SUCCESS;
+      if (owner->pid == record.pid && owner->pid != 0) {
+        // The whole record, as process_list gives it: its cores and its memory.
+        fill_memory_locked(slot, owner);
+        owner->physical_core_mask = core_mask_locked(slot);
+        return TRN_SUCCESS;
+      }
     }
     if (mine || !core_is_held_by_other_locked(core)) break;
     struct timespec pause {

@@ -88,6 +88,8 @@ class DeviceState {
   trn_result_t attach_locked(const trn_hal_process_identity_t &identity, std::string *why);
   // Live processes as seen now; must hold mu_.
   std::vector<trn_hal_process_t> live_processes_locked();
+  // Bit per physical core that process slot `slot` holds.
+  uint64_t core_mask_locked(uint32_t slot);
   bool slot_is_live_locked(uint32_t slot);
   bool core_is_held_by_other_locked(uint32_t core);
   trn_hal_process_t describe_slot_locked(uint32_t slot);

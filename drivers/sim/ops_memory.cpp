@@ -38,9 +38,19 @@ trn_result_t sim_mem_reserve(trn_hal_instance_t *instance, uint32_t device, uint
   return with_device(instance, device, err, [&](DeviceRuntime &runtime, std::string *why) {
     DeviceState &state = runtime.state();
     if (bank >= bank_count(state)) return no_bank(device, bank, why);
+    if (bytes == 0 || bytes % kChunkBytes != 0) {
+      *why = "mem_reserve of " + std::to_string(bytes) +
+             " bytes: a reservation is a whole "
+             "number of chunks (chunk_bytes " +
+             std::to_string(kChunkBytes) + "): round the size up to a multiple of it";
+      return TRN_ERROR_INVALID_ARGUMENT;
+    }
     uint64_t offset = 0;
     trn_result_t r = state.hbm_reserve(instance->identity, bank, bytes, &offset, why);
-    if (r == TRN_SUCCESS) *address = hbm_address(state, device, offset);
+    if (r == TRN_SUCCESS) {
+      runtime.held().add(offset, bytes);
+      *address = hbm_address(state, device, offset);
+    }
     return r;
   });
 }
@@ -50,7 +60,10 @@ trn_result_t sim_mem_release(trn_hal_instance_t *instance, uint32_t device, uint
   return with_hbm(instance, device, address, bytes, err,
                   [&](DeviceRuntime &runtime, uint64_t offset, std::string *why) {
                     trn_result_t r = runtime.state().hbm_release(offset, bytes, why);
-                    if (r == TRN_SUCCESS) runtime.commits().forget(offset, bytes);
+                    if (r == TRN_SUCCESS) {
+                      runtime.held().remove(offset, bytes);
+                      runtime.commits().forget(offset, bytes);
+                    }
                     return r;
                   });
 }
@@ -62,6 +75,10 @@ trn_result_t sim_mem_map(trn_hal_instance_t *instance, uint32_t device, uint64_t
                     if (flags & ~(TRN_HAL_MAP_READ | TRN_HAL_MAP_WRITE)) {
                       *why = "unknown mem_map flags " + std::to_string(flags) +
                              ": use TRN_HAL_MAP_READ and/or TRN_HAL_MAP_WRITE";
+                      return TRN_ERROR_INVALID_ARGUMENT;
+                    }
+                    if (!runtime.held().holds(offset, bytes)) {
+                      *why = not_held(device, address, bytes);
                       return TRN_ERROR_INVALID_ARGUMENT;
                     }
                     // A writer must never fault on a full store: back the range first.
@@ -146,7 +163,10 @@ trn_result_t sim_mem_export(trn_hal_instance_t *instance, uint32_t device, uint6
                   [&](DeviceRuntime &runtime, uint64_t offset, std::string *why) {
                     trn_result_t r = runtime.state().hbm_export(offset, bytes, record, id, why);
                     // Importers may write it from now on.
-                    if (r == TRN_SUCCESS) runtime.commits().mark_shared(offset, bytes);
+                    if (r == TRN_SUCCESS) {
+                      runtime.held().note_export(*record, *id, offset, bytes);
+                      runtime.commits().mark_shared(offset, bytes);
+                    }
                     return r;
                   });
 }
@@ -161,6 +181,8 @@ trn_result_t sim_mem_import(trn_hal_instance_t *instance, uint32_t device, uint3
     if (r != TRN_SUCCESS) return r;
     // The exporter (and other importers) may have written it: reads must back and read it.
     runtime.commits().mark_shared(offset, size);
+    runtime.held().add(offset, size);
+    runtime.held().note_export(record, id, offset, size);
     if (address) *address = hbm_address(state, device, offset);
     if (bytes) *bytes = size;
     if (bank) *bank = static_cast<uint32_t>(offset / state.bank_bytes());
@@ -171,7 +193,10 @@ trn_result_t sim_mem_import(trn_hal_instance_t *instance, uint32_t device, uint3
 trn_result_t sim_mem_unexport(trn_hal_instance_t *instance, uint32_t device, uint32_t record,
                               uint64_t id, trn_hal_error_t *err) {
   return with_device(instance, device, err, [&](DeviceRuntime &runtime, std::string *why) {
-    return runtime.state().hbm_unexport(record, id, why);
+    const trn_result_t r = runtime.state().hbm_unexport(record, id, why);
+    // STATE_CORRUPT: the hold was dropped all the same.
+    if (r == TRN_SUCCESS || r == TRN_ERROR_STATE_CORRUPT) runtime.held().drop_export(record, id);
+    return r;
   });
 }
 

@@ -64,6 +64,9 @@ struct MemorySpan {
   uint64_t bytes = 0;
 };
 
+// Why [address, address+bytes) of `device`'s HBM is refused: not inside a range this process holds.
+std::string not_held(uint32_t device, uint64_t address, uint64_t bytes);
+
 // Resolves an address of any device of the instance (HBM or registered host memory).
 trn_result_t resolve(trn_hal_instance_t &instance, uint64_t address, uint64_t bytes,
                      MemorySpan *span, std::string *why);

@@ -1,6 +1,6 @@
 // One driver instance: the configuration, the devices it opened, and per device what this
-// process keeps beside the shared state (commit map, host registrations, simulated clock,
-// kernel executors, semaphores it holds).
+// process keeps beside the shared state (commit map, held ranges, host registrations, simulated
+// clock, kernel executors, semaphores it holds).
 #pragma once
 
 #include <atomic>
@@ -17,6 +17,7 @@
 #include "sim/commit_map.hpp"
 #include "sim/config.hpp"
 #include "sim/device_state.hpp"
+#include "sim/held_ranges.hpp"
 #include "sim/host_registry.hpp"
 #include "sim/kernel_runner.hpp"
 
@@ -35,6 +36,8 @@ class DeviceRuntime {
   DeviceState &state() { return state_; }
   uint32_t index() const { return index_; }
   CommitMap &commits() { return commits_; }
+  // The ranges of the device's memory this process holds (reserved or imported).
+  HeldRanges &held() { return held_; }
   HostRegistry &hosts() { return hosts_; }
   trn_generation_t generation() const {
     return static_cast<trn_generation_t>(state_.header().generation);
@@ -78,6 +81,7 @@ class DeviceRuntime {
   DeviceState &state_;
   const uint32_t index_;
   CommitMap commits_;
+  HeldRanges held_;
   HostRegistry hosts_;
   std::atomic<char *> hbm_base_{nullptr};
   std::atomic<uint64_t> time_ns_{0};

@@ -162,6 +162,7 @@ std::vector<std::pair<const char *, const void *>> operations(const trn_hal_ops_
   OP(sem_fail);
   OP(sem_wait);
   OP(sem_watch);
+  OP(sem_close_watches);
   OP(kernel_load);
   OP(kernel_unload);
   OP(kernel_properties);
@@ -278,10 +279,11 @@ trn_hal_sem_state_t Sem::state() const {
 }
 
 Queue::Queue(trn_hal_instance_t *instance, uint32_t device, trn_hal_queue_kind_t kind,
-             uint32_t capacity, uint32_t first, uint32_t count)
+             uint32_t capacity, uint32_t first, uint32_t count, uint32_t dma_engines)
     : instance_(instance) {
   Err err;
-  HAL_REQUIRE_OK(ops().queue_create(instance, device, first, count, kind, capacity, &queue_, &err),
+  HAL_REQUIRE_OK(ops().queue_create(instance, device, first, count, kind, capacity, dma_engines,
+                                    &queue_, &err),
                  err);
   REQUIRE(queue_ != nullptr);
 }
@@ -304,7 +306,7 @@ trn_hal_queue_status_t Queue::status() const {
 }
 
 trn_result_t Queue::try_submit(const std::vector<trn_hal_command_t> &commands, Err &err,
-                               uint32_t label, uint64_t tag) {
+                               const char *label, uint64_t tag) {
   trn_hal_submission_t s;
   std::memset(&s, 0, sizeof s);
   s.commands = commands.data();
@@ -315,7 +317,8 @@ trn_result_t Queue::try_submit(const std::vector<trn_hal_command_t> &commands, E
   return ops().queue_submit(queue_, &s, &err);
 }
 
-void Queue::submit(const std::vector<trn_hal_command_t> &commands, uint32_t label, uint64_t tag) {
+void Queue::submit(const std::vector<trn_hal_command_t> &commands, const char *label,
+                   uint64_t tag) {
   Err err;
   HAL_REQUIRE_OK(try_submit(commands, err, label, tag), err);
 }

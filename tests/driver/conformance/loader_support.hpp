@@ -161,9 +161,10 @@ class Sem {
 
 class Queue {
  public:
-  // A queue on physical cores [first, first+count); the cores must be claimed.
+  // A queue on physical cores [first, first+count) using `dma_engines` of the core's DMA
+  // engines (0: all); the cores must be claimed.
   Queue(trn_hal_instance_t *instance, uint32_t device, trn_hal_queue_kind_t kind,
-        uint32_t capacity = 64, uint32_t first = 0, uint32_t count = 1);
+        uint32_t capacity = 64, uint32_t first = 0, uint32_t count = 1, uint32_t dma_engines = 0);
   ~Queue();
   Queue(const Queue &) = delete;
   Queue &operator=(const Queue &) = delete;
@@ -171,11 +172,13 @@ class Queue {
   trn_hal_queue_t *get() const { return queue_; }
   operator trn_hal_queue_t *() const { return queue_; }
   trn_hal_queue_status_t status() const;
-  // Submits one buffer, REQUIRE-ing success.
-  void submit(const std::vector<trn_hal_command_t> &commands, uint32_t label = 0, uint64_t tag = 0);
+  // Submits one buffer labelled `label` (a string in static storage; NULL reads as "buffer"),
+  // REQUIRE-ing success.
+  void submit(const std::vector<trn_hal_command_t> &commands, const char *label = nullptr,
+              uint64_t tag = 0);
   // Submits one buffer and returns the result (err filled on failure).
   trn_result_t try_submit(const std::vector<trn_hal_command_t> &commands, Err &err,
-                          uint32_t label = 0, uint64_t tag = 0);
+                          const char *label = nullptr, uint64_t tag = 0);
   // Polls queue_status until `retired` buffers have retired or kLong passes; true if they did.
   bool wait_retired(uint64_t retired, uint64_t timeout_ns = kLong) const;
   // Destroys now (the destructor then does nothing).

@@ -373,7 +373,7 @@ TEST_CASE("claims: a core held by another process is CORE_BUSY and names the cor
   CHECK(owner.pid == child);
   // Queues need this process's claim: none on the other process's core.
   trn_hal_queue_t *q = nullptr;
-  HAL_CHECK_FAILS(ops().queue_create(raw, 0, 1, 1, TRN_HAL_QUEUE_COPY, 4, &q, &err), err);
+  HAL_CHECK_FAILS(ops().queue_create(raw, 0, 1, 1, TRN_HAL_QUEUE_COPY, 4, 0, &q, &err), err);
   CHECK(q == nullptr);
 
   // Once the other process is gone, its core is free.

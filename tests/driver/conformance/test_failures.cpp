@@ -5,6 +5,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "loader_support.hpp"
@@ -61,9 +62,9 @@ TEST_CASE("failures: a wait on a failed semaphore fails its buffer and cancels l
   ops().sem_fail(broken, "upstream failed");
   q.submit({calls.command(0), wait_command(broken, 1), memset_command(r.address(), 64, 9),
             signal_command(out, 1), calls.command(1)},
-           7, 100);
+           "first", 100);
   q.submit({calls.command(2), memset_command(r.address() + 4096, 64, 9), signal_command(later, 1)},
-           8, 101);
+           "copy", 101);
   REQUIRE(q.wait_retired(2));
   REQUIRE(calls.wait_count(3));
   const auto got = calls.calls();
@@ -80,7 +81,8 @@ TEST_CASE("failures: a wait on a failed semaphore fails its buffer and cancels l
   CHECK(st.retired == 2);
   INFO("fault reason: " << st.fault.reason);
   CHECK(st.fault.result == TRN_ERROR_CANCELLED);
-  CHECK(st.fault.label == 7);
+  REQUIRE(st.fault.label != nullptr);
+  CHECK(std::string(st.fault.label) == "first");
   CHECK(st.fault.tag == 100);
   CHECK(st.fault.command_index == 1);
   CHECK(st.fault.command_kind == TRN_HAL_COMMAND_SEM_WAIT);
@@ -92,20 +94,47 @@ TEST_CASE("failures: a wait on a failed semaphore fails its buffer and cancels l
   CHECK(o.failed != 0);
   CHECK(o.value == 0);
   CHECK(std::strlen(o.reason) > 0);
+  // Failure texts name the buffer by label and tag.
+  INFO("out reason: " << o.reason);
+  CHECK(std::string(o.reason).rfind("first #100 failed: ", 0) == 0);
   CHECK(ops().sem_wait(out, 1, kLong) == TRN_ERROR_CANCELLED);
-  CHECK(later.state().failed != 0);
-  CHECK(later.value() == 0);
+  const auto l = later.state();
+  CHECK(l.failed != 0);
+  CHECK(l.value == 0);
+  INFO("later reason: " << l.reason);
+  CHECK(std::string(l.reason).rfind("copy #101 was cancelled: ", 0) == 0);
   // Skipped commands did not run.
   CHECK(read_device(inst, 0, r.address(), 1)[0] == 0);
   CHECK(read_device(inst, 0, r.address() + 4096, 1)[0] == 0);
 
   // Still in error: new buffers are cancelled too.
-  q.submit({calls.command(3)}, 9, 102);
+  q.submit({calls.command(3)}, "third", 102);
   REQUIRE(q.wait_retired(3));
   REQUIRE(calls.wait_count(4));
   CHECK(calls.calls()[3].status == TRN_ERROR_CANCELLED);
   CHECK(q.status().fault.cancelled == 2);
   CHECK(q.status().fault.tag == 100);
+}
+
+TEST_CASE("failures: a buffer without a label is named \"buffer\"", "[failures]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  Sem broken(inst, 0, 0);
+  Sem out(inst, 0, 0);
+  Sem later(inst, 0, 0);
+  Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
+  ops().sem_fail(broken, "upstream failed");
+  q.submit({wait_command(broken, 1), signal_command(out, 1)}, nullptr, 5);
+  q.submit({signal_command(later, 1)}, nullptr, 6);
+  REQUIRE(q.wait_retired(2));
+  const auto o = out.state();
+  INFO("out reason: " << o.reason);
+  CHECK(std::string(o.reason).rfind("buffer #5 failed: ", 0) == 0);
+  const auto l = later.state();
+  INFO("later reason: " << l.reason);
+  CHECK(std::string(l.reason).rfind("buffer #6 was cancelled: ", 0) == 0);
+  CHECK(q.status().fault.tag == 5);
 }
 
 TEST_CASE("failures: a failing wait can come from a semaphore failed while waiting", "[failures]") {
@@ -115,7 +144,7 @@ TEST_CASE("failures: a failing wait can come from a semaphore failed while waiti
   Sem s(inst, 0, 0);
   HostCalls calls;
   Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
-  q.submit({wait_command(s, 1), calls.command(0)}, 1, 1);
+  q.submit({wait_command(s, 1), calls.command(0)}, "wait", 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(q.status().retired == 0);
   ops().sem_fail(s, "never coming");
@@ -137,8 +166,8 @@ TEST_CASE("failures: queue_reset is HANDLE_IN_USE until retired, then the queue 
   Blocker blocker;
   Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
   ops().sem_fail(broken, "upstream failed");
-  q.submit({wait_command(broken, 1), signal_command(out, 1)}, 1, 1);
-  q.submit({blocker.command()}, 2, 2);  // cancelled: called, and holds its buffer unretired
+  q.submit({wait_command(broken, 1), signal_command(out, 1)}, "wait", 1);
+  q.submit({blocker.command()}, "blocked", 2);  // cancelled: called, and holds its buffer unretired
   REQUIRE(wait_for(blocker.entered));
   CHECK(static_cast<trn_result_t>(blocker.status.load()) == TRN_ERROR_CANCELLED);
   CHECK(q.status().retired < 2);
@@ -157,7 +186,7 @@ TEST_CASE("failures: queue_reset is HANDLE_IN_USE until retired, then the queue 
   CHECK(out.state().failed == 0);
   Sem done(inst, 0, 0);
   q.submit({memset_command(r.address(), 8, 0x42), signal_command(out, 1), signal_command(done, 1)},
-           3, 3);
+           "memset", 3);
   REQUIRE(ops().sem_wait(done, 1, kLong) == TRN_SUCCESS);
   REQUIRE(q.wait_retired(3));
   CHECK(out.value() == 1);
@@ -175,7 +204,7 @@ TEST_CASE("failures: a host call returning an error fails its buffer with that r
   Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
   q.submit({calls.command(0), calls.command(1, TRN_ERROR_DEVICE_FAULTED, "the host saw a fault"),
             signal_command(out, 1), calls.command(2)},
-           5, 55);
+           "host", 55);
   REQUIRE(q.wait_retired(1));
   REQUIRE(calls.wait_count(3));
   const auto got = calls.calls();
@@ -186,13 +215,17 @@ TEST_CASE("failures: a host call returning an error fails its buffer with that r
   const auto st = q.status();
   INFO("fault reason: " << st.fault.reason);
   CHECK(st.fault.result == TRN_ERROR_DEVICE_FAULTED);
-  CHECK(st.fault.label == 5);
+  REQUIRE(st.fault.label != nullptr);
+  CHECK(std::string(st.fault.label) == "host");
   CHECK(st.fault.tag == 55);
   CHECK(st.fault.command_index == 1);
   CHECK(st.fault.command_kind == TRN_HAL_COMMAND_HOST_CALL);
   CHECK(std::string(st.fault.reason).find("the host saw a fault") != std::string::npos);
   CHECK(st.fault.cancelled == 0);
-  CHECK(out.state().failed != 0);
+  const auto o = out.state();
+  CHECK(o.failed != 0);
+  INFO("out reason: " << o.reason);
+  CHECK(std::string(o.reason).rfind("host #55 failed: ", 0) == 0);
   CHECK(ops().sem_wait(out, 1, kLong) == TRN_ERROR_CANCELLED);
 }
 
@@ -240,12 +273,12 @@ TEST_CASE("failures: closing an instance with a blocked queue returns", "[failur
   uint64_t id = 0;
   HAL_REQUIRE_OK(ops().sem_create(inst, 0, 0, 0, &sem, &record, &id, &err), err);
   trn_hal_queue_t *q = nullptr;
-  HAL_REQUIRE_OK(ops().queue_create(inst, 0, 0, 1, TRN_HAL_QUEUE_COPY, 8, &q, &err), err);
+  HAL_REQUIRE_OK(ops().queue_create(inst, 0, 0, 1, TRN_HAL_QUEUE_COPY, 8, 0, &q, &err), err);
   HostCalls calls;
   const auto wait = wait_command(sem, 1);
   const auto call = calls.command(0);
   const trn_hal_command_t commands[] = {wait, call};
-  trn_hal_submission_t s{commands, 2, 0, 0};
+  trn_hal_submission_t s{commands, 2, 0, nullptr, 0};
   HAL_REQUIRE_OK(ops().queue_submit(q, &s, &err), err);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const uint64_t start = monotonic_ns();

@@ -5,6 +5,7 @@
 // copy queues are refused at submission.
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels.hpp"
@@ -131,7 +132,7 @@ TEST_CASE("kernels: a launch copies its input to its output", "[kernels]") {
   Queue q(inst, 0, TRN_HAL_QUEUE_COMPUTE, 8, core.first_physical_core, core.physical_core_count);
   const trn_hal_binding_t args[] = {{r.address(), bytes}, {r.address() + 4096, bytes}};
   auto result = blank_result();
-  q.submit({launch_command(kernel, args, 2, &result), signal_command(done, 1)}, 1, 1);
+  q.submit({launch_command(kernel, args, 2, &result), signal_command(done, 1)}, "launch", 1);
   const trn_result_t waited = ops().sem_wait(done, 1, kLong);
   const auto st = q.status();
   INFO("fault: " << st.fault.reason << "; run: " << result.message);
@@ -147,7 +148,7 @@ TEST_CASE("kernels: a launch copies its input to its output", "[kernels]") {
   // Again, with the arguments elsewhere: the binding is per launch.
   auto again = blank_result();
   const trn_hal_binding_t moved[] = {{r.address() + 4096, bytes}, {r.address() + 8192, bytes}};
-  q.submit({launch_command(kernel, moved, 2, &again), signal_command(done, 2)}, 2, 2);
+  q.submit({launch_command(kernel, moved, 2, &again), signal_command(done, 2)}, "again", 2);
   REQUIRE(ops().sem_wait(done, 2, kLong) == TRN_SUCCESS);
   CHECK(again.status == TRN_HAL_RUN_OK);
   CHECK(again.total_ps > 0);
@@ -170,13 +171,14 @@ TEST_CASE("kernels: a faulting kernel leaves a fault record naming the instructi
   auto result = blank_result();
   q.submit({calls.command(0), launch_command(kernel, args, 2, &result), signal_command(out, 1),
             calls.command(1)},
-           4, 44);
+           "launch", 44);
   REQUIRE(q.wait_retired(1));
   REQUIRE(calls.wait_count(2));
   const auto st = q.status();
   INFO("fault: " << st.fault.reason << "; run: " << result.message);
   CHECK(st.fault.result == TRN_ERROR_KERNEL_FAULT);
-  CHECK(st.fault.label == 4);
+  REQUIRE(st.fault.label != nullptr);
+  CHECK(std::string(st.fault.label) == "launch");
   CHECK(st.fault.tag == 44);
   CHECK(st.fault.command_index == 1);
   CHECK(st.fault.command_kind == TRN_HAL_COMMAND_LAUNCH);
@@ -190,7 +192,10 @@ TEST_CASE("kernels: a faulting kernel leaves a fault record naming the instructi
   CHECK(result.index == 1);
   CHECK(std::strlen(result.message) > 0);
   CHECK(calls.calls()[1].status == TRN_ERROR_KERNEL_FAULT);
-  CHECK(out.state().failed != 0);
+  const auto o = out.state();
+  CHECK(o.failed != 0);
+  INFO("semaphore reason: " << o.reason);
+  CHECK(std::string(o.reason).rfind("launch #44 failed: ", 0) == 0);
 }
 
 TEST_CASE("kernels: a deadlocked kernel is a fault of its launch", "[kernels]") {
@@ -204,11 +209,14 @@ TEST_CASE("kernels: a deadlocked kernel is a fault of its launch", "[kernels]") 
   Queue q(inst, 0, TRN_HAL_QUEUE_COMPUTE, 8, core.first_physical_core, core.physical_core_count);
   const trn_hal_binding_t args[] = {{r.address(), 128}};
   auto result = blank_result();
-  q.submit({launch_command(kernel, args, 1, &result)}, 6, 66);
+  q.submit({launch_command(kernel, args, 1, &result)}, "stuck", 66);
   REQUIRE(q.wait_retired(1));
   const auto st = q.status();
   INFO("fault: " << st.fault.reason << "; run: " << result.message);
   CHECK(st.fault.result == TRN_ERROR_KERNEL_DEADLOCK);
+  REQUIRE(st.fault.label != nullptr);
+  CHECK(std::string(st.fault.label) == "stuck");
+  CHECK(st.fault.tag == 66);
   CHECK(st.fault.command_kind == TRN_HAL_COMMAND_LAUNCH);
   CHECK(st.fault.kernel == kernel.get());
   CHECK(st.fault.engine == TRN_ENGINE_SYNC);
@@ -252,6 +260,18 @@ TEST_CASE("kernels: launches with a wrong argument count or on a copy queue are 
   const trn_hal_binding_t outside[] = {{8, 128}, {r.address(), 128}};
   HAL_CHECK_RESULT(TRN_ERROR_INVALID_ARGUMENT,
                    compute.try_submit({launch_command(kernel, outside, 2, nullptr)}, err), err);
+  // Device memory this process does not hold: a released range, past the end of a range.
+  uint64_t released = 0;
+  {
+    Range gone(inst, 0, 1 << 20, core.hbm_bank);
+    released = gone.address();
+  }
+  const trn_hal_binding_t freed[] = {{r.address(), 128}, {released, 128}};
+  HAL_CHECK_RESULT(TRN_ERROR_INVALID_ARGUMENT,
+                   compute.try_submit({launch_command(kernel, freed, 2, nullptr)}, err), err);
+  const trn_hal_binding_t past[] = {{r.address() + r.bytes() - 64, 128}, {r.address(), 128}};
+  HAL_CHECK_RESULT(TRN_ERROR_INVALID_ARGUMENT,
+                   compute.try_submit({launch_command(kernel, past, 2, nullptr)}, err), err);
   CHECK(compute.status().submitted == 0);
   CHECK(copy.status().submitted == 0);
   CHECK(calls.count() == 0);
@@ -335,7 +355,7 @@ TEST_CASE("kernels: a launch on a logical core of two physical cores", "[kernels
     Claim half(inst, 0, core.first_physical_core, 1);
     trn_hal_queue_t *q = nullptr;
     HAL_CHECK_FAILS(ops().queue_create(inst, 0, core.first_physical_core, 2, TRN_HAL_QUEUE_COMPUTE,
-                                       8, &q, &err),
+                                       8, 0, &q, &err),
                     err);
     CHECK(q == nullptr);
   }

@@ -1,8 +1,13 @@
 // Memory: reservations in chunks, zeros where nothing was written, host copies and mappings,
 // release discarding contents, refusals of bad addresses and sizes, host registration (and its
-// refusals), export and import within the process.
+// refusals), export and import within the process, and addresses of memory the process does not
+// hold (free, released, unexported, another process's) refused by host copies, mappings and
+// submissions alike.
+#include <sys/mman.h>
+
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "loader_support.hpp"
@@ -279,4 +284,124 @@ TEST_CASE("memory: unexported or unknown records cannot be imported", "[memory]"
   HAL_CHECK_FAILS(ops().mem_import(inst, 0, UINT32_MAX, id, &address, &bytes, &bank, &err), err);
   // Exporting what is not a reserved range.
   HAL_CHECK_FAILS(ops().mem_export(inst, 0, 16, 4096, &record, &id, &err), err);
+}
+
+namespace {
+
+// Every way of naming [address, address+bytes) of device 0 that hal.h lets a process use only on
+// memory it holds: host copies, mappings, and copy, memset and timestamp commands (refused at
+// submission, with nothing run). `r` is a range the process holds (reserved before, so that
+// it cannot take the place of the memory checked).
+void check_not_held(trn_hal_instance_t *inst, const Range &r, uint64_t address, uint64_t bytes) {
+  Claim claim(inst, 0, 0, 1);
+  Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
+  std::vector<uint8_t> buf(bytes, 0x5a);
+  Err err;
+  HAL_CHECK_RESULT(TRN_ERROR_INVALID_ARGUMENT,
+                   ops().mem_read(inst, 0, address, buf.data(), bytes, &err), err);
+  CHECK(std::string(err.message).find("0x") != std::string::npos);  // names the address
+  HAL_CHECK_RESULT(TRN_ERROR_INVALID_ARGUMENT,
+                   ops().mem_write(inst, 0, address, buf.data(), bytes, &err), err);
+  void *host = nullptr;
+  HAL_CHECK_RESULT(TRN_ERROR_INVALID_ARGUMENT,
+                   ops().mem_map(inst, 0, address, bytes, TRN_HAL_MAP_READ, &host, &err), err);
+  HAL_CHECK_RESULT(TRN_ERROR_INVALID_ARGUMENT,
+                   ops().mem_map(inst, 0, address, bytes, TRN_HAL_MAP_WRITE, &host, &err), err);
+  const std::vector<trn_hal_command_t> commands[] = {
+      {copy_command(address, r.address(), bytes)},
+      {copy_command(r.address(), address, bytes)},
+      {memset_command(address, bytes, 1)},
+      {timestamp_command(address + bytes - sizeof(trn_hal_timestamp_t))},  // its last bytes
+  };
+  for (const auto &c : commands) {
+    INFO("command kind " << c[0].kind);
+    HAL_CHECK_RESULT(TRN_ERROR_INVALID_ARGUMENT,
+                     q.try_submit({memset_command(r.address(), 16, 0x77), c[0]}, err), err);
+  }
+  CHECK(q.status().submitted == 0);
+  CHECK(read_device(inst, 0, r.address(), 1)[0] == 0);
+}
+
+}  // namespace
+
+TEST_CASE("memory: a released range is no longer this process's to use", "[memory]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Range r(inst, 0, 1 << 20);
+  uint64_t released = 0, bytes = 0;
+  {
+    Range gone(inst, 0, 1 << 20);
+    released = gone.address();
+    bytes = gone.bytes();
+    write_device(inst, 0, released, pattern(64, 3));
+  }
+  check_not_held(inst, r, released, 64);
+  check_not_held(inst, r, released + bytes - 64, 64);
+}
+
+TEST_CASE("memory: access that spans past the end of a range into free memory is refused",
+          "[memory]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Range r(inst, 0, 1 << 20);
+  check_not_held(inst, r, r.address() + r.bytes() - 32, 64);
+  check_not_held(inst, r, r.address() + r.bytes(), 64);
+  // The range itself is still whole and usable.
+  write_device(inst, 0, r.address() + r.bytes() - 64, pattern(64, 4));
+  CHECK(first_difference(read_device(inst, 0, r.address() + r.bytes() - 64, 64), pattern(64, 4)) ==
+        -1);
+}
+
+TEST_CASE("memory: an export this process let go of is no longer its to use", "[memory]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  const uint64_t chunk = device_info(inst, 0).chunk_bytes;
+  Range r(inst, 0, 1 << 20);
+  Err err;
+  uint64_t a = 0;
+  HAL_REQUIRE_OK(ops().mem_reserve(inst, 0, 0, chunk, &a, &err), err);
+  uint32_t record = 0;
+  uint64_t id = 0;
+  HAL_REQUIRE_OK(ops().mem_export(inst, 0, a, chunk, &record, &id, &err), err);
+  // Imported by its exporter: still one hold, usable.
+  uint64_t b = 0, bytes = 0;
+  uint32_t bank = 0;
+  HAL_REQUIRE_OK(ops().mem_import(inst, 0, record, id, &b, &bytes, &bank, &err), err);
+  CHECK(b == a);
+  write_device(inst, 0, b, pattern(64, 5));
+  HAL_REQUIRE_OK(ops().mem_unexport(inst, 0, record, id, &err), err);
+  check_not_held(inst, r, a, 64);
+}
+
+TEST_CASE("memory: another process's range is not this process's to use", "[memory][processes]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  // The other process's address comes back through a shared page.
+  void *page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(page != MAP_FAILED);
+  auto *shared = static_cast<volatile uint64_t *>(page);
+  shared[0] = 0;
+  const uint64_t chunk = device_info(inst, 0).chunk_bytes;
+  ChildProcess child([&]() -> char {
+    const trn_hal_process_identity_t identity{"conformance-holder", "0.2.0"};
+    trn_hal_error_t e{};
+    trn_hal_instance_t *other = nullptr;
+    if (table().open(&identity, &other, &e) != TRN_SUCCESS) return 'O';
+    uint64_t address = 0;
+    if (table().mem_reserve(other, 0, 0, chunk, &address, &e) != TRN_SUCCESS) return 'R';
+    const auto data = pattern(64, 6);
+    if (table().mem_write(other, 0, address, data.data(), data.size(), &e) != TRN_SUCCESS)
+      return 'W';
+    shared[0] = address;
+    return 'K';
+  });
+  const char status = child.status();
+  INFO("child status " << status << " (O open, R reserve, W write failed)");
+  REQUIRE(status == 'K');
+  const uint64_t theirs = shared[0];
+  REQUIRE(theirs != 0);
+  Range r(inst, 0, 1 << 20);
+  check_not_held(inst, r, theirs, 64);
+  CHECK(child.release());
+  munmap(page, 4096);
 }

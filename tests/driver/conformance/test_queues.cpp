@@ -49,28 +49,69 @@ TEST_CASE("queues: creating needs a claim on the cores", "[queues]") {
   Err err;
   trn_hal_queue_t *q = nullptr;
   HAL_CHECK_FAILS(
-      ops().queue_create(inst, 0, core.first_physical_core, 1, TRN_HAL_QUEUE_COPY, 8, &q, &err),
+      ops().queue_create(inst, 0, core.first_physical_core, 1, TRN_HAL_QUEUE_COPY, 8, 0, &q, &err),
       err);
   CHECK(q == nullptr);
   {
     Claim claim(inst, 0, core.first_physical_core, 1);
-    HAL_REQUIRE_OK(
-        ops().queue_create(inst, 0, core.first_physical_core, 1, TRN_HAL_QUEUE_COPY, 8, &q, &err),
-        err);
+    HAL_REQUIRE_OK(ops().queue_create(inst, 0, core.first_physical_core, 1, TRN_HAL_QUEUE_COPY, 8,
+                                      0, &q, &err),
+                   err);
     REQUIRE(q != nullptr);
     ops().queue_destroy(inst, q);
     q = nullptr;
     HAL_REQUIRE_OK(ops().queue_create(inst, 0, core.first_physical_core, 1, TRN_HAL_QUEUE_COMPUTE,
-                                      8, &q, &err),
+                                      8, 0, &q, &err),
                    err);
     ops().queue_destroy(inst, q);
     // Cores past the end.
     const uint32_t n = device_properties(inst, 0).physical_core_count;
     q = nullptr;
-    HAL_CHECK_FAILS(ops().queue_create(inst, 0, n, 1, TRN_HAL_QUEUE_COPY, 8, &q, &err), err);
+    HAL_CHECK_FAILS(ops().queue_create(inst, 0, n, 1, TRN_HAL_QUEUE_COPY, 8, 0, &q, &err), err);
     CHECK(q == nullptr);
   }
   ops().queue_destroy(inst, nullptr);  // accepts NULL
+}
+
+TEST_CASE("queues: a queue uses all or some of the core's DMA engines, no more", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  const auto core = first_core(inst, 0);
+  INFO("the core has " << core.dma_engines << " DMA engines");
+  REQUIRE(core.dma_engines > 0);
+  Claim claim(inst, 0, core.first_physical_core, 1);
+  Range r(inst, 0, 4 << 20, core.hbm_bank);
+  const auto data = pattern(1 << 20, 31);
+  write_device(inst, 0, r.address(), data);
+  // 0 (all of them), one, and exactly the core's count are accepted, and copy correctly.
+  uint32_t round = 0;
+  for (const uint32_t engines : {0u, 1u, core.dma_engines}) {
+    INFO("dma_engines " << engines);
+    Queue q(inst, 0, TRN_HAL_QUEUE_COPY, 8, core.first_physical_core, 1, engines);
+    const uint64_t to = r.address() + (1 + round++) * (1 << 20);
+    run(inst, q, {copy_command(to, r.address(), data.size())});
+    CHECK(first_difference(read_device(inst, 0, to, data.size()), data) == -1);
+  }
+  Err err;
+  trn_hal_queue_t *q = nullptr;
+  HAL_REQUIRE_OK(ops().queue_create(inst, 0, core.first_physical_core, 1, TRN_HAL_QUEUE_COMPUTE, 8,
+                                    core.dma_engines, &q, &err),
+                 err);
+  ops().queue_destroy(inst, q);
+  // More than the core has.
+  for (const auto kind : {TRN_HAL_QUEUE_COPY, TRN_HAL_QUEUE_COMPUTE}) {
+    q = nullptr;
+    HAL_CHECK_RESULT(TRN_ERROR_OUT_OF_RANGE,
+                     ops().queue_create(inst, 0, core.first_physical_core, 1, kind, 8,
+                                        core.dma_engines + 1, &q, &err),
+                     err);
+    CHECK(q == nullptr);
+    HAL_CHECK_RESULT(
+        TRN_ERROR_OUT_OF_RANGE,
+        ops().queue_create(inst, 0, core.first_physical_core, 1, kind, 8, UINT32_MAX, &q, &err),
+        err);
+    CHECK(q == nullptr);
+  }
 }
 
 TEST_CASE("queues: device-to-device copies, small and multi-MiB", "[queues]") {
@@ -183,7 +224,7 @@ TEST_CASE("queues: buffers and commands run in order", "[queues]") {
     q.submit({memset_command(r.address(), 4096, i + 1), calls.command(i),
               copy_command(r.address() + 8192 + i * 4096, r.address(), 4096),
               signal_command(done, i + 1)},
-             i, 1000 + i);
+             "order", 1000 + i);
   }
   REQUIRE(ops().sem_wait(done, n, kLong) == TRN_SUCCESS);
   REQUIRE(calls.wait_count(n));

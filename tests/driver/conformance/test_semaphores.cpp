@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "loader_support.hpp"
 
@@ -223,6 +224,84 @@ TEST_CASE("semaphores: watch descriptors read end-of-file after destroy", "[sema
   uint64_t word = 0;
   CHECK(read(fd, &word, sizeof word) == 0);
   close(fd);
+}
+
+namespace {
+
+// Two more holds (imports) of a shareable semaphore in this process.
+std::pair<trn_hal_sem_t *, trn_hal_sem_t *> import_twice(trn_hal_instance_t *inst, const Sem &s) {
+  Err err;
+  trn_hal_sem_t *a = nullptr, *b = nullptr;
+  HAL_REQUIRE_OK(ops().sem_import(inst, 0, s.record(), s.id(), &a, &err), err);
+  HAL_REQUIRE_OK(ops().sem_import(inst, 0, s.record(), s.id(), &b, &err), err);
+  REQUIRE(a != nullptr);
+  REQUIRE(b != nullptr);
+  REQUIRE(a != b);
+  return {a, b};
+}
+
+int watch(trn_hal_sem_t *sem, uint64_t value) {
+  Err err;
+  int fd = -1;
+  HAL_REQUIRE_OK(ops().sem_watch(sem, value, &fd, &err), err);
+  REQUIRE(fd >= 0);
+  return fd;
+}
+
+// Reads one word: 8 (readable, a value reached), 0 (end-of-file) or -1.
+ssize_t read_word(int fd) {
+  uint64_t word = 0;
+  return read(fd, &word, sizeof word);
+}
+
+}  // namespace
+
+TEST_CASE("semaphores: sem_close_watches ends this hold's watches, not another hold's",
+          "[semaphores]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Sem s(inst, 0, 0, TRN_HAL_SEM_SHAREABLE);
+  const auto [a, b] = import_twice(inst, s);
+  const int fa = watch(a, 1), fa2 = watch(a, 2), fb = watch(b, 1), fs = watch(s, 1);
+  ops().sem_close_watches(a);
+  CHECK(readable(fa, 5000));
+  CHECK(read_word(fa) == 0);
+  CHECK(readable(fa2, 5000));
+  CHECK(read_word(fa2) == 0);
+  // The other holds' watches still wait for the value.
+  CHECK_FALSE(readable(fb, 20));
+  CHECK_FALSE(readable(fs, 0));
+  // The hold itself still works, and the others' watches see its signal.
+  ops().sem_signal(a, 1, 0);
+  CHECK(ops().sem_value(a) == 1);
+  CHECK(readable(fb, 5000));
+  CHECK(read_word(fb) == 8);
+  CHECK(readable(fs, 5000));
+  CHECK(read_word(fs) == 8);
+  close(fa);
+  close(fa2);
+  close(fb);
+  close(fs);
+  ops().sem_destroy(inst, a);
+  ops().sem_destroy(inst, b);
+}
+
+TEST_CASE("semaphores: destroying one hold ends its watches only", "[semaphores]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Sem s(inst, 0, 0, TRN_HAL_SEM_SHAREABLE);
+  const auto [a, b] = import_twice(inst, s);
+  const int fa = watch(a, 5), fb = watch(b, 5);
+  ops().sem_destroy(inst, a);
+  CHECK(readable(fa, 5000));
+  CHECK(read_word(fa) == 0);
+  CHECK_FALSE(readable(fb, 20));
+  ops().sem_signal(b, 5, 0);
+  CHECK(readable(fb, 5000));
+  CHECK(read_word(fb) == 8);
+  close(fa);
+  close(fb);
+  ops().sem_destroy(inst, b);
 }
 
 TEST_CASE("semaphores: another process imports, signals and fails a shareable semaphore",

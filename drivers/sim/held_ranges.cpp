@@ -1,0 +1,62 @@
+#include "sim/held_ranges.hpp"
+
+#include <iterator>
+#include <mutex>
+#include <vector>
+
+namespace trn::sim {
+
+void HeldRanges::add(uint64_t offset, uint64_t bytes) {
+  if (bytes == 0) return;
+  std::unique_lock lock(mu_);
+  remove_locked(offset, bytes);
+  ranges_[offset] = bytes;
+}
+
+void HeldRanges::remove(uint64_t offset, uint64_t bytes) {
+  std::unique_lock lock(mu_);
+  remove_locked(offset, bytes);
+}
+
+void HeldRanges::note_export(uint32_t record, uint64_t id, uint64_t offset, uint64_t bytes) {
+  if (bytes == 0) return;
+  std::unique_lock lock(mu_);
+  // The export is its own range from now on: unexport lets go of it alone.
+  remove_locked(offset, bytes);
+  ranges_[offset] = bytes;
+  exports_[{record, id}] = {offset, bytes};
+}
+
+void HeldRanges::drop_export(uint32_t record, uint64_t id) {
+  std::unique_lock lock(mu_);
+  auto it = exports_.find({record, id});
+  if (it == exports_.end()) return;
+  remove_locked(it->second.first, it->second.second);
+  exports_.erase(it);
+}
+
+bool HeldRanges::holds(uint64_t offset, uint64_t bytes) const {
+  std::shared_lock lock(mu_);
+  auto it = ranges_.upper_bound(offset);
+  if (it == ranges_.begin()) return false;
+  --it;
+  const uint64_t into = offset - it->first;
+  return into < it->second && bytes <= it->second - into;
+}
+
+void HeldRanges::remove_locked(uint64_t offset, uint64_t bytes) {
+  if (bytes == 0) return;
+  const uint64_t end = bytes > UINT64_MAX - offset ? UINT64_MAX : offset + bytes;
+  auto it = ranges_.upper_bound(offset);
+  if (it != ranges_.begin() && std::prev(it)->first + std::prev(it)->second > offset) --it;
+  std::vector<std::pair<uint64_t, uint64_t>> kept;  // the parts outside [offset, end)
+  while (it != ranges_.end() && it->first < end) {
+    const uint64_t first = it->first, last = it->first + it->second;
+    if (first < offset) kept.emplace_back(first, offset - first);
+    if (last > end) kept.emplace_back(end, last - end);
+    it = ranges_.erase(it);
+  }
+  for (const auto &[first, size] : kept) ranges_[first] = size;
+}
+
+}  // namespace trn::sim
