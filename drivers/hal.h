@@ -321,6 +321,13 @@ typedef struct trn_hal_ops {
    * claim, range, semaphore and kernel it holds. Accepts NULL.
    */
   void (*close)(trn_hal_instance_t *instance);
+  /**
+   * In a forked child, gives up an instance inherited from the parent without touching what it
+   * holds: its claims, memory, semaphores and queues are the parent's. Closes the instance's
+   * descriptors (so that the parent's claims end with the parent), joins no thread, frees
+   * nothing else; the instance must not be used again, not even closed.
+   */
+  void (*abandon)(trn_hal_instance_t *instance);
 
   uint32_t (*device_count)(const trn_hal_instance_t *instance);
   /** Why there are no devices (TRN_SUCCESS when there are), and a one-line description. */

@@ -47,16 +47,16 @@ trn_result_t resolve(trn_hal_instance_t &instance, uint64_t address, uint64_t by
                      MemorySpan *span, std::string *why) {
   const uint64_t top = address >> 56;
   const size_t devices = instance.runtimes.size();
-  if (is_host_address(address) && top - kHostAddressTag < devices) {
-    DeviceRuntime &runtime = *instance.runtimes[top - kHostAddressTag];
-    if (char *host = runtime.hosts().find(address, bytes)) {
-      *span = {host, nullptr, 0, bytes};
-      return TRN_SUCCESS;
-    }
-    *why = "device address " + hex_address(address) + "+" + std::to_string(bytes) +
-           " is not inside host memory registered for device " +
-           std::to_string(top - kHostAddressTag) +
-           " (it was unregistered, or the range runs past its end)";
+  if (is_host_address(address)) {
+    // Host memory registered for any device of the instance.
+    for (const auto &runtime : instance.runtimes)
+      if (char *host = runtime->hosts().find(address, bytes)) {
+        *span = {host, nullptr, 0, bytes};
+        return TRN_SUCCESS;
+      }
+    *why = "address " + hex_address(address) + "+" + std::to_string(bytes) +
+           " is not inside host memory registered for a device (mem_register_host): it was "
+           "never registered, was unregistered, or the range runs past its end";
     return TRN_ERROR_INVALID_ARGUMENT;
   }
   if (top >= 1 && top <= devices) {

@@ -155,6 +155,13 @@ DeviceState::~DeviceState() {
   close(fd_);  // drops every lock this process holds on the device
 }
 
+void DeviceState::abandon_after_fork() {
+  if (hbm_fd_ >= 0) close(hbm_fd_);
+  hbm_fd_ = -1;
+  close(fd_);  // the parent's descriptor keeps its locks
+  fd_ = -1;
+}
+
 trn_result_t DeviceState::open(const std::string &root, const DeviceWish &wish,
                                std::unique_ptr<DeviceState> *out, std::string *why) {
   const std::string path = root + "/device" + std::to_string(wish.index) + ".state";

@@ -35,6 +35,9 @@ class DeviceState {
   static trn_result_t open(const std::string &root, const DeviceWish &wish,
                            std::unique_ptr<DeviceState> *out, std::string *why);
   ~DeviceState();
+  // In a forked child: closes this process's descriptors of the device (inherited from the
+  // parent, whose locks they share) and nothing else; the object is not used again.
+  void abandon_after_fork();
   DeviceState(const DeviceState &) = delete;
   DeviceState &operator=(const DeviceState &) = delete;
 

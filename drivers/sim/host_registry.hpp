@@ -1,5 +1,7 @@
-// Host memory registered for a device's DMA. Registered ranges get device addresses whose top
-// byte is 0x80 + device (HBM addresses have device + 1 there, 1..64), so the two never collide.
+// Host memory registered for a device's DMA. The sim gives registered memory the device address
+// its host pointer has (one address space for host and device, as unified addressing does): a
+// user-space pointer has 0 in its top byte, an HBM address the device number + 1, so the two
+// never collide. Only registered memory resolves: any other host pointer is refused.
 #pragma once
 
 #include <cstdint>
@@ -7,14 +9,12 @@
 #include <shared_mutex>
 #include <string>
 
-#include "trn/trn.h"
+#include "drivers/hal.h"
 
 namespace trn::sim {
 
-constexpr uint64_t kHostAddressTag = 0x80;  // top byte: kHostAddressTag + device
-
 inline bool is_host_address(uint64_t address) {
-  return (address >> 56) >= kHostAddressTag;
+  return (address >> 56) == 0;
 }
 
 class HostRegistry {
@@ -26,15 +26,9 @@ class HostRegistry {
   char *find(uint64_t address, uint64_t bytes) const;
 
  private:
-  struct Range {
-    char *host;
-    uint64_t bytes;
-  };
   const uint32_t device_;
-  mutable std::shared_mutex mu_;           // guards the maps and next_
-  std::map<uint64_t, Range> by_address_;   // device address -> range
-  std::map<uintptr_t, uint64_t> by_host_;  // host start -> device address
-  uint64_t next_ = 1ull << 16;             // addresses are never reused
+  mutable std::shared_mutex mu_;         // guards ranges_
+  std::map<uint64_t, uint64_t> ranges_;  // start -> bytes
 };
 
 }  // namespace trn::sim

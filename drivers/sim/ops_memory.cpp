@@ -97,8 +97,15 @@ trn_result_t sim_mem_map(trn_hal_instance_t *instance, uint32_t device, uint64_t
 trn_result_t resolve_for(trn_hal_instance_t *instance, uint32_t device, uint64_t address,
                          uint64_t bytes, MemorySpan *span, std::string *why) {
   const uint64_t top = address >> 56;
-  if (top != device + 1u && top != kHostAddressTag + device)
+  if (is_host_address(address)) {
+    DeviceRuntime *runtime = instance->runtimes[device].get();
+    if (char *host = runtime->hosts().find(address, bytes)) {
+      *span = {host, nullptr, 0, bytes};
+      return TRN_SUCCESS;
+    }
     return bad_address(device, address, bytes, why);
+  }
+  if (top != device + 1u) return bad_address(device, address, bytes, why);
   return resolve(*instance, address, bytes, span, why);
 }
 

@@ -195,6 +195,13 @@ void sim_close(trn_hal_instance_t *instance) {
   delete instance;
 }
 
+// The instance's queue workers and pollers exist only in the parent, and what it holds in the
+// devices' shared state is the parent's: close the descriptors, leave everything else.
+void sim_abandon(trn_hal_instance_t *instance) {
+  if (!instance) return;
+  for (auto &device : instance->devices) device->abandon_after_fork();
+}
+
 trn_hal_ops_t make_ops() {
   trn_hal_ops_t ops{};
   ops.version = TRN_HAL_VERSION;
@@ -202,6 +209,7 @@ trn_hal_ops_t make_ops() {
   ops.name = "sim";
   ops.open = sim_open;
   ops.close = sim_close;
+  ops.abandon = sim_abandon;
   fill_device_ops(&ops);
   fill_memory_ops(&ops);
   fill_semaphore_ops(&ops);

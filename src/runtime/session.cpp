@@ -86,6 +86,13 @@ Session::~Session() {
   drivers_.clear();
 }
 
+void Session::abandon_drivers() {
+  for (auto &driver : drivers_) {
+    if (driver->instance && driver->ops.abandon) driver->ops.abandon(driver->instance);
+    driver->instance = nullptr;  // never closed: it is the parent's
+  }
+}
+
 void Session::release_all() {
   for (auto &queue : queues.all()) {
     queue->shutdown();
@@ -312,16 +319,15 @@ void install_fork_handlers() {
 // cache line here.
 std::atomic<uint64_t> g_epoch{1};
 
-// In a forked child the inherited session's queue workers do not exist: its queues are kept
-// (never destroyed, never joined), while the rest of the session closes its descriptors so the
-// parent's claims end with the parent.
+// In a forked child everything the inherited session holds is the parent's (its claims, memory,
+// semaphores; its queues' threads exist only there): the session is kept, never destroyed, and
+// its drivers give up their instances, closing their descriptors so that the parent's claims end
+// with the parent.
 void abandon_after_fork(std::shared_ptr<Session> session) {
   if (!session) return;
-  static auto *kept = new std::vector<std::shared_ptr<Queue>>;
-  for (auto &queue : session->queues.all()) {
-    kept->push_back(queue);
-    session->queues.remove_object(queue.get());
-  }
+  static auto *kept = new std::vector<std::shared_ptr<Session>>;
+  session->abandon_drivers();
+  kept->push_back(std::move(session));
 }
 
 // Starts a call on this thread: waits (for microseconds) while a shutdown empties its state.

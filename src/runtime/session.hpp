@@ -85,6 +85,9 @@ class Session {
   // Gives up every allocation, pool and core this process owns (explicit shutdown; never after
   // fork in the child, where they belong to the parent).
   void release_all();
+  // In a forked child: the drivers give up the instances inherited from the parent; the session
+  // must then never be destroyed.
+  void abandon_drivers();
 
   ObjectTable<Pool> pools{HandleKind::pool};
   ObjectTable<Mem> mems{HandleKind::mem};

@@ -132,6 +132,7 @@ std::vector<std::pair<const char *, const void *>> operations(const trn_hal_ops_
 #define OP(name) v.emplace_back(#name, reinterpret_cast<const void *>(t.name))
   OP(open);
   OP(close);
+  OP(abandon);
   OP(device_count);
   OP(status);
   OP(device_properties);

@@ -385,3 +385,42 @@ TEST_CASE("claims: a core held by another process is CORE_BUSY and names the cor
   CHECK(WIFEXITED(wstatus));
   HAL_CHECK_OK(ops().core_claim(raw, 0, 1, 1, &busy, &err), err);
 }
+
+TEST_CASE("fork: a child abandons the instance it inherited; the parent keeps what it holds",
+          "[devices][fork]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  Sem shared(inst, 0, 3, TRN_HAL_SEM_SHAREABLE);
+  Queue queue(inst, 0, TRN_HAL_QUEUE_COPY);
+  // The child gives up the inherited instance without touching it otherwise, opens its own and
+  // finds the parent's claim and semaphore still held: 'K' when all of that holds.
+  ChildProcess child([&]() -> char {
+    ops().abandon(inst);
+    const trn_hal_process_identity_t identity{"conformance-child", "0.2.0"};
+    trn_hal_error_t err{};
+    trn_hal_instance_t *own = nullptr;
+    if (ops().open(&identity, &own, &err) != TRN_SUCCESS) return 'O';
+    uint32_t busy = UINT32_MAX;
+    if (ops().core_claim(own, 0, 0, 1, &busy, &err) != TRN_ERROR_CORE_BUSY || busy != 0) return 'C';
+    trn_hal_sem_t *imported = nullptr;
+    if (ops().sem_import(own, 0, shared.record(), shared.id(), &imported, &err) != TRN_SUCCESS)
+      return 'S';
+    if (ops().sem_value(imported) != 3) return 'V';
+    ops().sem_destroy(own, imported);
+    ops().close(own);
+    return 'K';
+  });
+  CHECK(child.status() == 'K');
+  CHECK(child.release());
+  // After the child is gone: the claim, the semaphore and the queue are the parent's still.
+  trn_hal_process_t owner{};
+  Err err;
+  HAL_REQUIRE_OK(ops().core_owner(inst, 0, 0, &owner, &err), err);
+  CHECK(owner.pid == getpid());
+  ops().sem_signal(shared, 4, 0);
+  CHECK(shared.value() == 4);
+  Sem done(inst, 0, 0);
+  queue.submit({signal_command(done, 1)}, "after-fork", 1);
+  CHECK(ops().sem_wait(done, 1, 10'000'000'000ull) == TRN_SUCCESS);
+}
