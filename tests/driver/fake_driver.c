@@ -1,7 +1,8 @@
 /*
  * A driver that finds no devices, built several times to test how the runtime loads drivers:
  * FAKE_MAJOR / FAKE_MINOR set the interface version its table reports, FAKE_EXTRA_BYTES how much
- * larger (or, negative, smaller) than trn_hal_ops_t it says its table is, and FAKE_NO_ENTRY
+ * larger (or, negative, smaller) than trn_hal_ops_t it says its table is, FAKE_DEVICES how many
+ * devices it reports (its table has no operation for them: it must be refused), and FAKE_NO_ENTRY
  * leaves the entry point out (it then exports another symbol, so it is a valid library).
  */
 #include <stdio.h>
@@ -31,13 +32,20 @@ static trn_result_t fake_open(const trn_hal_process_identity_t *identity,
 static void fake_close(trn_hal_instance_t *instance) {
   (void)instance;
 }
+#ifndef FAKE_DEVICES
+#define FAKE_DEVICES 0
+#endif
 static uint32_t fake_device_count(const trn_hal_instance_t *instance) {
   (void)instance;
-  return 0;
+  return FAKE_DEVICES;
 }
 static trn_result_t fake_status(const trn_hal_instance_t *instance, char *detail,
                                 uint32_t detail_size) {
   (void)instance;
+  if (FAKE_DEVICES > 0) {
+    snprintf(detail, detail_size, "the fake driver has %d devices", FAKE_DEVICES);
+    return TRN_SUCCESS;
+  }
   snprintf(detail, detail_size, "the fake driver has no devices");
   return TRN_ERROR_NO_DEVICE;
 }

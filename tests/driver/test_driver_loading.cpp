@@ -169,6 +169,21 @@ TEST_CASE("a driver of a later minor version with a larger table is accepted", "
   CHECK(count == 0);
 }
 
+TEST_CASE("a driver that has devices but not every operation is listed with none, saying which",
+          "[driver]") {
+  SimEnv env;
+  env.set("TRN_DRIVER", fake_driver("incomplete").c_str());
+  const trn_driver_properties_t p = only_driver();
+  CHECK(p.device_count == 0);
+  CHECK(p.status == TRN_ERROR_DRIVER_INCOMPATIBLE);
+  INFO(p.status_detail);
+  CHECK(contains(p.status_detail, "no 'abandon' operation"));
+  CHECK(contains(p.status_detail, "use a driver built for this release"));
+  uint32_t count = 0;
+  CHECK(trn_device_get(&count, nullptr) == TRN_SUCCESS);
+  CHECK(count == 0);  // never a call into a hole of the table
+}
+
 TEST_CASE("a library without the entry point, a missing file and a missing name are refused",
           "[driver]") {
   SimEnv env;
