@@ -107,14 +107,20 @@ TRN_API trn_result_t trn_queue_create(const trn_queue_desc_t *desc, trn_queue_t 
                                               std::to_string(engines));
     if (trn_result_t r = acquire_core(*core); r != TRN_SUCCESS) return r;
     std::shared_ptr<Queue> queue;
-    if (trn_result_t r = Queue::create(device, *core, kind, capacity, dma_engines, &queue);
-        r != TRN_SUCCESS)
-      return r;
-    queue->timeline_handle = session->sems.insert(queue->timeline());
     {
+      // Under the device's lock, so that a shutdown on another thread cannot release the core
+      // between the claim and the driver's queue on it.
       std::lock_guard lock(device.mu);
+      if (device.shut_down || !core->owned)
+        return fail(TRN_ERROR_INVALID_HANDLE,
+                    "the runtime was shut down (trn_runtime_shutdown) while this call ran: get "
+                    "the core again");
+      if (trn_result_t r = Queue::create(device, *core, kind, capacity, dma_engines, &queue);
+          r != TRN_SUCCESS)
+        return r;
       ++core->queues;
     }
+    queue->timeline_handle = session->sems.insert(queue->timeline());
     *queue_out = to_handle<trn_queue_t>(session->queues.insert(std::move(queue)));
     return TRN_SUCCESS;
   });
