@@ -110,11 +110,11 @@ trn_result_t SimQueue::submit(const trn_hal_submission_t &submission, std::strin
     SemCore **sems = slot.sems();
     for (uint32_t i = 0; i < count; ++i) {
       const trn_hal_command_t &c = commands[i];
-      sems[i] = nullptr;
-      if (c.kind != TRN_HAL_COMMAND_SEM_WAIT && c.kind != TRN_HAL_COMMAND_SEM_SIGNAL) continue;
-      const std::shared_ptr<SemCore> &core = c.u.sem.sem->core;
-      sems[i] = core.get();
-      if (!pin(core)) slot.refs.push_back(core);
+      const bool sem = c.kind == TRN_HAL_COMMAND_SEM_WAIT || c.kind == TRN_HAL_COMMAND_SEM_SIGNAL;
+      SemCore *core = sem ? c.u.sem.sem->core.get() : nullptr;
+      // Written only when it changes: a line the worker reads stays in its cache lap to lap.
+      if (sems[i] != core) sems[i] = core;
+      if (sem && !pin(c.u.sem.sem->core)) slot.refs.push_back(c.u.sem.sem->core);
     }
     size_t arg_total = 0;
     for (uint32_t i = 0; i < count; ++i)
@@ -236,7 +236,7 @@ void SimQueue::process(Slot &buffer) {
   SemCore *const *sems = buffer.sems();
   for (size_t i = tail; i < buffer.count; ++i)
     tail_signals_.push_back({sems[i], commands[i].u.sem.value});
-  tail_refs_.swap(buffer.refs);
+  if (!buffer.refs.empty()) tail_refs_.swap(buffer.refs);
   retire(buffer);
   for (const TailSignal &s : tail_signals_) s.sem->signal(s.value, clock_ns_, false);
   // Not before: a waiter that saw a signal's value may let go of its hold while the signal is

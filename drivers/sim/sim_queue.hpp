@@ -54,14 +54,16 @@ class SimQueue {
     std::atomic<uint64_t> seq{0};
     uint32_t count = 0;
     trn_hal_command_t inline_commands[kInlineCommands];
-    SemCore *inline_sems[kInlineCommands];  // per command: its semaphore, if any
-    const char *label = nullptr;            // static storage (hal.h)
-    uint64_t tag = 0;
-    std::vector<trn_hal_command_t> more;  // the commands when more than kInlineCommands
+    SemCore *inline_sems[kInlineCommands]{};  // per command: its semaphore, if any
+    std::vector<trn_hal_command_t> more;      // the commands when more than kInlineCommands
     std::vector<SemCore *> more_sems;
     std::vector<trn_hal_binding_t> args;  // every launch's arguments, in order
     // Holds on the semaphores the queue has not pinned (see pins_), let go when it retires.
     std::vector<std::shared_ptr<SemCore>> refs;
+    // Read by the worker only when the buffer fails: a line of their own, which the submitter
+    // rewrites without taking it from the worker.
+    alignas(64) const char *label = nullptr;  // static storage (hal.h)
+    uint64_t tag = 0;
     trn_hal_command_t *commands() {
       return count <= kInlineCommands ? inline_commands : more.data();
     }
