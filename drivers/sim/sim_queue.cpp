@@ -182,6 +182,7 @@ void SimQueue::run() {
       // Out of memory building a reason: the buffer retires all the same, the worker lives.
     }
     if (tail_ == position) retire(*slot);
+    tail_refs_.clear();  // empty unless something was thrown
   }
 }
 
