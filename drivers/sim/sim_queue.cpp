@@ -17,18 +17,64 @@ namespace {
 
 // An idle worker sleeps in slices this long (a missed doorbell costs at most one).
 constexpr uint64_t kIdleSliceNs = 100'000'000;
-constexpr size_t kKeptBuffers = 64;
+// Trailing signals a buffer can have before their list allocates.
+constexpr size_t kKeptSignals = 16;
 
 }  // namespace
 
 SimQueue::SimQueue(trn_hal_instance_t &instance, DeviceRuntime &device, const QueueShape &shape)
-    : instance_(instance), device_(device), shape_(shape), clock_ns_(device.time_ns()) {
-  free_.reserve(kKeptBuffers);  // retiring never allocates
+    : instance_(instance),
+      device_(device),
+      shape_(shape),
+      capacity_(shape.capacity),
+      chunks_(new std::atomic<Slot *>[(shape.capacity + kChunkSlots - 1) / kChunkSlots]),
+      clock_ns_(device.time_ns()) {
+  const uint64_t chunks = (capacity_ + kChunkSlots - 1) / kChunkSlots;
+  for (uint64_t i = 0; i < chunks; ++i) chunks_[i].store(nullptr, std::memory_order_relaxed);
+  tail_signals_.reserve(kKeptSignals);  // a steady state never allocates
+  tail_refs_.reserve(kKeptSignals);
   worker_ = std::thread([this] { run(); });
 }
 
 SimQueue::~SimQueue() {
   stop();
+  const uint64_t chunks = (capacity_ + kChunkSlots - 1) / kChunkSlots;
+  for (uint64_t i = 0; i < chunks; ++i) delete[] chunks_[i].load(std::memory_order_relaxed);
+}
+
+SimQueue::Slot *SimQueue::slot_for_producer(uint64_t position) {
+  const uint64_t index = position % capacity_;
+  std::atomic<Slot *> &chunk = chunks_[index / kChunkSlots];
+  Slot *base = chunk.load(std::memory_order_relaxed);  // made only under producer_mu_
+  if (base == nullptr) {
+    // A chunk is made when its first slot is first reached: on the ring's first lap, where a
+    // slot's position is its index.
+    const uint64_t first = index / kChunkSlots * kChunkSlots;
+    const uint64_t count = std::min<uint64_t>(kChunkSlots, capacity_ - first);
+    base = new Slot[count];
+    for (uint64_t i = 0; i < count; ++i) base[i].seq.store(first + i, std::memory_order_relaxed);
+    chunk.store(base, std::memory_order_release);
+  }
+  return base + index % kChunkSlots;
+}
+
+SimQueue::Slot *SimQueue::published(uint64_t position, std::memory_order order) {
+  const uint64_t index = position % capacity_;
+  Slot *base = chunks_[index / kChunkSlots].load(order);
+  if (base == nullptr) return nullptr;
+  Slot *slot = base + index % kChunkSlots;
+  return slot->seq.load(order) == position + 1 ? slot : nullptr;
+}
+
+bool SimQueue::pin(const std::shared_ptr<SemCore> &core) {
+  for (std::shared_ptr<SemCore> &pinned : pins_) {
+    if (pinned.get() == core.get()) return true;
+    if (pinned == nullptr && !core->shared()) {
+      pinned = core;  // the one reference count this semaphore's commands move here
+      return true;
+    }
+  }
+  return false;
 }
 
 trn_result_t SimQueue::submit(const trn_hal_submission_t &submission, std::string *why) {
@@ -36,148 +82,170 @@ trn_result_t SimQueue::submit(const trn_hal_submission_t &submission, std::strin
       r != TRN_SUCCESS)
     return r;
   {
-    std::lock_guard lock(mu_);
+    std::lock_guard lock(producer_mu_);
     if (stop_.load(std::memory_order_acquire)) {
       *why = "the queue is being destroyed";
       return TRN_ERROR_INVALID_HANDLE;
     }
-    const uint64_t retired = retired_.load(std::memory_order_acquire);
-    if (submitted_ - retired >= shape_.capacity) {
+    const uint64_t position = head_;
+    Slot &slot = *slot_for_producer(position);
+    if (slot.seq.load(std::memory_order_acquire) != position) {
       *why = "the queue has " + std::to_string(shape_.capacity) +
              " buffers in flight (its capacity): wait for some to retire, then submit again";
       return TRN_ERROR_QUEUE_FULL;
     }
-    std::unique_ptr<Buffer> buffer;
-    if (!free_.empty()) {
-      buffer = std::move(free_.back());
-      free_.pop_back();
-    } else {
-      buffer = std::make_unique<Buffer>();
+    // The slot is ours until published: fill it in place (its storage is kept lap to lap).
+    const uint32_t count = submission.command_count;
+    slot.refs.clear();  // a fill that failed half-way may have left some
+    if (count > kInlineCommands) {
+      slot.more.assign(submission.commands, submission.commands + count);
+      slot.more_sems.resize(count);
     }
-    buffer->label = submission.label;
-    buffer->tag = submission.tag;
-    buffer->commands.assign(submission.commands, submission.commands + submission.command_count);
+    slot.count = count;
+    trn_hal_command_t *commands = slot.commands();
+    if (count <= kInlineCommands && count > 0)
+      std::memcpy(commands, submission.commands, count * sizeof(trn_hal_command_t));
+    // Each semaphore command's object, held by the queue (pinned) or by the buffer: a waiter
+    // that saw a signal's value may let go of its hold while the signal is still returning.
+    SemCore **sems = slot.sems();
+    for (uint32_t i = 0; i < count; ++i) {
+      const trn_hal_command_t &c = commands[i];
+      const bool sem = c.kind == TRN_HAL_COMMAND_SEM_WAIT || c.kind == TRN_HAL_COMMAND_SEM_SIGNAL;
+      SemCore *core = sem ? c.u.sem.sem->core.get() : nullptr;
+      // Written only when it changes: a line the worker reads stays in its cache lap to lap.
+      if (sems[i] != core) sems[i] = core;
+      if (sem && !pin(c.u.sem.sem->core)) slot.refs.push_back(c.u.sem.sem->core);
+    }
     size_t arg_total = 0;
-    for (const auto &c : buffer->commands)
-      if (c.kind == TRN_HAL_COMMAND_LAUNCH) arg_total += c.u.launch.arg_count;
-    buffer->args.clear();
-    buffer->args.reserve(arg_total);  // no reallocation below: the pointers stay valid
-    for (auto &c : buffer->commands) {
-      if (c.kind != TRN_HAL_COMMAND_LAUNCH) continue;
-      const size_t at = buffer->args.size();
-      buffer->args.insert(buffer->args.end(), c.u.launch.args,
-                          c.u.launch.args + c.u.launch.arg_count);
-      c.u.launch.args = buffer->args.data() + at;
+    for (uint32_t i = 0; i < count; ++i)
+      if (commands[i].kind == TRN_HAL_COMMAND_LAUNCH) arg_total += commands[i].u.launch.arg_count;
+    slot.args.clear();
+    if (arg_total > 0) {
+      slot.args.reserve(arg_total);  // no reallocation below: the pointers stay valid
+      for (uint32_t i = 0; i < count; ++i) {
+        trn_hal_command_t &c = commands[i];
+        if (c.kind != TRN_HAL_COMMAND_LAUNCH) continue;
+        const size_t at = slot.args.size();
+        slot.args.insert(slot.args.end(), c.u.launch.args, c.u.launch.args + c.u.launch.arg_count);
+        c.u.launch.args = slot.args.data() + at;
+      }
     }
-    // The buffer holds its semaphores: a waiter that saw a signal's value may destroy its hold
-    // while the signal is still returning.
-    buffer->sems.resize(buffer->commands.size());
-    for (size_t i = 0; i < buffer->commands.size(); ++i) {
-      const trn_hal_command_t &c = buffer->commands[i];
-      if (c.kind == TRN_HAL_COMMAND_SEM_WAIT || c.kind == TRN_HAL_COMMAND_SEM_SIGNAL)
-        buffer->sems[i] = c.u.sem.sem->core;
-    }
-    pending_.push_back(std::move(buffer));
-    ++submitted_;
+    slot.label = submission.label;
+    slot.tag = submission.tag;
+    // Sequentially consistent with the worker's going to sleep: either it sees the buffer, or
+    // we see it asleep and ring.
+    slot.seq.store(position + 1, std::memory_order_seq_cst);
+    head_ = position + 1;
   }
-  doorbell_.fetch_add(1, std::memory_order_seq_cst);
-  if (worker_asleep_.load(std::memory_order_seq_cst))
+  if (asleep_.load(std::memory_order_seq_cst)) {
+    doorbell_.fetch_add(1, std::memory_order_seq_cst);
     futex_wake(&doorbell_, 1, FutexScope::process_private);
+  }
   return TRN_SUCCESS;
 }
 
 void SimQueue::status(trn_hal_queue_status_t *out) {
-  std::lock_guard lock(mu_);
-  out->submitted = submitted_;
+  std::lock_guard lock(producer_mu_);
+  out->submitted = head_;
   out->retired = retired_.load(std::memory_order_acquire);
+  std::lock_guard faults(fault_mu_);
   out->fault = fault_;
 }
 
 trn_result_t SimQueue::reset(std::string *why) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(producer_mu_);
   if (!in_error_.load(std::memory_order_acquire)) return TRN_SUCCESS;
   const uint64_t retired = retired_.load(std::memory_order_acquire);
-  if (retired < submitted_) {
-    *why = std::to_string(submitted_ - retired) +
+  if (retired < head_) {
+    *why = std::to_string(head_ - retired) +
            " buffers after the fault have not retired yet (cancelled buffers drain in "
            "microseconds): wait until queue_status reports them retired, then reset again";
     return TRN_ERROR_HANDLE_IN_USE;
   }
-  fault_ = trn_hal_queue_fault_t{};
+  {
+    std::lock_guard faults(fault_mu_);
+    fault_ = trn_hal_queue_fault_t{};
+  }
   in_error_.store(false, std::memory_order_release);
   return TRN_SUCCESS;
 }
 
-std::unique_ptr<SimQueue::Buffer> SimQueue::next() {
-  std::lock_guard lock(mu_);
-  if (pending_.empty()) return nullptr;
-  auto buffer = std::move(pending_.front());
-  pending_.pop_front();
-  return buffer;
-}
-
 void SimQueue::run() {
   for (;;) {
-    // Read before looking for work: a submission after the look rings a doorbell we then see.
-    const uint32_t seen = doorbell_.load(std::memory_order_seq_cst);
-    if (auto buffer = next()) {
-      try {
-        process(*buffer);
-      } catch (const std::exception &) {
-        // Out of memory building a reason: the buffer retires all the same, the worker lives.
-      }
-      retire(std::move(buffer));
-      continue;
+    Slot *slot = published(tail_, std::memory_order_acquire);
+    if (slot == nullptr) slot = idle();
+    if (slot == nullptr) return;  // stopping, and nothing is left
+    const uint64_t position = tail_;
+    try {
+      process(*slot);
+    } catch (const std::exception &) {
+      // Out of memory building a reason: the buffer retires all the same, the worker lives.
     }
-    if (stop_.load(std::memory_order_acquire)) {
-      std::lock_guard lock(mu_);
-      if (pending_.empty()) return;  // submissions are refused once stopping
-      continue;
-    }
-    idle(seen);
+    if (tail_ == position) retire(*slot);
+    tail_refs_.clear();  // empty unless something was thrown
   }
 }
 
-void SimQueue::process(Buffer &buffer) {
-  if (stop_.load(std::memory_order_acquire)) {
-    cancel(buffer, "the queue was destroyed before the command ran");
-  } else if (in_error_.load(std::memory_order_acquire)) {
-    cancel(buffer, "an earlier command of the queue failed");
-  } else {
-    trn_hal_core_activity_t activity{};
-    const uint64_t start = monotonic_ns();
-    // The signals that end a buffer (its completion) come after it retires, as a ring's slot is
-    // free once the engine is past it: a host that saw a buffer's completion can submit into its
-    // slot, never a spurious QUEUE_FULL.
-    const size_t tail = trailing_signals(buffer);
-    const bool reached_tail = execute(buffer, tail, &activity);
-    // A buffer is one command of the submitter's (a barrier too): it completed or failed.
-    (reached_tail ? activity.commands_completed : activity.commands_failed) = 1;
-    activity.busy_host_ns = monotonic_ns() - start;
-    device_.account(shape_.first_core, activity);
-    if (!reached_tail) return;
-    count_retired(buffer);
-    for (size_t i = tail; i < buffer.commands.size(); ++i)
-      buffer.sems[i]->signal(buffer.commands[i].u.sem.value, clock_ns_, false);
-  }
-}
-
-void SimQueue::idle(uint32_t seen) {
+SimQueue::Slot *SimQueue::idle() {
   // Spin for the budget (a submission is then picked up in well under a microsecond), then
-  // sleep until the doorbell rings, in bounded slices.
+  // sleep until the doorbell rings, in bounded slices. Submissions are refused once stopping,
+  // so a look after seeing the stop finds whatever is left.
   const uint64_t spin_until = deadline_after(instance_.config.spin_ns);
   for (uint32_t i = 0;; ++i) {
-    if (doorbell_.load(std::memory_order_acquire) != seen) return;
+    if (Slot *slot = published(tail_, std::memory_order_acquire)) return slot;
+    if (stop_.load(std::memory_order_acquire)) return published(tail_, std::memory_order_acquire);
     if ((i & 63) == 0 && monotonic_ns() >= spin_until) break;
     cpu_relax();
   }
-  worker_asleep_.store(1, std::memory_order_seq_cst);
-  if (doorbell_.load(std::memory_order_seq_cst) == seen)
-    futex_wait(&doorbell_, seen, kIdleSliceNs, FutexScope::process_private);
-  worker_asleep_.store(0, std::memory_order_release);
+  for (;;) {
+    asleep_.store(1, std::memory_order_seq_cst);
+    const uint32_t seen = doorbell_.load(std::memory_order_seq_cst);
+    Slot *slot = published(tail_, std::memory_order_seq_cst);
+    if (slot == nullptr && !stop_.load(std::memory_order_seq_cst))
+      futex_wait(&doorbell_, seen, kIdleSliceNs, FutexScope::process_private);
+    asleep_.store(0, std::memory_order_relaxed);
+    if (slot == nullptr) slot = published(tail_, std::memory_order_acquire);
+    if (slot != nullptr) return slot;
+    if (stop_.load(std::memory_order_acquire)) return published(tail_, std::memory_order_acquire);
+  }
 }
 
-std::string SimQueue::name_of(const Buffer &buffer) {
+void SimQueue::process(Slot &buffer) {
+  if (stop_.load(std::memory_order_acquire)) {
+    cancel(buffer, "the queue was destroyed before the command ran");
+    return;
+  }
+  if (in_error_.load(std::memory_order_acquire)) {
+    cancel(buffer, "an earlier command of the queue failed");
+    return;
+  }
+  trn_hal_core_activity_t activity{};
+  const uint64_t start = monotonic_ns();
+  // The signals that end a buffer (its completion) come after it retires, as a ring's slot is
+  // free once the engine is past it: a host that saw a buffer's completion can submit into its
+  // slot, never a spurious QUEUE_FULL.
+  const size_t tail = trailing_signals(buffer);
+  const bool reached_tail = execute(buffer, tail, &activity);
+  // A buffer is one command of the submitter's (a barrier too): it completed or failed.
+  (reached_tail ? activity.commands_completed : activity.commands_failed) = 1;
+  activity.busy_host_ns = monotonic_ns() - start;
+  device_.account(shape_.first_core, activity);
+  if (!reached_tail) return;
+  // The slot is the next submitter's once retired: take the signals (and the holds) out first.
+  tail_signals_.clear();
+  const trn_hal_command_t *commands = buffer.commands();
+  SemCore *const *sems = buffer.sems();
+  for (size_t i = tail; i < buffer.count; ++i)
+    tail_signals_.push_back({sems[i], commands[i].u.sem.value});
+  if (!buffer.refs.empty()) tail_refs_.swap(buffer.refs);
+  retire(buffer);
+  for (const TailSignal &s : tail_signals_) s.sem->signal(s.value, clock_ns_, false);
+  // Not before: a waiter that saw a signal's value may let go of its hold while the signal is
+  // still returning.
+  tail_refs_.clear();
+}
+
+std::string SimQueue::name_of(const Slot &buffer) {
   return std::string(buffer.label ? buffer.label : "buffer") + " #" + std::to_string(buffer.tag);
 }
 
@@ -236,9 +304,10 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
                 : "a semaphore it waited on failed: " + sem.failure_reason();
       return TRN_ERROR_CANCELLED;
     }
-    case TRN_HAL_COMMAND_SEM_SIGNAL:
+    case TRN_HAL_COMMAND_SEM_SIGNAL: {
       sem_core->signal(c.u.sem.value, clock_ns_, false);
       return TRN_SUCCESS;
+    }
     case TRN_HAL_COMMAND_TIMESTAMP: {
       failure->destination = c.u.timestamp.destination;
       failure->bytes = sizeof(trn_hal_timestamp_t);
@@ -259,18 +328,21 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
   }
 }
 
-size_t SimQueue::trailing_signals(const Buffer &buffer) {
-  size_t tail = buffer.commands.size();
-  while (tail > 0 && buffer.commands[tail - 1].kind == TRN_HAL_COMMAND_SEM_SIGNAL) --tail;
+size_t SimQueue::trailing_signals(const Slot &buffer) {
+  const trn_hal_command_t *commands = buffer.commands();
+  size_t tail = buffer.count;
+  while (tail > 0 && commands[tail - 1].kind == TRN_HAL_COMMAND_SEM_SIGNAL) --tail;
   return tail;
 }
 
-bool SimQueue::execute(Buffer &buffer, size_t end, trn_hal_core_activity_t *activity) {
+bool SimQueue::execute(Slot &buffer, size_t end, trn_hal_core_activity_t *activity) {
+  const trn_hal_command_t *commands = buffer.commands();
+  SemCore *const *sems = buffer.sems();
   for (size_t i = 0; i < end; ++i) {
     Failure failure;
     trn_result_t r = TRN_SUCCESS;
     try {
-      r = execute_command(buffer.commands[i], buffer.sems[i].get(), activity, &failure);
+      r = execute_command(commands[i], sems[i], activity, &failure);
     } catch (const std::bad_alloc &) {
       // Nothing thrown may end the worker: the command fails instead.
       r = TRN_ERROR_OUT_OF_HOST_MEMORY;
@@ -288,14 +360,14 @@ bool SimQueue::execute(Buffer &buffer, size_t end, trn_hal_core_activity_t *acti
   return true;
 }
 
-void SimQueue::record_fault(const Buffer &buffer, uint32_t index, const Failure &failure) {
-  std::lock_guard lock(mu_);
+void SimQueue::record_fault(const Slot &buffer, uint32_t index, const Failure &failure) {
+  std::lock_guard lock(fault_mu_);
   fault_ = trn_hal_queue_fault_t{};
   fault_.result = failure.result;
   fault_.label = buffer.label;
   fault_.tag = buffer.tag;
   fault_.command_index = index;
-  fault_.command_kind = buffer.commands[index].kind;
+  fault_.command_kind = buffer.commands()[index].kind;
   std::snprintf(fault_.reason, sizeof fault_.reason, "%s", failure.reason.c_str());
   fault_.destination_address = failure.destination;
   fault_.source_address = failure.source;
@@ -310,11 +382,13 @@ void SimQueue::record_fault(const Buffer &buffer, uint32_t index, const Failure 
   in_error_.store(true, std::memory_order_release);
 }
 
-void SimQueue::abandon(Buffer &buffer, size_t from, trn_result_t status, const std::string &text) {
-  for (size_t i = from; i < buffer.commands.size(); ++i) {
-    const trn_hal_command_t &c = buffer.commands[i];
+void SimQueue::abandon(Slot &buffer, size_t from, trn_result_t status, const std::string &text) {
+  const trn_hal_command_t *commands = buffer.commands();
+  SemCore *const *sems = buffer.sems();
+  for (size_t i = from; i < buffer.count; ++i) {
+    const trn_hal_command_t &c = commands[i];
     if (c.kind == TRN_HAL_COMMAND_SEM_SIGNAL) {
-      buffer.sems[i]->fail(text);
+      sems[i]->fail(text);
     } else if (c.kind == TRN_HAL_COMMAND_HOST_CALL) {
       trn_hal_error_t err{};
       (void)c.u.host_call.fn(c.u.host_call.user, status, &err);  // its return is ignored
@@ -322,33 +396,26 @@ void SimQueue::abandon(Buffer &buffer, size_t from, trn_result_t status, const s
   }
 }
 
-void SimQueue::cancel(Buffer &buffer, const std::string &reason) {
+void SimQueue::cancel(Slot &buffer, const std::string &reason) {
   abandon(buffer, 0, TRN_ERROR_CANCELLED, name_of(buffer) + " was cancelled: " + reason);
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(fault_mu_);
   if (fault_.result != TRN_SUCCESS) ++fault_.cancelled;
 }
 
-void SimQueue::retire(std::unique_ptr<Buffer> buffer) {
-  // Not under the lock: letting go of a last hold releases a shared semaphore's cell.
-  for (auto &sem : buffer->sems) sem.reset();
-  std::lock_guard lock(mu_);
-  if (!buffer->counted) retired_.fetch_add(1, std::memory_order_acq_rel);
-  buffer->counted = false;
-  if (free_.size() < kKeptBuffers) free_.push_back(std::move(buffer));
-}
-
-void SimQueue::count_retired(Buffer &buffer) {
-  std::lock_guard lock(mu_);
-  retired_.fetch_add(1, std::memory_order_acq_rel);
-  buffer.counted = true;
+void SimQueue::retire(Slot &buffer) {
+  // Counted before the slot is free: a submitter that finds it free reads it retired.
+  buffer.refs.clear();  // after a swap into tail_refs_, empty already
+  const uint64_t position = tail_++;
+  retired_.store(position + 1, std::memory_order_release);
+  buffer.seq.store(position + capacity_, std::memory_order_release);
 }
 
 void SimQueue::stop() {
   std::lock_guard guard(stop_mu_);
   if (!worker_.joinable()) return;
   {
-    std::lock_guard lock(mu_);
-    stop_.store(true, std::memory_order_release);
+    std::lock_guard lock(producer_mu_);
+    stop_.store(true, std::memory_order_seq_cst);
   }
   doorbell_.fetch_add(1, std::memory_order_seq_cst);
   futex_wake(&doorbell_, 1, FutexScope::process_private);

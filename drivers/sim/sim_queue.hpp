@@ -1,11 +1,13 @@
 // A queue: a ring of command buffers on a logical core's engines, executed in order by one
-// worker thread. The worker spins for the spin budget when idle, then sleeps on a doorbell
-// futex. Failure semantics are hal.h's (trn_hal_queue_fault_t).
+// worker thread. The ring is a bounded queue of `capacity` slots with per-slot sequence numbers:
+// submitters (serialised on a lock the worker never takes) fill the next slot and publish it;
+// the worker spins on that slot for the spin budget when idle, then sleeps on a doorbell futex
+// that submitters ring only while it sleeps. Failure semantics are hal.h's
+// (trn_hal_queue_fault_t).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -43,16 +45,40 @@ class SimQueue {
   void stop();
 
  private:
-  struct Buffer {
-    const char *label = nullptr;  // static storage (hal.h)
+  static constexpr uint32_t kInlineCommands = 6;
+  static constexpr uint32_t kChunkSlots = 64;
+  // One buffer's place in the ring. `seq` is the position it expects next: equal to a position,
+  // it is free for the submitter of that position; one more, it holds that position's buffer;
+  // the worker frees it for the next lap (position + capacity) when the buffer retires.
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> seq{0};
+    uint32_t count = 0;
+    trn_hal_command_t inline_commands[kInlineCommands];
+    SemCore *inline_sems[kInlineCommands]{};  // per command: its semaphore, if any
+    std::vector<trn_hal_command_t> more;      // the commands when more than kInlineCommands
+    std::vector<SemCore *> more_sems;
+    std::vector<trn_hal_binding_t> args;  // every launch's arguments, in order
+    // Holds on the semaphores the queue has not pinned (see pins_), let go when it retires.
+    std::vector<std::shared_ptr<SemCore>> refs;
+    // Read by the worker only when the buffer fails: a line of their own, which the submitter
+    // rewrites without taking it from the worker.
+    alignas(64) const char *label = nullptr;  // static storage (hal.h)
     uint64_t tag = 0;
-    std::vector<trn_hal_command_t> commands;
-    std::vector<trn_hal_binding_t> args;         // every launch's arguments, in order
-    std::vector<std::shared_ptr<SemCore>> sems;  // per command: its semaphore, if any
-    bool counted = false;                        // retired already (before its last signals)
+    trn_hal_command_t *commands() {
+      return count <= kInlineCommands ? inline_commands : more.data();
+    }
+    const trn_hal_command_t *commands() const {
+      return count <= kInlineCommands ? inline_commands : more.data();
+    }
+    SemCore **sems() { return count <= kInlineCommands ? inline_sems : more_sems.data(); }
+  };
+  // A trailing signal, taken out of its slot before the slot is freed.
+  struct TailSignal {
+    SemCore *sem;
+    uint64_t value;
   };
   // "copy #12": what failure texts call a buffer.
-  static std::string name_of(const Buffer &buffer);
+  static std::string name_of(const Slot &buffer);
   // Why a command failed, for the fault record.
   struct Failure {
     trn_result_t result = TRN_SUCCESS;
@@ -62,41 +88,64 @@ class SimQueue {
     LaunchOutcome launch;
   };
 
-  std::unique_ptr<Buffer> next();
+  Slot *slot_for_producer(uint64_t position);  // makes its chunk on first use
+  // Whether the queue holds `core` itself (pinning it if it is local and a pin is free).
+  bool pin(const std::shared_ptr<SemCore> &core);
+  // The slot if it holds that position's buffer.
+  Slot *published(uint64_t position, std::memory_order order);
   void run();
-  void process(Buffer &buffer);  // executes or cancels it
-  void idle(uint32_t seen);      // until the doorbell changes from `seen` (or a slice passes)
+  void process(Slot &buffer);  // executes or cancels it; retires it
+  Slot *idle();                // until the next buffer is published (or stopping: nullptr)
   // Where the signals that end a buffer begin (its size if it does not end with one).
-  static size_t trailing_signals(const Buffer &buffer);
+  static size_t trailing_signals(const Slot &buffer);
   // Runs commands [0, end); false if one failed (the rest are abandoned).
-  bool execute(Buffer &buffer, size_t end, trn_hal_core_activity_t *activity);
+  bool execute(Slot &buffer, size_t end, trn_hal_core_activity_t *activity);
   trn_result_t execute_command(const trn_hal_command_t &command, SemCore *sem,
                                trn_hal_core_activity_t *activity, Failure *failure);
-  void record_fault(const Buffer &buffer, uint32_t index, const Failure &failure);
+  void record_fault(const Slot &buffer, uint32_t index, const Failure &failure);
   // Commands [from, end) of a buffer that will not run: signals fail with `text`, host calls
   // are called with `status`.
-  void abandon(Buffer &buffer, size_t from, trn_result_t status, const std::string &text);
-  void cancel(Buffer &buffer, const std::string &reason);
-  void retire(std::unique_ptr<Buffer> buffer);
-  void count_retired(Buffer &buffer);  // ahead of its last signals
+  void abandon(Slot &buffer, size_t from, trn_result_t status, const std::string &text);
+  void cancel(Slot &buffer, const std::string &reason);
+  void retire(Slot &buffer);  // frees its slot, counts it retired
   void tick(uint64_t ns);
 
   trn_hal_instance_t &instance_;
   DeviceRuntime &device_;
   const QueueShape shape_;
-  SpinLock mu_;  // guards pending_, free_, submitted_, fault_ (held for microseconds at most)
-  std::deque<std::unique_ptr<Buffer>> pending_;
-  std::vector<std::unique_ptr<Buffer>> free_;  // retired buffers kept for reuse
-  uint64_t submitted_ = 0;
-  trn_hal_queue_fault_t fault_{};
-  std::atomic<uint64_t> retired_{0};
-  std::atomic<bool> in_error_{false};
-  std::atomic<bool> stop_{false};
-  std::atomic<uint32_t> doorbell_{0};
-  std::atomic<uint32_t> worker_asleep_{0};
-  uint64_t clock_ns_ = 0;  // the queue's simulated time; the worker's alone
-  std::mutex stop_mu_;     // one stop at a time
+  const uint64_t capacity_;
+  std::unique_ptr<std::atomic<Slot *>[]> chunks_;  // ceil(capacity / kChunkSlots), made lazily
+  std::mutex stop_mu_;                             // one stop at a time
   std::thread worker_;
+
+  // Submitters' line: the worker never touches it.
+  alignas(64) SpinLock producer_mu_;  // guards head_ and the chunks' making
+  uint64_t head_ = 0;                 // buffers accepted (the next position)
+  // The queue's own holds on the first local semaphores its buffers use (a runtime's timeline,
+  // signalled by every buffer): their commands take no hold of their own, so a steady state
+  // moves no reference count. Kept until the queue goes (a local semaphore has one hold, whose
+  // watches its destroy ends: keeping the object a while longer shows nowhere).
+  static constexpr uint32_t kPins = 4;
+  std::shared_ptr<SemCore> pins_[kPins];
+
+  // Read on every buffer, written rarely.
+  alignas(64) std::atomic<bool> stop_{false};
+  std::atomic<bool> in_error_{false};
+
+  // The sleeping worker's doorbell: rung only while `asleep_` is set.
+  alignas(64) std::atomic<uint32_t> asleep_{0};
+  std::atomic<uint32_t> doorbell_{0};
+
+  // The worker's line.
+  alignas(64) uint64_t tail_ = 0;  // the next position to run
+  std::atomic<uint64_t> retired_{0};
+  uint64_t clock_ns_ = 0;  // the queue's simulated time; the worker's alone
+  std::vector<TailSignal> tail_signals_;
+  std::vector<std::shared_ptr<SemCore>> tail_refs_;
+
+  // Faults: the worker writes them only when a buffer fails or is cancelled.
+  alignas(64) mutable SpinLock fault_mu_;  // guards fault_
+  trn_hal_queue_fault_t fault_{};
 };
 
 }  // namespace trn::sim
