@@ -67,7 +67,7 @@ TRN_API trn_result_t trn_sem_destroy(trn_sem_t handle) {
     // holds a use that this reports.
     if (trn_result_t r = sem->destroy(); r != TRN_SUCCESS) return r;
     session->sems.remove(from_handle(handle));
-    sem->release();  // its watches end now; a wait on another thread lets go when it returns
+    sem->close_watchers();  // the driver's hold goes with the last reference (`sem` here)
     return TRN_SUCCESS;
   });
 }

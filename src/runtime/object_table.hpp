@@ -92,15 +92,23 @@ class ObjectTable {
     return raw;
   }
 
-  // Removes the handle and returns its object (null if the handle is not live).
+  // Removes the handle and returns its object (null if the handle is not live). The calling
+  // thread's cache lets go of it too, so that the object goes when the caller drops it (what it
+  // holds in the driver with it) unless another thread's cache still has it.
   std::shared_ptr<T> remove(uint64_t value) {
-    std::lock_guard lock(mu_);
-    Entry *entry = const_cast<Entry *>(find(value));
-    if (!entry) return nullptr;
-    std::shared_ptr<T> object = std::move(entry->object);
-    entry->generation = 0;
-    version_.fetch_add(1, std::memory_order_release);
-    free_.push_back(decode_handle(value).slot);
+    std::shared_ptr<T> object;
+    {
+      std::lock_guard lock(mu_);
+      Entry *entry = const_cast<Entry *>(find(value));
+      if (!entry) return nullptr;
+      object = std::move(entry->object);
+      entry->generation = 0;
+      version_.fetch_add(1, std::memory_order_release);
+      free_.push_back(decode_handle(value).slot);
+    }
+    ThreadObjectCache &cache = thread_object_cache();
+    for (ThreadObjectCache::Entry &cached : cache.entries[static_cast<unsigned>(kind_)])
+      if (cached.table == id_ && cached.handle == value) cached.object.reset();
     return object;
   }
 

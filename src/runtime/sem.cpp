@@ -54,58 +54,8 @@ trn_result_t Sem::import(Device &device, uint32_t record, uint64_t id, std::shar
 }
 
 Sem::~Sem() {
-  release();
-}
-
-bool Sem::enter() const {
-  if (calls_.fetch_add(1, std::memory_order_acquire) & kReleaseAsked) {
-    leave();
-    return false;
-  }
-  return true;
-}
-
-void Sem::leave() const {
-  const uint64_t before = calls_.fetch_sub(1, std::memory_order_acq_rel);
-  if ((before & kCallMask) == 1 && (before & kReleaseAsked)) let_go();
-}
-
-void Sem::let_go() const {
-  uint64_t seen = calls_.load(std::memory_order_acquire);
-  do {
-    if (seen & kReleased) return;
-  } while (!calls_.compare_exchange_weak(seen, seen | kReleased, std::memory_order_acq_rel));
   ops(device_).sem_destroy(device_.driver->instance, hal_);
 }
-
-void Sem::release() {
-  const uint64_t before = calls_.fetch_or(kReleaseAsked, std::memory_order_acq_rel);
-  if ((before & kCallMask) == 0) let_go();
-}
-
-// A host call's use of the driver's object.
-class SemCall {
- public:
-  explicit SemCall(const Sem &sem) : sem_(sem), entered_(sem.enter()) {}
-  ~SemCall() {
-    if (entered_) sem_.leave();
-  }
-  SemCall(const SemCall &) = delete;
-  SemCall &operator=(const SemCall &) = delete;
-  explicit operator bool() const { return entered_; }
-
- private:
-  const Sem &sem_;
-  const bool entered_;
-};
-
-namespace {
-
-trn_result_t released() {
-  return fail(TRN_ERROR_INVALID_HANDLE, "the semaphore was destroyed while this call ran");
-}
-
-}  // namespace
 
 bool Sem::try_use() {
   uint32_t seen = uses_.load(std::memory_order_relaxed);
@@ -133,40 +83,30 @@ trn_result_t Sem::destroy() {
 }
 
 uint64_t Sem::value() const {
-  SemCall call(*this);
-  return call ? ops(device_).sem_value(hal_) : 0;
+  return ops(device_).sem_value(hal_);
 }
 
 bool Sem::failed() const {
-  SemCall call(*this);
-  if (!call) return false;
   trn_hal_sem_state_t state{};
   ops(device_).sem_query(hal_, &state);
   return state.failed != 0;
 }
 
 std::string Sem::failure_reason() const {
-  SemCall call(*this);
-  if (!call) return "the semaphore was destroyed";
   trn_hal_sem_state_t state{};
   ops(device_).sem_query(hal_, &state);
   return state.reason[0] ? state.reason : "the queue that was to signal it failed";
 }
 
 void Sem::signal(uint64_t value, bool clear_failure) {
-  SemCall call(*this);
-  if (call) ops(device_).sem_signal(hal_, value, clear_failure ? 1 : 0);
+  ops(device_).sem_signal(hal_, value, clear_failure ? 1 : 0);
 }
 
 trn_result_t Sem::wait(uint64_t value, uint64_t timeout_ns) {
-  SemCall call(*this);
-  if (!call) return released();
   return ops(device_).sem_wait(hal_, value, timeout_ns);
 }
 
 trn_result_t Sem::watch(uint64_t value, int *fd) {
-  SemCall call(*this);
-  if (!call) return released();
   trn_hal_error_t err{};
   if (trn_result_t r = ops(device_).sem_watch(hal_, value, fd, &err); r != TRN_SUCCESS)
     return ::trn::rt::fail(r, err.message);
@@ -174,8 +114,7 @@ trn_result_t Sem::watch(uint64_t value, int *fd) {
 }
 
 void Sem::close_watchers() {
-  SemCall call(*this);
-  if (call) ops(device_).sem_close_watches(hal_);
+  ops(device_).sem_close_watches(hal_);
 }
 
 }  // namespace trn::rt

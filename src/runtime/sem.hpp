@@ -24,28 +24,23 @@ class Sem {
   // This process's hold on a shareable semaphore another process (or this one) exported.
   static trn_result_t import(Device &device, uint32_t record, uint64_t id,
                              std::shared_ptr<Sem> *out, std::string *why);
-  ~Sem();  // lets go of the driver's hold
+  ~Sem();  // lets go of the driver's hold (the last reference: see ObjectTable::remove)
   Sem(const Sem &) = delete;
   Sem &operator=(const Sem &) = delete;
 
-  // The value and whether it failed (false when released).
   uint64_t value() const;
   bool failed() const;
   std::string failure_reason() const;
   // Raises the value to at least `value` (never lowers it); `clear_failure` clears the failed
   // mark.
   void signal(uint64_t value, bool clear_failure);
-  // SUCCESS, TIMEOUT or CANCELLED (failed); INVALID_HANDLE once released.
+  // SUCCESS, TIMEOUT or CANCELLED (failed).
   trn_result_t wait(uint64_t value, uint64_t timeout_ns);
   // A descriptor the caller owns that becomes readable at `value` or on failure.
   trn_result_t watch(uint64_t value, int *fd);
-  // Ends every watch now (queue destroy): per-thread lookup caches may keep the object itself
-  // alive a little longer.
+  // Ends every watch now (destroy, queue destroy, shutdown): another thread's lookup cache may
+  // keep the object itself, and the driver's hold with it, a little longer.
   void close_watchers();
-  // Lets go of the driver's hold now (destroy, shutdown), or, if calls on other threads are
-  // using it (a wait), when the last of them returns; calls after it fail with
-  // TRN_ERROR_INVALID_HANDLE. Idempotent.
-  void release();
 
   Device &device() const { return device_; }
   trn_hal_sem_t *hal() const { return hal_; }
@@ -74,16 +69,6 @@ class Sem {
   // Uses held by queue commands, and kDestroyed once destroyed.
   static constexpr uint32_t kDestroyed = 1u << 31;
   std::atomic<uint32_t> uses_{0};
-
-  // Host calls using the driver's object (low 32 bits), and whether it is to be let go or was.
-  static constexpr uint64_t kCallMask = 0xffffffffu;
-  static constexpr uint64_t kReleaseAsked = 1ull << 32;
-  static constexpr uint64_t kReleased = 1ull << 33;
-  mutable std::atomic<uint64_t> calls_{0};
-  bool enter() const;  // false once a release was asked for
-  void leave() const;
-  void let_go() const;  // the driver's sem_destroy, exactly once
-  friend class SemCall;
 };
 
 uint64_t monotonic_ns();

@@ -101,7 +101,7 @@ void Session::release_all() {
   for (auto &kernel : kernels.all()) kernels.remove_object(kernel.get());
   for (auto &profile : profiles.all()) profiles.remove_object(profile.get());
   for (auto &sem : sems.all()) {
-    sem->release();
+    sem->close_watchers();
     sems.remove_object(sem.get());
   }
   for (auto &mem : mems.all()) {
