@@ -12,7 +12,7 @@ namespace {
 
 // Transfers from this size up are split across host threads, as the engines split them: below
 // it starting the threads costs more than they save.
-constexpr uint64_t kParallelBytes = 64ull << 20;
+constexpr uint64_t kParallelBytes = 8ull << 20;
 constexpr unsigned kMaxThreads = 4;
 
 // Runs part(offset, bytes) over [0, bytes), split across up to 4 threads for large transfers;
