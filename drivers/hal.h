@@ -368,9 +368,9 @@ typedef struct trn_hal_ops {
 
   /**
    * Reserves `bytes` (a multiple of chunk_bytes: any other size is TRN_ERROR_INVALID_ARGUMENT) of
-   * one bank for this process as one contiguous device range. Storage is the driver's business: it backs what is written (by commands, by
-   * mem_write or through a writable mapping) and reads what was never written as zeros.
-   * TRN_ERROR_OUT_OF_DEVICE_MEMORY when the bank has no such range.
+   * one bank for this process as one contiguous device range. Storage is the driver's business: it
+   * backs what is written (by commands, by mem_write or through a writable mapping) and reads what
+   * was never written as zeros. TRN_ERROR_OUT_OF_DEVICE_MEMORY when the bank has no such range.
    */
   trn_result_t (*mem_reserve)(trn_hal_instance_t *instance, uint32_t device, uint32_t bank,
                               uint64_t bytes, uint64_t *device_address, trn_hal_error_t *err);
@@ -384,9 +384,8 @@ typedef struct trn_hal_ops {
   trn_result_t (*mem_map)(trn_hal_instance_t *instance, uint32_t device, uint64_t device_address,
                           uint64_t bytes, uint32_t flags, void **host, trn_hal_error_t *err);
   /** Host-initiated copies into and out of device memory (synchronous). */
-  trn_result_t (*mem_write)(trn_hal_instance_t *instance, uint32_t device,
-                            uint64_t device_address, const void *source, uint64_t bytes,
-                            trn_hal_error_t *err);
+  trn_result_t (*mem_write)(trn_hal_instance_t *instance, uint32_t device, uint64_t device_address,
+                            const void *source, uint64_t bytes, trn_hal_error_t *err);
   trn_result_t (*mem_read)(trn_hal_instance_t *instance, uint32_t device, uint64_t device_address,
                            void *destination, uint64_t bytes, trn_hal_error_t *err);
   /**
@@ -395,20 +394,18 @@ typedef struct trn_hal_ops {
    * until mem_unregister_host. Registrations do not overlap.
    */
   trn_result_t (*mem_register_host)(trn_hal_instance_t *instance, uint32_t device, void *host,
-                                    uint64_t bytes, uint64_t *device_address,
-                                    trn_hal_error_t *err);
+                                    uint64_t bytes, uint64_t *device_address, trn_hal_error_t *err);
   trn_result_t (*mem_unregister_host)(trn_hal_instance_t *instance, uint32_t device,
                                       uint64_t device_address, trn_hal_error_t *err);
   /** Adds to this process's published allocation statistics (what tools show). */
   void (*mem_account)(trn_hal_instance_t *instance, uint32_t device, uint32_t bank,
                       trn_mem_category_t category, int64_t bytes, int64_t count);
   /** Shares a reserved range with other processes; the range now lives while any holder does. */
-  trn_result_t (*mem_export)(trn_hal_instance_t *instance, uint32_t device,
-                             uint64_t device_address, uint64_t bytes, uint32_t *record,
-                             uint64_t *id, trn_hal_error_t *err);
+  trn_result_t (*mem_export)(trn_hal_instance_t *instance, uint32_t device, uint64_t device_address,
+                             uint64_t bytes, uint32_t *record, uint64_t *id, trn_hal_error_t *err);
   trn_result_t (*mem_import)(trn_hal_instance_t *instance, uint32_t device, uint32_t record,
-                             uint64_t id, uint64_t *device_address, uint64_t *bytes,
-                             uint32_t *bank, trn_hal_error_t *err);
+                             uint64_t id, uint64_t *device_address, uint64_t *bytes, uint32_t *bank,
+                             trn_hal_error_t *err);
   /**
    * Drops this process's hold on an export (exporter or importer). A process holds an export
    * once, however many times it imports it (unlike semaphores, where each import is a hold).
