@@ -110,6 +110,10 @@ void SemCore::fail(const std::string &reason) {
   if (watcher_count_.load(std::memory_order_seq_cst) != 0) notify_watchers();
 }
 
+namespace {
+constexpr uint32_t kSpinsBeforeClock = 32;
+}  // namespace
+
 trn_result_t SemCore::wait(uint64_t value, uint64_t timeout_ns,
                            const std::atomic<bool> *interrupt) {
   auto reached = [&] { return cell_->value.load(std::memory_order_seq_cst) >= value; };
@@ -119,6 +123,14 @@ trn_result_t SemCore::wait(uint64_t value, uint64_t timeout_ns,
   if (reached()) return TRN_SUCCESS;
   if (stopped()) return TRN_ERROR_CANCELLED;
   if (timeout_ns == 0) return TRN_TIMEOUT;
+  // A signal from a running thread usually comes within a few checks: spin those before the
+  // first clock read, which costs as much as the hand-off itself (a deadline is late by at most
+  // these checks, well under a microsecond or two).
+  for (uint32_t i = 0; i < kSpinsBeforeClock; ++i) {
+    cpu_relax();
+    if (reached()) return TRN_SUCCESS;
+    if (stopped()) return TRN_ERROR_CANCELLED;
+  }
   const uint64_t start = monotonic_ns();
   const uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
   const uint64_t spin_until = std::min(deadline, start + std::min(spin_ns_, UINT64_MAX - start));
