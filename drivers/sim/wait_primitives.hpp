@@ -11,19 +11,12 @@
 #include <climits>
 #include <cstdint>
 
+#include "common/clock.hpp"
+
 namespace trn::sim {
 
-inline uint64_t monotonic_ns() {
-  struct timespec now {};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
-}
-
-// now + timeout, saturating (UINT64_MAX waits forever).
-inline uint64_t deadline_after(uint64_t timeout_ns) {
-  const uint64_t now = monotonic_ns();
-  return timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
-}
+using common::deadline_after;
+using common::monotonic_ns;
 
 // Futex words of other processes (semaphore cells in the state file) need the shared futex;
 // words private to this process the cheaper private one.

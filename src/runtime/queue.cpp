@@ -221,8 +221,7 @@ trn_result_t Queue::finish(uint64_t timeout_ns) {
     std::lock_guard lock(mu_);
     target = submitted_;
   }
-  const uint64_t start = monotonic_ns();
-  const uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
+  const uint64_t deadline = common::deadline_after(timeout_ns);
   auto state = std::make_unique<trn_hal_queue_status_t>();
   status(state.get());
   // After a fault the driver cancels what follows in microseconds: let it, so that the fault

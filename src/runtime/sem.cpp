@@ -1,17 +1,9 @@
 #include "runtime/sem.hpp"
 
-#include <time.h>
-
 #include "runtime/error.hpp"
 #include "runtime/session.hpp"
 
 namespace trn::rt {
-
-uint64_t monotonic_ns() {
-  struct timespec now {};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
-}
 
 namespace {
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "common/clock.hpp"
 #include "drivers/hal.h"
 #include "trn/trn.h"
 
@@ -71,6 +72,6 @@ class Sem {
   std::atomic<uint32_t> uses_{0};
 };
 
-uint64_t monotonic_ns();
+using common::monotonic_ns;
 
 }  // namespace trn::rt

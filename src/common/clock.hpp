@@ -1,0 +1,22 @@
+// The monotonic clock every deadline in the library is measured on.
+#pragma once
+
+#include <time.h>
+
+#include <cstdint>
+
+namespace trn::common {
+
+inline uint64_t monotonic_ns() {
+  struct timespec now {};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
+}
+
+// now + timeout, saturating (UINT64_MAX waits forever).
+inline uint64_t deadline_after(uint64_t timeout_ns) {
+  const uint64_t now = monotonic_ns();
+  return timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
+}
+
+}  // namespace trn::common
