@@ -193,7 +193,10 @@ typedef enum trn_hal_queue_kind {
 } trn_hal_queue_kind_t;
 
 typedef enum trn_hal_command_kind {
-  /** Copies `bytes` between device addresses (HBM or registered host memory); may overlap. */
+  /** Copies `bytes` between device addresses (HBM or registered host memory); may overlap. With
+   *  a TRN_HAL_COPY_HOST_* flag one side is instead a plain pointer into this process's memory,
+   *  registered nowhere: the driver pins it for the command (as a driver for hardware pins the
+   *  pages of an unregistered buffer between submission and completion). */
   TRN_HAL_COMMAND_COPY = 1,
   /** Fills `bytes` at a device address with a byte value. */
   TRN_HAL_COMMAND_MEMSET = 2,
@@ -203,11 +206,15 @@ typedef enum trn_hal_command_kind {
   TRN_HAL_COMMAND_SEM_WAIT = 4,
   /** Raises a semaphore to a value, carrying the queue's simulated time. */
   TRN_HAL_COMMAND_SEM_SIGNAL = 5,
-  /** Writes a trn_hal_timestamp_t at a device address when reached. */
+  /** Writes a trn_hal_timestamp_t when reached: at a device address, or through a host pointer. */
   TRN_HAL_COMMAND_TIMESTAMP = 6,
   /** Calls a host function from the queue's thread when reached (and when cancelled). */
   TRN_HAL_COMMAND_HOST_CALL = 7
 } trn_hal_command_kind_t;
+
+/** COPY flags: which side is a plain host pointer (`source`/`destination` hold its value). */
+#define TRN_HAL_COPY_HOST_SOURCE 0x1u
+#define TRN_HAL_COPY_HOST_DESTINATION 0x2u
 
 /** What a TIMESTAMP command writes. */
 typedef struct trn_hal_timestamp {
@@ -230,6 +237,7 @@ typedef struct trn_hal_command {
   union {
     struct {
       uint64_t destination, source, bytes;
+      uint32_t flags; /**< TRN_HAL_COPY_HOST_SOURCE or TRN_HAL_COPY_HOST_DESTINATION, or 0 */
     } copy;
     struct {
       uint64_t destination, bytes;
@@ -248,7 +256,8 @@ typedef struct trn_hal_command {
       uint64_t value;
     } sem; /**< SEM_WAIT, SEM_SIGNAL */
     struct {
-      uint64_t destination; /**< device address of a trn_hal_timestamp_t */
+      uint64_t destination; /**< device address of a trn_hal_timestamp_t (when `host` is NULL) */
+      void *host;           /**< else: this process's memory, pinned for the command */
     } timestamp;
     struct {
       trn_hal_host_fn fn;
@@ -483,7 +492,8 @@ typedef struct trn_hal_ops {
   /**
    * A ring on the logical core made of physical cores [first, first+count), holding up to
    * `capacity` buffers in flight, whose copies and memsets are split across `dma_engines` of the
-   * core's DMA engines (0: all of them). The process must have claimed the cores.
+   * core's DMA engines (0: all of them). A compute queue needs the process's claim on the
+   * cores; a copy queue does not (DMA engines are shared between processes).
    */
   trn_result_t (*queue_create)(trn_hal_instance_t *instance, uint32_t device,
                                uint32_t first_physical_core, uint32_t physical_core_count,
@@ -509,7 +519,20 @@ typedef struct trn_hal_ops {
   trn_result_t (*queue_reset)(trn_hal_queue_t *queue, trn_hal_error_t *err);
   /** The device's current simulated time (what host signals carry). */
   uint64_t (*device_time_ns)(trn_hal_instance_t *instance, uint32_t device);
+  /**
+   * The queue's scheduling priority (TRN_HAL_QUEUE_PRIORITY_*; queues start NORMAL). Launches of
+   * queues on the same core take the core's engines one at a time; when several wait, the
+   * highest priority goes first (in order of arrival within a priority). Takes effect for
+   * buffers that have not started.
+   */
+  trn_result_t (*queue_set_priority)(trn_hal_queue_t *queue, uint32_t priority,
+                                     trn_hal_error_t *err);
 } trn_hal_ops_t;
+
+/** queue_set_priority values. */
+#define TRN_HAL_QUEUE_PRIORITY_LOW 0u
+#define TRN_HAL_QUEUE_PRIORITY_NORMAL 1u
+#define TRN_HAL_QUEUE_PRIORITY_HIGH 2u
 
 /** mem_map flags. */
 #define TRN_HAL_MAP_READ 0x1u

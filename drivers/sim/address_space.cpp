@@ -81,4 +81,19 @@ trn_result_t resolve(trn_hal_instance_t &instance, uint64_t address, uint64_t by
   return TRN_ERROR_INVALID_ARGUMENT;
 }
 
+trn_result_t resolve_operand(trn_hal_instance_t &instance, uint64_t address, uint64_t bytes,
+                             bool host_pointer, MemorySpan *span, std::string *why) {
+  if (!host_pointer) return resolve(instance, address, bytes, span, why);
+  // The process's own memory: nothing to look up. A pointer with a device's top byte, or a
+  // range past the user address space, cannot be one.
+  if (address == 0 || bytes > UINT64_MAX - address ||
+      (bytes > 0 && !is_host_address(address + bytes - 1))) {
+    *why = "host pointer " + hex_address(address) + "+" + std::to_string(bytes) +
+           " is not a range of this process's memory";
+    return TRN_ERROR_INVALID_ARGUMENT;
+  }
+  *span = {reinterpret_cast<char *>(static_cast<uintptr_t>(address)), nullptr, 0, bytes};
+  return TRN_SUCCESS;
+}
+
 }  // namespace trn::sim

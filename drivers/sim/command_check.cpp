@@ -16,7 +16,14 @@ trn_result_t check_command(trn_hal_instance_t &instance, DeviceRuntime &device,
                            std::string *why) {
   MemorySpan span;
   switch (c.kind) {
-    case TRN_HAL_COMMAND_COPY:
+    case TRN_HAL_COMMAND_COPY: {
+      const uint32_t flags = c.u.copy.flags;
+      if ((flags & ~(TRN_HAL_COPY_HOST_SOURCE | TRN_HAL_COPY_HOST_DESTINATION)) != 0 ||
+          flags == (TRN_HAL_COPY_HOST_SOURCE | TRN_HAL_COPY_HOST_DESTINATION)) {
+        *why = "copy flags 0x" + std::to_string(flags) +
+               " are not 0, TRN_HAL_COPY_HOST_SOURCE or TRN_HAL_COPY_HOST_DESTINATION";
+        return TRN_ERROR_INVALID_ARGUMENT;
+      }
       if (ranges_overflow(c.u.copy.destination, c.u.copy.bytes) ||
           ranges_overflow(c.u.copy.source, c.u.copy.bytes)) {
         *why = "a copy of " + std::to_string(c.u.copy.bytes) +
@@ -24,17 +31,21 @@ trn_result_t check_command(trn_hal_instance_t &instance, DeviceRuntime &device,
                "address space";
         return TRN_ERROR_INVALID_ARGUMENT;
       }
-      if (trn_result_t r = resolve(instance, c.u.copy.destination, c.u.copy.bytes, &span, why);
+      if (trn_result_t r =
+              resolve_operand(instance, c.u.copy.destination, c.u.copy.bytes,
+                              (flags & TRN_HAL_COPY_HOST_DESTINATION) != 0, &span, why);
           r != TRN_SUCCESS) {
         *why = "copy destination: " + *why;
         return r;
       }
-      if (trn_result_t r = resolve(instance, c.u.copy.source, c.u.copy.bytes, &span, why);
+      if (trn_result_t r = resolve_operand(instance, c.u.copy.source, c.u.copy.bytes,
+                                           (flags & TRN_HAL_COPY_HOST_SOURCE) != 0, &span, why);
           r != TRN_SUCCESS) {
         *why = "copy source: " + *why;
         return r;
       }
       return TRN_SUCCESS;
+    }
     case TRN_HAL_COMMAND_MEMSET:
       if (c.u.memset.value > 255) {
         *why = "a memset value must be a byte (0-255), not " + std::to_string(c.u.memset.value);
@@ -67,8 +78,11 @@ trn_result_t check_command(trn_hal_instance_t &instance, DeviceRuntime &device,
       }
       return TRN_SUCCESS;
     case TRN_HAL_COMMAND_TIMESTAMP:
-      if (trn_result_t r =
-              resolve(instance, c.u.timestamp.destination, sizeof(trn_hal_timestamp_t), &span, why);
+      if (trn_result_t r = resolve_operand(
+              instance,
+              c.u.timestamp.host ? reinterpret_cast<uintptr_t>(c.u.timestamp.host)
+                                 : c.u.timestamp.destination,
+              sizeof(trn_hal_timestamp_t), c.u.timestamp.host != nullptr, &span, why);
           r != TRN_SUCCESS) {
         *why = "timestamp destination: " + *why;
         return r;

@@ -3,7 +3,10 @@
 namespace trn::sim {
 
 DeviceRuntime::DeviceRuntime(trn_hal_instance_t &instance, DeviceState &state, uint32_t index)
-    : instance_(instance), state_(state), index_(index), commits_(state), hosts_(index) {}
+    : instance_(instance), state_(state), index_(index), commits_(state), hosts_(index) {
+  for (uint32_t core = 0; core < state.header().physical_cores; ++core)
+    arbiters_.push_back(std::make_unique<CoreArbiter>());
+}
 
 trn_result_t DeviceRuntime::hbm_base(char **base, std::string *why) {
   char *known = hbm_base_.load(std::memory_order_acquire);

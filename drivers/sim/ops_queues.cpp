@@ -37,10 +37,10 @@ trn_result_t sim_queue_create(trn_hal_instance_t *instance, uint32_t device, uin
              std::to_string(capacity);
       return TRN_ERROR_INVALID_ARGUMENT;
     }
-    if (!runtime.state().holds_cores(first, count)) {
+    if (kind == TRN_HAL_QUEUE_COMPUTE && !runtime.state().holds_cores(first, count)) {
       *why = "this process has not claimed physical cores " + std::to_string(first) + "+" +
              std::to_string(count) + " of device " + std::to_string(device) +
-             ": claim them (core_claim) before creating a queue on them";
+             ": claim them (core_claim) before creating a compute queue on them";
       return TRN_ERROR_INVALID_ARGUMENT;
     }
     const GenerationSpec &spec = generation_spec(runtime.generation());
@@ -93,6 +93,16 @@ trn_result_t sim_queue_reset(trn_hal_queue_t *queue, trn_hal_error_t *err) {
   });
 }
 
+trn_result_t sim_queue_set_priority(trn_hal_queue_t *queue, uint32_t priority,
+                                    trn_hal_error_t *err) {
+  return guarded(err, [&] {
+    if (!queue) return fail(err, TRN_ERROR_NULL_POINTER, "queue_set_priority needs a queue");
+    std::string why;
+    trn_result_t r = queue->set_priority(priority, &why);
+    return r == TRN_SUCCESS ? r : fail(err, r, why);
+  });
+}
+
 }  // namespace
 
 void destroy_queue(trn_hal_instance_t *instance, trn_hal_queue_t *queue) {
@@ -110,6 +120,7 @@ void fill_queue_ops(trn_hal_ops_t *ops) {
   ops->queue_submit = sim_queue_submit;
   ops->queue_status = sim_queue_status;
   ops->queue_reset = sim_queue_reset;
+  ops->queue_set_priority = sim_queue_set_priority;
 }
 
 }  // namespace trn::sim

@@ -16,6 +16,7 @@
 #include "drivers/hal.h"
 #include "sim/commit_map.hpp"
 #include "sim/config.hpp"
+#include "sim/core_arbiter.hpp"
 #include "sim/device_state.hpp"
 #include "sim/held_ranges.hpp"
 #include "sim/host_registry.hpp"
@@ -47,6 +48,8 @@ class DeviceRuntime {
   trn_result_t hbm_base(char **base, std::string *why);
   // Executors of the device's cores, made on first launch.
   CoreExecutors &executors();
+  // Who runs a launch next on a physical core (queues of one core take turns for its engines).
+  CoreArbiter &arbiter(uint32_t physical_core) { return *arbiters_[physical_core]; }
 
   // The device's simulated time: the latest of its queues' clocks.
   uint64_t time_ns() const { return time_ns_.load(std::memory_order_acquire); }
@@ -88,7 +91,8 @@ class DeviceRuntime {
   std::mutex account_mu_;
   std::once_flag executors_made_;
   std::unique_ptr<CoreExecutors> executors_;
-  std::mutex sems_mu_;  // guards shared_sems_
+  std::vector<std::unique_ptr<CoreArbiter>> arbiters_;  // one per physical core
+  std::mutex sems_mu_;                                  // guards shared_sems_
   std::map<std::pair<uint32_t, uint64_t>, std::weak_ptr<SemCore>> shared_sems_;
 };
 

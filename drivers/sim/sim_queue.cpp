@@ -264,10 +264,13 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
       failure->destination = copy ? c.u.copy.destination : c.u.memset.destination;
       failure->source = copy ? c.u.copy.source : 0;
       failure->bytes = copy ? c.u.copy.bytes : c.u.memset.bytes;
+      const uint32_t flags = copy ? c.u.copy.flags : 0;
       MemorySpan to, from;
-      trn_result_t r = resolve(instance_, failure->destination, failure->bytes, &to, &why);
+      trn_result_t r = resolve_operand(instance_, failure->destination, failure->bytes,
+                                       (flags & TRN_HAL_COPY_HOST_DESTINATION) != 0, &to, &why);
       if (r == TRN_SUCCESS && copy)
-        r = resolve(instance_, failure->source, failure->bytes, &from, &why);
+        r = resolve_operand(instance_, failure->source, failure->bytes,
+                            (flags & TRN_HAL_COPY_HOST_SOURCE) != 0, &from, &why);
       if (r == TRN_SUCCESS)
         r = copy ? dma_copy(to, from, &why)
                  : dma_fill(to, static_cast<uint8_t>(c.u.memset.value), &why);
@@ -280,10 +283,16 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
       return TRN_SUCCESS;
     }
     case TRN_HAL_COMMAND_LAUNCH: {
+      CoreArbiter &engines = device_.arbiter(shape_.first_core);
+      if (!engines.acquire(priority_.load(std::memory_order_relaxed), stop_, &clock_ns_)) {
+        why = "the queue was destroyed while the launch waited for the core's engines";
+        return TRN_ERROR_CANCELLED;
+      }
       failure->launch =
           run_launch(instance_, device_, shape_.first_core, *c.u.launch.kernel, c.u.launch.args,
                      c.u.launch.arg_count, c.u.launch.result, activity);
       tick(failure->launch.kernel_ns);
+      engines.release(clock_ns_);
       if (failure->launch.result == TRN_ERROR_KERNEL_FAULT ||
           failure->launch.result == TRN_ERROR_KERNEL_DEADLOCK)
         failure->kernel = c.u.launch.kernel;
@@ -309,10 +318,13 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
       return TRN_SUCCESS;
     }
     case TRN_HAL_COMMAND_TIMESTAMP: {
-      failure->destination = c.u.timestamp.destination;
+      const bool host = c.u.timestamp.host != nullptr;
+      failure->destination =
+          host ? reinterpret_cast<uintptr_t>(c.u.timestamp.host) : c.u.timestamp.destination;
       failure->bytes = sizeof(trn_hal_timestamp_t);
       MemorySpan to;
-      trn_result_t r = resolve(instance_, failure->destination, failure->bytes, &to, &why);
+      trn_result_t r =
+          resolve_operand(instance_, failure->destination, failure->bytes, host, &to, &why);
       const trn_hal_timestamp_t stamp{clock_ns_, monotonic_ns()};
       if (r == TRN_SUCCESS) r = dma_write(to, &stamp, &why);
       return r;
@@ -408,6 +420,16 @@ void SimQueue::retire(Slot &buffer) {
   const uint64_t position = tail_++;
   retired_.store(position + 1, std::memory_order_release);
   buffer.seq.store(position + capacity_, std::memory_order_release);
+}
+
+trn_result_t SimQueue::set_priority(uint32_t priority, std::string *why) {
+  if (priority > TRN_HAL_QUEUE_PRIORITY_HIGH) {
+    *why = "queue priority " + std::to_string(priority) +
+           " is not TRN_HAL_QUEUE_PRIORITY_LOW, _NORMAL or _HIGH";
+    return TRN_ERROR_INVALID_ARGUMENT;
+  }
+  priority_.store(priority, std::memory_order_relaxed);
+  return TRN_SUCCESS;
 }
 
 void SimQueue::stop() {

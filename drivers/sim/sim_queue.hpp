@@ -41,6 +41,8 @@ class SimQueue {
   trn_result_t submit(const trn_hal_submission_t &submission, std::string *why);
   void status(trn_hal_queue_status_t *status);
   trn_result_t reset(std::string *why);
+  // TRN_HAL_QUEUE_PRIORITY_*: the order in which launches of queues on the core take its engines.
+  trn_result_t set_priority(uint32_t priority, std::string *why);
   // Completes the running buffer (a wait in it ends as cancelled), cancels the rest, joins.
   void stop();
 
@@ -131,6 +133,7 @@ class SimQueue {
   // Read on every buffer, written rarely.
   alignas(64) std::atomic<bool> stop_{false};
   std::atomic<bool> in_error_{false};
+  std::atomic<uint32_t> priority_{TRN_HAL_QUEUE_PRIORITY_NORMAL};
 
   // The sleeping worker's doorbell: rung only while `asleep_` is set.
   alignas(64) std::atomic<uint32_t> asleep_{0};

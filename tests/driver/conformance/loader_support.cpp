@@ -37,6 +37,7 @@ const char *result_name(trn_result_t result) {
     NAME(TRN_ERROR_INVALID_CONFIG)
     NAME(TRN_ERROR_UNSUPPORTED)
     NAME(TRN_ERROR_INVALID_KERNEL_ARG)
+    NAME(TRN_ERROR_NOT_FOUND)
     NAME(TRN_ERROR_OUT_OF_HOST_MEMORY)
     NAME(TRN_ERROR_OUT_OF_DEVICE_MEMORY)
     NAME(TRN_ERROR_CORE_BUSY)
@@ -175,6 +176,7 @@ std::vector<std::pair<const char *, const void *>> operations(const trn_hal_ops_
   OP(queue_status);
   OP(queue_reset);
   OP(device_time_ns);
+  OP(queue_set_priority);
 #undef OP
   return v;
 }

@@ -42,24 +42,25 @@ void run_on(trn_hal_instance_t *inst, uint32_t device, Queue &q,
 
 }  // namespace
 
-TEST_CASE("queues: creating needs a claim on the cores", "[queues]") {
+TEST_CASE("queues: a compute queue needs a claim on the cores, a copy queue does not", "[queues]") {
   Instance inst;
   CONFORMANCE_NEED_DEVICES(inst, 1);
   const auto core = first_core(inst, 0);
   Err err;
   trn_hal_queue_t *q = nullptr;
-  HAL_CHECK_FAILS(
+  HAL_CHECK_FAILS(ops().queue_create(inst, 0, core.first_physical_core, 1, TRN_HAL_QUEUE_COMPUTE, 8,
+                                     0, &q, &err),
+                  err);
+  CHECK(q == nullptr);
+  // DMA engines are shared: a copy queue needs no claim.
+  HAL_REQUIRE_OK(
       ops().queue_create(inst, 0, core.first_physical_core, 1, TRN_HAL_QUEUE_COPY, 8, 0, &q, &err),
       err);
-  CHECK(q == nullptr);
+  REQUIRE(q != nullptr);
+  ops().queue_destroy(inst, q);
+  q = nullptr;
   {
     Claim claim(inst, 0, core.first_physical_core, 1);
-    HAL_REQUIRE_OK(ops().queue_create(inst, 0, core.first_physical_core, 1, TRN_HAL_QUEUE_COPY, 8,
-                                      0, &q, &err),
-                   err);
-    REQUIRE(q != nullptr);
-    ops().queue_destroy(inst, q);
-    q = nullptr;
     HAL_REQUIRE_OK(ops().queue_create(inst, 0, core.first_physical_core, 1, TRN_HAL_QUEUE_COMPUTE,
                                       8, 0, &q, &err),
                    err);
@@ -158,6 +159,64 @@ TEST_CASE("queues: host-to-device and device-to-host copies", "[queues]") {
   CHECK(std::memcmp(out.data() + 100, data.data() + 50, 1000) == 0);
   CHECK(out.data()[99] == 0);
   CHECK(out.data()[1100] == 0);
+}
+
+TEST_CASE("queues: copies to and from plain host pointers (TRN_HAL_COPY_HOST_*)", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  const uint64_t bytes = (3 << 20) + 5;
+  Range dev(inst, 0, bytes);
+  Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
+  // Registered nowhere, not page-aligned.
+  std::vector<uint8_t> in = pattern(bytes, 17), out(bytes + 1, 0);
+  auto host_copy = [](uint64_t destination, uint64_t source, uint64_t n, uint32_t flags) {
+    trn_hal_command_t c = copy_command(destination, source, n);
+    c.u.copy.flags = flags;
+    return c;
+  };
+  run(inst, q,
+      {host_copy(dev.address(), reinterpret_cast<uintptr_t>(in.data()), bytes,
+                 TRN_HAL_COPY_HOST_SOURCE),
+       host_copy(reinterpret_cast<uintptr_t>(out.data() + 1), dev.address(), bytes,
+                 TRN_HAL_COPY_HOST_DESTINATION)});
+  CHECK(first_difference(read_device(inst, 0, dev.address(), bytes), in) == -1);
+  CHECK(std::memcmp(out.data() + 1, in.data(), bytes) == 0);
+  CHECK(out[0] == 0);
+  // A timestamp through a host pointer.
+  trn_hal_timestamp_t stamp{};
+  trn_hal_command_t t = timestamp_command(0);
+  t.u.timestamp.host = &stamp;
+  run(inst, q, {t});
+  CHECK(stamp.host_ns > 0);
+  // Refused at submission: both sides host, unknown flags, a device address flagged as host
+  // memory, and a host pointer without the flag (it is not registered).
+  Err err;
+  const uint64_t host = reinterpret_cast<uintptr_t>(in.data());
+  HAL_CHECK_FAILS(
+      q.try_submit(
+          {host_copy(host, host, 16, TRN_HAL_COPY_HOST_SOURCE | TRN_HAL_COPY_HOST_DESTINATION)},
+          err),
+      err);
+  HAL_CHECK_FAILS(q.try_submit({host_copy(dev.address(), host, 16, 0x80)}, err), err);
+  HAL_CHECK_FAILS(
+      q.try_submit({host_copy(dev.address(), dev.address() + 64, 16, TRN_HAL_COPY_HOST_SOURCE)},
+                   err),
+      err);
+  CHECK(std::string(err.message).find("not a range of this process's memory") != std::string::npos);
+  HAL_CHECK_FAILS(q.try_submit({host_copy(dev.address(), host, 16, 0)}, err), err);
+  CHECK(q.status().submitted == 2);  // the two buffers run above, nothing refused
+}
+
+TEST_CASE("queues: priorities are set and checked", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
+  Err err;
+  for (uint32_t p :
+       {TRN_HAL_QUEUE_PRIORITY_LOW, TRN_HAL_QUEUE_PRIORITY_HIGH, TRN_HAL_QUEUE_PRIORITY_NORMAL})
+    HAL_CHECK_OK(ops().queue_set_priority(q, p, &err), err);
+  HAL_CHECK_FAILS(ops().queue_set_priority(q, 3, &err), err);
+  HAL_CHECK_FAILS(ops().queue_set_priority(nullptr, 0, &err), err);
 }
 
 TEST_CASE("queues: overlapping copies behave like memmove", "[queues]") {
