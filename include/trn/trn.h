@@ -87,6 +87,7 @@ typedef enum trn_result {
   TRN_ERROR_INVALID_CONFIG = 106,     /**< malformed environment variable or configuration */
   TRN_ERROR_UNSUPPORTED = 107,        /**< valid request this driver or device cannot do */
   TRN_ERROR_INVALID_KERNEL_ARG = 108, /**< a launch's binding does not fit the kernel argument */
+  TRN_ERROR_NOT_FOUND = 109,          /**< nothing matches what was looked up. Since 0.2 */
 
   TRN_ERROR_OUT_OF_HOST_MEMORY = 200,
   TRN_ERROR_OUT_OF_DEVICE_MEMORY = 201,
@@ -522,8 +523,34 @@ TRN_API trn_result_t trn_device_get_memory_stats(trn_device_t device, uint32_t h
  */
 TRN_API trn_result_t trn_mem_alloc(trn_pool_t pool, uint64_t size, uint64_t alignment,
                                    trn_mem_category_t category, uint32_t flags, trn_mem_t *mem);
-/** Frees an allocation or releases an imported one. Accepts NULL. */
+/**
+ * Frees an allocation, releases an imported one, or unregisters host memory (which stays the
+ * caller's). Accepts NULL.
+ */
 TRN_API trn_result_t trn_mem_free(trn_mem_t mem);
+
+/** trn_mem_register_host: the device only reads the memory (a copy or memset into it fails). */
+#define TRN_MEM_REGISTER_READ_ONLY 0x1u
+
+/**
+ * Wraps caller memory as an allocation that copies, memsets, timestamps and trn_mem_lookup
+ * take, like cuMemHostRegister (Since 0.2): its device address is the host pointer. `ptr` and
+ * `size` need no alignment; the range must not overlap memory already registered for the
+ * device. The memory stays the caller's: it must stay valid until trn_mem_free, which
+ * unregisters it and does not free it. trn_mem_get_info reports kind TRN_POOL_KIND_HOST and
+ * `registered` 1. `flags`: 0 or TRN_MEM_REGISTER_READ_ONLY.
+ */
+TRN_API trn_result_t trn_mem_register_host(trn_device_t device, void *ptr, uint64_t size,
+                                           uint32_t flags, trn_mem_t *mem);
+/**
+ * Finds the live allocation of this process that holds a device address (Since 0.2): device
+ * and host pool allocations, imports and registered host memory of the device. `*mem` is the
+ * allocation's handle (the same one trn_mem_alloc returned; not a new reference) and `*offset`
+ * (may be NULL) the address's offset in it. For allocators that keep addresses, not handles.
+ * @returns TRN_ERROR_NOT_FOUND when no live allocation of the device holds the address.
+ */
+TRN_API trn_result_t trn_mem_lookup(trn_device_t device, uint64_t device_address, trn_mem_t *mem,
+                                    uint64_t *offset);
 
 typedef struct trn_mem_info {
   trn_struct_header_t header;
@@ -535,6 +562,7 @@ typedef struct trn_mem_info {
   uint32_t hbm_bank;
   uint32_t imported; /**< 1 if it came from trn_mem_import */
   uint32_t flags;
+  uint32_t registered; /**< 1 if it is caller memory (trn_mem_register_host). Since 0.2 */
 } trn_mem_info_t;
 
 TRN_DEFINE_STRUCT_MAKE(trn_mem_info_t, TRN_STRUCT_MEM_INFO)
@@ -656,12 +684,25 @@ typedef enum trn_queue_kind {
   TRN_QUEUE_KIND_FORCE_INT32 = 0x7fffffff
 } trn_queue_kind_t;
 
+/**
+ * Scheduling priority of a queue (Since 0.2). Launches of the queues on one core take the core's
+ * engines one at a time; when several are waiting, the highest priority goes first (in order of
+ * arrival within a priority). A priority never pre-empts a launch that runs.
+ */
+typedef enum trn_queue_priority {
+  TRN_QUEUE_PRIORITY_LOW = 1,
+  TRN_QUEUE_PRIORITY_NORMAL = 2,
+  TRN_QUEUE_PRIORITY_HIGH = 3,
+  TRN_QUEUE_PRIORITY_FORCE_INT32 = 0x7fffffff
+} trn_queue_priority_t;
+
 typedef struct trn_queue_desc {
   trn_struct_header_t header;
   trn_queue_kind_t kind; /**< default (0) = TRN_QUEUE_KIND_COPY */
-  trn_core_t core;       /**< acquired for this process if it is not already */
+  trn_core_t core;       /**< compute queues: acquired for this process if it is not already */
   uint32_t capacity;     /**< commands in flight before TRN_ERROR_QUEUE_FULL; 0 = 1024 */
   uint32_t dma_engines;  /**< DMA engines a copy is split across; 0 = all of the core's */
+  trn_queue_priority_t priority; /**< default (0) = TRN_QUEUE_PRIORITY_NORMAL. Since 0.2 */
 } trn_queue_desc_t;
 
 TRN_DEFINE_STRUCT_MAKE(trn_queue_desc_t, TRN_STRUCT_QUEUE_DESC)
@@ -681,6 +722,13 @@ typedef struct trn_sync {
   uint32_t signal_count;
 } trn_sync_t;
 
+/**
+ * Creates a queue on a core. When a process takes a core: a compute queue needs the core's
+ * engines, so creating one acquires the core for this process (as trn_core_acquire does, and
+ * fails with TRN_ERROR_CORE_BUSY when another process owns it); a copy queue only uses the core's
+ * DMA engines, which processes share, and takes no ownership: any process may make copy queues
+ * on any core visible to it. trn_core_release is refused while compute queues live on the core.
+ */
 TRN_API trn_result_t trn_queue_create(const trn_queue_desc_t *desc, trn_queue_t *queue);
 /**
  * Destroys a queue. Work in flight: the command running completes, commands not started are
@@ -704,6 +752,72 @@ TRN_API trn_result_t trn_queue_copy(trn_queue_t queue, trn_mem_t destination,
 TRN_API trn_result_t trn_queue_memset(trn_queue_t queue, trn_mem_t destination, uint64_t offset,
                                       uint8_t value, uint64_t size, const trn_sync_t *sync,
                                       uint64_t *sequence);
+/**
+ * Copies `size` bytes from plain host memory to device memory in queue order (Since 0.2). The
+ * host memory need not be registered; it must stay valid and unchanged until the command
+ * completes (its sequence number is reached), as with cuMemcpyHtoDAsync. `destination` may be
+ * any allocation (device or host pool, or registered host memory).
+ */
+TRN_API trn_result_t trn_queue_write(trn_queue_t queue, trn_mem_t destination,
+                                     uint64_t destination_offset, const void *source, uint64_t size,
+                                     const trn_sync_t *sync, uint64_t *sequence);
+/**
+ * Copies `size` bytes from an allocation to plain host memory in queue order (Since 0.2). The
+ * host memory must stay valid until the command completes; read it only after that.
+ */
+TRN_API trn_result_t trn_queue_read(trn_queue_t queue, void *destination, trn_mem_t source,
+                                    uint64_t source_offset, uint64_t size, const trn_sync_t *sync,
+                                    uint64_t *sequence);
+
+/** When a command was reached: the queue's simulated device time and the host's clock. */
+typedef struct trn_timestamp {
+  uint64_t device_ns; /**< the queue's simulated time (the device's clock) */
+  uint64_t host_ns;   /**< CLOCK_MONOTONIC when the queue reached the command */
+} trn_timestamp_t;
+
+/**
+ * Writes a timestamp into host memory when the queue reaches this command, after every command
+ * before it completed (Since 0.2). `destination` must stay valid until the command completes.
+ * Two timestamps of one queue time the work between them in device time (an event's
+ * elapsed_time); trn_device_get_timestamps relates device time to host time.
+ */
+TRN_API trn_result_t trn_queue_write_timestamp(trn_queue_t queue, trn_timestamp_t *destination,
+                                               const trn_sync_t *sync, uint64_t *sequence);
+/**
+ * The device's clock now (its simulated time: the latest any of its queues reached) and the
+ * host's CLOCK_MONOTONIC, read together (Since 0.2).
+ */
+TRN_API trn_result_t trn_device_get_timestamps(trn_device_t device, uint64_t *device_ns,
+                                               uint64_t *host_ns);
+
+/**
+ * Frees an allocation in queue order, like cuMemFreeAsync (Since 0.2): the handle is invalid
+ * from this call on, and the memory goes back to its pool when the queue reaches the command, so
+ * commands submitted to this queue before it may still use it. Work on other queues that uses
+ * the memory must be ordered before it through semaphores (sync). If the queue faults or is
+ * destroyed first, the memory is freed all the same.
+ */
+TRN_API trn_result_t trn_queue_free(trn_queue_t queue, trn_mem_t mem, const trn_sync_t *sync,
+                                    uint64_t *sequence);
+
+/**
+ * A host function run in queue order (trn_queue_host_call). `status` is TRN_SUCCESS when the
+ * queue reached it after every command before it completed; when the queue faulted or was
+ * destroyed before it, it is still called, once, with TRN_ERROR_CANCELLED or the fault's result,
+ * so that what `user` holds can be let go.
+ */
+typedef void (*trn_host_fn_t)(void *user, trn_result_t status);
+
+/**
+ * Runs `fn(user, status)` when the queue reaches this command, like cuLaunchHostFunc
+ * (Since 0.2); commands after it wait until it returns. It runs on a thread of the driver: keep
+ * it short. It may call the API, submit to other queues and signal semaphores, but must not
+ * wait for its own queue: trn_queue_finish, trn_queue_destroy or trn_device_synchronize of its
+ * own queue's device called from it fail with TRN_ERROR_INVALID_ARGUMENT.
+ */
+TRN_API trn_result_t trn_queue_host_call(trn_queue_t queue, trn_host_fn_t fn, void *user,
+                                         const trn_sync_t *sync, uint64_t *sequence);
+
 /** A command that only waits and signals (a semaphore wait, a signal, or both). */
 TRN_API trn_result_t trn_queue_barrier(trn_queue_t queue, const trn_sync_t *sync,
                                        uint64_t *sequence);
@@ -713,6 +827,13 @@ TRN_API trn_result_t trn_queue_barrier(trn_queue_t queue, const trn_sync_t *sync
  *          or the fault's result when the queue is in an error state (see trn_queue_get_fault).
  */
 TRN_API trn_result_t trn_queue_finish(trn_queue_t queue, uint64_t timeout_ns);
+/**
+ * Waits until every command submitted so far to this process's queues on the device has
+ * completed, like cuCtxSynchronize (Since 0.2). Commands submitted while it waits are not waited
+ * for. @returns TRN_SUCCESS; TRN_TIMEOUT; or, once all have drained, the fault's result of the
+ * first queue found in an error state (trn_last_error() names the queue's core and the command).
+ */
+TRN_API trn_result_t trn_device_synchronize(trn_device_t device, uint64_t timeout_ns);
 /** The queue's timeline semaphore (owned by the queue: do not destroy it). */
 TRN_API trn_result_t trn_queue_get_semaphore(trn_queue_t queue, trn_sem_t *sem);
 

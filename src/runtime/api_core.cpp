@@ -35,14 +35,18 @@ trn_result_t find_owner(const Core &core, trn_hal_process_t *owner) {
 
 namespace trn::rt {
 
+trn_result_t check_visible(const Core &core) {
+  if (core.visible) return TRN_SUCCESS;
+  return fail(TRN_ERROR_INVALID_ARGUMENT,
+              core_name(core) + " (core id " + std::to_string(core.global_id) +
+                  ") is not visible to this process (TRN_VISIBLE_CORES or "
+                  "NEURON_RT_VISIBLE_CORES leave it out): it can be watched, not used; "
+                  "trn_core_get lists the cores this process may use");
+}
+
 trn_result_t acquire_core(Core &core) {
   Device &device = *core.device;
-  if (!core.visible)
-    return fail(TRN_ERROR_INVALID_ARGUMENT,
-                core_name(core) + " (core id " + std::to_string(core.global_id) +
-                    ") is not visible to this process (TRN_VISIBLE_CORES or "
-                    "NEURON_RT_VISIBLE_CORES leave it out): it can be watched, not used; "
-                    "trn_core_get lists the cores this process may use");
+  if (trn_result_t r = check_visible(core); r != TRN_SUCCESS) return r;
   std::lock_guard lock(device.mu);
   if (device.shut_down)
     return fail(TRN_ERROR_INVALID_HANDLE,

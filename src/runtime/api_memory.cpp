@@ -1,4 +1,5 @@
 // C entry points for pools and allocations.
+#include <cstdio>
 #include <cstring>
 #include <shared_mutex>
 
@@ -23,6 +24,13 @@ trn_result_t check_range(const Mem &mem, uint64_t offset, uint64_t size, const v
                 "bytes " + std::to_string(offset) + ".." + std::to_string(offset + size) +
                     " are outside the allocation of " + std::to_string(mem.size) + " bytes");
   return TRN_SUCCESS;
+}
+
+// A new allocation's handle; from now on trn_mem_lookup finds it by address.
+trn_mem_t publish(Session &session, std::shared_ptr<Mem> mem) {
+  mem->handle = session.mems.insert(mem);
+  index_memory(mem);
+  return to_handle<trn_mem_t>(mem->handle);
 }
 
 }  // namespace
@@ -197,7 +205,7 @@ TRN_API trn_result_t trn_mem_alloc(trn_pool_t pool_handle, uint64_t size, uint64
             size, alignment, static_cast<trn_mem_category_t>(category_bits), flags, pool, &mem);
         r != TRN_SUCCESS)
       return r;
-    *mem_out = to_handle<trn_mem_t>(session->mems.insert(std::move(mem)));
+    *mem_out = publish(*session, std::move(mem));
     return TRN_SUCCESS;
   });
 }
@@ -230,6 +238,7 @@ TRN_API trn_result_t trn_mem_get_info(trn_mem_t handle, trn_mem_info_t *info) {
     full.hbm_bank = mem->bank;
     full.imported = mem->imported ? 1 : 0;
     full.flags = mem->flags;
+    full.registered = mem->registered ? 1 : 0;
     copy_struct(full, info);
     return TRN_SUCCESS;
   });
@@ -313,7 +322,51 @@ TRN_API trn_result_t trn_mem_import(trn_device_t device_handle, const trn_ipc_ha
     if (!mem_out) return fail(TRN_ERROR_NULL_POINTER, "mem is NULL");
     std::shared_ptr<Mem> mem;
     if (trn_result_t r = import_memory(*device, *ipc, &mem); r != TRN_SUCCESS) return r;
-    *mem_out = to_handle<trn_mem_t>(session->mems.insert(std::move(mem)));
+    *mem_out = publish(*session, std::move(mem));
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_mem_register_host(trn_device_t device_handle, void *ptr, uint64_t size,
+                                           uint32_t flags, trn_mem_t *mem_out) {
+  return TRN_API_CALL({
+    TRN_GET_SESSION(session);
+    Device *device = lookup_device(*session, device_handle, &result);
+    if (!device) return result;
+    if (!ptr) return fail(TRN_ERROR_NULL_POINTER, "ptr is NULL");
+    if (!mem_out) return fail(TRN_ERROR_NULL_POINTER, "mem is NULL");
+    if (size == 0) return fail(TRN_ERROR_INVALID_ARGUMENT, "size is 0: register at least one byte");
+    if ((flags & ~TRN_MEM_REGISTER_READ_ONLY) != 0)
+      return fail(
+          TRN_ERROR_INVALID_ARGUMENT,
+          "flags " + std::to_string(flags) + " has bits other than TRN_MEM_REGISTER_READ_ONLY");
+    std::shared_ptr<Mem> mem;
+    if (trn_result_t r = register_host_memory(*device, ptr, size, flags, &mem); r != TRN_SUCCESS)
+      return r;
+    *mem_out = publish(*session, std::move(mem));
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_mem_lookup(trn_device_t device_handle, uint64_t device_address,
+                                    trn_mem_t *mem_out, uint64_t *offset) {
+  return TRN_API_CALL({
+    TRN_GET_SESSION(session);
+    Device *device = lookup_device(*session, device_handle, &result);
+    if (!device) return result;
+    if (!mem_out) return fail(TRN_ERROR_NULL_POINTER, "mem is NULL");
+    auto mem = find_memory(*device, device_address);
+    if (!mem) {
+      char text[24];
+      std::snprintf(text, sizeof text, "0x%016llx",
+                    static_cast<unsigned long long>(device_address));
+      return fail(TRN_ERROR_NOT_FOUND,
+                  std::string("no live allocation of this process on device ") +
+                      std::to_string(device->index) + " holds address " + text +
+                      " (freed, never allocated, or another device's)");
+    }
+    *mem_out = to_handle<trn_mem_t>(mem->handle);
+    if (offset) *offset = device_address - mem->address;
     return TRN_SUCCESS;
   });
 }

@@ -1,6 +1,7 @@
 // C entry points for queues.
 #include <cstring>
 
+#include "common/clock.hpp"
 #include "runtime/api_support.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/memory.hpp"
@@ -56,6 +57,7 @@ trn_result_t submit(trn_queue_t handle, const trn_sync_t *sync, uint64_t *sequen
   return queue->submit(std::move(command), sequence);
 }
 
+// `name` is "destination" for memory the command writes.
 trn_result_t resolve_range(Session &session, trn_mem_t handle, uint64_t offset, uint64_t size,
                            const char *name, std::shared_ptr<Mem> *out) {
   auto mem = session.mems.lookup(from_handle(handle));
@@ -63,6 +65,10 @@ trn_result_t resolve_range(Session &session, trn_mem_t handle, uint64_t offset, 
     invalid_handle(HandleKind::mem, from_handle(handle));
     return fail(TRN_ERROR_INVALID_HANDLE, std::string(name) + ": " + last_detail());
   }
+  if (mem->read_only && std::strcmp(name, "destination") == 0)
+    return fail(TRN_ERROR_INVALID_ARGUMENT,
+                "destination: host memory registered with TRN_MEM_REGISTER_READ_ONLY, which the "
+                "device only reads: register it without the flag to copy into it");
   if (offset > mem->size || size > mem->size - offset)
     return fail(TRN_ERROR_OUT_OF_RANGE, std::string(name) + ": bytes " + std::to_string(offset) +
                                             ".." + std::to_string(offset + size) +
@@ -70,6 +76,16 @@ trn_result_t resolve_range(Session &session, trn_mem_t handle, uint64_t offset, 
                                             std::to_string(mem->size) + " bytes");
   *out = std::move(mem);
   return TRN_SUCCESS;
+}
+
+// Waiting for a queue from one of its own host functions would wait for itself.
+trn_result_t refuse_self_wait(const Queue &queue, const char *call) {
+  if (Queue::running_host_call() != &queue) return TRN_SUCCESS;
+  return fail(TRN_ERROR_INVALID_ARGUMENT,
+              std::string(call) +
+                  " was called from a host function of the queue it waits for (the queue runs "
+                  "nothing more until the function returns): wait elsewhere, or signal a "
+                  "semaphore from the function");
 }
 
 }  // namespace
@@ -105,21 +121,39 @@ TRN_API trn_result_t trn_queue_create(const trn_queue_desc_t *desc, trn_queue_t 
       return fail(TRN_ERROR_OUT_OF_RANGE, "desc.dma_engines " + std::to_string(dma_engines) +
                                               " is more than the core's " +
                                               std::to_string(engines));
-    if (trn_result_t r = acquire_core(*core); r != TRN_SUCCESS) return r;
+    const uint32_t priority_bits = enum_bits(d.priority);
+    if (priority_bits > TRN_QUEUE_PRIORITY_HIGH)
+      return fail(TRN_ERROR_INVALID_ENUM,
+                  "desc.priority " + std::to_string(priority_bits) +
+                      " is not TRN_QUEUE_PRIORITY_LOW, _NORMAL or _HIGH (0 means NORMAL)");
+    const bool compute = kind == TRN_QUEUE_KIND_COMPUTE;
+    // Compute queues use the core's engines and take the core; copy queues share its DMA engines.
+    if (trn_result_t r = compute ? acquire_core(*core) : check_visible(*core); r != TRN_SUCCESS)
+      return r;
     std::shared_ptr<Queue> queue;
     {
       // Under the device's lock, so that a shutdown on another thread cannot release the core
       // between the claim and the driver's queue on it.
       std::lock_guard lock(device.mu);
-      if (device.shut_down || !core->owned)
+      if (device.shut_down || (compute && !core->owned))
         return fail(TRN_ERROR_INVALID_HANDLE,
                     "the runtime was shut down (trn_runtime_shutdown) while this call ran: get "
                     "the core again");
       if (trn_result_t r = Queue::create(device, *core, kind, capacity, dma_engines, &queue);
           r != TRN_SUCCESS)
         return r;
-      ++core->queues;
+      if (compute) ++core->queues;
     }
+    if (priority_bits != 0 && priority_bits != TRN_QUEUE_PRIORITY_NORMAL)
+      if (trn_result_t r = queue->set_priority(static_cast<trn_queue_priority_t>(priority_bits));
+          r != TRN_SUCCESS) {
+        queue->shutdown();
+        if (compute) {
+          std::lock_guard lock(device.mu);
+          --core->queues;
+        }
+        return r;
+      }
     queue->timeline_handle = session->sems.insert(queue->timeline());
     *queue_out = to_handle<trn_queue_t>(session->queues.insert(std::move(queue)));
     return TRN_SUCCESS;
@@ -130,11 +164,18 @@ TRN_API trn_result_t trn_queue_destroy(trn_queue_t handle) {
   return TRN_API_CALL({
     if (handle == nullptr) return TRN_SUCCESS;
     TRN_GET_SESSION(session);
+    {
+      auto *queue = session->queues.find_fast(handle, &result);
+      if (!queue) return result;
+      if (trn_result_t r = refuse_self_wait(*queue, "trn_queue_destroy"); r != TRN_SUCCESS)
+        return r;
+    }
     auto queue = session->queues.remove(from_handle(handle));
     if (!queue) return invalid_handle(HandleKind::queue, from_handle(handle));
     queue->shutdown();
     queue->timeline()->close_watchers();
     session->sems.remove(queue->timeline_handle);
+    if (!queue->is_compute()) return TRN_SUCCESS;
     Device &device = *queue->core().device;
     std::lock_guard lock(device.mu);
     --queue->core().queues;
@@ -189,6 +230,101 @@ TRN_API trn_result_t trn_queue_memset(trn_queue_t queue, trn_mem_t destination, 
   });
 }
 
+TRN_API trn_result_t trn_queue_write(trn_queue_t queue, trn_mem_t destination,
+                                     uint64_t destination_offset, const void *source, uint64_t size,
+                                     const trn_sync_t *sync, uint64_t *sequence) {
+  return TRN_API_CALL({
+    return submit(queue, sync, sequence, [&](Session &session, Queue &, Command &command) {
+      if (!source) return fail(TRN_ERROR_NULL_POINTER, "source is NULL");
+      std::shared_ptr<Mem> to;
+      if (trn_result_t r =
+              resolve_range(session, destination, destination_offset, size, "destination", &to);
+          r != TRN_SUCCESS)
+        return r;
+      command.kind = Command::Kind::write;
+      command.destination = to;
+      command.destination_offset = destination_offset;
+      command.destination_address = to->address + destination_offset;
+      command.source_address = reinterpret_cast<uintptr_t>(source);
+      command.host = const_cast<void *>(source);
+      command.size = size;
+      return TRN_SUCCESS;
+    });
+  });
+}
+
+TRN_API trn_result_t trn_queue_read(trn_queue_t queue, void *destination, trn_mem_t source,
+                                    uint64_t source_offset, uint64_t size, const trn_sync_t *sync,
+                                    uint64_t *sequence) {
+  return TRN_API_CALL({
+    return submit(queue, sync, sequence, [&](Session &session, Queue &, Command &command) {
+      if (!destination) return fail(TRN_ERROR_NULL_POINTER, "destination is NULL");
+      std::shared_ptr<Mem> from;
+      if (trn_result_t r = resolve_range(session, source, source_offset, size, "source", &from);
+          r != TRN_SUCCESS)
+        return r;
+      command.kind = Command::Kind::read;
+      command.source = from;
+      command.source_offset = source_offset;
+      command.source_address = from->address + source_offset;
+      command.destination_address = reinterpret_cast<uintptr_t>(destination);
+      command.host = destination;
+      command.size = size;
+      return TRN_SUCCESS;
+    });
+  });
+}
+
+TRN_API trn_result_t trn_queue_write_timestamp(trn_queue_t queue, trn_timestamp_t *destination,
+                                               const trn_sync_t *sync, uint64_t *sequence) {
+  return TRN_API_CALL({
+    return submit(queue, sync, sequence, [&](Session &, Queue &, Command &command) {
+      if (!destination) return fail(TRN_ERROR_NULL_POINTER, "destination is NULL");
+      command.kind = Command::Kind::timestamp;
+      command.host = destination;
+      command.destination_address = reinterpret_cast<uintptr_t>(destination);
+      command.size = sizeof(trn_timestamp_t);
+      return TRN_SUCCESS;
+    });
+  });
+}
+
+TRN_API trn_result_t trn_queue_host_call(trn_queue_t queue, trn_host_fn_t fn, void *user,
+                                         const trn_sync_t *sync, uint64_t *sequence) {
+  return TRN_API_CALL({
+    return submit(queue, sync, sequence, [&](Session &, Queue &, Command &command) {
+      if (!fn) return fail(TRN_ERROR_NULL_POINTER, "fn is NULL");
+      command.kind = Command::Kind::host_call;
+      command.host_fn = fn;
+      command.host_user = user;
+      return TRN_SUCCESS;
+    });
+  });
+}
+
+TRN_API trn_result_t trn_queue_free(trn_queue_t queue, trn_mem_t mem, const trn_sync_t *sync,
+                                    uint64_t *sequence) {
+  return TRN_API_CALL({
+    TRN_GET_SESSION(session);
+    const trn_result_t r =
+        submit(queue, sync, sequence, [&](Session &in, Queue &, Command &command) {
+          command.freed = in.mems.lookup(from_handle(mem));
+          if (!command.freed) {
+            invalid_handle(HandleKind::mem, from_handle(mem));
+            return fail(TRN_ERROR_INVALID_HANDLE, std::string("mem: ") + last_detail());
+          }
+          command.kind = Command::Kind::free;
+          command.destination_address = command.freed->address;
+          command.size = command.freed->size;
+          return TRN_SUCCESS;
+        });
+    // The handle goes once the free is queued (a failed submission leaves it valid); the
+    // command holds the allocation until it releases it.
+    if (r == TRN_SUCCESS) session->mems.remove(from_handle(mem));
+    return r;
+  });
+}
+
 TRN_API trn_result_t trn_queue_barrier(trn_queue_t queue, const trn_sync_t *sync,
                                        uint64_t *sequence) {
   return TRN_API_CALL({
@@ -204,7 +340,52 @@ TRN_API trn_result_t trn_queue_finish(trn_queue_t handle, uint64_t timeout_ns) {
     TRN_GET_SESSION(session);
     auto *queue = session->queues.find_fast(handle, &result);
     if (!queue) return result;
+    if (trn_result_t r = refuse_self_wait(*queue, "trn_queue_finish"); r != TRN_SUCCESS) return r;
     return queue->finish(timeout_ns);
+  });
+}
+
+TRN_API trn_result_t trn_device_synchronize(trn_device_t device_handle, uint64_t timeout_ns) {
+  return TRN_API_CALL({
+    TRN_GET_SESSION(session);
+    Device *device = lookup_device(*session, device_handle, &result);
+    if (!device) return result;
+    std::vector<std::shared_ptr<Queue>> queues;
+    for (auto &queue : session->queues.all())
+      if (queue->core().device == device) {
+        if (trn_result_t r = refuse_self_wait(*queue, "trn_device_synchronize"); r != TRN_SUCCESS)
+          return r;
+        queues.push_back(std::move(queue));
+      }
+    // Every queue is waited for; the first fault found is the result.
+    const uint64_t deadline = trn::common::deadline_after(timeout_ns);
+    trn_result_t first = TRN_SUCCESS;
+    std::string first_why;
+    for (auto &queue : queues) {
+      const uint64_t now = trn::common::monotonic_ns();
+      const trn_result_t r = queue->finish(deadline > now ? deadline - now : 0);
+      if (r == TRN_TIMEOUT) return r;
+      if (r != TRN_SUCCESS && first == TRN_SUCCESS) {
+        first = r;
+        first_why =
+            "the queue on core " + std::to_string(queue->core().index) + ": " + last_detail();
+      }
+    }
+    return first == TRN_SUCCESS ? first : fail(first, first_why);
+  });
+}
+
+TRN_API trn_result_t trn_device_get_timestamps(trn_device_t device_handle, uint64_t *device_ns,
+                                               uint64_t *host_ns) {
+  return TRN_API_CALL({
+    TRN_GET_SESSION(session);
+    Device *device = lookup_device(*session, device_handle, &result);
+    if (!device) return result;
+    if (!device_ns || !host_ns)
+      return fail(TRN_ERROR_NULL_POINTER, device_ns ? "host_ns is NULL" : "device_ns is NULL");
+    *device_ns = device->driver->ops.device_time_ns(device->driver->instance, device->driver_index);
+    *host_ns = trn::common::monotonic_ns();
+    return TRN_SUCCESS;
   });
 }
 

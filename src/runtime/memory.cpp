@@ -535,11 +535,70 @@ trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,
   return TRN_SUCCESS;
 }
 
+trn_result_t register_host_memory(Device &device, void *host, uint64_t size, uint32_t flags,
+                                  std::shared_ptr<Mem> *out) {
+  auto mem = std::make_shared<Mem>();
+  trn_hal_error_t err{};
+  if (trn_result_t r = ops(device).mem_register_host(instance(device), device.driver_index, host,
+                                                     size, &mem->address, &err);
+      r != TRN_SUCCESS)
+    return fail(r, std::string(ops(device).name) + " driver: " + err.message);
+  mem->device = &device;
+  mem->kind = TRN_POOL_KIND_HOST;
+  mem->flags = flags;
+  mem->size = size;
+  mem->host = static_cast<char *>(host);
+  mem->registered = true;
+  mem->read_only = (flags & TRN_MEM_REGISTER_READ_ONLY) != 0;
+  *out = std::move(mem);
+  return TRN_SUCCESS;
+}
+
+void index_memory(const std::shared_ptr<Mem> &mem) {
+  Device &device = *mem->device;
+  std::lock_guard lock(device.index_mu);
+  device.by_address.emplace(mem->address, mem);
+}
+
+namespace {
+
+void unindex_memory(Mem &mem) {
+  Device &device = *mem.device;
+  std::lock_guard lock(device.index_mu);
+  auto [first, last] = device.by_address.equal_range(mem.address);
+  for (auto it = first; it != last; ++it)
+    if (auto known = it->second.lock(); !known || known.get() == &mem) {
+      device.by_address.erase(it);
+      return;
+    }
+}
+
+}  // namespace
+
+std::shared_ptr<Mem> find_memory(Device &device, uint64_t address) {
+  std::lock_guard lock(device.index_mu);
+  // Allocations do not overlap (an import of this process's own export shares the exporter's
+  // range exactly): the nearest live one starting at or below the address holds it, or none.
+  for (auto it = device.by_address.upper_bound(address); it != device.by_address.begin();) {
+    --it;
+    if (auto mem = it->second.lock()) return address - mem->address < mem->size ? mem : nullptr;
+  }
+  return nullptr;
+}
+
 void release_memory(Mem &mem) {
   std::unique_lock in_use(mem.use);
   if (mem.freed) return;
   mem.freed = true;
   Device &device = *mem.device;
+  unindex_memory(mem);
+  if (mem.registered) {
+    trn_hal_error_t err{};
+    if (ops(device).mem_unregister_host(instance(device), device.driver_index, mem.address, &err) !=
+        TRN_SUCCESS)
+      common::logger("runtime")->warn("unregistering host memory: {}", err.message);
+    return;
+  }
   if (mem.pool) mem.pool->free(mem);
   if (!mem.dedicated) return;
   trn_hal_error_t err{};

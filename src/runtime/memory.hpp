@@ -38,7 +38,10 @@ struct Mem {
   Block *block = nullptr;  // sub-allocated memory
   std::unique_ptr<SegmentStore> dedicated;  // exportable or imported memory: whole chunks
   bool imported = false;
-  bool exported = false;  // guarded by Device::memory_mu
+  bool registered = false;  // caller memory (trn_mem_register_host): unregistered, never freed
+  bool read_only = false;   // registered with TRN_MEM_REGISTER_READ_ONLY: no device writes
+  bool exported = false;    // guarded by Device::memory_mu
+  uint64_t handle = 0;      // its handle in the session (trn_mem_lookup returns it)
   // Users of the memory (queue commands, host copies) hold it shared; freeing takes it
   // exclusively, so memory is never returned under a copy that runs, and a copy that starts
   // after the free sees `freed` and faults instead.
@@ -114,6 +117,13 @@ trn_result_t read_range(Mem &mem, uint64_t offset, void *destination, uint64_t b
 
 trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,
                            std::shared_ptr<Mem> *out);
+// Caller memory registered with the driver for the device's DMA.
+trn_result_t register_host_memory(Device &device, void *host, uint64_t size, uint32_t flags,
+                                  std::shared_ptr<Mem> *out);
+// The device's index of live allocations by address (trn_mem_lookup): entered once the
+// allocation has its handle, left when it is released.
+void index_memory(const std::shared_ptr<Mem> &mem);
+std::shared_ptr<Mem> find_memory(Device &device, uint64_t address);
 trn_result_t export_memory(Mem &mem, trn_ipc_handle_t *handle);
 // Frees what the allocation holds (block, dedicated range or import).
 void release_memory(Mem &mem);

@@ -47,8 +47,24 @@ const char *command_name(Command::Kind kind) {
     case Command::Kind::memset: return "memset";
     case Command::Kind::barrier: return "barrier";
     case Command::Kind::launch: return "launch";
+    case Command::Kind::write: return "write";
+    case Command::Kind::read: return "read";
+    case Command::Kind::timestamp: return "timestamp";
+    case Command::Kind::host_call: return "host call";
+    case Command::Kind::free: return "free";
   }
   return "unknown";
+}
+
+bool uses_memory(Command::Kind kind) {
+  switch (kind) {
+    case Command::Kind::copy:
+    case Command::Kind::memset:
+    case Command::Kind::launch:
+    case Command::Kind::write:
+    case Command::Kind::read: return true;
+    default: return false;
+  }
 }
 
 trn_result_t Queue::create(Device &device, Core &core, trn_queue_kind_t kind, uint32_t capacity,
@@ -96,8 +112,9 @@ trn_result_t Queue::submit(Command command, uint64_t *sequence) {
   const Command &c = work ? work->command : command;
   if (work) work->command = std::move(command);
 
-  const uint32_t count =
-      static_cast<uint32_t>(c.waits.size() + c.signals.size()) + (has_operation ? 2 : 0) + 2;
+  const bool holds_memory = uses_memory(c.kind);
+  const uint32_t count = static_cast<uint32_t>(c.waits.size() + c.signals.size()) +
+                         (has_operation ? 1 : 0) + (holds_memory ? 1 : 0) + 2;
   trn_hal_command_t inline_commands[kInlineCommands];
   std::vector<trn_hal_command_t> heap_commands;
   trn_hal_command_t *commands = inline_commands;
@@ -108,7 +125,7 @@ trn_result_t Queue::submit(Command command, uint64_t *sequence) {
   uint32_t n = 0;
   for (const SemRef &wait : c.waits) commands[n++] = sem_command(TRN_HAL_COMMAND_SEM_WAIT, wait);
   if (has_operation) {
-    commands[n++] = host_call(&Work::before, work.get());
+    if (holds_memory) commands[n++] = host_call(&Work::before, work.get());
     trn_hal_command_t &op = commands[n++];
     op = trn_hal_command_t{};
     // The call before checks that the memory was not freed by the time the operation runs.
@@ -139,6 +156,26 @@ trn_result_t Queue::submit(Command command, uint64_t *sequence) {
         op.u.launch.result = &work->result;
         break;
       }
+      case Command::Kind::write:
+        op.kind = TRN_HAL_COMMAND_COPY;
+        op.u.copy.destination = c.destination_address;
+        op.u.copy.source = reinterpret_cast<uintptr_t>(c.host);
+        op.u.copy.bytes = c.size;
+        op.u.copy.flags = TRN_HAL_COPY_HOST_SOURCE;
+        break;
+      case Command::Kind::read:
+        op.kind = TRN_HAL_COMMAND_COPY;
+        op.u.copy.destination = reinterpret_cast<uintptr_t>(c.host);
+        op.u.copy.source = c.source_address;
+        op.u.copy.bytes = c.size;
+        op.u.copy.flags = TRN_HAL_COPY_HOST_DESTINATION;
+        break;
+      case Command::Kind::timestamp:
+        op.kind = TRN_HAL_COMMAND_TIMESTAMP;
+        op.u.timestamp.host = c.host;
+        break;
+      case Command::Kind::host_call: op = host_call(&Work::call_host_fn, work.get()); break;
+      case Command::Kind::free: op = host_call(&Work::release_freed, work.get()); break;
       case Command::Kind::barrier: break;
     }
   }
@@ -301,6 +338,19 @@ void Queue::fault(trn_queue_fault_t *out) {
     out->instruction = f.instruction;
     out->source_line = f.source_line;
   }
+}
+
+trn_result_t Queue::set_priority(trn_queue_priority_t priority) {
+  const uint32_t hal_priority = priority == TRN_QUEUE_PRIORITY_LOW ? TRN_HAL_QUEUE_PRIORITY_LOW
+                                : priority == TRN_QUEUE_PRIORITY_HIGH
+                                    ? TRN_HAL_QUEUE_PRIORITY_HIGH
+                                    : TRN_HAL_QUEUE_PRIORITY_NORMAL;
+  std::shared_lock lock(hal_mu_);
+  if (!hal_) return fail(TRN_ERROR_INVALID_HANDLE, "the queue was destroyed");
+  trn_hal_error_t err{};
+  if (trn_result_t r = ops(device_).queue_set_priority(hal_, hal_priority, &err); r != TRN_SUCCESS)
+    return fail(r, std::string(ops(device_).name) + " driver: " + err.message);
+  return TRN_SUCCESS;
 }
 
 void Queue::shutdown() {

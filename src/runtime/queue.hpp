@@ -31,7 +31,7 @@ struct SemRef {
 // One API command, as the entry points fill it in. Memory is referenced weakly: freeing it while
 // the command is queued is allowed, and the command then fails when it is reached.
 struct Command {
-  enum class Kind { copy, memset, barrier, launch };
+  enum class Kind { copy, memset, barrier, launch, write, read, timestamp, host_call, free };
   Kind kind = Kind::barrier;
   std::vector<SemRef> waits;
   std::vector<SemRef> signals;
@@ -43,6 +43,13 @@ struct Command {
   uint64_t source_address = 0;
   uint64_t size = 0;
   uint8_t value = 0;
+  // write (source), read (destination), timestamp (destination): the caller's host memory
+  void *host = nullptr;
+  // host_call
+  trn_host_fn_t host_fn = nullptr;
+  void *host_user = nullptr;
+  // free: the allocation, whose handle is gone already
+  std::shared_ptr<Mem> freed;
   // launch
   std::shared_ptr<Kernel> kernel;
   std::vector<std::weak_ptr<Mem>> args;
@@ -51,6 +58,8 @@ struct Command {
 };
 
 const char *command_name(Command::Kind kind);
+// Whether the command uses allocations the call before its operation must hold.
+bool uses_memory(Command::Kind kind);
 
 class Queue {
  public:
@@ -69,6 +78,9 @@ class Queue {
   const std::shared_ptr<Sem> &timeline() const { return timeline_; }
   Core &core() const { return core_; }
   bool is_compute() const { return kind_ == TRN_QUEUE_KIND_COMPUTE; }
+  trn_result_t set_priority(trn_queue_priority_t priority);
+  // The queue whose host function the calling thread runs, if any: it must not wait for itself.
+  static const Queue *running_host_call();
   uint64_t timeline_handle = 0;  // the handle trn_queue_get_semaphore returns
   // Stops the driver's queue: the command running completes, the rest are cancelled. Never
   // waits on a semaphore. Idempotent.

@@ -56,7 +56,9 @@ trn_result_t Queue::Work::take_memory(std::string *why) {
     case Command::Kind::copy: used = {command.destination, command.source}; break;
     case Command::Kind::memset: used = {command.destination}; break;
     case Command::Kind::launch: used = command.args; break;
-    case Command::Kind::barrier: break;
+    case Command::Kind::write: used = {command.destination}; break;
+    case Command::Kind::read: used = {command.source}; break;
+    default: break;
   }
   for (auto &weak : used) mems.push_back(weak.lock());
   // Users hold memory shared, in address order (so copies in opposite directions and a free
@@ -75,8 +77,12 @@ trn_result_t Queue::Work::take_memory(std::string *why) {
                " memory was freed before the copy ran" + kKeepAllocationsAlive;
       break;
     case Command::Kind::memset:
+    case Command::Kind::write:
+    case Command::Kind::read:
       if (gone(mems[0]))
-        *why = std::string("the destination memory was freed before the memset ran") +
+        *why = std::string("the ") +
+               (command.kind == Command::Kind::read ? "source" : "destination") +
+               " memory was freed before the " + command_name(command.kind) + " ran" +
                kKeepAllocationsAlive;
       break;
     case Command::Kind::launch:
@@ -85,7 +91,7 @@ trn_result_t Queue::Work::take_memory(std::string *why) {
           *why = std::string("the memory bound to argument '") + command.kernel->args[i].name +
                  "' was freed before the kernel ran" + kKeepAllocationsAlive;
       break;
-    case Command::Kind::barrier: break;
+    default: break;
   }
   // A host-side use after free, not a device fault.
   return why->empty() ? TRN_SUCCESS : TRN_ERROR_INVALID_HANDLE;
@@ -112,6 +118,31 @@ trn_result_t Queue::Work::after(void *user, trn_result_t status, trn_hal_error_t
   }
   if (status != TRN_SUCCESS) work->queue->note_failure(*work, status);
   end_sem_uses(command);
+  return TRN_SUCCESS;
+}
+
+namespace {
+
+thread_local const Queue *t_host_call_queue = nullptr;  // see Queue::running_host_call
+
+}  // namespace
+
+const Queue *Queue::running_host_call() {
+  return t_host_call_queue;
+}
+
+trn_result_t Queue::Work::call_host_fn(void *user, trn_result_t status, trn_hal_error_t *) {
+  auto &work = *static_cast<Work *>(user);
+  const Queue *outer = t_host_call_queue;
+  t_host_call_queue = work.queue;
+  work.command.host_fn(work.command.host_user, status);
+  t_host_call_queue = outer;
+  return TRN_SUCCESS;
+}
+
+trn_result_t Queue::Work::release_freed(void *user, trn_result_t, trn_hal_error_t *) {
+  // Freed whether the queue got here or not: its handle is gone, nobody else can.
+  release_memory(*static_cast<Work *>(user)->command.freed);
   return TRN_SUCCESS;
 }
 

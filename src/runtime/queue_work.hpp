@@ -25,6 +25,9 @@ struct Queue::Work {
   // HOST_CALL functions (user = the Work).
   static trn_result_t before(void *user, trn_result_t status, trn_hal_error_t *err);
   static trn_result_t after(void *user, trn_result_t status, trn_hal_error_t *err);
+  // The operation of a host_call (the caller's function) and of a free (the release).
+  static trn_result_t call_host_fn(void *user, trn_result_t status, trn_hal_error_t *err);
+  static trn_result_t release_freed(void *user, trn_result_t status, trn_hal_error_t *err);
   static trn_hal_run_result_t not_run() {
     trn_hal_run_result_t r{};
     r.status = kLaunchNotRun;

@@ -29,6 +29,7 @@ constexpr ResultText kResults[] = {
     {TRN_ERROR_UNSUPPORTED, "TRN_ERROR_UNSUPPORTED", "the driver or device cannot do this"},
     {TRN_ERROR_INVALID_KERNEL_ARG, "TRN_ERROR_INVALID_KERNEL_ARG",
      "a kernel argument does not match the kernel's argument table"},
+    {TRN_ERROR_NOT_FOUND, "TRN_ERROR_NOT_FOUND", "nothing matches what was looked up"},
     {TRN_ERROR_OUT_OF_HOST_MEMORY, "TRN_ERROR_OUT_OF_HOST_MEMORY", "out of host memory"},
     {TRN_ERROR_OUT_OF_DEVICE_MEMORY, "TRN_ERROR_OUT_OF_DEVICE_MEMORY", "out of device memory"},
     {TRN_ERROR_CORE_BUSY, "TRN_ERROR_CORE_BUSY", "the NeuronCore is owned by another process"},

@@ -68,6 +68,9 @@ struct Device {
   // How many of this process's allocations hold each export (record, id): the driver knows one
   // hold per process, so it is let go only when the last of them is freed.
   std::map<std::pair<uint32_t, uint64_t>, uint32_t> export_holds;  // guarded by memory_mu
+  // Live allocations by address (imports of this process's own exports may share one).
+  std::mutex index_mu;
+  std::multimap<uint64_t, std::weak_ptr<Mem>> by_address;  // guarded by index_mu
 };
 
 class Session {
@@ -124,6 +127,8 @@ Core *lookup_core(const Session &session, trn_core_t handle, trn_result_t *resul
 
 // Takes a core for this process (idempotent); the work of trn_core_acquire.
 trn_result_t acquire_core(Core &core);
+// TRN_ERROR_INVALID_ARGUMENT (and the error recorded) for a core this process may not use.
+trn_result_t check_visible(const Core &core);
 
 trn_driver_t handle_of(const Session &session, uint32_t driver_slot);
 trn_device_t handle_of(const Session &session, const Device &device);

@@ -25,11 +25,13 @@
 
 namespace {
 
+using trn::test::alloc;
 using trn::test::core_at;
 using trn::test::devices;
 using trn::test::error_contains;
 using trn::test::first_device;
 using trn::test::last_error;
+using trn::test::mem_info;
 
 using trn::test::SimEnv;
 using Clock = std::chrono::steady_clock;
@@ -58,20 +60,6 @@ trn_pool_t make_pool(trn_device_t device, uint32_t bank,
   INFO(last_error());
   REQUIRE(trn_pool_create(device, &desc, &pool) == TRN_SUCCESS);
   return pool;
-}
-
-trn_mem_t alloc(trn_pool_t pool, uint64_t size) {
-  trn_mem_t mem = nullptr;
-  INFO(last_error());
-  REQUIRE(trn_mem_alloc(pool, size, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem) == TRN_SUCCESS);
-  return mem;
-}
-
-trn_mem_info_t mem_info(trn_mem_t mem) {
-  trn_mem_info_t info = TRN_MEM_INFO_INIT;
-  INFO(last_error());
-  REQUIRE(trn_mem_get_info(mem, &info) == TRN_SUCCESS);
-  return info;
 }
 
 std::vector<uint8_t> read_mem(trn_mem_t mem, uint64_t offset, uint64_t size) {
@@ -827,12 +815,15 @@ TEST_CASE("trn_runtime_shutdown with a blocked queue cancels it and frees the co
   CHECK(owner.pid == 0);
 }
 
-TEST_CASE("a queue owns its core while it exists", "[queues][ownership]") {
+TEST_CASE("a compute queue owns its core while it exists; a copy queue takes nothing",
+          "[queues][ownership]") {
   SimEnv env;
   const trn_device_t device = first_device();
   const trn_core_t core = core_at(device, 2);
   CHECK(core_properties(core).owned == 0);
-  trn_queue_t queue = make_queue(core);
+  trn_queue_t copy = make_queue(core);  // the core's DMA engines are shared
+  CHECK(core_properties(core).owned == 0);
+  trn_queue_t queue = make_queue(core, 0, TRN_QUEUE_KIND_COMPUTE);
   CHECK(core_properties(core).owned == 1);
   trn_process_info_t owner = TRN_PROCESS_INFO_INIT;
   REQUIRE(trn_core_get_owner(core, &owner) == TRN_SUCCESS);
@@ -855,12 +846,15 @@ TEST_CASE("a queue owns its core while it exists", "[queues][ownership]") {
   REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
   CHECK(trn_core_release(core) == TRN_ERROR_HANDLE_IN_USE);
   REQUIRE(trn_queue_destroy(second) == TRN_SUCCESS);
-  CHECK(core_properties(core).owned == 1);  // destroying queues does not release the core
-  REQUIRE(trn_core_release(core) == TRN_SUCCESS);
+  CHECK(core_properties(core).owned == 1);         // destroying queues does not release the core
+  REQUIRE(trn_core_release(core) == TRN_SUCCESS);  // the copy queue does not hold it
   CHECK(core_properties(core).owned == 0);
+  REQUIRE(trn_queue_barrier(copy, nullptr, nullptr) == TRN_SUCCESS);
+  finish(copy);
+  REQUIRE(trn_queue_destroy(copy) == TRN_SUCCESS);
 }
 
-TEST_CASE("a queue on a core another process owns gives TRN_ERROR_CORE_BUSY",
+TEST_CASE("a compute queue on a core another process owns gives TRN_ERROR_CORE_BUSY",
           "[queues][ownership]") {
   SimEnv env;
   int ready[2], hold[2];
@@ -898,6 +892,7 @@ TEST_CASE("a queue on a core another process owns gives TRN_ERROR_CORE_BUSY",
   const trn_core_t core = core_at(device, 3);
   trn_queue_desc_t desc = TRN_QUEUE_DESC_INIT;
   desc.core = core;
+  desc.kind = TRN_QUEUE_KIND_COMPUTE;
   trn_queue_t queue = nullptr;
   CHECK(trn_queue_create(&desc, &queue) == TRN_ERROR_CORE_BUSY);
   {
@@ -908,13 +903,18 @@ TEST_CASE("a queue on a core another process owns gives TRN_ERROR_CORE_BUSY",
   }
   CHECK(queue == nullptr);
   CHECK(core_properties(core).owned == 0);
+  // Its DMA engines are shared: a copy queue on it works while the other process owns it.
+  trn_queue_t copy = make_queue(core);
+  REQUIRE(trn_queue_barrier(copy, nullptr, nullptr) == TRN_SUCCESS);
+  finish(copy);
+  REQUIRE(trn_queue_destroy(copy) == TRN_SUCCESS);
 
   kill(child, SIGKILL);
   int status = 0;
   REQUIRE(waitpid(child, &status, 0) == child);
   close(hold[1]);
   // The kernel dropped the child's claim: the core is free now.
-  queue = make_queue(core);
+  queue = make_queue(core, 0, TRN_QUEUE_KIND_COMPUTE);
   CHECK(core_properties(core).owned == 1);
   REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
 }

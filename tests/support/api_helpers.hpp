@@ -63,9 +63,26 @@ inline trn_sem_t make_sem(trn_device_t device) {
   return sem;
 }
 
-inline trn_queue_t make_queue(trn_core_t core) {
+inline trn_mem_t alloc(trn_pool_t pool, uint64_t size) {
+  trn_mem_t mem = nullptr;
+  INFO(last_error());
+  REQUIRE(trn_mem_alloc(pool, size, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem) == TRN_SUCCESS);
+  return mem;
+}
+
+inline trn_mem_info_t mem_info(trn_mem_t mem) {
+  trn_mem_info_t info = TRN_MEM_INFO_INIT;
+  INFO(last_error());
+  REQUIRE(trn_mem_get_info(mem, &info) == TRN_SUCCESS);
+  return info;
+}
+
+inline trn_queue_t make_queue(trn_core_t core, trn_queue_kind_t kind = TRN_QUEUE_KIND_COPY,
+                              trn_queue_priority_t priority = TRN_QUEUE_PRIORITY_NORMAL) {
   trn_queue_desc_t desc = TRN_QUEUE_DESC_INIT;
   desc.core = core;
+  desc.kind = kind;
+  desc.priority = priority;
   trn_queue_t queue = nullptr;
   INFO(last_error());
   REQUIRE(trn_queue_create(&desc, &queue) == TRN_SUCCESS);

@@ -282,8 +282,9 @@ static int import_mode(int argc, char **argv) {
   return 0;
 }
 
-/* --work CORE...: a copy queue on each core and 64 MiB of device memory; memsets run on every
- * queue until stdin closes (60 s at most), so tools see busy cores. Prints "working <pid>". */
+/* --work CORE...: each core acquired, a copy queue on it and 64 MiB of device memory; memsets run
+ * on every queue until stdin closes (60 s at most), so tools see busy, owned cores. Prints
+ * "working <pid>". */
 static int work_mode(int argc, char **argv) {
   uint32_t count;
   trn_core_t *cores = get_cores(&count);
@@ -303,7 +304,8 @@ static int work_mode(int argc, char **argv) {
   for (int a = 2; a < argc && queue_count < 16; ++a) {
     trn_queue_desc_t qd = TRN_QUEUE_DESC_INIT;
     qd.core = cores[core_arg(argv[a], count)];
-    if (trn_queue_create(&qd, &queues[queue_count]) != TRN_SUCCESS) {
+    if (trn_core_acquire(qd.core) != TRN_SUCCESS ||
+        trn_queue_create(&qd, &queues[queue_count]) != TRN_SUCCESS) {
       printf("busy %s %s\n", argv[a], trn_last_error());
       fflush(stdout);
       return 3;
