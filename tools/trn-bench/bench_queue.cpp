@@ -170,6 +170,43 @@ int bench_submit(int argc, char **argv) {
   return 0;
 }
 
+namespace {
+
+// Plain host memory (registered nowhere) to and from the device through a queue
+// (trn_queue_write / trn_queue_read), against one thread's memcpy of the same size.
+void bench_host_pointer_copies(trn_pool_t device_pool, trn_queue_t queue, int runs) {
+  constexpr uint64_t kSize = 64ull << 20;
+  constexpr uint64_t kRepeat = 4;
+  trn_mem_t device;
+  check(trn_mem_alloc(device_pool, kSize, 0, TRN_MEM_CATEGORY_TENSORS, 0, &device),
+        "trn_mem_alloc");
+  void *pointer;
+  check(trn_mem_map(device, &pointer), "trn_mem_map");  // commit and touch every page first
+  std::memset(pointer, 1, kSize);
+  std::vector<char> host(kSize, 2), other(kSize, 3);
+  auto gbps = [&](auto copy_once) {
+    const double ns = median_ns_per_op(runs, 1, [&] {
+      for (uint64_t i = 0; i < kRepeat; ++i) copy_once();
+    });
+    return static_cast<double>(kSize * kRepeat) / ns;
+  };
+  const double memcpy_one = gbps([&] { std::memcpy(other.data(), host.data(), kSize); });
+  const double write = gbps([&] {
+    check(trn_queue_write(queue, device, 0, host.data(), kSize, nullptr, nullptr),
+          "trn_queue_write");
+    check(trn_queue_finish(queue, UINT64_MAX), "trn_queue_finish");
+  });
+  const double read = gbps([&] {
+    check(trn_queue_read(queue, host.data(), device, 0, kSize, nullptr, nullptr), "trn_queue_read");
+    check(trn_queue_finish(queue, UINT64_MAX), "trn_queue_finish");
+  });
+  print({"copy", "write 64 MiB", "GB/s", write, memcpy_one, "memcpy 1 thread", true});
+  print({"copy", "read 64 MiB", "GB/s", read, memcpy_one, "memcpy 1 thread", true});
+  trn_mem_free(device);
+}
+
+}  // namespace
+
 int bench_copy(int argc, char **argv) {
   const bool q = quick(argc, argv);
   const int runs = q ? 3 : 5;
@@ -242,6 +279,7 @@ int bench_copy(int argc, char **argv) {
     }
     for (trn_mem_t m : {host, device_a, device_b}) trn_mem_free(m);
   }
+  bench_host_pointer_copies(device_pool, queue, runs);
   check(trn_queue_destroy(queue), "trn_queue_destroy");
   return 0;
 }

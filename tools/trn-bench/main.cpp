@@ -30,7 +30,8 @@ constexpr Entry kBenches[] = {
      {"--quick"}},
     {"copy",
      trn::bench::bench_copy,
-     "h2d, d2h, d2d copy bandwidth vs memcpy (1 and all threads)",
+     "h2d, d2h, d2d copy bandwidth vs memcpy (1 and all threads); write/read of plain host "
+     "memory through a queue vs memcpy (1 thread)",
      {"--quick"}},
     {"matmul",
      trn::bench::bench_matmul,
