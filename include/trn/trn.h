@@ -409,7 +409,8 @@ TRN_DEFINE_STRUCT_MAKE(trn_core_activity_t, TRN_STRUCT_CORE_ACTIVITY)
 TRN_API trn_result_t trn_core_get_activity(trn_core_t core, trn_core_activity_t *activity);
 
 /**
- * Takes exclusive ownership of a core for this process. Never blocks: it waits for no other
+ * Takes exclusive ownership of a core for this process; creating a compute queue on the core does
+ * the same (copy queues take nothing, see trn_queue_create). Never blocks: it waits for no other
  * process, not even one stopped while it holds a lock of the device. Acquiring a core this
  * process already owns succeeds. Ownership ends with trn_core_release(), trn_runtime_shutdown()
  * or the end of the process, however it ends (kill -9 included): the claim cannot go stale.
