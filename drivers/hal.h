@@ -137,10 +137,19 @@ typedef struct trn_hal_sem_state {
 
 typedef struct trn_hal_kernel trn_hal_kernel_t;
 
-/** One kernel argument bound to device memory. */
+/**
+ * One kernel argument bound at launch. A tensor argument: device memory, `bytes` from
+ * `device_address` on. A scalar argument (the driver's kernel_arg reports TRN_ARG_KIND_SCALAR):
+ * `scalar_bits` holds the value (trn_scalar_t's `bits`: an f32 or i32 in the low 32 bits) and
+ * `bytes` is 0. Same layout as before scalar arguments existed (no interface version change: only
+ * a driver that reports scalar arguments is given one).
+ */
 typedef struct trn_hal_binding {
-  uint64_t device_address;
-  uint64_t bytes;
+  union {
+    uint64_t device_address; /**< tensor arguments */
+    uint64_t scalar_bits;    /**< scalar arguments */
+  };
+  uint64_t bytes; /**< tensor arguments: bytes from device_address; scalar arguments: 0 */
 } trn_hal_binding_t;
 
 /** One instruction (track < TRN_ENGINE_COUNT) or DMA transfer (track = 5 + queue) of a run. */
