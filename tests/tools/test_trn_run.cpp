@@ -205,6 +205,54 @@ TEST_CASE("trn-run: a wrong expected file fails with exit 1 and prints the misma
   CHECK(f64.code == 0);
 }
 
+TEST_CASE("trn-run: --scalar gives scalar arguments their values, one binary for each") {
+  SimEnv env;
+  TempDir dir;
+  std::vector<float> x(128 * 64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 13) - 6.0f;
+  save(dir / "x.npy", "<f4", kShape, x);
+  const std::string k = kernel("scale_bias");
+  for (const auto &[alpha, beta] :
+       std::vector<std::pair<float, float>>{{2.5f, -1.0f}, {-0.125f, 3.0f}, {0.0f, 0.0f}}) {
+    INFO("alpha " << alpha << ", beta " << beta);
+    std::vector<float> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) want[i] = x[i] * alpha + beta;  // exact here
+    save(dir / "want.npy", "<f4", kShape, want);
+    const Result r =
+        trn_run({k, "--in", "x=" + (dir / "x.npy"), "--scalar", "alpha=" + std::to_string(alpha),
+                 "--scalar", "beta=" + std::to_string(beta), "--expect", "y=" + (dir / "want.npy"),
+                 "--atol", "0", "--rtol", "0"});
+    INFO(r.output);
+    CHECK(r.code == 0);
+    CHECK_THAT(r.output, Catch::Contains("expect y: ok, 8192 elements"));
+  }
+  const std::string in = "x=" + (dir / "x.npy");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> errors = {
+      {{k, "--in", in, "--scalar", "alpha=1"},
+       "argument beta (scalar f32) needs a value: --scalar beta=VALUE"},
+      {{k, "--in", in, "--scalar", "alpha=two", "--scalar", "beta=1"},
+       "--scalar alpha: 'two' is not a number (f32: e.g. 2.5, -1e-3, inf, nan)"},
+      {{k, "--in", in, "--scalar", "alpha=1e39", "--scalar", "beta=1"},
+       "--scalar alpha: '1e39' is out of range for f32"},
+      {{k, "--in", in, "--scalar", "alpha", "--scalar", "beta=1"},
+       "--scalar 'alpha': expected NAME=VALUE"},
+      {{k, "--in", in, "--scalar", "x=1", "--scalar", "alpha=1", "--scalar", "beta=1"},
+       "--scalar x: argument x (in f32[128,64]) is a tensor; give it a file with --in x=FILE.npy"},
+      {{k, "--in", in, "--in", "alpha=" + (dir / "x.npy"), "--scalar", "beta=1"},
+       "--in alpha: argument alpha (scalar f32) is a scalar; give its value with --scalar "
+       "alpha=VALUE"},
+      {{k, "--in", in, "--scalar", "alpha=1", "--scalar", "beta=1", "--expect",
+        "alpha=" + (dir / "x.npy")},
+       "--expect alpha: argument alpha (scalar f32) is an input"},
+  };
+  for (const auto &[args, message] : errors) {
+    const Result r = trn_run(args);
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains(message));
+  }
+}
+
 TEST_CASE("trn-run: errors exit 2 with a clear message") {
   SimEnv env;
   TempDir dir;
