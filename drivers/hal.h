@@ -482,7 +482,11 @@ typedef struct trn_hal_ops {
   void (*kernel_unload)(trn_hal_instance_t *instance, trn_hal_kernel_t *kernel);
   /** Name, argument count, instructions per engine, constants (header untouched). */
   void (*kernel_properties)(const trn_hal_kernel_t *kernel, trn_kernel_properties_t *properties);
-  /** Argument `index` in launch order (header untouched); TRN_ERROR_OUT_OF_RANGE past the end. */
+  /**
+   * Argument `index` in launch order (header untouched; nothing past header.size written);
+   * TRN_ERROR_OUT_OF_RANGE past the end. `kind` says tensor or scalar; a driver that leaves it 0
+   * (one that predates scalar arguments) has tensors only.
+   */
   trn_result_t (*kernel_arg)(const trn_hal_kernel_t *kernel, uint32_t index, trn_kernel_arg_t *arg);
   /** The source line of an instruction, 0 when unknown. */
   uint32_t (*kernel_source_line)(const trn_hal_kernel_t *kernel, uint32_t engine, uint32_t index);
