@@ -160,6 +160,13 @@ TEST_CASE("round trip: kernels built in C++ objdump and re-assemble to the same 
         .read_scalar(ImmSlot::kImm0, alpha);
     write_kernel_file(b.finish(), dir + "/scalars.trnk");
     check_round_trip(dir + "/scalars.trnk", dir, "scalars");
+    // The summary lists them as scalars of 4 bytes.
+    int status = -1;
+    const std::string summary =
+        test::run_command({TRN_OBJDUMP_PATH, "-h", dir + "/scalars.trnk"}, 60'000, &status);
+    INFO(summary);
+    CHECK(status == 0);
+    CHECK_THAT(summary, Catch::Matches(R"([\s\S]*1 +n +in +i32 +scalar +4\n[\s\S]*)"));
   }
   std::filesystem::remove_all(dir);
 }
