@@ -1,10 +1,14 @@
 // trn-run: kernels (assembled by trn-as at build time, data/*.s) launched on a private simulated
 // device with .npy inputs; outputs, comparisons, errors and exit codes, the trace and the JSON
-// report. And the .npy reader/writer on its own: round trips and malformed files.
+// report. And the .npy reader/writer on its own: round trips and malformed files; and how
+// --scalar values parse.
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <bit>
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,11 +17,13 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "support/sim_env.hpp"
 #include "support/subprocess.hpp"
 #include "trn-run/npy.hpp"
+#include "trn-run/scalar_value.hpp"
 
 using nlohmann::json;
 using trn::test::run_command;
@@ -250,6 +256,42 @@ TEST_CASE("trn-run: --scalar gives scalar arguments their values, one binary for
     INFO(r.output);
     CHECK(r.code == 2);
     CHECK_THAT(r.output, Catch::Contains(message));
+  }
+}
+
+TEST_CASE("trn-run: scalar values parse exactly or say why not", "[scalar]") {
+  using trn::run::parse_scalar;
+  trn_scalar_t v;
+  CHECK_FALSE(parse_scalar("2.5", TRN_DTYPE_F32, &v));
+  CHECK(v.f32 == 2.5f);
+  CHECK(v.bits == std::bit_cast<uint32_t>(2.5f));  // the high bytes are zero
+  CHECK_FALSE(parse_scalar("0x1p-3", TRN_DTYPE_F32, &v));
+  CHECK(v.f32 == 0.125f);
+  CHECK_FALSE(parse_scalar("-inf", TRN_DTYPE_F32, &v));
+  CHECK(std::isinf(v.f32));
+  CHECK_FALSE(parse_scalar("nan", TRN_DTYPE_F32, &v));
+  CHECK(std::isnan(v.f32));
+  CHECK_FALSE(parse_scalar("1e-45", TRN_DTYPE_F32, &v));  // underflow to a subnormal: a value
+  CHECK(v.f32 > 0.0f);
+  CHECK_FALSE(parse_scalar("-2147483648", TRN_DTYPE_I32, &v));
+  CHECK(v.i32 == INT32_MIN);
+  CHECK_FALSE(parse_scalar("2147483647", TRN_DTYPE_I32, &v));
+  CHECK(v.i32 == INT32_MAX);
+  const std::vector<std::tuple<std::string, trn_dtype_t, std::string>> bad = {
+      {"", TRN_DTYPE_F32, "is not a number"},
+      {"1.5x", TRN_DTYPE_F32, "is not a number"},
+      {" 1", TRN_DTYPE_F32, "is not a number"},
+      {"-3.5e38", TRN_DTYPE_F32, "is out of range for f32"},
+      {"1.5", TRN_DTYPE_I32, "is not a decimal integer (i32)"},
+      {"2147483648", TRN_DTYPE_I32, "is out of range for i32 (-2147483648..2147483647)"},
+      {"-99999999999999999999", TRN_DTYPE_I32, "is out of range for i32"},
+      {"1", TRN_DTYPE_BF16, "cannot be given (scalars are f32 or i32)"},
+  };
+  for (const auto &[text, dtype, why] : bad) {
+    INFO("'" << text << "'");
+    const auto err = parse_scalar(text, dtype, &v);
+    REQUIRE(err);
+    CHECK_THAT(*err, Catch::Contains(why));
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <string>
 
 namespace trn::run {
 
@@ -35,7 +36,8 @@ std::optional<std::string> parse_scalar(std::string_view text, trn_dtype_t dtype
       return std::nullopt;
     }
     default:
-      return std::string("a scalar argument of dtype ") + trn_dtype_name(dtype) +
+      // The loader accepts no other scalar dtype; a driver reporting one is answered here.
+      return "a scalar argument of dtype " + std::to_string(static_cast<int>(dtype)) +
              " cannot be given (scalars are f32 or i32)";
   }
 }
