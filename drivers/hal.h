@@ -137,10 +137,19 @@ typedef struct trn_hal_sem_state {
 
 typedef struct trn_hal_kernel trn_hal_kernel_t;
 
-/** One kernel argument bound to device memory. */
+/**
+ * One kernel argument bound at launch. A tensor argument: device memory, `bytes` from
+ * `device_address` on. A scalar argument (the driver's kernel_arg reports TRN_ARG_KIND_SCALAR):
+ * `scalar_bits` holds the value (trn_scalar_t's `bits`: an f32 or i32 in the low 32 bits) and
+ * `bytes` is 0. Same layout as before scalar arguments existed (no interface version change: only
+ * a driver that reports scalar arguments is given one).
+ */
 typedef struct trn_hal_binding {
-  uint64_t device_address;
-  uint64_t bytes;
+  union {
+    uint64_t device_address; /**< tensor arguments */
+    uint64_t scalar_bits;    /**< scalar arguments */
+  };
+  uint64_t bytes; /**< tensor arguments: bytes from device_address; scalar arguments: 0 */
 } trn_hal_binding_t;
 
 /** One instruction (track < TRN_ENGINE_COUNT) or DMA transfer (track = 5 + queue) of a run. */
@@ -482,7 +491,11 @@ typedef struct trn_hal_ops {
   void (*kernel_unload)(trn_hal_instance_t *instance, trn_hal_kernel_t *kernel);
   /** Name, argument count, instructions per engine, constants (header untouched). */
   void (*kernel_properties)(const trn_hal_kernel_t *kernel, trn_kernel_properties_t *properties);
-  /** Argument `index` in launch order (header untouched); TRN_ERROR_OUT_OF_RANGE past the end. */
+  /**
+   * Argument `index` in launch order (header untouched; nothing past header.size written);
+   * TRN_ERROR_OUT_OF_RANGE past the end. `kind` says tensor or scalar; a driver that leaves it 0
+   * (one that predates scalar arguments) has tensors only.
+   */
   trn_result_t (*kernel_arg)(const trn_hal_kernel_t *kernel, uint32_t index, trn_kernel_arg_t *arg);
   /** The source line of an instruction, 0 when unknown. */
   uint32_t (*kernel_source_line)(const trn_hal_kernel_t *kernel, uint32_t engine, uint32_t index);

@@ -87,6 +87,17 @@ Program all_opcodes_kernel() {
   return p;
 }
 
+// Scalar arguments (format version 2) in a float and an integer slot.
+Program scalar_kernel() {
+  ProgramBuilder b("scalars");
+  const auto alpha = b.scalar_arg("alpha", DType::kF32);
+  const auto n = b.scalar_arg("n", DType::kI32);
+  const auto tile = sbuf_tile(DType::kF32, 0, 128, 0, 64);
+  b.activation(tile, tile, ActFunc::kIdentity).read_scalar(ImmSlot::kImm0, alpha);
+  b.iota(tile, pattern({{1, 64}}), 0, 1).read_scalar(ImmSlot::kIimm0, n);
+  return b.finish();
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -108,7 +119,8 @@ int main(int argc, char **argv) {
   const std::vector<std::pair<const char *, Program>> kernels = {
       {"empty.trnk", empty_kernel()},
       {"relu.trnk", relu_kernel()},
-      {"all_opcodes.trnk", all_opcodes_kernel()}};
+      {"all_opcodes.trnk", all_opcodes_kernel()},
+      {"scalars.trnk", scalar_kernel()}};
   for (const auto &[name, program] : kernels) {
     const auto bytes = write_kernel(program);
     std::ofstream f(dir / name, std::ios::binary | std::ios::trunc);

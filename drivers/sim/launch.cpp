@@ -31,6 +31,15 @@ trn_result_t check_launch(trn_hal_instance_t &instance, DeviceRuntime &device,
     return TRN_ERROR_INVALID_ARGUMENT;
   }
   for (uint32_t i = 0; i < arg_count; ++i) {
+    if (program.args[i].is_scalar()) {
+      if (args[i].bytes != 0) {
+        *why = "argument '" + program.args[i].name + "' of kernel '" + program.name +
+               "' is a scalar: bind its value in scalar_bits with bytes 0, not " +
+               std::to_string(args[i].bytes) + " bytes of memory";
+        return TRN_ERROR_INVALID_ARGUMENT;
+      }
+      continue;
+    }
     if (args[i].bytes == 0) continue;
     MemorySpan span;
     if (trn_result_t r = resolve(instance, args[i].device_address, args[i].bytes, &span, why);
@@ -67,6 +76,10 @@ LaunchOutcome run_launch(trn_hal_instance_t &instance, DeviceRuntime &device,
   const auto &program = kernel.program;
   std::vector<exec::HbmBinding> bound(arg_count);
   for (uint32_t i = 0; i < arg_count; ++i) {
+    if (program.args[i].is_scalar()) {
+      bound[i].scalar = args[i].scalar_bits;
+      continue;
+    }
     if (args[i].bytes == 0) continue;
     MemorySpan span;
     std::string why;

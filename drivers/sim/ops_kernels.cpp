@@ -1,5 +1,6 @@
 // Kernels: load, unload, and what the runtime shows of them.
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 
 #include "sim/kernel_runner.hpp"
@@ -50,6 +51,9 @@ trn_result_t sim_kernel_arg(const trn_hal_kernel_t *kernel, uint32_t index, trn_
   a->reserved = 0;
   for (uint32_t d = 0; d < TRN_KERNEL_MAX_RANK; ++d) a->shape[d] = d < a->rank ? arg.shape[d] : 0;
   a->bytes = arg.bytes();
+  // Filled only up to the caller's size: kind came after the first fields (API 0.2).
+  if (a->header.size >= offsetof(trn_kernel_arg_t, kind) + sizeof a->kind)
+    a->kind = arg.is_scalar() ? TRN_ARG_KIND_SCALAR : TRN_ARG_KIND_TENSOR;
   return TRN_SUCCESS;
 }
 

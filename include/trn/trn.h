@@ -896,6 +896,19 @@ typedef enum trn_arg_direction {
   TRN_ARG_DIRECTION_FORCE_INT32 = 0x7fffffff
 } trn_arg_direction_t;
 
+/**
+ * What a kernel argument is. A tensor is memory the kernel addresses (bound with `mem` and
+ * `offset`); a scalar is one value passed by value at launch (bound with `value`) that
+ * instructions read where they would read an immediate, so one binary serves every value
+ * (`y = alpha * x`). A scalar has rank 0, direction TRN_ARG_IN, dtype TRN_DTYPE_F32 or
+ * TRN_DTYPE_I32, and `bytes` the dtype's size. Since 0.2.
+ */
+typedef enum trn_arg_kind {
+  TRN_ARG_KIND_TENSOR = 1,
+  TRN_ARG_KIND_SCALAR = 2,
+  TRN_ARG_KIND_FORCE_INT32 = 0x7fffffff
+} trn_arg_kind_t;
+
 typedef enum trn_engine {
   TRN_ENGINE_TENSOR = 0,
   TRN_ENGINE_VECTOR = 1,
@@ -941,7 +954,9 @@ typedef struct trn_kernel_arg {
   uint32_t rank;
   uint32_t reserved;
   uint64_t shape[TRN_KERNEL_MAX_RANK];
-  uint64_t bytes; /**< elements x dtype size: what a launch binds at least */
+  uint64_t bytes;      /**< elements x dtype size: what a launch binds at least */
+  trn_arg_kind_t kind; /**< tensor or scalar (Since 0.2; a smaller header.size omits it) */
+  uint32_t reserved2;
 } trn_kernel_arg_t;
 
 TRN_DEFINE_STRUCT_MAKE(trn_kernel_arg_t, TRN_STRUCT_KERNEL_ARG)
@@ -961,10 +976,29 @@ TRN_API trn_result_t trn_kernel_get_properties(trn_kernel_t kernel,
 TRN_API trn_result_t trn_kernel_get_args(trn_kernel_t kernel, uint32_t *count,
                                          trn_kernel_arg_t *args);
 
-/** Binds one kernel argument to device memory: `mem` from `offset` on. */
+/**
+ * A scalar kernel argument's value, by the argument's dtype: `f32` for TRN_DTYPE_F32, `i32` for
+ * TRN_DTYPE_I32. Only its first 4 bytes are read (the rest of `bits` is ignored). Every f32 is a
+ * value, NaN and infinities included; nothing about it is checked. Since 0.2.
+ */
+typedef union trn_scalar {
+  float f32;
+  int32_t i32;
+  uint32_t u32;
+  uint64_t bits;
+} trn_scalar_t;
+
+/**
+ * Binds one kernel argument. A tensor argument: device memory, `mem` from `offset` on. A scalar
+ * argument (TRN_ARG_KIND_SCALAR): `mem` is NULL and `value` holds the value. The size and layout
+ * are those of API 0.1 (`offset` at byte 8), so arrays of bindings stay compatible.
+ */
 typedef struct trn_kernel_binding {
-  trn_mem_t mem;
-  uint64_t offset;
+  trn_mem_t mem; /**< tensor arguments: the memory; scalar arguments: NULL */
+  union {
+    uint64_t offset;    /**< tensor arguments: where in `mem` the argument starts */
+    trn_scalar_t value; /**< scalar arguments: the value passed (Since 0.2) */
+  };
 } trn_kernel_binding_t;
 
 typedef struct trn_launch_desc {
@@ -980,8 +1014,10 @@ TRN_DEFINE_STRUCT_MAKE(trn_launch_desc_t, TRN_STRUCT_LAUNCH_DESC)
 #define TRN_LAUNCH_DESC_INIT trn_launch_desc_t_make()
 
 /**
- * Launches a kernel on a compute queue (of a core of the kernel's device). Each binding must
- * cover the argument's bytes (checked at submission). A fault while the kernel runs (an access
+ * Launches a kernel on a compute queue (of a core of the kernel's device). Each tensor binding
+ * must cover the argument's bytes (checked at submission); each scalar binding has a NULL `mem`
+ * and its value in `value` (a non-NULL `mem` for a scalar, or a NULL one for a tensor, is
+ * TRN_ERROR_INVALID_KERNEL_ARG naming the argument). A fault while the kernel runs (an access
  * outside its memory, a deadlock between its engines) becomes the queue's fault record: kernel,
  * engine, instruction index, source line when the kernel carries one.
  */

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string_view>
 
 #include "isa/instruction.hpp"
 
@@ -40,5 +41,30 @@ constexpr std::array<FlagName, 9> kFlagNames = {{{"start", kFlagMatmulStart},
                                                  {"bias_tile", kFlagBiasTile},
                                                  {"operand0_tile", kFlagOperand0Tile},
                                                  {"operand1_tile", kFlagOperand1Tile}}};
+
+// Words that start a clause after an instruction's operands (`scale=...`, `wait ...`).
+constexpr std::array<const char *, 18> kClauseWords = {
+    "wait", "signal", "scale", "bias", "accumulate", "axes",  "dst",  "dst2",  "src0",
+    "src1", "src2",   "imm0",  "imm1", "iimm0",      "iimm1", "func", "func2", "flags"};
+
+// Words that cannot name a tile, a semaphore or (written bare in an operand) a scalar argument:
+// they would be ambiguous there. pN (partitions), sN (semaphores) and qN (queues) included.
+inline bool is_reserved(std::string_view w) {
+  static constexpr std::array<const char *, 12> kWords = {"sbuf",  "psum", "hbm",      "pattern",
+                                                          "none",  "inf",  "infinity", "nan",
+                                                          "const", "rows", "engine",   "queue"};
+  for (const char *k : kWords)
+    if (w == k) return true;
+  for (const char *k : kClauseWords)
+    if (w == k) return true;
+  for (const FlagName &f : kFlagNames)
+    if (w == f.name) return true;
+  if (!w.empty() && (w[0] == 'p' || w[0] == 's' || w[0] == 'q')) {
+    bool digits = true;
+    for (size_t i = 1; i < w.size(); ++i) digits = digits && w[i] >= '0' && w[i] <= '9';
+    if (digits) return true;
+  }
+  return false;
+}
 
 }  // namespace trn::isa::syntax

@@ -13,9 +13,11 @@
 #include <new>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "isa/asm_syntax.hpp"
+#include "isa/scalar_args.hpp"
 
 namespace trn::isa {
 
@@ -236,32 +238,8 @@ std::string describe(const Token &t) {
 // ---------------------------------------------------------------------------------------------
 // Field bookkeeping: each field may be given once per instruction.
 
-constexpr std::array<const char *, 18> kClauseWords = {
-    "wait", "signal", "scale", "bias", "accumulate", "axes",  "dst",  "dst2",  "src0",
-    "src1", "src2",   "imm0",  "imm1", "iimm0",      "iimm1", "func", "func2", "flags"};
-
 constexpr std::array<const char *, 8> kDirectives = {"kernel", "file", "arg",    "const",
                                                      "sem",    "tile", "engine", "loc"};
-
-// Words that cannot name a tile or semaphore (they would be ambiguous in operands).
-bool is_reserved(std::string_view w) {
-  static constexpr std::array<const char *, 12> kWords = {"sbuf",  "psum", "hbm",      "pattern",
-                                                          "none",  "inf",  "infinity", "nan",
-                                                          "const", "rows", "engine",   "queue"};
-  for (const char *k : kWords)
-    if (w == k) return true;
-  for (const char *k : kClauseWords)
-    if (w == k) return true;
-  for (const FlagName &f : kFlagNames)
-    if (w == f.name) return true;
-  // pN (partitions), sN (semaphores), qN (queues)
-  if (!w.empty() && (w[0] == 'p' || w[0] == 's' || w[0] == 'q')) {
-    bool digits = true;
-    for (size_t i = 1; i < w.size(); ++i) digits = digits && is_digit(w[i]);
-    if (digits) return true;
-  }
-  return false;
-}
 
 // "pN" / "sN" / "qN" with N all digits (N may be empty for "p").
 bool is_prefixed_number(std::string_view w, char prefix, bool allow_empty) {
@@ -521,6 +499,63 @@ class Assembler {
     return it->second.front();
   }
 
+  // --- scalar arguments standing for immediates
+  // arg(NAME), arg(INDEX), arg("name"), or the bare name of a declared argument (not a tile, not
+  // a reserved word).
+  bool starts_scalar_ref() const {
+    const Token &t = peek();
+    if (t.kind != Tok::kIdent) return false;
+    if (t.text == "arg" && is_punct("(", 1)) return true;
+    const std::string name(t.text);
+    return !is_reserved(t.text) && tiles_.count(name) == 0 && arg_names_.count(name) != 0;
+  }
+
+  // Makes `slot` read the scalar argument at the cursor; its own value becomes 0.
+  void scalar_operand(Instruction &inst, ImmSlot slot, std::string_view what) {
+    const uint32_t column = peek().column;
+    uint16_t index = 0;
+    if (is_word("arg") && is_punct("(", 1)) {
+      next();
+      next();
+      index = arg_ref();
+      expect_punct(")", "after the argument");
+    } else {
+      index = arg_ref();
+    }
+    if (index == kConstantsArg)
+      fail(column,
+           fmt::format("the constants block cannot stand for {}; name a scalar argument", what));
+    const Argument &a = program_.args[index];
+    if (!a.is_scalar())
+      fail(column, fmt::format("argument '{}' is a tensor; only a scalar argument (.arg NAME "
+                               "scalar f32 or i32) can stand for {}",
+                               printable(a.name), what));
+    const DType want = imm_slot_dtype(slot);
+    if (a.dtype != want)
+      fail(column,
+           fmt::format("scalar argument '{}' is {}, but {} is an {} immediate; declare it "
+                       "{}",
+                       printable(a.name), dtype_name(a.dtype), what,
+                       want == DType::kF32 ? "f32 (float)" : "i32 (integer)", dtype_name(want)));
+    read_scalar_arg(inst, slot, index);
+  }
+
+  // A float immediate (imm0 / imm1): a number or a scalar argument.
+  void float_operand(Instruction &inst, ImmSlot slot, std::string_view what) {
+    if (!starts_float() && starts_scalar_ref())
+      scalar_operand(inst, slot, what);
+    else
+      inst.imm[static_cast<uint32_t>(slot)] = floating(what);
+  }
+
+  // An integer immediate (iimm0 / iimm1): a number or a scalar argument.
+  void int_operand(Instruction &inst, ImmSlot slot, std::string_view what) {
+    if (starts_scalar_ref())
+      scalar_operand(inst, slot, what);
+    else
+      inst.iimm[static_cast<uint32_t>(slot) - 2] = i32(what);
+  }
+
   // --- access patterns
   AccessPattern access_pattern(std::string_view role) {
     const Token &t = peek();
@@ -555,7 +590,15 @@ class Assembler {
     next();
     bool have_arg = false;
     if (accept_punct("(")) {
+      const uint32_t arg_column = peek().column;
       ap.arg = arg_ref();
+      // (Other spaces ignore the index: the disassembly prints whatever a binary holds there.)
+      if (ap.space == MemSpace::kHbm && ap.arg != kConstantsArg &&
+          program_.args[ap.arg].is_scalar())
+        fail(arg_column, fmt::format("argument '{}' is a scalar; it stands for an immediate "
+                                     "(e.g. scale={}), it is not memory to address",
+                                     printable(program_.args[ap.arg].name),
+                                     printable(program_.args[ap.arg].name)));
       expect_punct(")", "after the argument");
       have_arg = true;
     }
@@ -783,8 +826,8 @@ class Assembler {
         comma("src");
         inst.func = alu_operand("ALU operator");
         set |= kFFunc | kFDst | kFSrc0;
-        if (starts_float()) {
-          inst.imm[0] = floating("operand0");
+        if (starts_float() || starts_scalar_ref()) {
+          float_operand(inst, ImmSlot::kImm0, "operand0");
           set |= kFImm0;
         } else {
           inst.src1 = access_pattern("operand0");
@@ -794,8 +837,8 @@ class Assembler {
         if (accept_punct(",")) {
           inst.func2 = alu_operand("ALU operator");
           set |= kFFunc2;
-          if (starts_float()) {
-            inst.imm[1] = floating("operand1");
+          if (starts_float() || starts_scalar_ref()) {
+            float_operand(inst, ImmSlot::kImm1, "operand1");
             set |= kFImm1;
           } else {
             inst.src2 = access_pattern("operand1");
@@ -814,7 +857,7 @@ class Assembler {
       case Opcode::kMemset:
         inst.dst = access_pattern("dst");
         comma("dst");
-        inst.imm[0] = floating("value");
+        float_operand(inst, ImmSlot::kImm0, "value");
         set |= kFDst | kFImm0;
         break;
       case Opcode::kIota:
@@ -822,9 +865,9 @@ class Assembler {
         comma("dst");
         inst.src0 = access_pattern("pattern");
         comma("pattern");
-        inst.iimm[0] = i32("offset");
+        int_operand(inst, ImmSlot::kIimm0, "offset");
         comma("offset");
-        inst.iimm[1] = i32("channel multiplier");
+        int_operand(inst, ImmSlot::kIimm1, "channel multiplier");
         set |= kFDst | kFSrc0 | kFIimm0 | kFIimm1;
         break;
       case Opcode::kAffineSelect:
@@ -833,13 +876,13 @@ class Assembler {
         comma("dst");
         inst.src0 = access_pattern("pattern");
         comma("pattern");
-        inst.iimm[0] = i32("offset");
+        int_operand(inst, ImmSlot::kIimm0, "offset");
         comma("offset");
-        inst.iimm[1] = i32("channel multiplier");
+        int_operand(inst, ImmSlot::kIimm1, "channel multiplier");
         comma("channel multiplier");
         inst.src1 = access_pattern("on_true");
         comma("on_true");
-        inst.imm[0] = floating("on_false value");
+        float_operand(inst, ImmSlot::kImm0, "on_false value");
         set |= kFFunc | kFDst | kFSrc0 | kFIimm0 | kFIimm1 | kFSrc1 | kFImm0;
         break;
     }
@@ -892,9 +935,9 @@ class Assembler {
         if (set & (value_field | tile_field))
           fail(column, fmt::format("{} given twice (as {}); an activation has one {}", w,
                                    (set & value_field) ? "a value" : "a tile", w));
-        if (starts_float()) {
+        if (starts_float() || starts_scalar_ref()) {
           mark(set, value_field, column, scale ? "scale value (imm0)" : "bias value (imm1)");
-          inst.imm[scale ? 0 : 1] = floating(w);
+          float_operand(inst, scale ? ImmSlot::kImm0 : ImmSlot::kImm1, w);
         } else {
           mark(set, tile_field, column, scale ? "scale tile (src2)" : "bias tile (src1)");
           (scale ? inst.src2 : inst.src1) = access_pattern(w);
@@ -926,11 +969,11 @@ class Assembler {
       } else if (w == "imm0" || w == "imm1") {
         size_t i = w == "imm0" ? 0 : 1;
         mark(set, i == 0 ? kFImm0 : kFImm1, column, w);
-        inst.imm[i] = floating(w);
+        float_operand(inst, i == 0 ? ImmSlot::kImm0 : ImmSlot::kImm1, w);
       } else if (w == "iimm0" || w == "iimm1") {
         size_t i = w == "iimm0" ? 0 : 1;
         mark(set, i == 0 ? kFIimm0 : kFIimm1, column, w);
-        inst.iimm[i] = i32(w);
+        int_operand(inst, i == 0 ? ImmSlot::kIimm0 : ImmSlot::kIimm1, w);
       } else if (w == "func" || w == "func2") {
         mark(set, w == "func" ? kFFunc : kFFunc2, column, w);
         (w == "func" ? inst.func : inst.func2) = static_cast<uint8_t>(unsigned_int(w, 255));
@@ -990,6 +1033,10 @@ class Assembler {
     std::string key(t.text);
     if (tiles_.count(key) || sems_.count(key))
       fail(t.column, fmt::format("'{}' is already declared", printable(t.text)));
+    if (kind == "tile" && scalar_names_.count(key))
+      fail(t.column, fmt::format("'{}' is already declared as a scalar argument; a tile of that "
+                                 "name would make operands ambiguous",
+                                 printable(t.text)));
   }
 
   void directive() {
@@ -1041,8 +1088,13 @@ class Assembler {
   void arg_directive(const Token &d) {
     if (program_.args.size() >= 0xFFFF) fail(d.column, "too many arguments (at most 65535)");
     Argument a;
+    const uint32_t name_column = peek().column;
     a.name = name_token("an argument name");
-    const Token &dir = expect_ident("a direction (in, out or inout)");
+    const Token &dir = expect_ident("a direction (in, out or inout) or scalar");
+    if (dir.text == "scalar") {
+      scalar_arg_directive(std::move(a), name_column);
+      return;
+    }
     if (dir.text == "in") {
       a.direction = ArgDirection::kIn;
     } else if (dir.text == "out") {
@@ -1051,8 +1103,10 @@ class Assembler {
       a.direction = ArgDirection::kInOut;
     } else {
       fail(dir.column,
-           fmt::format("unknown direction '{}'{}; expected in, out or inout", printable(dir.text),
-                       suggest(dir.text, std::array<std::string_view, 3>{"in", "out", "inout"})));
+           fmt::format(
+               "unknown direction '{}'{}; expected in, out or inout (or scalar)",
+               printable(dir.text),
+               suggest(dir.text, std::array<std::string_view, 4>{"in", "out", "inout", "scalar"})));
     }
     a.dtype = dtype();
     expect_punct("[", "before the argument's shape");
@@ -1063,6 +1117,26 @@ class Assembler {
       }
     }
     expect_punct("]", "after the argument's shape");
+    arg_names_[a.name].push_back(static_cast<uint16_t>(program_.args.size()));
+    program_.args.push_back(std::move(a));
+  }
+
+  // .arg NAME scalar f32|i32: one value passed at launch, read where an immediate is.
+  void scalar_arg_directive(Argument a, uint32_t name_column) {
+    a.kind = ArgKind::kScalar;
+    a.direction = ArgDirection::kIn;
+    const uint32_t dtype_column = peek().column;
+    a.dtype = dtype();
+    if (!is_scalar_dtype(a.dtype))
+      fail(dtype_column, fmt::format("a scalar argument is f32 or i32 (what an immediate holds), "
+                                     "not {}",
+                                     dtype_name(a.dtype)));
+    if (is_punct("[")) fail(peek().column, "a scalar argument has no shape (it is one value)");
+    if (tiles_.count(a.name))
+      fail(name_column, fmt::format("'{}' is already declared as a tile; a scalar argument of "
+                                    "that name would make operands ambiguous",
+                                    printable(a.name)));
+    scalar_names_.insert(a.name);
     arg_names_[a.name].push_back(static_cast<uint16_t>(program_.args.size()));
     program_.args.push_back(std::move(a));
   }
@@ -1133,6 +1207,7 @@ class Assembler {
   AsmLineMap text_lines_;  // the text line of every instruction
   bool have_kernel_ = false, have_file_ = false;
   std::unordered_map<std::string, std::vector<uint16_t>> arg_names_;
+  std::unordered_set<std::string> scalar_names_;
   std::unordered_map<std::string, AccessPattern> tiles_;
   std::unordered_map<std::string, uint16_t> sems_;
 };

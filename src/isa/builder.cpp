@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "isa/scalar_args.hpp"
+
 namespace trn::isa {
 
 namespace {
@@ -98,6 +100,11 @@ InstrRef &InstrRef::line(uint32_t source_line) {
   return *this;
 }
 
+InstrRef &InstrRef::read_scalar(ImmSlot slot, uint16_t arg) {
+  read_scalar_arg(get(), slot, arg);
+  return *this;
+}
+
 ProgramBuilder::ProgramBuilder(std::string name) {
   program_.name = std::move(name);
 }
@@ -105,6 +112,11 @@ ProgramBuilder::ProgramBuilder(std::string name) {
 uint16_t ProgramBuilder::arg(std::string name, DType dtype, std::vector<uint64_t> shape,
                              ArgDirection dir) {
   program_.args.push_back({std::move(name), dtype, std::move(shape), dir});
+  return static_cast<uint16_t>(program_.args.size() - 1);
+}
+
+uint16_t ProgramBuilder::scalar_arg(std::string name, DType dtype) {
+  program_.args.push_back({std::move(name), dtype, {}, ArgDirection::kIn, ArgKind::kScalar});
   return static_cast<uint16_t>(program_.args.size() - 1);
 }
 

@@ -6,6 +6,10 @@
 //   b.dma_copy(Engine::kSync, 0, sbuf(DType::kF32, 0, 128, 0, {{1, 512}}),
 //              hbm(x, DType::kF32, 0, 512, 128, {{1, 512}})).signal_add(0, 1);
 //   b.tensor_tensor(Engine::kVector, ...).wait_ge(0, 1);
+//
+// A scalar argument stands for an immediate, so one binary serves every value (y = alpha * x):
+//   auto alpha = b.scalar_arg("alpha", DType::kF32);
+//   b.activation(dst, src, ActFunc::kIdentity).read_scalar(ImmSlot::kImm0, alpha);
 #pragma once
 
 #include <cstdint>
@@ -48,6 +52,8 @@ class InstrRef {
   InstrRef &signal_add(uint16_t sem, uint32_t value = 1);
   InstrRef &signal_set(uint16_t sem, uint32_t value);
   InstrRef &line(uint32_t source_line);
+  // The instruction's `slot` reads scalar argument `arg` at launch (its own value becomes 0).
+  InstrRef &read_scalar(ImmSlot slot, uint16_t arg);
   Instruction &get();
   size_t index() const { return index_; }
 
@@ -62,6 +68,8 @@ class ProgramBuilder {
   explicit ProgramBuilder(std::string name);
 
   uint16_t arg(std::string name, DType dtype, std::vector<uint64_t> shape, ArgDirection dir);
+  // A scalar argument (f32 for float immediates, i32 for integer ones), passed at launch.
+  uint16_t scalar_arg(std::string name, DType dtype);
 
   InstrRef dma_copy(Engine issuer, uint8_t queue, const AccessPattern &dst,
                     const AccessPattern &src);

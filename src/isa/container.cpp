@@ -1,17 +1,19 @@
-// The kernel binary (format version 1). Every multi-byte value is little endian; every record is
-// written and read field by field (never a struct copy); all padding and reserved fields are 0
-// and the reader rejects anything else.
+// The kernel binary (format versions 1 and 2; 2 only for kernels with scalar arguments). Every
+// multi-byte value is little endian; every record is written and read field by field (never a
+// struct copy); all padding and reserved fields are 0 and the reader rejects anything else.
 //
 // ELF64 header (64 bytes, at offset 0), section headers (64 bytes each, e_shoff, at the end).
 //
 // .trn.meta (48 bytes + name_len + 1, type PROGBITS, align 8)
-//   0 magic u32 "TRNK"      4 version u32 (1)         8 arg_count u32
+//   0 magic u32 "TRNK"      4 version u32 (1, or 2 with scalar arguments)   8 arg_count u32
 //  12 instruction count u32 per engine (tensor, vector, scalar, gpsimd, sync)
 //  32 name_len u32         36 reserved u32            40 constants size u64
 //  48 kernel name, name_len bytes, NUL
 //
 // .trn.args (PROGBITS, align 8): arg_count records of 8 + 8 * rank + pad8(name_len + 1) bytes
-//   0 name_len u32   4 dtype u8   5 direction u8   6 rank u8   7 reserved u8
+//   0 name_len u32   4 dtype u8   5 direction u8   6 rank u8
+//   7 kind u8: 0 tensor, 1 scalar (version 2; reserved 0 in version 1); a scalar has rank 0,
+//     direction in, dtype f32 or i32
 //   8 shape u64 x rank, then the name, NUL, zero padding to a multiple of 8
 //
 // .trn.text.<engine> (PROGBITS, align 8, entsize 368): one record per instruction
@@ -19,7 +21,9 @@
 //   5 wait.cmp u8   6 signal.op u8  7 reserved u8  8 flags u32
 //   (wait.sem / wait.value are zero without wait.cmp, signal.sem / .value without signal.op)
 //  12 wait.sem u16 14 signal.sem u16  16 wait.value u32  20 signal.value u32
-//  24 imm[0] f32   28 imm[1] f32      32 iimm[0] i32     36 iimm[1] i32     40 reserved u64
+//  24 imm[0] f32   28 imm[1] f32      32 iimm[0] i32     36 iimm[1] i32
+//  40 scalar slots u16 x 4, for imm[0], imm[1], iimm[0], iimm[1]: 0, or 1 + the index of the
+//     scalar argument the slot reads (then the slot's own value is 0). Version 2; zero in 1.
 //  48 dst, 112 dst2, 176 src0, 240 src1, 304 src2: access patterns of 64 bytes:
 //     0 space u8  1 dtype u8  2 arg u16 (0, an argument or 0xFFFF)  4 num_dims u32
 //     8 partition_start u32
@@ -43,6 +47,8 @@
 #include <array>
 #include <bit>
 #include <string_view>
+
+#include "isa/scalar_args.hpp"
 
 namespace trn::isa {
 
@@ -147,7 +153,8 @@ void write_instruction(Out &o, const Instruction &in) {
   o.f32(in.imm[1]);
   o.i32(in.iimm[0]);
   o.i32(in.iimm[1]);
-  o.u64(0);
+  for (uint16_t arg : in.scalar_arg)
+    o.u16(arg == kNoScalarArg ? 0 : static_cast<uint16_t>(arg + 1));
   for (const AccessPattern *ap : {&in.dst, &in.dst2, &in.src0, &in.src1, &in.src2})
     write_ap(o, *ap);
 }
@@ -167,7 +174,7 @@ std::vector<std::byte> write_kernel(const Program &p) {
 
   Out &m = sec[kMeta];
   m.u32(kKernelMagic);
-  m.u32(kKernelFormatVersion);
+  m.u32(uses_scalar_args(p) ? kKernelFormatVersionScalars : kKernelFormatVersion);
   m.u32(static_cast<uint32_t>(p.args.size()));
   for (const auto &s : p.streams) m.u32(static_cast<uint32_t>(s.size()));
   m.u32(static_cast<uint32_t>(p.name.size()));
@@ -182,7 +189,7 @@ std::vector<std::byte> write_kernel(const Program &p) {
     a.u8(static_cast<uint8_t>(arg.dtype));
     a.u8(static_cast<uint8_t>(arg.direction));
     a.u8(static_cast<uint8_t>(arg.shape.size()));
-    a.u8(0);
+    a.u8(static_cast<uint8_t>(arg.kind));
     for (uint64_t s : arg.shape) a.u64(s);
     a.str(arg.name);
     a.u8(0);
@@ -420,7 +427,9 @@ Error read_ap(Cursor &c, AccessPattern &ap, const char *role, size_t arg_count) 
   return std::nullopt;
 }
 
-Error read_instruction(Cursor &c, Engine stream, size_t arg_count, Instruction &in) {
+Error read_instruction(Cursor &c, Engine stream, std::span<const Argument> args, uint32_t version,
+                       Instruction &in) {
+  const size_t arg_count = args.size();
   const uint8_t opcode = c.u8(), engine = c.u8();
   if (opcode >= kOpcodeCount) return fmt::format("unknown opcode {}", opcode);
   if (engine >= kEngineCount) return fmt::format("unknown engine {}", engine);
@@ -449,7 +458,16 @@ Error read_instruction(Cursor &c, Engine stream, size_t arg_count, Instruction &
   in.imm[1] = c.f32();
   in.iimm[0] = c.i32();
   in.iimm[1] = c.i32();
-  if (c.u64() != 0) return std::string("reserved bytes 40..47 are not zero");
+  std::array<uint16_t, kImmSlotCount> slots{};
+  for (uint16_t &v : slots) v = c.u16();
+  if (version < kKernelFormatVersionScalars) {
+    if (slots != std::array<uint16_t, kImmSlotCount>{})
+      return std::string("reserved bytes 40..47 are not zero");
+  } else {
+    for (uint32_t s = 0; s < kImmSlotCount; ++s)
+      in.scalar_arg[s] = slots[s] == 0 ? kNoScalarArg : static_cast<uint16_t>(slots[s] - 1);
+    if (auto e = check_scalar_refs(in, args)) return e;
+  }
   // A semaphore and value without a wait (update) are not part of the instruction: zero.
   if (in.wait.cmp == SemCmp::kNone && (in.wait.sem != 0 || in.wait.value != 0))
     return fmt::format("wait semaphore {} and value {} are set without a wait comparison",
@@ -485,6 +503,11 @@ class KernelReader {
       if (auto err = read_stream(static_cast<Engine>(e))) return err;
     if (auto e = read_const()) return e;
     if (auto e = read_debug()) return e;
+    if (version_ == kKernelFormatVersionScalars && !uses_scalar_args(p_))
+      return fmt::format(
+          "kernel format version {} without scalar arguments; such a kernel is stored as version "
+          "{}",
+          version_, kKernelFormatVersion);
     return check_canonical();
   }
 
@@ -640,11 +663,12 @@ class KernelReader {
     if (const uint32_t magic = c.u32(); magic != kKernelMagic)
       return sec_error(kMeta, fmt::format("bad magic 0x{:08x} (expected 0x{:08x}, \"TRNK\")", magic,
                                           kKernelMagic));
-    if (const uint32_t version = c.u32(); version != kKernelFormatVersion)
+    version_ = c.u32();
+    if (version_ < kKernelFormatVersion || version_ > kKernelFormatVersionScalars)
       return fmt::format(
-          "kernel format version {}; this trn reads version {} (rebuild the kernel with this "
-          "trn-as)",
-          version, kKernelFormatVersion);
+          "kernel format version {}; this trn reads versions {} and {} (rebuild the kernel with "
+          "this trn-as)",
+          version_, kKernelFormatVersion, kKernelFormatVersionScalars);
     return std::nullopt;
   }
 
@@ -782,7 +806,7 @@ class KernelReader {
       if (!c.has(kArgHeaderSize))
         return sec_error(kArgs, fmt::format("{} at offset {}: truncated record", what, at));
       const uint32_t name_len = c.u32();
-      const uint8_t dtype = c.u8(), dir = c.u8(), rank = c.u8(), reserved = c.u8();
+      const uint8_t dtype = c.u8(), dir = c.u8(), rank = c.u8(), kind = c.u8();
       if (dtype == 0 || dtype >= kDTypeCount)
         return sec_error(kArgs, fmt::format("{}: unknown dtype {}", what, dtype));
       if (dir < static_cast<uint8_t>(ArgDirection::kIn) ||
@@ -790,10 +814,16 @@ class KernelReader {
         return sec_error(kArgs, fmt::format("{}: unknown direction {}", what, dir));
       if (rank > kMaxArgRank)
         return sec_error(kArgs, fmt::format("{}: rank {}; at most {}", what, rank, kMaxArgRank));
-      if (reserved != 0)
-        return sec_error(kArgs, fmt::format("{}: reserved byte is {}; expected 0", what, reserved));
+      if (version_ < kKernelFormatVersionScalars && kind != 0)
+        return sec_error(kArgs, fmt::format("{}: reserved byte is {}; expected 0 (scalar "
+                                            "arguments need kernel format version {})",
+                                            what, kind, kKernelFormatVersionScalars));
+      if (kind > static_cast<uint8_t>(ArgKind::kScalar))
+        return sec_error(kArgs,
+                         fmt::format("{}: unknown kind {} (0 tensor, 1 scalar)", what, kind));
       a.dtype = static_cast<DType>(dtype);
       a.direction = static_cast<ArgDirection>(dir);
+      a.kind = static_cast<ArgKind>(kind);
       if (!c.has(uint64_t{rank} * 8))
         return sec_error(kArgs, fmt::format("{}: shape runs past the end of the section", what));
       a.shape.resize(rank);
@@ -811,6 +841,7 @@ class KernelReader {
               read_cstring(c, name_len, kMaxArgNameLength, fmt::format("{}: name", what), a.name))
         return sec_error(kArgs, *e);
       if (auto e = read_padding(c, 8, what)) return sec_error(kArgs, *e);
+      if (auto e = check_scalar_arg(a)) return sec_error(kArgs, fmt::format("{}: {}", what, *e));
     }
     if (c.remaining() != 0)
       return sec_error(
@@ -834,7 +865,7 @@ class KernelReader {
     stream.resize(static_cast<size_t>(n));
     for (size_t i = 0; i < n; ++i) {
       Cursor c(bytes.subspan(i * kInstructionRecordSize, kInstructionRecordSize));
-      if (auto err = read_instruction(c, engine, p_.args.size(), stream[i]))
+      if (auto err = read_instruction(c, engine, p_.args, version_, stream[i]))
         return fmt::format("instruction {}[{}]: {}", engine_name(engine), i, *err);
       if (c.overrun() || c.remaining() != 0)
         return fmt::format("internal error: instruction {}[{}] record overrun", engine_name(engine),
@@ -890,6 +921,7 @@ class KernelReader {
   uint16_t shnum_ = 0, shstrndx_ = 0;
   std::vector<SectionHeader> headers_;
   std::array<uint32_t, kSectionIdCount> index_{};  // section header index by id (0: absent)
+  uint32_t version_ = 0;
   uint32_t arg_count_ = 0;
   std::array<uint32_t, kEngineCount> stream_count_{};
   uint64_t const_size_ = 0;

@@ -37,9 +37,13 @@ namespace trn::isa {
 constexpr uint16_t kElfTypeTrnKernel = 0xFE54;  // ET_LOOS + 0x54 ('T')
 constexpr uint16_t kElfMachineTrn = 0x7472;     // "tr"
 constexpr uint32_t kKernelMagic = 0x4B4E5254;   // "TRNK" as little-endian bytes
+// Format version 1 holds kernels without scalar arguments; version 2 adds them (an argument's
+// kind byte and each instruction's scalar slots, container.cpp). The writer stores a kernel in
+// the lowest version that holds it, so kernels without scalars stay readable by older trn.
 constexpr uint32_t kKernelFormatVersion = 1;
+constexpr uint32_t kKernelFormatVersionScalars = 2;
 
-// Record sizes of format version 1.
+// Record sizes of format versions 1 and 2 (the same).
 constexpr size_t kMetaHeaderSize = 48;           // .trn.meta, before the kernel name
 constexpr size_t kArgHeaderSize = 8;             // .trn.args, before shape and name
 constexpr size_t kAccessPatternRecordSize = 64;  // inside an instruction record

@@ -87,6 +87,14 @@ std::string arg_text(const Program &p, uint16_t arg) {
   return fmt::format("{}", arg);
 }
 
+// The operand naming the scalar argument a slot reads: its bare name when that reads back as
+// the argument (an unambiguous identifier, not a reserved word), else arg(INDEX).
+std::string scalar_text(const Program &p, uint16_t arg) {
+  const std::string name = arg_text(p, arg);
+  if (arg < p.args.size() && name == p.args[arg].name && !is_reserved(name)) return name;
+  return fmt::format("arg({})", name);
+}
+
 std::string ap_text(const Program &p, const AccessPattern &a) {
   if (ap_is_default(a)) return "none";
   std::string s;
@@ -136,6 +144,15 @@ std::string disassemble_instruction(const Program &p, Engine stream, const Instr
   std::string s = opcode_name(in.opcode);
   uint32_t covered = 0, flags_covered = 0;
   auto ap = [&](const AccessPattern &a) { return ap_text(p, a); };
+  auto is_arg = [&](ImmSlot slot) { return in.scalar_arg[uint32_t(slot)] != kNoScalarArg; };
+  // An immediate as written: its value, or the scalar argument it reads.
+  auto imm = [&](uint32_t i) {
+    return is_arg(ImmSlot(i)) ? scalar_text(p, in.scalar_arg[i]) : float_text(in.imm[i]);
+  };
+  auto iimm = [&](uint32_t i) {
+    return is_arg(ImmSlot(i + 2)) ? scalar_text(p, in.scalar_arg[i + 2])
+                                  : fmt::format("{}", in.iimm[i]);
+  };
   if (in.opcode == Opcode::kDmaCopy || in.queue != 0) s += fmt::format(" q{}", in.queue);
   switch (in.opcode) {
     case Opcode::kNop:
@@ -172,7 +189,8 @@ std::string disassemble_instruction(const Program &p, Engine stream, const Instr
         covered |= kFSrc2;
         flags_covered |= kFlagScaleTile;
       } else {
-        if (bits(in.imm[0]) != bits(1.0f)) s += fmt::format(" scale={}", float_text(in.imm[0]));
+        if (is_arg(ImmSlot::kImm0) || bits(in.imm[0]) != bits(1.0f))
+          s += fmt::format(" scale={}", imm(0));
         covered |= kFImm0;
       }
       if (in.flags & kFlagBiasTile) {
@@ -180,7 +198,7 @@ std::string disassemble_instruction(const Program &p, Engine stream, const Instr
         covered |= kFSrc1;
         flags_covered |= kFlagBiasTile;
       } else {
-        if (bits(in.imm[1]) != 0) s += fmt::format(" bias={}", float_text(in.imm[1]));
+        if (is_arg(ImmSlot::kImm1) || bits(in.imm[1]) != 0) s += fmt::format(" bias={}", imm(1));
         covered |= kFImm1;
       }
       if (in.flags & kFlagAccumulate) {
@@ -202,10 +220,11 @@ std::string disassemble_instruction(const Program &p, Engine stream, const Instr
         covered |= kFSrc1;
         flags_covered |= kFlagOperand0Tile;
       } else {
-        s += float_text(in.imm[0]);
+        s += imm(0);
         covered |= kFImm0;
       }
-      if (in.func2 != 0 || bits(in.imm[1]) != 0 || (in.flags & kFlagOperand1Tile)) {
+      if (in.func2 != 0 || bits(in.imm[1]) != 0 || is_arg(ImmSlot::kImm1) ||
+          (in.flags & kFlagOperand1Tile)) {
         s += fmt::format(", {} ", alu_text(in.func2));
         covered |= kFFunc2;
         if (in.flags & kFlagOperand1Tile) {
@@ -213,7 +232,7 @@ std::string disassemble_instruction(const Program &p, Engine stream, const Instr
           covered |= kFSrc2;
           flags_covered |= kFlagOperand1Tile;
         } else {
-          s += float_text(in.imm[1]);
+          s += imm(1);
           covered |= kFImm1;
         }
       }
@@ -225,16 +244,16 @@ std::string disassemble_instruction(const Program &p, Engine stream, const Instr
       covered |= kFFunc | kFDst | kFSrc0 | kFIimm0;
       break;
     case Opcode::kMemset:
-      s += fmt::format(" {}, {}", ap(in.dst), float_text(in.imm[0]));
+      s += fmt::format(" {}, {}", ap(in.dst), imm(0));
       covered |= kFDst | kFImm0;
       break;
     case Opcode::kIota:
-      s += fmt::format(" {}, {}, {}, {}", ap(in.dst), ap(in.src0), in.iimm[0], in.iimm[1]);
+      s += fmt::format(" {}, {}, {}, {}", ap(in.dst), ap(in.src0), iimm(0), iimm(1));
       covered |= kFDst | kFSrc0 | kFIimm0 | kFIimm1;
       break;
     case Opcode::kAffineSelect:
       s += fmt::format(" {} {}, {}, {}, {}, {}, {}", alu_text(in.func), ap(in.dst), ap(in.src0),
-                       in.iimm[0], in.iimm[1], ap(in.src1), float_text(in.imm[0]));
+                       iimm(0), iimm(1), ap(in.src1), imm(0));
       covered |= kFFunc | kFDst | kFSrc0 | kFIimm0 | kFIimm1 | kFSrc1 | kFImm0;
       break;
   }
@@ -256,12 +275,14 @@ std::string disassemble_instruction(const Program &p, Engine stream, const Instr
     if (!(covered & (kFDst << i)) && !ap_is_default(*aps[i].second))
       s += fmt::format(" {}={}", aps[i].first, ap(*aps[i].second));
   float imm0_default = in.opcode == Opcode::kActivation ? 1.0f : 0.0f;
-  if (!(covered & kFImm0) && bits(in.imm[0]) != bits(imm0_default))
-    s += fmt::format(" imm0={}", float_text(in.imm[0]));
-  if (!(covered & kFImm1) && bits(in.imm[1]) != 0)
-    s += fmt::format(" imm1={}", float_text(in.imm[1]));
-  if (!(covered & kFIimm0) && in.iimm[0] != 0) s += fmt::format(" iimm0={}", in.iimm[0]);
-  if (!(covered & kFIimm1) && in.iimm[1] != 0) s += fmt::format(" iimm1={}", in.iimm[1]);
+  if (!(covered & kFImm0) && (is_arg(ImmSlot::kImm0) || bits(in.imm[0]) != bits(imm0_default)))
+    s += fmt::format(" imm0={}", imm(0));
+  if (!(covered & kFImm1) && (is_arg(ImmSlot::kImm1) || bits(in.imm[1]) != 0))
+    s += fmt::format(" imm1={}", imm(1));
+  if (!(covered & kFIimm0) && (is_arg(ImmSlot::kIimm0) || in.iimm[0] != 0))
+    s += fmt::format(" iimm0={}", iimm(0));
+  if (!(covered & kFIimm1) && (is_arg(ImmSlot::kIimm1) || in.iimm[1] != 0))
+    s += fmt::format(" iimm1={}", iimm(1));
   for (const FlagName &f : kFlagNames)
     if ((in.flags & f.bit) && !(flags_covered & f.bit)) s += fmt::format(" {}", f.name);
   if (in.flags & ~kFlagsKnown) s += fmt::format(" flags=0x{:x}", in.flags & ~kFlagsKnown);
@@ -277,6 +298,10 @@ std::string disassemble(const Program &p) {
   std::string out = fmt::format(".kernel {}\n", name_text(p.name));
   if (!p.source_file.empty()) out += fmt::format(".file {}\n", quoted(p.source_file));
   for (const Argument &a : p.args) {
+    if (a.is_scalar()) {
+      out += fmt::format(".arg {} scalar {}\n", name_text(a.name), dtype_name(a.dtype));
+      continue;
+    }
     std::string shape;
     for (size_t i = 0; i < a.shape.size(); ++i)
       shape += fmt::format("{}{}", i ? "," : "", a.shape[i]);
@@ -361,6 +386,9 @@ std::optional<std::string> diff_inst(const std::string &w, const Instruction &a,
       return d;
     if (auto d = diff(fmt::format("{}.iimm[{}]", w, i), a.iimm[i], b.iimm[i])) return d;
   }
+  for (size_t i = 0; i < kImmSlotCount; ++i)
+    if (auto d = diff(fmt::format("{}.scalar_arg[{}]", w, i), a.scalar_arg[i], b.scalar_arg[i]))
+      return d;
   if (auto d = diff(w + ".wait.cmp", static_cast<int>(a.wait.cmp), static_cast<int>(b.wait.cmp)))
     return d;
   if (auto d = diff(w + ".wait.sem", a.wait.sem, b.wait.sem)) return d;
@@ -386,6 +414,7 @@ std::optional<std::string> program_difference(const Program &a, const Program &b
     if (auto d =
             diff(w + ".direction", static_cast<int>(x.direction), static_cast<int>(y.direction)))
       return d;
+    if (auto d = diff(w + ".kind", static_cast<int>(x.kind), static_cast<int>(y.kind))) return d;
     if (x.shape != y.shape)
       return fmt::format("{}.shape: [{}] != [{}]", w, fmt::join(x.shape, ","),
                          fmt::join(y.shape, ","));

@@ -84,6 +84,13 @@ constexpr uint32_t kFlagsKnown = (1u << 9) - 1;
 //   memset          dst <- imm[0]
 //   iota            dst = iimm[0] + p * iimm[1] + sum(step_d * i_d), steps/counts in src0.dims
 //   affine_select   dst = cmp(value, 0) ? src1 : imm[0], value as for iota (pattern in src0)
+// The four immediates of an instruction, as slots that may read a scalar kernel argument instead
+// of the value in the instruction (docs/ISA.md, "Scalar arguments"): imm[0], imm[1], iimm[0],
+// iimm[1]. Float slots take an f32 argument, integer slots an i32 one.
+enum class ImmSlot : uint8_t { kImm0 = 0, kImm1 = 1, kIimm0 = 2, kIimm1 = 3 };
+constexpr uint32_t kImmSlotCount = 4;
+constexpr uint16_t kNoScalarArg = 0xFFFF;  // the slot holds its own value
+
 struct Instruction {
   Opcode opcode = Opcode::kNop;
   Engine engine = Engine::kSync;
@@ -96,6 +103,10 @@ struct Instruction {
   std::array<int32_t, 2> iimm{};
   SemWait wait;
   SemUpdate signal;
+  // Per ImmSlot: the scalar argument whose launch value the slot reads, or kNoScalarArg. A slot
+  // that reads an argument keeps its own value at 0.
+  std::array<uint16_t, kImmSlotCount> scalar_arg = {kNoScalarArg, kNoScalarArg, kNoScalarArg,
+                                                    kNoScalarArg};
 };
 
 }  // namespace trn::isa

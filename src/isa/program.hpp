@@ -15,14 +15,20 @@ namespace trn::isa {
 enum class ArgDirection : uint8_t { kIn = 1, kOut = 2, kInOut = 3 };
 const char *arg_direction_name(ArgDirection d);  // "in", "out", "inout"
 
+// A tensor argument is memory the kernel addresses in HBM; a scalar argument is one value (f32 or
+// i32, rank 0, direction in) passed at launch and read by instructions as an immediate.
+enum class ArgKind : uint8_t { kTensor = 0, kScalar = 1 };
+
 struct Argument {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<uint64_t> shape;
   ArgDirection direction = ArgDirection::kIn;
+  ArgKind kind = ArgKind::kTensor;
 
   uint64_t elements() const;
   uint64_t bytes() const { return elements() * dtype_size(dtype); }
+  bool is_scalar() const { return kind == ArgKind::kScalar; }
 };
 
 struct Program {

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include "isa/scalar_args.hpp"
+
 namespace trn::isa {
 
 namespace {
@@ -76,6 +78,11 @@ Error check_ap(const AccessPattern &ap, const char *name, const Target &target,
     } else if (program && ap.arg >= program->args.size()) {
       return fmt::format("{} names argument {}, but the kernel has {}", name, ap.arg,
                          program->args.size());
+    } else if (program && program->args[ap.arg].is_scalar()) {
+      return fmt::format(
+          "{} names argument '{}', which is a scalar; a scalar is read as an "
+          "immediate (e.g. scale={}), not addressed in HBM",
+          name, program->args[ap.arg].name, program->args[ap.arg].name);
     }
     return std::nullopt;
   }
@@ -461,6 +468,14 @@ std::optional<std::string> check_instruction(const Instruction &inst, const Targ
                            a.name, program->args[a.ap.arg].name);
     }
   }
+  for (uint32_t slot = 0; slot < kImmSlotCount; ++slot)
+    if (inst.scalar_arg[slot] != kNoScalarArg && !slot_accepts_scalar(inst, ImmSlot(slot)))
+      return fmt::format(
+          "{} reads a scalar argument, but {} does not read {} as an immediate "
+          "here (docs/ISA.md lists the slots that can)",
+          imm_slot_name(ImmSlot(slot)), opcode_name(inst.opcode), imm_slot_name(ImmSlot(slot)));
+  if (program)
+    if (auto e = check_scalar_refs(inst, program->args)) return e;
   if (auto e = check_semantics(inst, target)) return e;
   // Last, so that the opcode's own rules (a matmul's PSUM bank) give the more precise message.
   for (const auto &a : aps)
@@ -490,6 +505,7 @@ std::optional<std::string> validate_program(const Program &program, const Target
     if (a.direction != ArgDirection::kIn && a.direction != ArgDirection::kOut &&
         a.direction != ArgDirection::kInOut)
       return fmt::format("argument '{}' has an unknown direction", a.name);
+    if (auto e = check_scalar_arg(a)) return e;
   }
   return std::nullopt;
 }

@@ -36,6 +36,26 @@ trn_result_t resolve_points(Session &session, const trn_sem_point_t *points, uin
   return TRN_SUCCESS;
 }
 
+// A scalar argument's binding: no memory, the value travels in the command.
+trn_result_t bind_scalar(const trn_kernel_arg_t &arg, const trn_kernel_binding_t &binding,
+                         const std::string &what, Command &command) {
+  if (binding.mem)
+    return fail(TRN_ERROR_INVALID_KERNEL_ARG,
+                what + " is a scalar argument (" + trn_dtype_name(arg.dtype) +
+                    "): its mem must be NULL; pass the value in .value (." +
+                    (arg.dtype == TRN_DTYPE_I32 ? "i32" : "f32") + ")");
+  command.args.emplace_back();  // no memory to hold while it runs
+  // Only the low 4 bytes are the value (f32 and i32 alike): the rest of the caller's union may
+  // be anything, so it is not passed on.
+  uint32_t bits = 0;
+  std::memcpy(&bits, &binding.value, sizeof bits);
+  trn_hal_binding_t hal{};
+  hal.scalar_bits = bits;
+  hal.bytes = 0;
+  command.bindings.push_back(hal);
+  return TRN_SUCCESS;
+}
+
 // Looks the queue up, fills the command's synchronisation, and submits it.
 template <typename Fill>
 trn_result_t submit(trn_queue_t handle, const trn_sync_t *sync, uint64_t *sequence, Fill fill) {
@@ -455,9 +475,21 @@ TRN_API trn_result_t trn_queue_launch(trn_queue_t queue_handle, const trn_launch
                             " arguments but desc.arg_count is " + std::to_string(d.arg_count));
           if (d.arg_count && !d.args) return fail(TRN_ERROR_NULL_POINTER, "desc.args is NULL");
           for (uint32_t i = 0; i < d.arg_count; ++i) {
-            auto mem = session.mems.lookup(from_handle(d.args[i].mem));
             const std::string what =
                 "desc.args[" + std::to_string(i) + "] ('" + std::string(args[i].name) + "')";
+            if (args[i].kind == TRN_ARG_KIND_SCALAR) {
+              if (trn_result_t sr = bind_scalar(args[i], d.args[i], what, command);
+                  sr != TRN_SUCCESS)
+                return sr;
+              continue;
+            }
+            // The same error as before scalar arguments existed, with a message that says why.
+            if (!d.args[i].mem)
+              return fail(TRN_ERROR_INVALID_HANDLE,
+                          what + " is a tensor argument (" + trn_dtype_name(args[i].dtype) + ", " +
+                              std::to_string(args[i].bytes) +
+                              " bytes) but its mem is NULL: bind device memory to it");
+            auto mem = session.mems.lookup(from_handle(d.args[i].mem));
             if (!mem) {
               invalid_handle(HandleKind::mem, from_handle(d.args[i].mem));
               return fail(TRN_ERROR_INVALID_HANDLE, what + ": " + last_detail());

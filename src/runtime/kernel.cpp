@@ -36,6 +36,9 @@ trn_result_t load_kernel(Device &device, const void *image, size_t size,
       return fail(TRN_ERROR_DRIVER, "the " + std::string(ops.name) + " driver reports " +
                                         std::to_string(kernel->properties.arg_count) +
                                         " arguments but has no argument " + std::to_string(i));
+  // A driver that predates scalar arguments leaves `kind` 0: all its arguments are tensors.
+  for (trn_kernel_arg_t &a : kernel->args)
+    if (a.kind != TRN_ARG_KIND_SCALAR) a.kind = TRN_ARG_KIND_TENSOR;
   *out = std::move(kernel);
   return TRN_SUCCESS;
 }

@@ -87,7 +87,7 @@ trn_result_t Queue::Work::take_memory(std::string *why) {
       break;
     case Command::Kind::launch:
       for (size_t i = 0; i < mems.size() && why->empty(); ++i)
-        if (gone(mems[i]))
+        if (command.kernel->args[i].kind != TRN_ARG_KIND_SCALAR && gone(mems[i]))
           *why = std::string("the memory bound to argument '") + command.kernel->args[i].name +
                  "' was freed before the kernel ran" + kKeepAllocationsAlive;
       break;

@@ -136,5 +136,37 @@ TEST_CASE("round trip: kernels built in C++ objdump and re-assemble to the same 
     write_kernel_file(p, dir + "/everything.trnk");
     check_round_trip(dir + "/everything.trnk", dir, "everything");
   }
+  SECTION("scalar arguments in every slot that takes one") {
+    using isa::DType;
+    using isa::Engine;
+    using isa::ImmSlot;
+    isa::ProgramBuilder b("scalars");
+    const auto alpha = b.scalar_arg("alpha", DType::kF32);
+    const auto n = b.scalar_arg("n", DType::kI32);
+    const auto odd = b.scalar_arg("sbuf", DType::kF32);  // a reserved word: printed as arg(2)
+    const auto tile = isa::sbuf_tile(DType::kF32, 0, 128, 0, 64);
+    b.activation(tile, tile, isa::ActFunc::kExp)
+        .read_scalar(ImmSlot::kImm0, alpha)
+        .read_scalar(ImmSlot::kImm1, odd);
+    b.tensor_scalar(Engine::kVector, tile, tile, isa::AluOp::kMultiply, 0.0f, isa::AluOp::kAdd)
+        .read_scalar(ImmSlot::kImm0, odd)
+        .read_scalar(ImmSlot::kImm1, alpha);
+    b.memset(Engine::kGpSimd, tile, 0.0f).read_scalar(ImmSlot::kImm0, alpha);
+    b.iota(tile, isa::pattern({{1, 64}}), 0, 0)
+        .read_scalar(ImmSlot::kIimm0, n)
+        .read_scalar(ImmSlot::kIimm1, n);
+    b.affine_select(tile, isa::pattern({{-1, 64}}), 0, 1, isa::AluOp::kGreaterEqual, tile, 0.0f)
+        .read_scalar(ImmSlot::kIimm0, n)
+        .read_scalar(ImmSlot::kImm0, alpha);
+    write_kernel_file(b.finish(), dir + "/scalars.trnk");
+    check_round_trip(dir + "/scalars.trnk", dir, "scalars");
+    // The summary lists them as scalars of 4 bytes.
+    int status = -1;
+    const std::string summary =
+        test::run_command({TRN_OBJDUMP_PATH, "-h", dir + "/scalars.trnk"}, 60'000, &status);
+    INFO(summary);
+    CHECK(status == 0);
+    CHECK_THAT(summary, Catch::Matches(R"([\s\S]*1 +n +in +i32 +scalar +4\n[\s\S]*)"));
+  }
   std::filesystem::remove_all(dir);
 }

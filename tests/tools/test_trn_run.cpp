@@ -1,10 +1,14 @@
 // trn-run: kernels (assembled by trn-as at build time, data/*.s) launched on a private simulated
 // device with .npy inputs; outputs, comparisons, errors and exit codes, the trace and the JSON
-// report. And the .npy reader/writer on its own: round trips and malformed files.
+// report. And the .npy reader/writer on its own: round trips and malformed files; and how
+// --scalar values parse.
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <bit>
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,11 +17,13 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "support/sim_env.hpp"
 #include "support/subprocess.hpp"
 #include "trn-run/npy.hpp"
+#include "trn-run/scalar_value.hpp"
 
 using nlohmann::json;
 using trn::test::run_command;
@@ -203,6 +209,90 @@ TEST_CASE("trn-run: a wrong expected file fails with exit 1 and prints the misma
                               "--expect", "out=" + (dir / "want64.npy")});
   INFO(f64.output);
   CHECK(f64.code == 0);
+}
+
+TEST_CASE("trn-run: --scalar gives scalar arguments their values, one binary for each") {
+  SimEnv env;
+  TempDir dir;
+  std::vector<float> x(128 * 64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 13) - 6.0f;
+  save(dir / "x.npy", "<f4", kShape, x);
+  const std::string k = kernel("scale_bias");
+  for (const auto &[alpha, beta] :
+       std::vector<std::pair<float, float>>{{2.5f, -1.0f}, {-0.125f, 3.0f}, {0.0f, 0.0f}}) {
+    INFO("alpha " << alpha << ", beta " << beta);
+    std::vector<float> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) want[i] = x[i] * alpha + beta;  // exact here
+    save(dir / "want.npy", "<f4", kShape, want);
+    const Result r =
+        trn_run({k, "--in", "x=" + (dir / "x.npy"), "--scalar", "alpha=" + std::to_string(alpha),
+                 "--scalar", "beta=" + std::to_string(beta), "--expect", "y=" + (dir / "want.npy"),
+                 "--atol", "0", "--rtol", "0"});
+    INFO(r.output);
+    CHECK(r.code == 0);
+    CHECK_THAT(r.output, Catch::Contains("expect y: ok, 8192 elements"));
+  }
+  const std::string in = "x=" + (dir / "x.npy");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> errors = {
+      {{k, "--in", in, "--scalar", "alpha=1"},
+       "argument beta (scalar f32) needs a value: --scalar beta=VALUE"},
+      {{k, "--in", in, "--scalar", "alpha=two", "--scalar", "beta=1"},
+       "--scalar alpha: 'two' is not a number (f32: e.g. 2.5, -1e-3, inf, nan)"},
+      {{k, "--in", in, "--scalar", "alpha=1e39", "--scalar", "beta=1"},
+       "--scalar alpha: '1e39' is out of range for f32"},
+      {{k, "--in", in, "--scalar", "alpha", "--scalar", "beta=1"},
+       "--scalar 'alpha': expected NAME=VALUE"},
+      {{k, "--in", in, "--scalar", "x=1", "--scalar", "alpha=1", "--scalar", "beta=1"},
+       "--scalar x: argument x (in f32[128,64]) is a tensor; give it a file with --in x=FILE.npy"},
+      {{k, "--in", in, "--in", "alpha=" + (dir / "x.npy"), "--scalar", "beta=1"},
+       "--in alpha: argument alpha (scalar f32) is a scalar; give its value with --scalar "
+       "alpha=VALUE"},
+      {{k, "--in", in, "--scalar", "alpha=1", "--scalar", "beta=1", "--expect",
+        "alpha=" + (dir / "x.npy")},
+       "--expect alpha: argument alpha (scalar f32) is an input"},
+  };
+  for (const auto &[args, message] : errors) {
+    const Result r = trn_run(args);
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains(message));
+  }
+}
+
+TEST_CASE("trn-run: scalar values parse exactly or say why not", "[scalar]") {
+  using trn::run::parse_scalar;
+  trn_scalar_t v;
+  CHECK_FALSE(parse_scalar("2.5", TRN_DTYPE_F32, &v));
+  CHECK(v.f32 == 2.5f);
+  CHECK(v.bits == std::bit_cast<uint32_t>(2.5f));  // the high bytes are zero
+  CHECK_FALSE(parse_scalar("0x1p-3", TRN_DTYPE_F32, &v));
+  CHECK(v.f32 == 0.125f);
+  CHECK_FALSE(parse_scalar("-inf", TRN_DTYPE_F32, &v));
+  CHECK(std::isinf(v.f32));
+  CHECK_FALSE(parse_scalar("nan", TRN_DTYPE_F32, &v));
+  CHECK(std::isnan(v.f32));
+  CHECK_FALSE(parse_scalar("1e-45", TRN_DTYPE_F32, &v));  // underflow to a subnormal: a value
+  CHECK(v.f32 > 0.0f);
+  CHECK_FALSE(parse_scalar("-2147483648", TRN_DTYPE_I32, &v));
+  CHECK(v.i32 == INT32_MIN);
+  CHECK_FALSE(parse_scalar("2147483647", TRN_DTYPE_I32, &v));
+  CHECK(v.i32 == INT32_MAX);
+  const std::vector<std::tuple<std::string, trn_dtype_t, std::string>> bad = {
+      {"", TRN_DTYPE_F32, "is not a number"},
+      {"1.5x", TRN_DTYPE_F32, "is not a number"},
+      {" 1", TRN_DTYPE_F32, "is not a number"},
+      {"-3.5e38", TRN_DTYPE_F32, "is out of range for f32"},
+      {"1.5", TRN_DTYPE_I32, "is not a decimal integer (i32)"},
+      {"2147483648", TRN_DTYPE_I32, "is out of range for i32 (-2147483648..2147483647)"},
+      {"-99999999999999999999", TRN_DTYPE_I32, "is out of range for i32"},
+      {"1", TRN_DTYPE_BF16, "cannot be given (scalars are f32 or i32)"},
+  };
+  for (const auto &[text, dtype, why] : bad) {
+    INFO("'" << text << "'");
+    const auto err = parse_scalar(text, dtype, &v);
+    REQUIRE(err);
+    CHECK_THAT(*err, Catch::Contains(why));
+  }
 }
 
 TEST_CASE("trn-run: errors exit 2 with a clear message") {

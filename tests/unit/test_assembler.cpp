@@ -48,6 +48,7 @@ void check_programs_equal(const Program &a, const Program &b) {
     CHECK(a.args[i].dtype == b.args[i].dtype);
     CHECK(a.args[i].shape == b.args[i].shape);
     CHECK(a.args[i].direction == b.args[i].direction);
+    CHECK(a.args[i].kind == b.args[i].kind);
   }
   CHECK(a.constants == b.constants);
   for (uint32_t e = 0; e < kEngineCount; ++e) {
@@ -71,6 +72,7 @@ void check_programs_equal(const Program &a, const Program &b) {
       CHECK(fbits(x.imm[0]) == fbits(y.imm[0]));
       CHECK(fbits(x.imm[1]) == fbits(y.imm[1]));
       CHECK(x.iimm == y.iimm);
+      CHECK(x.scalar_arg == y.scalar_arg);
       CHECK(x.wait.cmp == y.wait.cmp);
       CHECK(x.wait.sem == y.wait.sem);
       CHECK(x.wait.value == y.wait.value);
@@ -536,4 +538,142 @@ TEST_CASE("asm: without .loc every instruction carries its own line of the .s fi
   const Program built = b.finish();
   CHECK_THAT(disassemble(built), Catch::Contains(".loc none\n    memset"));
   check_round_trip(built);
+}
+
+// ----- scalar arguments ----------------------------------------------------------------------
+
+namespace {
+
+// 8 lines: the test line is line 9.
+const std::string kScalarHeader =
+    ".kernel k\n.arg x in f32[128,4]\n.arg alpha scalar f32\n.arg n scalar i32\n"
+    ".arg out out f32[128,4]\n.tile t sbuf.f32 p0:128 [1,4]\n.tile col sbuf.f32 p0:128 [1,1]\n"
+    ".engine vector\n";
+
+uint16_t slot_arg(const Instruction &inst, ImmSlot slot) {
+  return inst.scalar_arg[static_cast<uint32_t>(slot)];
+}
+
+}  // namespace
+
+TEST_CASE("asm: .arg NAME scalar DTYPE declares a scalar argument") {
+  const Program p = assemble_ok(kScalarHeader);
+  REQUIRE(p.args.size() == 4);
+  CHECK(p.args[0].kind == ArgKind::kTensor);
+  CHECK(p.args[1].kind == ArgKind::kScalar);
+  CHECK(p.args[1].dtype == DType::kF32);
+  CHECK(p.args[1].shape.empty());
+  CHECK(p.args[1].direction == ArgDirection::kIn);
+  CHECK(p.args[1].bytes() == 4);
+  CHECK(p.args[2].kind == ArgKind::kScalar);
+  CHECK(p.args[2].dtype == DType::kI32);
+  CHECK(p.args[3].kind == ArgKind::kTensor);
+}
+
+TEST_CASE("asm: a scalar argument stands for an immediate in every slot that takes one") {
+  const Program p = assemble_ok(kScalarHeader +
+                                "tensor_scalar t, t, multiply alpha, add arg(1)\n"
+                                "memset t, alpha\n"
+                                ".engine scalar\n"
+                                "activation identity t, t scale=alpha bias=arg(alpha)\n"
+                                "activation identity t, t bias=alpha\n"
+                                ".engine gpsimd\n"
+                                "iota col, pattern [1,1], n, arg(2)\n"
+                                "affine_select greater_equal t, pattern [1,4], n, -1, t, alpha\n"
+                                "tensor_copy t, t imm1=alpha\n");
+  const auto &v = p.stream(Engine::kVector);
+  const auto &sc = p.stream(Engine::kScalar);
+  const auto &g = p.stream(Engine::kGpSimd);
+  CHECK(slot_arg(v[0], ImmSlot::kImm0) == 1);
+  CHECK(slot_arg(v[0], ImmSlot::kImm1) == 1);
+  CHECK(slot_arg(v[1], ImmSlot::kImm0) == 1);
+  CHECK(slot_arg(v[1], ImmSlot::kImm1) == kNoScalarArg);
+  CHECK(slot_arg(sc[0], ImmSlot::kImm0) == 1);
+  CHECK(fbits(sc[0].imm[0]) == 0);  // the slot's own value is 0, not activation's default 1
+  CHECK(slot_arg(sc[0], ImmSlot::kImm1) == 1);
+  CHECK(slot_arg(sc[1], ImmSlot::kImm0) == kNoScalarArg);
+  CHECK(sc[1].imm[0] == 1.0f);
+  CHECK(slot_arg(sc[1], ImmSlot::kImm1) == 1);
+  CHECK(slot_arg(g[0], ImmSlot::kIimm0) == 2);
+  CHECK(slot_arg(g[0], ImmSlot::kIimm1) == 2);
+  CHECK(slot_arg(g[1], ImmSlot::kIimm0) == 2);
+  CHECK(slot_arg(g[1], ImmSlot::kIimm1) == kNoScalarArg);
+  CHECK(g[1].iimm[1] == -1);
+  CHECK(slot_arg(g[1], ImmSlot::kImm0) == 1);
+  // A generic clause takes one too (the listing of any slot the canonical form does not print).
+  CHECK(slot_arg(g[2], ImmSlot::kImm1) == 1);
+  check_round_trip(p);
+  // The listing names the arguments.
+  const std::string text = disassemble(p);
+  CHECK_THAT(text, Catch::Contains(".arg alpha scalar f32\n.arg n scalar i32\n"));
+  CHECK_THAT(text, Catch::Contains("activation identity sbuf.f32 p0:128 @0 [1,4], sbuf.f32 "
+                                   "p0:128 @0 [1,4] scale=alpha bias=alpha"));
+  CHECK_THAT(text, Catch::Contains("memset sbuf.f32 p0:128 @0 [1,4], alpha"));
+}
+
+TEST_CASE("asm: scalars whose names do not read back print as arg(INDEX)") {
+  // A quoted name, a name two arguments share, and a reserved word.
+  Program p = assemble_ok(
+      ".arg \"a b\" scalar f32\n.arg twice scalar f32\n.arg twice scalar f32\n"
+      ".arg nan scalar f32\n.engine vector\n"
+      "memset sbuf.f32 p0:128 [1,1], arg(0)\n"
+      "memset sbuf.f32 p0:128 [1,1], arg(2)\n"
+      "memset sbuf.f32 p0:128 [1,1], arg(nan)\n"
+      "memset sbuf.f32 p0:128 [1,1], arg(\"a b\")\n");
+  const auto &v = p.stream(Engine::kVector);
+  CHECK(slot_arg(v[0], ImmSlot::kImm0) == 0);
+  CHECK(slot_arg(v[1], ImmSlot::kImm0) == 2);
+  CHECK(slot_arg(v[2], ImmSlot::kImm0) == 3);
+  CHECK(slot_arg(v[3], ImmSlot::kImm0) == 0);
+  const std::string text = disassemble(p);
+  CHECK_THAT(text, Catch::Contains("[1,1], arg(0)\n"));
+  CHECK_THAT(text, Catch::Contains("[1,1], arg(2)\n"));
+  CHECK_THAT(text, Catch::Contains("[1,1], arg(nan)\n"));
+  check_round_trip(p);
+  // A builder program round-trips too.
+  ProgramBuilder b("built");
+  const auto beta = b.scalar_arg("beta", DType::kF32);
+  b.tensor_scalar(Engine::kVector, sbuf_tile(DType::kF32, 0, 128, 0, 4),
+                  sbuf_tile(DType::kF32, 0, 128, 0, 4), AluOp::kMultiply, 0.0f, AluOp::kBypass)
+      .read_scalar(ImmSlot::kImm1, beta);
+  check_round_trip(b.finish());
+}
+
+TEST_CASE("asm: scalar argument errors name the line and the problem") {
+  // Declarations.
+  expect_error(".arg alpha scalar bf16\n", 1, 19,
+               "a scalar argument is f32 or i32 (what an immediate holds), not bf16");
+  expect_error(".arg alpha scalar f32[1]\n", 1, 22, "a scalar argument has no shape");
+  expect_error(".arg alpha scalar\n", 1, 18, "expected a dtype");
+  expect_error(".tile t sbuf.f32 p0:128 [1,4]\n.arg t scalar f32\n", 2, 6,
+               "'t' is already declared as a tile");
+  expect_error(".arg alpha scalar f32\n.tile alpha sbuf.f32 p0:128 [1,4]\n", 2, 7,
+               "'alpha' is already declared as a scalar argument");
+  // Uses.
+  expect_error(kScalarHeader + "memset t, beta\n", 9, 11,
+               "expected value (a number, inf or nan), found 'beta'");
+  expect_error(kScalarHeader + "memset t, arg(beta)\n", 9, 15, "argument 'beta' is not declared");
+  expect_error(kScalarHeader + "memset t, x\n", 9, 11,
+               "argument 'x' is a tensor; only a scalar argument (.arg NAME scalar f32 or i32) "
+               "can stand for value");
+  expect_error(kScalarHeader + "memset t, arg(const)\n", 9, 11,
+               "the constants block cannot stand for value");
+  expect_error(kScalarHeader + "memset t, n\n", 9, 11,
+               "scalar argument 'n' is i32, but value is an f32 (float) immediate; declare it f32");
+  expect_error(kScalarHeader + ".engine gpsimd\niota col, pattern [1,1], alpha, 1\n", 10, 26,
+               "scalar argument 'alpha' is f32, but offset is an i32 (integer) immediate; declare "
+               "it i32");
+  expect_error(kScalarHeader + ".engine scalar\nactivation exp t, t scale=n\n", 10, 27,
+               "scalar argument 'n' is i32, but scale is an f32 (float) immediate");
+  expect_error(kScalarHeader + "tensor_scalar t, t, add alpha, multiply x\n", 9, 41,
+               "argument 'x' is a tensor");
+  expect_error(kScalarHeader + ".engine sync\ndma_copy q0 t, hbm(alpha).f32 rows[4,128] [1,4]\n",
+               10, 20, "argument 'alpha' is a scalar; it stands for an immediate");
+  expect_error(
+      ".arg a scalar f32\n.arg a scalar f32\n.engine vector\nmemset "
+      "sbuf.f32 p0:128 [1,1], a\n",
+      4, 31, "argument name 'a' is ambiguous (2 arguments have it); use its index");
+  expect_error(kScalarHeader + "memset t, alpha scale=alpha\n", 9, 17,
+               "'scale' applies only to activation");
+  expect_error(kScalarHeader + "memset t, arg(9)\n", 9, 15, "argument index 9 is out of range");
 }

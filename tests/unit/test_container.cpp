@@ -56,6 +56,7 @@ void check_same_instruction(const Instruction &a, const Instruction &b) {
     CHECK(std::bit_cast<uint32_t>(a.imm[i]) == std::bit_cast<uint32_t>(b.imm[i]));
     CHECK(a.iimm[i] == b.iimm[i]);
   }
+  CHECK(a.scalar_arg == b.scalar_arg);
   CHECK(a.wait.cmp == b.wait.cmp);
   CHECK(a.wait.sem == b.wait.sem);
   CHECK(a.wait.value == b.wait.value);
@@ -73,6 +74,7 @@ void check_same_program(const Program &a, const Program &b) {
     CHECK(a.args[i].dtype == b.args[i].dtype);
     CHECK(a.args[i].shape == b.args[i].shape);
     CHECK(a.args[i].direction == b.args[i].direction);
+    CHECK(a.args[i].kind == b.args[i].kind);
   }
   for (uint32_t e = 0; e < kEngineCount; ++e) {
     INFO("engine " << engine_name(static_cast<Engine>(e)));
@@ -196,6 +198,32 @@ Program small_program() {
   Program p = b.finish();
   p.constants.resize(8, std::byte{1});
   return p;
+}
+
+// A valid kernel with scalar arguments in float and integer slots:
+// out = x * alpha + 0.5, then column 0 = iota from n.
+Program scalar_program() {
+  ProgramBuilder b("scaled");
+  const auto x = b.arg("x", DType::kF32, {128, 4}, ArgDirection::kIn);
+  const auto alpha = b.scalar_arg("alpha", DType::kF32);
+  const auto n = b.scalar_arg("n", DType::kI32);
+  const auto o = b.arg("out", DType::kF32, {128, 4}, ArgDirection::kOut);
+  b.dma_copy(Engine::kSync, 0, sbuf_tile(DType::kF32, 0, 128, 0, 4),
+             hbm_tile(x, DType::kF32, 4, 0, 128, 0, 4))
+      .signal_add(0);
+  b.activation(sbuf_tile(DType::kF32, 0, 128, 64, 4), sbuf_tile(DType::kF32, 0, 128, 0, 4),
+               ActFunc::kIdentity, 1.0f, 0.5f)
+      .read_scalar(ImmSlot::kImm0, alpha)
+      .wait_ge(0, 1)
+      .signal_add(1);
+  b.iota(sbuf_tile(DType::kF32, 0, 128, 64, 1), pattern({{1, 1}}), 0, 1)
+      .read_scalar(ImmSlot::kIimm0, n)
+      .wait_ge(1, 1)
+      .signal_add(2);
+  b.dma_copy(Engine::kSync, 0, hbm_tile(o, DType::kF32, 4, 0, 128, 0, 4),
+             sbuf_tile(DType::kF32, 0, 128, 64, 4))
+      .wait_ge(2, 1);
+  return b.finish();
 }
 
 // A kernel that obeys the ISA's rules: out = relu(x) through SBUF.
@@ -447,9 +475,18 @@ TEST_CASE("container: bad kernel magic and format version") {
   const Bytes good = write_kernel(small_program());
   const size_t meta = offset_of(good, ".trn.meta");
   Bytes b = good;
+  put_le(b, meta + 4, 4, 3);
+  CHECK(read_error(b) ==
+        "kernel format version 3; this trn reads versions 1 and 2 (rebuild the kernel with this "
+        "trn-as)");
+  b = good;
+  put_le(b, meta + 4, 4, 0);
+  CHECK_REJECTS(b, "kernel format version 0; this trn reads versions 1 and 2");
+  // Version 2 exists for scalar arguments: a kernel without any is written as version 1.
+  b = good;
   put_le(b, meta + 4, 4, 2);
   CHECK(read_error(b) ==
-        "kernel format version 2; this trn reads version 1 (rebuild the kernel with this trn-as)");
+        "kernel format version 2 without scalar arguments; such a kernel is stored as version 1");
   b = good;
   put_le(b, meta, 4, 0x12345678);
   CHECK_REJECTS(b, "section .trn.meta: bad magic 0x12345678");
@@ -794,7 +831,7 @@ TEST_CASE("container: dims past num_dims must be zero") {
 TEST_CASE("container: every bit-flipped kernel the loader accepts survives disassembly") {
   std::mt19937_64 rng(20240611);
   size_t accepted = 0, flips = 0;
-  for (const Program &base : {relu_program(), small_program()}) {
+  for (const Program &base : {relu_program(), small_program(), scalar_program()}) {
     const Bytes good = write_kernel(base);
     REQUIRE_FALSE(validate_program(base, Target{}));
     for (int i = 0; i < 2000; ++i) {
@@ -822,4 +859,108 @@ TEST_CASE("container: every bit-flipped kernel the loader accepts survives disas
   }
   INFO(accepted << " of " << flips << " flipped kernels were accepted");
   CHECK(accepted > 200);
+}
+
+// ----- scalar arguments (format version 2) ---------------------------------------------------
+
+TEST_CASE("container: scalar arguments and the slots that read them round-trip as version 2") {
+  const Program p = scalar_program();
+  REQUIRE_FALSE(validate_program(p, Target{}));
+  const Bytes b = write_kernel(p);
+  CHECK(get_le(b, offset_of(b, ".trn.meta") + 4, 4) == kKernelFormatVersionScalars);
+  const size_t args = offset_of(b, ".trn.args");
+  CHECK(get_le(b, args + 7, 1) == 0);  // x: a tensor
+  // x's record is 8 + 2 * 8 + pad8(2) bytes; alpha's kind byte follows at +7.
+  CHECK(get_le(b, args + 32 + 6, 1) == 0);  // alpha: rank 0
+  CHECK(get_le(b, args + 32 + 7, 1) == 1);  // alpha: a scalar
+  const size_t scalar = offset_of(b, ".trn.text.scalar");
+  CHECK(get_le(b, scalar + 40, 2) == 2);  // imm[0] reads argument 1 (alpha): stored as 1 + 1
+  CHECK(get_le(b, scalar + 42, 2) == 0);  // imm[1] is its own value
+  CHECK(get_le(b, scalar + 24, 4) == 0);  // the value of a slot that reads an argument is 0
+  Program q;
+  const auto err = read_kernel(b, q);
+  INFO(err.value_or(""));
+  REQUIRE_FALSE(err);
+  check_same_program(p, q);
+  CHECK_FALSE(program_difference(p, q));
+  // A kernel without scalars is still version 1, byte for byte what older trn wrote.
+  const Bytes plain = write_kernel(relu_program());
+  CHECK(get_le(plain, offset_of(plain, ".trn.meta") + 4, 4) == kKernelFormatVersion);
+}
+
+TEST_CASE("container: malformed scalar arguments and slots are rejected with the reason") {
+  const Bytes good = write_kernel(scalar_program());
+  const size_t args = offset_of(good, ".trn.args");
+  const size_t alpha = args + 32;  // alpha's record
+  const size_t scalar = offset_of(good, ".trn.text.scalar");
+  const size_t gpsimd = offset_of(good, ".trn.text.gpsimd");
+  Bytes b = good;
+  b[alpha + 7] = std::byte{2};
+  CHECK_REJECTS(b, "section .trn.args: argument 1: unknown kind 2 (0 tensor, 1 scalar)");
+  b = good;
+  b[alpha + 4] = std::byte{static_cast<uint8_t>(DType::kBf16)};
+  CHECK_REJECTS(b, "argument 1: scalar argument 'alpha' has dtype bf16; a scalar is f32 or i32");
+  b = good;
+  b[alpha + 5] = std::byte{static_cast<uint8_t>(ArgDirection::kOut)};
+  CHECK_REJECTS(b, "argument 1: scalar argument 'alpha' is out; a scalar is passed in");
+  b = good;
+  put_le(b, scalar + 40, 2, 9);  // argument 8 of 4
+  CHECK_REJECTS(b, "instruction scalar[0]: imm0 reads argument 8, but the kernel has 4");
+  b = good;
+  put_le(b, scalar + 40, 2, 1);  // argument 0: x, a tensor
+  CHECK_REJECTS(b, "instruction scalar[0]: imm0 reads argument 0 ('x'), which is a tensor");
+  b = good;
+  put_le(b, scalar + 40, 2, 3);  // argument 2: n, an i32, in a float slot
+  CHECK_REJECTS(b, "imm0 reads scalar argument 'n' of dtype i32; imm0 holds f32");
+  b = good;
+  put_le(b, gpsimd + 44, 2, 2);  // iimm[0] reads alpha, an f32
+  CHECK_REJECTS(b,
+                "instruction gpsimd[0]: iimm0 reads scalar argument 'alpha' of dtype f32; "
+                "iimm0 holds i32");
+  b = good;
+  put_le(b, scalar + 24, 4, std::bit_cast<uint32_t>(2.0f));
+  CHECK_REJECTS(b, "imm0 reads scalar argument 'alpha' but also holds a value; it must be 0");
+  // In version 1 the kind byte and the slots are reserved.
+  const Bytes old = write_kernel(small_program());
+  b = old;
+  b[offset_of(old, ".trn.args") + 7] = std::byte{1};
+  CHECK_REJECTS(b,
+                "argument 0: reserved byte is 1; expected 0 (scalar arguments need kernel "
+                "format version 2)");
+  b = old;
+  put_le(b, offset_of(old, ".trn.text.tensor") + 40, 2, 1);
+  CHECK_REJECTS(b, "instruction tensor[0]: reserved bytes 40..47 are not zero");
+}
+
+TEST_CASE("validate: scalar arguments are read only where an immediate is") {
+  Program p = scalar_program();
+  REQUIRE_FALSE(validate_program(p, Target{}));
+  // A scalar is not memory: an HBM operand naming it is rejected.
+  Program q = p;
+  q.stream(Engine::kSync)[0].src0.arg = 1;
+  auto e = validate_program(q, Target{});
+  REQUIRE(e);
+  CHECK_THAT(*e, Catch::Matchers::Contains("src0 names argument 'alpha', which is a scalar"));
+  // dma_copy reads no immediate.
+  q = p;
+  q.stream(Engine::kSync)[0].scalar_arg[0] = 1;
+  e = validate_program(q, Target{});
+  REQUIRE(e);
+  CHECK_THAT(*e, Catch::Matchers::Contains(
+                     "sync[0] dma_copy: imm0 reads a scalar argument, but dma_copy does not read "
+                     "imm0 as an immediate"));
+  // An activation whose scale comes from a tile does not read imm0.
+  q = p;
+  Instruction &act = q.stream(Engine::kScalar)[0];
+  act.flags |= kFlagScaleTile;
+  act.src2 = sbuf(DType::kF32, 0, 128, 0, {{1, 1}});
+  e = validate_program(q, Target{});
+  REQUIRE(e);
+  CHECK_THAT(*e, Catch::Matchers::Contains("imm0 reads a scalar argument, but activation"));
+  // A scalar argument with a shape.
+  q = p;
+  q.args[1].shape = {1};
+  e = validate_program(q, Target{});
+  REQUIRE(e);
+  CHECK_THAT(*e, Catch::Matchers::Contains("scalar argument 'alpha' has rank 1"));
 }

@@ -23,9 +23,11 @@ std::string headers(const Program &p) {
                        "dtype", "shape", "bytes");
     for (size_t i = 0; i < p.args.size(); ++i) {
       const Argument &a = p.args[i];
-      out += fmt::format("  {:>5}  {:<24} {:<6} {:<8} {:<20} {:>14}\n", i, a.name,
-                         arg_direction_name(a.direction), dtype_name(a.dtype),
-                         fmt::format("[{}]", fmt::join(a.shape, ",")), a.bytes());
+      out += fmt::format(
+          "  {:>5}  {:<24} {:<6} {:<8} {:<20} {:>14}\n", i, a.name, arg_direction_name(a.direction),
+          dtype_name(a.dtype),
+          a.is_scalar() ? std::string("scalar") : fmt::format("[{}]", fmt::join(a.shape, ",")),
+          a.bytes());
     }
   }
   out += fmt::format("\ninstructions: {}\n", p.instruction_count());

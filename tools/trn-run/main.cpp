@@ -26,6 +26,7 @@
 #include "tool_common/cli_checks.hpp"
 #include "tool_common/table.hpp"
 #include "trn-run/npy.hpp"
+#include "trn-run/scalar_value.hpp"
 #include "trn/trn.h"
 
 namespace {
@@ -272,8 +273,10 @@ std::string describe_type(const trn_kernel_arg_t &arg) {
   return s + "]";
 }
 
-// "a (in f32[128,512])"
+// "a (in f32[128,512])", "alpha (scalar f32)"
 std::string describe_arg(const trn_kernel_arg_t &arg) {
+  if (arg.kind == TRN_ARG_KIND_SCALAR)
+    return std::string(arg.name) + " (scalar " + dtype_info(arg.dtype).name + ")";
   return std::string(arg.name) + " (" + direction_name(arg.direction) + " " + describe_type(arg) +
          ")";
 }
@@ -282,14 +285,15 @@ std::string describe_file(const npy::Array &a) {
   return "'" + a.descr + "' " + npy::format_shape(a.shape);
 }
 
-// NAME=FILE pairs of one option, checked against the kernel's arguments.
+// NAME=FILE (or NAME=VALUE) pairs of one option, checked against the kernel's arguments.
 std::map<std::string, std::string> parse_bindings(const std::vector<std::string> &values,
-                                                  const char *option) {
+                                                  const char *option,
+                                                  const char *value_word = "FILE.npy") {
   std::map<std::string, std::string> out;
   for (const std::string &value : values) {
     const size_t eq = value.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == value.size())
-      fail(format("%s '%s': expected NAME=FILE.npy", option, value.c_str()));
+      fail(format("%s '%s': expected NAME=%s", option, value.c_str(), value_word));
     const std::string name = value.substr(0, eq);
     if (!out.emplace(name, value.substr(eq + 1)).second)
       fail(format("%s %s is given twice", option, name.c_str()));
@@ -373,7 +377,7 @@ json number(double v) {  // JSON has no NaN or infinity: strings for those
 struct Options {
   std::string kernel_path;
   uint32_t device = 0, core = 0;
-  std::vector<std::string> ins, outs, expects;
+  std::vector<std::string> ins, outs, expects, scalars;
   std::string out_dir, profile_path;
   double rtol = 1e-5, atol = 1e-8;
   bool json = false;
@@ -535,6 +539,7 @@ Report run(const Options &o) {
   const auto in_files = parse_bindings(o.ins, "--in");
   const auto out_files = parse_bindings(o.outs, "--out");
   const auto expect_files = parse_bindings(o.expects, "--expect");
+  const auto scalar_texts = parse_bindings(o.scalars, "--scalar", "VALUE");
 
   Resources r;
   trn_device_t device = pick_device(o.device);
@@ -560,10 +565,29 @@ Report run(const Options &o) {
     fail(format("%s %s: kernel '%s' has no argument '%s'; its arguments: %s", option, name.c_str(),
                 kp.name, name.c_str(), list.empty() ? "none" : list.c_str()));
   };
-  for (const auto &[name, path] : in_files)
+  for (const auto &[name, path] : in_files) {
+    if (find_arg(name, "--in").kind == TRN_ARG_KIND_SCALAR)
+      fail("--in " + name + ": argument " + describe_arg(find_arg(name, "--in")) +
+           " is a scalar; give its value with --scalar " + name + "=VALUE");
     if (find_arg(name, "--in").direction == TRN_ARG_OUT)
       fail("--in " + name + ": argument " + describe_arg(find_arg(name, "--in")) +
            " is an output; --in is for in and inout arguments");
+  }
+  // Scalar arguments: each needs a value of its dtype.
+  std::vector<trn_scalar_t> scalar_values(args.size());
+  for (const auto &[name, text] : scalar_texts)
+    if (find_arg(name, "--scalar").kind != TRN_ARG_KIND_SCALAR)
+      fail("--scalar " + name + ": argument " + describe_arg(find_arg(name, "--scalar")) +
+           " is a tensor; give it a file with --in " + name + "=FILE.npy");
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].kind != TRN_ARG_KIND_SCALAR) continue;
+    auto it = scalar_texts.find(args[i].name);
+    if (it == scalar_texts.end())
+      fail(format("argument %s needs a value: --scalar %s=VALUE", describe_arg(args[i]).c_str(),
+                  args[i].name));
+    if (auto why = trn::run::parse_scalar(it->second, args[i].dtype, &scalar_values[i]))
+      fail("--scalar " + it->first + ": " + *why);
+  }
   for (const auto *files : {&out_files, &expect_files}) {
     const char *option = files == &out_files ? "--out" : "--expect";
     for (const auto &[name, path] : *files)
@@ -577,7 +601,7 @@ Report run(const Options &o) {
   std::vector<npy::Array> inputs(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     const trn_kernel_arg_t &arg = args[i];
-    if (arg.direction == TRN_ARG_OUT) continue;
+    if (arg.direction == TRN_ARG_OUT || arg.kind == TRN_ARG_KIND_SCALAR) continue;
     auto it = in_files.find(arg.name);
     if (it == in_files.end())
       fail(format("argument %s needs an input: --in %s=FILE.npy", describe_arg(arg).c_str(),
@@ -631,6 +655,12 @@ Report run(const Options &o) {
         format("creating a memory pool on HBM bank %u", pool_desc.hbm_bank));
   std::vector<trn_kernel_binding_t> bindings(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].kind == TRN_ARG_KIND_SCALAR) {
+      r.mems.push_back(nullptr);  // keeps r.mems indexed by argument
+      bindings[i].mem = nullptr;
+      bindings[i].value = scalar_values[i];
+      continue;
+    }
     trn_mem_t mem = nullptr;
     check(trn_mem_alloc(r.pool, std::max<uint64_t>(args[i].bytes, 1), 0, TRN_MEM_CATEGORY_TENSORS,
                         0, &mem),
@@ -823,6 +853,9 @@ int main(int argc, char **argv) {
       "--core", o.core,
       "the N-th core of the device this process may use (default 0; see TRN_VISIBLE_CORES)");
   app.add_option("--in", o.ins, "NAME=FILE.npy: input for an in/inout argument (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("--scalar", o.scalars,
+                 "NAME=VALUE: the value of a scalar argument, f32 or i32 (repeatable)")
       ->allow_extra_args(false);
   app.add_option("--out", o.outs, "NAME=FILE.npy: write an out/inout argument (repeatable)")
       ->allow_extra_args(false);

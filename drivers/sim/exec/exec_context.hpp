@@ -14,10 +14,12 @@
 
 namespace trn::sim::exec {
 
-// One kernel argument bound to device memory (mapped into this process).
+// One kernel argument bound at launch: a tensor argument's device memory (mapped into this
+// process), or a scalar argument's value (data null, bytes 0).
 struct HbmBinding {
   std::byte *data = nullptr;
   uint64_t bytes = 0;
+  uint64_t scalar = 0;  // scalar arguments: the value's bits (f32 or i32 in the low 32 bits)
 };
 
 class ExecContext {

@@ -6,6 +6,7 @@
 #include <queue>
 
 #include "exec/ops.hpp"
+#include "isa/scalar_args.hpp"
 #include "isa/validate.hpp"
 
 namespace trn::sim::exec {
@@ -80,6 +81,13 @@ struct EngineState {
   uint64_t barriers_passed = 0;
 };
 
+// The launch value of each argument, as raw bits (0 for tensor arguments).
+std::vector<uint64_t> scalar_values(std::span<const HbmBinding> args) {
+  std::vector<uint64_t> values(args.size());
+  for (size_t i = 0; i < args.size(); ++i) values[i] = args[i].scalar;
+  return values;
+}
+
 std::vector<std::string> names_of(const isa::Program &program) {
   std::vector<std::string> names;
   for (const auto &a : program.args) names.push_back(a.name);
@@ -95,11 +103,14 @@ class Simulation {
         arg_names_(names_of(program)),
         ctx_(executor.memory(), args, program.constants, arg_names_),
         options_(options),
-        sems_(spec_.semaphores, 0) {}
+        sems_(spec_.semaphores, 0),
+        // Scalar arguments are substituted into the immediates once per launch; streams that
+        // read none run as they are.
+        bound_(isa::bind_scalar_streams(program, scalar_values(args))) {}
 
   RunResult run() {
     for (uint32_t e = 0; e < isa::kEngineCount; ++e) {
-      engines_[e].stream = &program_.streams[e];
+      engines_[e].stream = bound_[e].empty() ? &program_.streams[e] : &bound_[e];
       engines_[e].done = program_.streams[e].empty();
       if (!engines_[e].done) push_ready(e, 0);
     }
@@ -290,6 +301,7 @@ class Simulation {
   ExecContext ctx_;
   const RunOptions &options_;
   std::vector<uint32_t> sems_;
+  std::array<std::vector<isa::Instruction>, isa::kEngineCount> bound_;  // see the constructor
   std::array<EngineState, isa::kEngineCount> engines_{};
   std::array<uint64_t, kDmaQueues> dma_free_{};
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;

@@ -22,6 +22,18 @@ const char *const kCopyKernel = R"(
     dma_copy q0 hbm(y).f32 rows[8,4] [1,8], t
 )";
 
+const char *const kFillKernel = R"(
+.kernel conformance_fill
+.arg v scalar f32
+.arg y out f32[4,8]
+
+.tile t = sbuf.f32 p0:4 @0 [1,8]
+
+.engine gpsimd
+    memset t, v
+    dma_copy q0 hbm(y).f32 rows[8,4] [1,8], t
+)";
+
 const char *const kOverreadKernel = R"(
 .kernel overread
 .arg a in f32[128,64]

@@ -16,6 +16,8 @@ struct KernelImage {
 
 // y = x for a 4 x 8 f32 array, through SBUF, on the sync engine's DMA queue 0.
 extern const char *const kCopyKernel;
+// y = v everywhere for a 4 x 8 f32 array, v a scalar argument (f32) passed at launch.
+extern const char *const kFillKernel;
 // Its second DMA reads past the end of its 128 x 64 f32 input: faults on sync instruction 1.
 extern const char *const kOverreadKernel;
 // Waits for a semaphore nothing signals: a deadlock.

@@ -155,6 +155,55 @@ TEST_CASE("kernels: a launch copies its input to its output", "[kernels]") {
   CHECK(first_difference(read_device(inst, 0, r.address() + 8192, bytes), input) == -1);
 }
 
+TEST_CASE("kernels: a scalar argument is reported as one and passed by value", "[kernels]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  const auto core = first_core(inst, 0);
+  Claim claim(inst, 0, core.first_physical_core, core.physical_core_count);
+  const auto k = assemble_kernel(kFillKernel, "fill.s");
+  Kernel kernel(inst, 0, k);
+  trn_kernel_arg_t a = TRN_KERNEL_ARG_INIT;
+  REQUIRE(ops().kernel_arg(kernel, 0, &a) == TRN_SUCCESS);
+  CHECK(std::string(a.name) == "v");
+  CHECK(a.kind == TRN_ARG_KIND_SCALAR);
+  CHECK(a.dtype == TRN_DTYPE_F32);
+  CHECK(a.direction == TRN_ARG_IN);
+  CHECK(a.rank == 0);
+  CHECK(a.bytes == 4);
+  REQUIRE(ops().kernel_arg(kernel, 1, &a) == TRN_SUCCESS);
+  CHECK(a.kind == TRN_ARG_KIND_TENSOR);
+
+  Range r(inst, 0, 1 << 20, core.hbm_bank);
+  Sem done(inst, 0, 0);
+  Queue q(inst, 0, TRN_HAL_QUEUE_COMPUTE, 8, core.first_physical_core, core.physical_core_count);
+  const uint64_t bytes = 4 * 8 * 4;
+  uint64_t signalled = 0;
+  for (const float v : {3.5f, -0.0f, 1e-40f}) {
+    INFO("v = " << v);
+    trn_hal_binding_t args[2] = {};
+    uint32_t v_bits = 0;
+    std::memcpy(&v_bits, &v, sizeof v_bits);
+    args[0].scalar_bits = v_bits;
+    args[0].bytes = 0;
+    args[1] = {{r.address()}, bytes};
+    auto result = blank_result();
+    q.submit({launch_command(kernel, args, 2, &result), signal_command(done, ++signalled)}, "fill",
+             signalled);
+    REQUIRE(ops().sem_wait(done, signalled, kLong) == TRN_SUCCESS);
+    CHECK(result.status == TRN_HAL_RUN_OK);
+    std::vector<uint8_t> want(bytes);
+    for (size_t i = 0; i < bytes; i += 4) std::memcpy(&want[i], &v_bits, 4);
+    CHECK(first_difference(read_device(inst, 0, r.address(), bytes), want) == -1);
+  }
+  // A scalar's binding carries no memory: bytes other than 0 are refused at submission.
+  trn_hal_binding_t wrong[2] = {{{r.address()}, 4}, {{r.address() + 4096}, bytes}};
+  Err err;
+  HAL_CHECK_RESULT(TRN_ERROR_INVALID_ARGUMENT,
+                   q.try_submit({launch_command(kernel, wrong, 2, nullptr)}, err), err);
+  CHECK_THAT(std::string(err.message),
+             Catch::Contains("argument 'v' of kernel 'conformance_fill' is a scalar"));
+}
+
 TEST_CASE("kernels: a faulting kernel leaves a fault record naming the instruction", "[kernels]") {
   Instance inst;
   CONFORMANCE_NEED_DEVICES(inst, 1);
