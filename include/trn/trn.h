@@ -1016,8 +1016,9 @@ TRN_DEFINE_STRUCT_MAKE(trn_launch_desc_t, TRN_STRUCT_LAUNCH_DESC)
 /**
  * Launches a kernel on a compute queue (of a core of the kernel's device). Each tensor binding
  * must cover the argument's bytes (checked at submission); each scalar binding has a NULL `mem`
- * and its value in `value` (a non-NULL `mem` for a scalar, or a NULL one for a tensor, is
- * TRN_ERROR_INVALID_KERNEL_ARG naming the argument). A fault while the kernel runs (an access
+ * and its value in `value` (a non-NULL `mem` for a scalar is TRN_ERROR_INVALID_KERNEL_ARG, a
+ * NULL or stale one for a tensor TRN_ERROR_INVALID_HANDLE, each naming the argument). A fault
+ * while the kernel runs (an access
  * outside its memory, a deadlock between its engines) becomes the queue's fault record: kernel,
  * engine, instruction index, source line when the kernel carries one.
  */

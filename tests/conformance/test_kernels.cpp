@@ -3,6 +3,8 @@
 // end to end (a vector add and a tiled matmul checked bit for bit), profiles and their Chrome
 // traces, core activity, kernel faults (out-of-bounds DMA, SBUF overflow, deadlock) with their
 // fault records, cancellation and recovery, and every function's refusal of bad input.
+#include "support/test_kernels.hpp"
+
 #include <elf.h>
 
 #include <algorithm>
@@ -64,34 +66,9 @@ Handle handle_from(uintptr_t value) {
 
 // ---- kernels -------------------------------------------------------------------------------
 
-// out = a + b for [128, 512] f32: two loads on sync (DMA queues 0 and 1), the add on vector, the
-// store on gpsimd (DMA queue 2), with semaphores between them. Optional source lines.
+// out = a + b for [128, 512] f32, optionally with source lines 10-13 (test_kernels.hpp).
 isa::Program vector_add(bool lines = false) {
-  isa::ProgramBuilder b("vector_add");
-  const auto a = b.arg("a", DType::kF32, {kRows, kCols}, isa::ArgDirection::kIn);
-  const auto c = b.arg("b", DType::kF32, {kRows, kCols}, isa::ArgDirection::kIn);
-  const auto o = b.arg("out", DType::kF32, {kRows, kCols}, isa::ArgDirection::kOut);
-  auto load_a = b.dma_copy(Engine::kSync, 0, isa::sbuf_tile(DType::kF32, 0, kRows, 0, kCols),
-                           isa::hbm_tile(a, DType::kF32, kCols, 0, kRows, 0, kCols));
-  load_a.signal_add(0);
-  auto load_b = b.dma_copy(Engine::kSync, 1, isa::sbuf_tile(DType::kF32, 0, kRows, 2048, kCols),
-                           isa::hbm_tile(c, DType::kF32, kCols, 0, kRows, 0, kCols));
-  load_b.signal_add(0);
-  auto add = b.tensor_tensor(Engine::kVector, isa::sbuf_tile(DType::kF32, 0, kRows, 4096, kCols),
-                             isa::sbuf_tile(DType::kF32, 0, kRows, 0, kCols),
-                             isa::sbuf_tile(DType::kF32, 0, kRows, 2048, kCols), AluOp::kAdd);
-  add.wait_ge(0, 2).signal_add(1);
-  auto store =
-      b.dma_copy(Engine::kGpSimd, 2, isa::hbm_tile(o, DType::kF32, kCols, 0, kRows, 0, kCols),
-                 isa::sbuf_tile(DType::kF32, 0, kRows, 4096, kCols));
-  store.wait_ge(1, 1);
-  if (lines) {
-    load_a.line(10);
-    load_b.line(11);
-    add.line(12);
-    store.line(13);
-  }
-  return b.finish();
+  return trn::test::vector_add_program(lines);
 }
 
 // Declares `small` as f32[128] but its second DMA reads [128, 512] from it: launched with a
@@ -141,15 +118,7 @@ isa::Program tensor_writes_sbuf() {
 }
 
 isa::Program tiled_matmul(uint64_t m, uint64_t n, uint64_t k) {
-  trn::kbuild::MatmulConfig config;
-  config.m = m;
-  config.n = n;
-  config.k = k;
-  config.in_dtype = DType::kBf16;
-  config.out_dtype = DType::kF32;
-  auto built = trn::kbuild::build_tiled_matmul(config);
-  if (auto *why = std::get_if<std::string>(&built)) FAIL(*why);
-  return std::get<isa::Program>(std::move(built));
+  return trn::test::tiled_matmul_program(m, n, k);
 }
 
 std::vector<std::byte> image_of(const isa::Program &program) {
@@ -157,13 +126,7 @@ std::vector<std::byte> image_of(const isa::Program &program) {
 }
 
 trn_kernel_t load(trn_device_t device, const isa::Program &program) {
-  const auto image = image_of(program);
-  trn_kernel_t kernel = nullptr;
-  const trn_result_t r = trn_kernel_load(device, image.data(), image.size(), &kernel);
-  INFO(last_error());
-  REQUIRE(r == TRN_SUCCESS);
-  REQUIRE(kernel != nullptr);
-  return kernel;
+  return trn::test::load_program(device, program);
 }
 
 trn_kernel_properties_t properties_of(trn_kernel_t kernel) {
