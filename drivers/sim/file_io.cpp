@@ -74,6 +74,7 @@ thread_local ThreadRing t_ring;
 struct Piece {
   uint64_t at = 0, bytes = 0, done = 0;
   bool direct = false;
+  bool cached = false;  // all its pages were in the page cache when planned
 };
 
 class Transfer {
@@ -166,8 +167,9 @@ class Transfer {
       for (Piece &p : pieces_) {
         if (!p.direct) continue;
         const auto first = resident.begin() + static_cast<ptrdiff_t>((p.at - head) / kAlign);
-        p.direct = !std::all_of(first, first + static_cast<ptrdiff_t>(p.bytes / kAlign),
-                                [](unsigned char page) { return (page & 1) != 0; });
+        p.cached = std::all_of(first, first + static_cast<ptrdiff_t>(p.bytes / kAlign),
+                               [](unsigned char page) { return (page & 1) != 0; });
+        p.direct = !p.cached;
       }
     ::munmap(map, bytes);
   }
@@ -205,6 +207,9 @@ class Transfer {
       io_uring_prep_read(sqe, descriptor(p), memory(p), remaining(p), file_position(p));
     else
       io_uring_prep_write(sqe, descriptor(p), memory(p), remaining(p), file_position(p));
+    // A read of cached pages is a copy the kernel would make inline, one after the other, on
+    // this thread: handed to io_uring's workers, several run at once.
+    if (p.cached) sqe->flags |= IOSQE_ASYNC;
     io_uring_sqe_set_data(sqe, reinterpret_cast<void *>(static_cast<uintptr_t>(index)));
     ++prepared_;
   }

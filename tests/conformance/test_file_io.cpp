@@ -24,6 +24,7 @@ using trn::test::alloc;
 using trn::test::core_at;
 using trn::test::create_file;
 using trn::test::DeviceFiles;
+using trn::test::drop_cached_pages;
 using trn::test::error_contains;
 using trn::test::Fd;
 using trn::test::file_contents;
@@ -102,17 +103,22 @@ TEST_CASE_METHOD(DeviceFiles,
   };
   for (trn_pool_t p : {pool, make_pool(device, TRN_POOL_KIND_HOST)}) {
     trn_mem_t mem = alloc(p, file_bytes + 8192);
-    for (const Case &c : cases) {
-      INFO("device +" << c.device << ", file +" << c.file << ", " << c.size << " bytes");
-      uint64_t seq = 0;
-      INFO(last_error());
-      REQUIRE(trn_queue_read_file(queue, mem, c.device, fd.get(), c.file, c.size, nullptr, &seq) ==
-              TRN_SUCCESS);
-      CHECK(seq > 0);
-      INFO(fault_of(queue).reason);
-      REQUIRE(trn_queue_finish(queue, kLong) == TRN_SUCCESS);
-      CHECK(read_back(queue, mem, c.device, c.size) == slice(model, c.file, c.size));
-    }
+    // From the page cache (the file was just written), and from storage (O_DIRECT where
+    // aligned) with its pages dropped.
+    for (const Case &c : cases)
+      for (const bool cold : {false, true}) {
+        INFO("device +" << c.device << ", file +" << c.file << ", " << c.size << " bytes"
+                        << (cold ? ", pages dropped" : ""));
+        if (cold) drop_cached_pages(fd.get());
+        uint64_t seq = 0;
+        INFO(last_error());
+        REQUIRE(trn_queue_read_file(queue, mem, c.device, fd.get(), c.file, c.size, nullptr,
+                                    &seq) == TRN_SUCCESS);
+        CHECK(seq > 0);
+        INFO(fault_of(queue).reason);
+        REQUIRE(trn_queue_finish(queue, kLong) == TRN_SUCCESS);
+        CHECK(read_back(queue, mem, c.device, c.size) == slice(model, c.file, c.size));
+      }
     REQUIRE(trn_mem_free(mem) == TRN_SUCCESS);
   }
   REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);

@@ -66,6 +66,13 @@ inline int create_file(const std::string &path, const std::vector<uint8_t> &cont
   return fd;
 }
 
+// Writes the file's dirty pages out and drops its pages from the page cache, so that the next
+// read goes to storage.
+inline void drop_cached_pages(int fd) {
+  if (::fsync(fd) != 0 || ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) != 0)
+    throw std::runtime_error("cannot drop a file's cached pages");
+}
+
 // The whole file behind `fd`.
 inline std::vector<uint8_t> file_contents(int fd) {
   const off_t size = ::lseek(fd, 0, SEEK_END);
