@@ -4,8 +4,9 @@
 // several chunks in flight. O_DIRECT is used for the part where the file offset and the memory
 // address agree on 4096-byte alignment and the file allows it (the descriptor is reopened through
 // /proc/self/fd); the unaligned head and tail, chunks the page cache holds already (a warm file
-// is copied from there), and files that refuse O_DIRECT (tmpfs) go through the page cache. Without io_uring (a kernel or sandbox that refuses it) the same
-// chunks are moved with pread/pwrite.
+// is copied from there, by io_uring's workers, several chunks at once), and files that refuse
+// O_DIRECT (tmpfs) go through the page cache. Without io_uring (a kernel or sandbox that refuses
+// it) the same chunks are moved with pread/pwrite.
 #pragma once
 
 #include <cstdint>
