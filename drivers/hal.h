@@ -218,7 +218,15 @@ typedef enum trn_hal_command_kind {
   /** Writes a trn_hal_timestamp_t when reached: at a device address, or through a host pointer. */
   TRN_HAL_COMMAND_TIMESTAMP = 6,
   /** Calls a host function from the queue's thread when reached (and when cancelled). */
-  TRN_HAL_COMMAND_HOST_CALL = 7
+  TRN_HAL_COMMAND_HOST_CALL = 7,
+  /** Reads `bytes` of an open file at `file_offset` into device memory (HBM or registered host
+   *  memory), as storage DMAs into device memory under GPUDirect Storage. The descriptor must
+   *  stay open until the command completes; one that is not open (EBADF), an I/O error or an
+   *  end of file before `bytes` fails the command with TRN_ERROR_FILE, its reason naming the
+   *  file offset where it failed and the bytes before it. Never a partial silent result. */
+  TRN_HAL_COMMAND_FILE_READ = 8,
+  /** Writes `bytes` of device memory to an open file at `file_offset`; failures as FILE_READ. */
+  TRN_HAL_COMMAND_FILE_WRITE = 9
 } trn_hal_command_kind_t;
 
 /** COPY flags: which side is a plain host pointer (`source`/`destination` hold its value). */
@@ -272,6 +280,12 @@ typedef struct trn_hal_command {
       trn_hal_host_fn fn;
       void *user;
     } host_call;
+    struct {
+      int32_t fd; /**< this process's descriptor, open for reading (FILE_READ) or writing */
+      uint64_t file_offset;
+      uint64_t device_address; /**< the destination (FILE_READ) or the source (FILE_WRITE) */
+      uint64_t bytes;
+    } file; /**< FILE_READ, FILE_WRITE */
   } u;
 } trn_hal_command_t;
 
@@ -301,8 +315,10 @@ typedef struct trn_hal_queue_fault {
   uint32_t command_index; /**< in its buffer */
   uint32_t command_kind;  /**< trn_hal_command_kind_t */
   char reason[TRN_DETAIL_MAX];
-  uint64_t destination_address, source_address, bytes; /**< copy / memset */
-  uint64_t cancelled;                                  /**< buffers cancelled after it */
+  /** copy / memset; FILE_READ: the device address and the file offset, FILE_WRITE: the file
+   *  offset and the device address */
+  uint64_t destination_address, source_address, bytes;
+  uint64_t cancelled; /**< buffers cancelled after it */
   /* Kernel faults (command_kind LAUNCH with a kernel fault or deadlock). */
   trn_hal_kernel_t *kernel;
   uint32_t engine;

@@ -1,6 +1,7 @@
 // Writes a few kernels built with ProgramBuilder into a directory, the seed corpus of
-// fuzz_kernel_loader, and (given a second directory) their disassembly, seeds of
-// fuzz_assembler.  Usage: trn-fuzz-make-seeds KERNEL_DIR [ASSEMBLY_DIR]
+// fuzz_kernel_loader, (given a second directory) their disassembly, seeds of fuzz_assembler,
+// and (given a third) safetensors files, seeds of fuzz_safetensors_header.
+// Usage: trn-fuzz-make-seeds KERNEL_DIR [ASSEMBLY_DIR [SAFETENSORS_DIR]]
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -100,14 +101,49 @@ Program scalar_kernel() {
 
 }  // namespace
 
+// A safetensors file: the header's 8-byte little-endian length, the header, `data` bytes.
+bool write_safetensors(const std::filesystem::path &path, const std::string &header, size_t data) {
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(header.size() >> (8 * i));
+  bytes += header;
+  bytes.append(data, '\x11');
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return static_cast<bool>(f);
+}
+
+bool write_safetensors_seeds(const std::filesystem::path &dir) {
+  const std::pair<const char *, std::pair<std::string, size_t>> seeds[] = {
+      {"empty.safetensors", {"{}      ", 0}},
+      {"one.safetensors", {R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})", 16}},
+      {"metadata.safetensors",
+       {R"({"__metadata__":{"format":"pt"},"a":{"dtype":"BF16","shape":[3],"data_offsets":[0,6]},)"
+        R"("b":{"dtype":"U8","shape":[0],"data_offsets":[6,6]},)"
+        R"("c":{"dtype":"F8_E4M3","shape":[2,1],"data_offsets":[6,8]}})",
+        8}},
+      {"f64.safetensors", {R"({"x":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", 8}},
+      {"overlap.safetensors",
+       {R"({"a":{"dtype":"I32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"I16","shape":[2],)"
+        R"("data_offsets":[4,8]}})",
+        8}},
+  };
+  for (const auto &[name, seed] : seeds)
+    if (!write_safetensors(dir / name, seed.first, seed.second)) {
+      std::fprintf(stderr, "%s: write failed\n", (dir / name).c_str());
+      return false;
+    }
+  return true;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 2 && argc != 3) {
-    std::fprintf(stderr, "usage: %s KERNEL_DIR [ASSEMBLY_DIR]\n", argv[0]);
+  if (argc < 2 || argc > 4) {
+    std::fprintf(stderr, "usage: %s KERNEL_DIR [ASSEMBLY_DIR [SAFETENSORS_DIR]]\n", argv[0]);
     return 2;
   }
   const std::filesystem::path dir = argv[1];
-  const std::filesystem::path text_dir = argc == 3 ? argv[2] : "";
-  for (const auto &d : {dir, text_dir}) {
+  const std::filesystem::path text_dir = argc >= 3 ? argv[2] : "";
+  const std::filesystem::path safetensors_dir = argc == 4 ? argv[3] : "";
+  for (const auto &d : {dir, text_dir, safetensors_dir}) {
     if (d.empty()) continue;
     std::error_code ec;
     std::filesystem::create_directories(d, ec);
@@ -138,5 +174,6 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
+  if (!safetensors_dir.empty() && !write_safetensors_seeds(safetensors_dir)) return 1;
   return 0;
 }

@@ -94,9 +94,31 @@ trn_result_t check_command(trn_hal_instance_t &instance, DeviceRuntime &device,
         return TRN_ERROR_INVALID_ARGUMENT;
       }
       return TRN_SUCCESS;
+    case TRN_HAL_COMMAND_FILE_READ:
+    case TRN_HAL_COMMAND_FILE_WRITE: {
+      const char *what = c.kind == TRN_HAL_COMMAND_FILE_READ ? "file read" : "file write";
+      if (c.u.file.fd < 0) {
+        *why = std::string("a ") + what + " names file descriptor " + std::to_string(c.u.file.fd) +
+               ": pass an open descriptor (0 or more)";
+        return TRN_ERROR_INVALID_ARGUMENT;
+      }
+      if (ranges_overflow(c.u.file.device_address, c.u.file.bytes) ||
+          c.u.file.bytes > static_cast<uint64_t>(INT64_MAX) - c.u.file.file_offset) {
+        *why = std::string("a ") + what + " of " + std::to_string(c.u.file.bytes) +
+               " bytes runs past the end of the address space or of the largest file offset";
+        return TRN_ERROR_INVALID_ARGUMENT;
+      }
+      if (trn_result_t r = resolve(instance, c.u.file.device_address, c.u.file.bytes, &span, why);
+          r != TRN_SUCCESS) {
+        *why = std::string(what) +
+               (c.kind == TRN_HAL_COMMAND_FILE_READ ? " destination: " : " source: ") + *why;
+        return r;
+      }
+      return TRN_SUCCESS;
+    }
     default:
       *why = "unknown command kind " + std::to_string(c.kind) +
-             " (hal.h lists TRN_HAL_COMMAND_COPY to TRN_HAL_COMMAND_HOST_CALL)";
+             " (hal.h lists TRN_HAL_COMMAND_COPY to TRN_HAL_COMMAND_FILE_WRITE)";
       return TRN_ERROR_INVALID_ARGUMENT;
   }
 }

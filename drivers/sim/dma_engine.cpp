@@ -55,10 +55,6 @@ bool overlap(const MemorySpan &a, const MemorySpan &b) {
   return a.host < b.host + b.bytes && b.host < a.host + a.bytes;
 }
 
-trn_result_t back(const MemorySpan &span, std::string *why) {
-  return span.hbm ? span.hbm->commits().commit(span.offset, span.bytes, why) : TRN_SUCCESS;
-}
-
 // Copies part [at, at+bytes) of `source` to `out`.
 trn_result_t read_part(const MemorySpan &source, uint64_t at, char *out, uint64_t bytes,
                        std::string *why) {
@@ -71,6 +67,10 @@ trn_result_t read_part(const MemorySpan &source, uint64_t at, char *out, uint64_
 
 }  // namespace
 
+trn_result_t dma_back(const MemorySpan &span, std::string *why) {
+  return span.hbm ? span.hbm->commits().commit(span.offset, span.bytes, why) : TRN_SUCCESS;
+}
+
 uint64_t simulated_dma_ns(uint64_t bytes, uint64_t bytes_per_s, uint32_t engines) {
   const uint64_t per_engine = bytes_per_s ? bytes_per_s : 23'000'000'000ull;
   const double rate = static_cast<double>(per_engine) * std::max(1u, engines) / 1e9;  // per ns
@@ -80,11 +80,11 @@ uint64_t simulated_dma_ns(uint64_t bytes, uint64_t bytes_per_s, uint32_t engines
 trn_result_t dma_copy(const MemorySpan &destination, const MemorySpan &source, std::string *why) {
   const uint64_t bytes = std::min(destination.bytes, source.bytes);
   if (bytes == 0) return TRN_SUCCESS;
-  if (trn_result_t r = back(destination, why); r != TRN_SUCCESS) return r;
+  if (trn_result_t r = dma_back(destination, why); r != TRN_SUCCESS) return r;
   if (overlap(destination, source)) {
     // The same memory: back the source too (what was never written is then zeros in the
     // mapping) and move it whole.
-    if (trn_result_t r = back(source, why); r != TRN_SUCCESS) return r;
+    if (trn_result_t r = dma_back(source, why); r != TRN_SUCCESS) return r;
     std::memmove(destination.host, source.host, bytes);
     return TRN_SUCCESS;
   }
@@ -95,7 +95,7 @@ trn_result_t dma_copy(const MemorySpan &destination, const MemorySpan &source, s
 
 trn_result_t dma_fill(const MemorySpan &destination, uint8_t value, std::string *why) {
   if (destination.bytes == 0) return TRN_SUCCESS;
-  if (trn_result_t r = back(destination, why); r != TRN_SUCCESS) return r;
+  if (trn_result_t r = dma_back(destination, why); r != TRN_SUCCESS) return r;
   return parallel_parts(destination.bytes, why, [&](uint64_t at, uint64_t part, std::string *) {
     std::memset(destination.host + at, value, part);
     return TRN_SUCCESS;

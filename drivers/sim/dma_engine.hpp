@@ -19,6 +19,9 @@ constexpr uint64_t kDmaFixedNs = 1900;
 // Simulated time of a transfer of `bytes` on `engines` engines of `bytes_per_s` each.
 uint64_t simulated_dma_ns(uint64_t bytes, uint64_t bytes_per_s, uint32_t engines);
 
+// Backs a range with storage (HBM; registered host memory is backed already): afterwards a store
+// there cannot fault, and what was never written reads as zeros through the mapping.
+trn_result_t dma_back(const MemorySpan &span, std::string *why);
 trn_result_t dma_copy(const MemorySpan &destination, const MemorySpan &source, std::string *why);
 trn_result_t dma_fill(const MemorySpan &destination, uint8_t value, std::string *why);
 // Host <-> device copies (mem_write, mem_read, timestamps).

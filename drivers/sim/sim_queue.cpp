@@ -8,6 +8,7 @@
 
 #include "sim/command_check.hpp"
 #include "sim/dma_engine.hpp"
+#include "sim/file_io.hpp"
 #include "sim/semaphore.hpp"
 #include "sim/wait_primitives.hpp"
 
@@ -254,6 +255,13 @@ void SimQueue::tick(uint64_t ns) {
   device_.advance_time(clock_ns_);
 }
 
+void SimQueue::charge_dma(uint64_t bytes, trn_hal_core_activity_t *activity) {
+  const uint64_t ns = simulated_dma_ns(bytes, shape_.dma_engine_bytes_per_s, shape_.dma_engines);
+  activity->dma_bytes += bytes;
+  activity->dma_busy_ns += ns;
+  tick(ns);
+}
+
 trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_core,
                                        trn_hal_core_activity_t *activity, Failure *failure) {
   std::string &why = failure->reason;
@@ -275,11 +283,7 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
         r = copy ? dma_copy(to, from, &why)
                  : dma_fill(to, static_cast<uint8_t>(c.u.memset.value), &why);
       if (r != TRN_SUCCESS) return r;
-      const uint64_t ns =
-          simulated_dma_ns(failure->bytes, shape_.dma_engine_bytes_per_s, shape_.dma_engines);
-      activity->dma_bytes += failure->bytes;
-      activity->dma_busy_ns += ns;
-      tick(ns);
+      charge_dma(failure->bytes, activity);
       return TRN_SUCCESS;
     }
     case TRN_HAL_COMMAND_LAUNCH: {
@@ -335,6 +339,22 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
       if (r != TRN_SUCCESS)
         why = err.message[0] ? err.message : "the host call failed without saying why";
       return r;
+    }
+    case TRN_HAL_COMMAND_FILE_READ:
+    case TRN_HAL_COMMAND_FILE_WRITE: {
+      const bool read = c.kind == TRN_HAL_COMMAND_FILE_READ;
+      failure->destination = read ? c.u.file.device_address : c.u.file.file_offset;
+      failure->source = read ? c.u.file.file_offset : c.u.file.device_address;
+      failure->bytes = c.u.file.bytes;
+      MemorySpan memory;
+      trn_result_t r = resolve(instance_, c.u.file.device_address, c.u.file.bytes, &memory, &why);
+      if (r == TRN_SUCCESS)
+        r = file_transfer(read ? FileDirection::read : FileDirection::write, memory, c.u.file.fd,
+                          c.u.file.file_offset, &why);
+      if (r != TRN_SUCCESS) return r;
+      // The storage side has no figure of its own: the transfer costs what the DMA engines take.
+      charge_dma(failure->bytes, activity);
+      return TRN_SUCCESS;
     }
     default: why = "unknown command kind"; return TRN_ERROR_INVALID_ARGUMENT;
   }

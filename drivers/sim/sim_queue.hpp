@@ -104,6 +104,8 @@ class SimQueue {
   bool execute(Slot &buffer, size_t end, trn_hal_core_activity_t *activity);
   trn_result_t execute_command(const trn_hal_command_t &command, SemCore *sem,
                                trn_hal_core_activity_t *activity, Failure *failure);
+  // A transfer of `bytes` on the queue's DMA engines: its simulated time and its activity.
+  void charge_dma(uint64_t bytes, trn_hal_core_activity_t *activity);
   void record_fault(const Slot &buffer, uint32_t index, const Failure &failure);
   // Commands [from, end) of a buffer that will not run: signals fail with `text`, host calls
   // are called with `status`.

@@ -96,7 +96,7 @@ typedef enum trn_result {
   TRN_ERROR_QUEUE_FULL = 204,         /**< submission would block: wait for completions */
   TRN_ERROR_TOO_MANY_PROCESSES = 205, /**< every process slot of the device is taken */
   TRN_ERROR_HANDLE_IN_USE = 206,      /**< the object is still used by the device */
-  TRN_ERROR_FILE = 207,               /**< a file the caller named cannot be created or written */
+  TRN_ERROR_FILE = 207, /**< a file the caller named or passed cannot be created, read or written */
 
   TRN_ERROR_NO_DEVICE = 300,              /**< the device does not exist or was removed */
   TRN_ERROR_PERMISSION_DENIED = 301,      /**< device state not accessible to this user */
@@ -769,6 +769,36 @@ TRN_API trn_result_t trn_queue_write(trn_queue_t queue, trn_mem_t destination,
 TRN_API trn_result_t trn_queue_read(trn_queue_t queue, void *destination, trn_mem_t source,
                                     uint64_t source_offset, uint64_t size, const trn_sync_t *sync,
                                     uint64_t *sequence);
+/**
+ * Reads `size` bytes of an open file at `file_offset` into an allocation in queue order (Since
+ * 0.2), as cuFileReadAsync does: the driver moves the bytes from the file straight into the
+ * device memory, several reads in flight, with O_DIRECT where the file system allows it and the
+ * file offset and the memory's address agree on 4096-byte alignment (the rest through the page
+ * cache). Any descriptor open for reading works (`O_DIRECT` is not needed: the driver reopens
+ * the file with it). `fd` must stay open until the command completes, as host memory must for
+ * trn_queue_write; what happens in between (a truncation, a closed descriptor) is the command's
+ * fault, never a crash.
+ *
+ * A file shorter than `file_offset + size`, an I/O error or a descriptor that is not open when
+ * the command runs fails the command with TRN_ERROR_FILE: the fault record's reason names the
+ * file offset where it failed and the bytes before it ("file read: end of file at offset 1048576
+ * after 1048576 of 2097152 bytes (fd 7)"); the record's destination_address is the device
+ * address, its source_address the file offset. The destination's contents are then undefined.
+ * @returns TRN_ERROR_INVALID_ARGUMENT if fd < 0; TRN_ERROR_OUT_OF_RANGE if the range is outside
+ * the allocation or past the largest file offset. Thread-safe, like every queue submission.
+ */
+TRN_API trn_result_t trn_queue_read_file(trn_queue_t queue, trn_mem_t destination,
+                                         uint64_t destination_offset, int fd, uint64_t file_offset,
+                                         uint64_t size, const trn_sync_t *sync, uint64_t *sequence);
+/**
+ * Writes `size` bytes of an allocation to an open file at `file_offset` in queue order (Since
+ * 0.2), like cuFileWriteAsync; the file grows as pwrite makes it. Rules and failures as for
+ * trn_queue_read_file (`fd` open for writing; the fault record's destination_address is the file
+ * offset, its source_address the device address). Memory never written is written as zeros.
+ */
+TRN_API trn_result_t trn_queue_write_file(trn_queue_t queue, int fd, uint64_t file_offset,
+                                          trn_mem_t source, uint64_t source_offset, uint64_t size,
+                                          const trn_sync_t *sync, uint64_t *sequence);
 
 /** When a command was reached: the queue's simulated device time and the host's clock. */
 typedef struct trn_timestamp {

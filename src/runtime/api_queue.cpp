@@ -98,6 +98,38 @@ trn_result_t resolve_range(Session &session, trn_mem_t handle, uint64_t offset, 
   return TRN_SUCCESS;
 }
 
+// A file read (into `mem`) or write (from it). The descriptor's being open is checked when the
+// command runs; the range must be one a file can have. The fault record's operands: the device
+// address and the file offset, destination first.
+trn_result_t fill_file_command(Session &session, Command::Kind kind, trn_mem_t mem,
+                               uint64_t mem_offset, int fd, uint64_t file_offset, uint64_t size,
+                               Command *command) {
+  if (fd < 0)
+    return fail(TRN_ERROR_INVALID_ARGUMENT,
+                "fd " + std::to_string(fd) + " is not a file descriptor: pass an open one");
+  if (file_offset > static_cast<uint64_t>(INT64_MAX) ||
+      size > static_cast<uint64_t>(INT64_MAX) - file_offset)
+    return fail(TRN_ERROR_OUT_OF_RANGE, "file bytes " + std::to_string(file_offset) + " + " +
+                                            std::to_string(size) +
+                                            " run past the largest file offset (2^63 - 1)");
+  const bool read = kind == Command::Kind::read_file;
+  std::shared_ptr<Mem> held;
+  if (trn_result_t r =
+          resolve_range(session, mem, mem_offset, size, read ? "destination" : "source", &held);
+      r != TRN_SUCCESS)
+    return r;
+  const uint64_t address = held->address + mem_offset;
+  command->kind = kind;
+  (read ? command->destination_offset : command->source_offset) = mem_offset;
+  (read ? command->destination : command->source) = std::move(held);
+  command->destination_address = read ? address : file_offset;
+  command->source_address = read ? file_offset : address;
+  command->fd = fd;
+  command->file_offset = file_offset;
+  command->size = size;
+  return TRN_SUCCESS;
+}
+
 // Waiting for a queue from one of its own host functions would wait for itself.
 trn_result_t refuse_self_wait(const Queue &queue, const char *call) {
   if (Queue::running_host_call() != &queue) return TRN_SUCCESS;
@@ -291,6 +323,29 @@ TRN_API trn_result_t trn_queue_read(trn_queue_t queue, void *destination, trn_me
       command.host = destination;
       command.size = size;
       return TRN_SUCCESS;
+    });
+  });
+}
+
+TRN_API trn_result_t trn_queue_read_file(trn_queue_t queue, trn_mem_t destination,
+                                         uint64_t destination_offset, int fd, uint64_t file_offset,
+                                         uint64_t size, const trn_sync_t *sync,
+                                         uint64_t *sequence) {
+  return TRN_API_CALL({
+    return submit(queue, sync, sequence, [&](Session &session, Queue &, Command &command) {
+      return fill_file_command(session, Command::Kind::read_file, destination, destination_offset,
+                               fd, file_offset, size, &command);
+    });
+  });
+}
+
+TRN_API trn_result_t trn_queue_write_file(trn_queue_t queue, int fd, uint64_t file_offset,
+                                          trn_mem_t source, uint64_t source_offset, uint64_t size,
+                                          const trn_sync_t *sync, uint64_t *sequence) {
+  return TRN_API_CALL({
+    return submit(queue, sync, sequence, [&](Session &session, Queue &, Command &command) {
+      return fill_file_command(session, Command::Kind::write_file, source, source_offset, fd,
+                               file_offset, size, &command);
     });
   });
 }

@@ -52,6 +52,8 @@ const char *command_name(Command::Kind kind) {
     case Command::Kind::timestamp: return "timestamp";
     case Command::Kind::host_call: return "host call";
     case Command::Kind::free: return "free";
+    case Command::Kind::read_file: return "read file";
+    case Command::Kind::write_file: return "write file";
   }
   return "unknown";
 }
@@ -62,7 +64,9 @@ bool uses_memory(Command::Kind kind) {
     case Command::Kind::memset:
     case Command::Kind::launch:
     case Command::Kind::write:
-    case Command::Kind::read: return true;
+    case Command::Kind::read:
+    case Command::Kind::read_file:
+    case Command::Kind::write_file: return true;
     default: return false;
   }
 }
@@ -170,6 +174,16 @@ trn_result_t Queue::submit(Command command, uint64_t *sequence) {
         op.u.copy.bytes = c.size;
         op.u.copy.flags = TRN_HAL_COPY_HOST_DESTINATION;
         break;
+      case Command::Kind::read_file:
+      case Command::Kind::write_file: {
+        const bool read = c.kind == Command::Kind::read_file;
+        op.kind = read ? TRN_HAL_COMMAND_FILE_READ : TRN_HAL_COMMAND_FILE_WRITE;
+        op.u.file.fd = c.fd;
+        op.u.file.file_offset = c.file_offset;
+        op.u.file.device_address = read ? c.destination_address : c.source_address;
+        op.u.file.bytes = c.size;
+        break;
+      }
       case Command::Kind::timestamp:
         op.kind = TRN_HAL_COMMAND_TIMESTAMP;
         op.u.timestamp.host = c.host;

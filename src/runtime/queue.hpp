@@ -31,7 +31,19 @@ struct SemRef {
 // One API command, as the entry points fill it in. Memory is referenced weakly: freeing it while
 // the command is queued is allowed, and the command then fails when it is reached.
 struct Command {
-  enum class Kind { copy, memset, barrier, launch, write, read, timestamp, host_call, free };
+  enum class Kind {
+    copy,
+    memset,
+    barrier,
+    launch,
+    write,
+    read,
+    timestamp,
+    host_call,
+    free,
+    read_file,
+    write_file
+  };
   Kind kind = Kind::barrier;
   std::vector<SemRef> waits;
   std::vector<SemRef> signals;
@@ -45,6 +57,9 @@ struct Command {
   uint8_t value = 0;
   // write (source), read (destination), timestamp (destination): the caller's host memory
   void *host = nullptr;
+  // read_file (into destination), write_file (from source): the caller's descriptor and offset
+  int fd = -1;
+  uint64_t file_offset = 0;
   // host_call
   trn_host_fn_t host_fn = nullptr;
   void *host_user = nullptr;

@@ -58,6 +58,8 @@ trn_result_t Queue::Work::take_memory(std::string *why) {
     case Command::Kind::launch: used = command.args; break;
     case Command::Kind::write: used = {command.destination}; break;
     case Command::Kind::read: used = {command.source}; break;
+    case Command::Kind::read_file: used = {command.destination}; break;
+    case Command::Kind::write_file: used = {command.source}; break;
     default: break;
   }
   for (auto &weak : used) mems.push_back(weak.lock());
@@ -79,9 +81,13 @@ trn_result_t Queue::Work::take_memory(std::string *why) {
     case Command::Kind::memset:
     case Command::Kind::write:
     case Command::Kind::read:
+    case Command::Kind::read_file:
+    case Command::Kind::write_file:
       if (gone(mems[0]))
         *why = std::string("the ") +
-               (command.kind == Command::Kind::read ? "source" : "destination") +
+               (command.kind == Command::Kind::read || command.kind == Command::Kind::write_file
+                    ? "source"
+                    : "destination") +
                " memory was freed before the " + command_name(command.kind) + " ran" +
                kKeepAllocationsAlive;
       break;

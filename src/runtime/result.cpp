@@ -39,7 +39,7 @@ constexpr ResultText kResults[] = {
     {TRN_ERROR_TOO_MANY_PROCESSES, "TRN_ERROR_TOO_MANY_PROCESSES",
      "every process slot of the device is taken"},
     {TRN_ERROR_HANDLE_IN_USE, "TRN_ERROR_HANDLE_IN_USE", "the object is still in use"},
-    {TRN_ERROR_FILE, "TRN_ERROR_FILE", "a file cannot be created or written"},
+    {TRN_ERROR_FILE, "TRN_ERROR_FILE", "a file cannot be created, read or written"},
     {TRN_ERROR_NO_DEVICE, "TRN_ERROR_NO_DEVICE", "no such device"},
     {TRN_ERROR_PERMISSION_DENIED, "TRN_ERROR_PERMISSION_DENIED",
      "the device state is not accessible to this user"},

@@ -138,4 +138,12 @@ std::string run_command(const std::vector<std::string> &argv, int timeout_ms, in
   return text;
 }
 
+ProgramResult run_program(const std::vector<std::string> &argv, int timeout_ms) {
+  int status = 0;
+  ProgramResult r;
+  r.output = run_command(argv, timeout_ms, &status);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
 }  // namespace trn::test

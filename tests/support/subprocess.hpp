@@ -44,4 +44,12 @@ class Child {
 // Runs a command to completion (bounded by timeout_ms) and returns its stdout+stderr.
 std::string run_command(const std::vector<std::string> &argv, int timeout_ms, int *status);
 
+// What a program run to completion did: its exit code (128 + the signal when one ended it) and
+// its stdout and stderr together.
+struct ProgramResult {
+  int code = -1;
+  std::string output;
+};
+ProgramResult run_program(const std::vector<std::string> &argv, int timeout_ms);
+
 }  // namespace trn::test

@@ -87,18 +87,11 @@ std::vector<T> load(const std::string &path, const std::string &descr,
   return values;
 }
 
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
+using Result = trn::test::ProgramResult;
 
 Result trn_run(std::vector<std::string> args) {
   args.insert(args.begin(), TRN_RUN_PATH);
-  int status = 0;
-  Result r;
-  r.output = run_command(args, kTimeoutMs, &status);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+  return trn::test::run_program(args, kTimeoutMs);
 }
 
 json parse_json(const std::string &output) {

@@ -47,5 +47,6 @@ int bench_sem(int argc, char **argv);
 int bench_submit(int argc, char **argv);
 int bench_copy(int argc, char **argv);
 int bench_matmul(int argc, char **argv);
+int bench_load(int argc, char **argv);
 
 }  // namespace trn::bench

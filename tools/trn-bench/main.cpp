@@ -33,6 +33,11 @@ constexpr Entry kBenches[] = {
      "h2d, d2h, d2d copy bandwidth vs memcpy (1 and all threads); write/read of plain host "
      "memory through a queue vs memcpy (1 thread)",
      {"--quick"}},
+    {"load",
+     trn::bench::bench_load,
+     "file -> device memory (trn_queue_read_file), 256 MiB-2 GiB: cold cache vs an O_DIRECT read "
+     "into host memory, warm cache vs memcpy from the cached pages",
+     {"--quick"}},
     {"matmul",
      trn::bench::bench_matmul,
      "simulating a tiled 2048^3 matmul kernel vs the bare GEMM (oneDNN bf16, OpenBLAS fp32)",

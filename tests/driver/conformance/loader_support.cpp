@@ -444,6 +444,16 @@ trn_hal_command_t copy_command(uint64_t destination, uint64_t source, uint64_t b
   return c;
 }
 
+trn_hal_command_t file_command(uint32_t kind, int fd, uint64_t file_offset, uint64_t device_address,
+                               uint64_t bytes) {
+  auto c = blank(kind);
+  c.u.file.fd = fd;
+  c.u.file.file_offset = file_offset;
+  c.u.file.device_address = device_address;
+  c.u.file.bytes = bytes;
+  return c;
+}
+
 trn_hal_command_t memset_command(uint64_t destination, uint64_t bytes, uint32_t value) {
   auto c = blank(TRN_HAL_COMMAND_MEMSET);
   c.u.memset.destination = destination;

@@ -247,6 +247,9 @@ trn_hal_command_t memset_command(uint64_t destination, uint64_t bytes, uint32_t 
 trn_hal_command_t wait_command(trn_hal_sem_t *sem, uint64_t value);
 trn_hal_command_t signal_command(trn_hal_sem_t *sem, uint64_t value);
 trn_hal_command_t timestamp_command(uint64_t destination);
+// FILE_READ (file -> device memory) or FILE_WRITE.
+trn_hal_command_t file_command(uint32_t kind, int fd, uint64_t file_offset, uint64_t device_address,
+                               uint64_t bytes);
 trn_hal_command_t launch_command(trn_hal_kernel_t *kernel, const trn_hal_binding_t *args,
                                  uint32_t arg_count, trn_hal_run_result_t *result);
 

@@ -1,7 +1,7 @@
 // Queues: creation on claimed cores, copies (device, host to device, device to host; small and
 // multi-MiB, overlapping), memset, order, semaphore signals and waits between queues and
 // devices, timestamps, host calls, status counters, QUEUE_FULL at capacity, and malformed
-// commands refused at submission with nothing run.
+// commands (file commands included) refused at submission with nothing run.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -510,6 +510,14 @@ TEST_CASE("queues: malformed commands are refused at submission, nothing runs", 
          return c;
        }()},
       {"a launch on a copy queue", kernel_less},
+      {"a file read with fd -1", file_command(TRN_HAL_COMMAND_FILE_READ, -1, 0, r.address(), 16)},
+      {"a file write with fd -5", file_command(TRN_HAL_COMMAND_FILE_WRITE, -5, 0, r.address(), 16)},
+      {"a file write from memory that is not held",
+       file_command(TRN_HAL_COMMAND_FILE_WRITE, 1, 0, 64, 16)},
+      {"a file read of a huge size",
+       file_command(TRN_HAL_COMMAND_FILE_READ, 0, 0, r.address(), UINT64_MAX)},
+      {"a file read past the largest file offset",
+       file_command(TRN_HAL_COMMAND_FILE_READ, 0, INT64_MAX, r.address(), 16)},
   };
   uint32_t index = 0;
   for (const Case &c : cases) {
@@ -559,6 +567,8 @@ TEST_CASE("queues: commands past the end of a reserved range are refused", "[que
       {"a memset past the range", memset_command(end - 8, 16, 0)},
       {"a timestamp straddling the end", timestamp_command(end - 8)},
       {"a copy past registered host memory", copy_command(h.address() + 4000, r.address(), 200)},
+      {"a file read past the range", file_command(TRN_HAL_COMMAND_FILE_READ, 0, 0, end - 8, 16)},
+      {"a file write past the range", file_command(TRN_HAL_COMMAND_FILE_WRITE, 1, 0, end - 8, 16)},
   };
   uint32_t index = 0;
   for (const Case &c : cases) {

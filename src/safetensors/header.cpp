@@ -1,0 +1,270 @@
+// The safetensors header: every rule of the format checked, each failure its own message naming
+// the tensor and the field. Uses no trn function (the fuzz target compiles it alone).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "trn/safetensors.hpp"
+
+namespace trn::safetensors {
+
+namespace {
+
+using nlohmann::json;
+
+struct DtypeName {
+  const char *name;
+  trn_dtype_t dtype;
+  uint32_t size;
+};
+
+constexpr DtypeName kDtypes[] = {
+    {"F32", TRN_DTYPE_F32, 4},
+    {"BF16", TRN_DTYPE_BF16, 2},
+    {"F16", TRN_DTYPE_F16, 2},
+    {"F8_E4M3", TRN_DTYPE_FP8_E4M3, 1},
+    {"F8_E5M2", TRN_DTYPE_FP8_E5M2, 1},
+    {"I32", TRN_DTYPE_I32, 4},
+    {"I16", TRN_DTYPE_I16, 2},
+    {"I8", TRN_DTYPE_I8, 1},
+    {"U8", TRN_DTYPE_U8, 1},
+};
+
+// The format's other dtypes: valid safetensors, but no trn type holds them.
+constexpr const char *kForeignDtypes[] = {"F64",     "I64",     "U64",     "U32", "U16", "BOOL",
+                                          "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",  "C64"};
+
+constexpr const char *kSupported = "F32, BF16, F16, F8_E4M3, F8_E5M2, I32, I16, I8 and U8";
+
+// JSON nests three deep in a valid header (object, tensor, shape): deeper input is refused while
+// it is parsed, so no input makes the parser or the document recurse far.
+constexpr int kMaxDepth = 3;
+
+std::string in_quotes(const std::string &name) {
+  return "'" + name + "'";
+}
+
+[[noreturn]] void refuse(const std::string &what) {
+  throw Error("safetensors header: " + what);
+}
+
+[[noreturn]] void refuse_tensor(const std::string &name, const std::string &what) {
+  refuse("tensor " + in_quotes(name) + ": " + what);
+}
+
+uint32_t dtype_size(trn_dtype_t dtype) {
+  for (const auto &d : kDtypes)
+    if (d.dtype == dtype) return d.size;
+  return 0;
+}
+
+std::string offsets_text(uint64_t begin, uint64_t end) {
+  return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
+}
+
+std::string shape_text(const std::vector<uint64_t> &shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+TensorInfo parse_tensor(const std::string &name, const json &entry) {
+  TensorInfo t;
+  t.name = name;
+  if (!entry.is_object())
+    refuse_tensor(name, std::string("is a JSON ") + entry.type_name() +
+                            ", not an object with dtype, shape and data_offsets");
+  for (const auto &[key, value] : entry.items()) {
+    (void)value;
+    if (key != "dtype" && key != "shape" && key != "data_offsets")
+      refuse_tensor(name, "unknown field " + in_quotes(key) +
+                              " (a tensor has dtype, shape and data_offsets)");
+  }
+  const auto dtype = entry.find("dtype");
+  if (dtype == entry.end()) refuse_tensor(name, "dtype is missing");
+  if (!dtype->is_string()) refuse_tensor(name, "dtype is not a string");
+  t.dtype_name = dtype->get<std::string>();
+  if (!dtype_from_name(t.dtype_name, &t.dtype)) {
+    for (const char *foreign : kForeignDtypes)
+      if (t.dtype_name == foreign)
+        refuse_tensor(
+            name, "dtype " + t.dtype_name + " is not supported by trn (it has " + kSupported + ")");
+    refuse_tensor(name, "dtype " + in_quotes(t.dtype_name) + " is not a safetensors dtype");
+  }
+  const auto shape = entry.find("shape");
+  if (shape == entry.end()) refuse_tensor(name, "shape is missing");
+  if (!shape->is_array()) refuse_tensor(name, "shape is not an array");
+  for (size_t i = 0; i < shape->size(); ++i) {
+    const json &d = (*shape)[i];
+    if (!d.is_number_unsigned())
+      refuse_tensor(name, "shape[" + std::to_string(i) + "] is not a non-negative integer");
+    t.shape.push_back(d.get<uint64_t>());
+  }
+  const auto offsets = entry.find("data_offsets");
+  if (offsets == entry.end()) refuse_tensor(name, "data_offsets is missing");
+  if (!offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
+      !(*offsets)[1].is_number_unsigned())
+    refuse_tensor(name, "data_offsets is not [begin, end] (two non-negative integers)");
+  t.begin = (*offsets)[0].get<uint64_t>();
+  t.end = (*offsets)[1].get<uint64_t>();
+  if (t.end < t.begin)
+    refuse_tensor(name, "data_offsets " + offsets_text(t.begin, t.end) + " end before they begin");
+  // Overflow-safe: the product stops growing past what any file can hold.
+  uint64_t bytes = dtype_size(t.dtype);
+  bool zero = false;
+  for (uint64_t d : t.shape) zero = zero || d == 0;
+  if (zero) bytes = 0;
+  for (uint64_t d : t.shape) {
+    if (zero) break;
+    if (d > UINT64_MAX / bytes)
+      refuse_tensor(name, "shape " + shape_text(t.shape) + " of " + t.dtype_name +
+                              " has more than 2^64 bytes");
+    bytes *= d;
+  }
+  if (bytes != t.bytes())
+    refuse_tensor(name, "shape " + shape_text(t.shape) + " of " + t.dtype_name + " is " +
+                            std::to_string(bytes) + " bytes but data_offsets " +
+                            offsets_text(t.begin, t.end) + " hold " + std::to_string(t.bytes()));
+  return t;
+}
+
+void parse_metadata(const json &entry, std::map<std::string, std::string> *out) {
+  if (!entry.is_object())
+    refuse(std::string("__metadata__ is a JSON ") + entry.type_name() +
+           ", not an object of strings");
+  for (const auto &[key, value] : entry.items()) {
+    if (!value.is_string())
+      refuse("__metadata__ entry " + in_quotes(key) + " is a JSON " + value.type_name() +
+             ", not a string");
+    (*out)[key] = value.get<std::string>();
+  }
+}
+
+// Sorted by begin, the ranges must tile the data section exactly.
+void check_layout(Header *h) {
+  std::stable_sort(h->tensors.begin(), h->tensors.end(),
+                   [](const TensorInfo &a, const TensorInfo &b) {
+                     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+                   });
+  uint64_t at = 0;
+  const TensorInfo *reach = nullptr;  // the tensor that ends at `at`
+  for (const TensorInfo &t : h->tensors) {
+    if (t.end > h->data_bytes)
+      refuse_tensor(t.name, "data_offsets " + offsets_text(t.begin, t.end) +
+                                " run past the data section (" + std::to_string(h->data_bytes) +
+                                " bytes)");
+    if (reach && t.begin < at)
+      refuse("tensors " + in_quotes(reach->name) + " and " + in_quotes(t.name) + " overlap: " +
+             offsets_text(reach->begin, reach->end) + " and " + offsets_text(t.begin, t.end));
+    if (t.begin > at)
+      refuse("bytes " + std::to_string(at) + " to " + std::to_string(t.begin) +
+             " of the data section belong to no tensor (before " + in_quotes(t.name) + ")");
+    at = t.end;
+    reach = &t;
+  }
+  if (at != h->data_bytes)
+    refuse("the data section has " + std::to_string(h->data_bytes) +
+           " bytes but the tensors end at " + std::to_string(at) +
+           " (trailing bytes belong to no tensor)");
+}
+
+}  // namespace
+
+bool dtype_from_name(std::string_view name, trn_dtype_t *dtype) {
+  for (const auto &d : kDtypes)
+    if (name == d.name) {
+      *dtype = d.dtype;
+      return true;
+    }
+  return false;
+}
+
+const char *dtype_to_name(trn_dtype_t dtype) {
+  for (const auto &d : kDtypes)
+    if (d.dtype == dtype) return d.name;
+  return nullptr;
+}
+
+const TensorInfo *Header::find(std::string_view name) const {
+  for (const TensorInfo &t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+Header parse_header(const uint8_t *bytes, size_t size, uint64_t file_size) {
+  if (file_size < 8 || size < 8)
+    refuse("the file is " + std::to_string(file_size) +
+           " bytes: a safetensors file starts with an 8-byte header length");
+  Header h;
+  for (int i = 7; i >= 0; --i) h.header_bytes = h.header_bytes << 8 | bytes[i];
+  if (h.header_bytes > kMaxHeaderBytes)
+    refuse("the header length " + std::to_string(h.header_bytes) + " is above the limit of " +
+           std::to_string(kMaxHeaderBytes) + " bytes (is this a safetensors file?)");
+  if (h.header_bytes < 2)
+    refuse("the header length " + std::to_string(h.header_bytes) +
+           " is too small for a JSON object");
+  if (h.header_bytes > file_size - 8)
+    refuse("the header length " + std::to_string(h.header_bytes) +
+           " runs past the end of the file (" + std::to_string(file_size) + " bytes)");
+  if (size - 8 < h.header_bytes)
+    refuse("only " + std::to_string(size - 8) + " of the header's " +
+           std::to_string(h.header_bytes) + " bytes were given");
+  h.data_offset = 8 + h.header_bytes;
+  h.data_bytes = file_size - h.data_offset;
+  const char *text = reinterpret_cast<const char *>(bytes + 8);
+  if (text[0] != '{') refuse("the header does not start with '{' (it must be a JSON object)");
+  json doc;
+  try {
+    doc = json::parse(text, text + h.header_bytes, [](int depth, json::parse_event_t, json &) {
+      if (depth > kMaxDepth) refuse("the JSON nests deeper than a header does");
+      return true;
+    });
+  } catch (const json::exception &e) {
+    refuse(std::string("the header is not valid JSON: ") + e.what());
+  }
+  for (const auto &[name, entry] : doc.items()) {
+    if (name == "__metadata__")
+      parse_metadata(entry, &h.metadata);
+    else
+      h.tensors.push_back(parse_tensor(name, entry));
+  }
+  check_layout(&h);
+  return h;
+}
+
+Header read_header(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    throw Error(std::string("safetensors: cannot stat the file: ") + std::strerror(errno),
+                TRN_ERROR_FILE);
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  auto read_at = [&](void *out, uint64_t n, uint64_t at) {
+    uint64_t done = 0;
+    while (done < n) {
+      const ssize_t got =
+          ::pread(fd, static_cast<char *>(out) + done, n - done, static_cast<off_t>(at + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0)
+        throw Error(std::string("safetensors: cannot read the header: ") +
+                        (got == 0 ? "end of file" : std::strerror(errno)),
+                    TRN_ERROR_FILE);
+      done += static_cast<uint64_t>(got);
+    }
+  };
+  std::vector<uint8_t> bytes(8, 0);
+  if (file_size >= 8) read_at(bytes.data(), 8, 0);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = n << 8 | bytes[i];
+  // Only a length the checks would accept is read.
+  if (file_size >= 8 && n <= kMaxHeaderBytes && n <= file_size - 8) {
+    bytes.resize(8 + n);
+    read_at(bytes.data() + 8, n, 8);
+  }
+  return parse_header(bytes.data(), bytes.size(), file_size);
+}
+
+}  // namespace trn::safetensors

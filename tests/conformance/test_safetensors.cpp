@@ -1,0 +1,288 @@
+// safetensors (trn/safetensors.hpp): every malformed-header class refused with its own message,
+// a checkpoint saved from device memory and loaded back byte for byte, selected tensors, and a
+// file that changed under the reader.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "support/api_helpers.hpp"
+#include "support/device_files.hpp"
+#include "support/result_printing.hpp"
+#include "support/sim_env.hpp"
+#include "support/temp_files.hpp"
+#include "trn/safetensors.hpp"
+#include "trn/trn.h"
+
+namespace st = trn::safetensors;
+
+namespace {
+
+using trn::test::alloc;
+using trn::test::core_at;
+using trn::test::create_file;
+using trn::test::DeviceFiles;
+using trn::test::Fd;
+using trn::test::file_contents;
+using trn::test::first_device;
+using trn::test::make_pool;
+using trn::test::make_queue;
+using trn::test::SimEnv;
+using trn::test::TempDir;
+
+constexpr uint64_t kLong = 10'000'000'000;
+
+// A file: the 8-byte length of `header` (or `length` when given), the header, then `data` bytes.
+std::vector<uint8_t> file_of(const std::string &header, uint64_t data,
+                             uint64_t length = UINT64_MAX) {
+  const uint64_t n = length == UINT64_MAX ? header.size() : length;
+  std::vector<uint8_t> out(8);
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(n >> (8 * i));
+  out.insert(out.end(), header.begin(), header.end());
+  for (uint64_t i = 0; i < data; ++i) out.push_back(static_cast<uint8_t>(i * 31 + 7));
+  return out;
+}
+
+std::string refusal(const std::vector<uint8_t> &bytes) {
+  try {
+    st::parse_header(bytes.data(), bytes.size(), bytes.size());
+  } catch (const st::Error &e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+std::vector<uint8_t> pattern(size_t bytes, uint8_t seed) {
+  std::vector<uint8_t> data(bytes);
+  for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>(seed * 17 + i * 5 + (i >> 8));
+  return data;
+}
+
+std::vector<uint8_t> device_bytes(trn_queue_t queue, trn_mem_t mem, uint64_t at, uint64_t n) {
+  std::vector<uint8_t> out(n);
+  if (n == 0) return out;
+  REQUIRE(trn_queue_read(queue, out.data(), mem, at, n, nullptr, nullptr) == TRN_SUCCESS);
+  REQUIRE(trn_queue_finish(queue, kLong) == TRN_SUCCESS);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("safetensors: a valid header is read with its tensors and metadata", "[safetensors]") {
+  const auto file = file_of(
+      R"({"__metadata__":{"format":"pt"},"b":{"dtype":"BF16","shape":[2,3],"data_offsets":[16,28]},)"
+      R"("a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"e":{"dtype":"U8","shape":[0],"data_offsets":[28,28]}}   )",
+      28);
+  const st::Header h = st::parse_header(file.data(), file.size(), file.size());
+  REQUIRE(h.tensors.size() == 3);
+  CHECK(h.tensors[0].name == "a");  // by data offset
+  CHECK(h.tensors[0].dtype == TRN_DTYPE_F32);
+  CHECK(h.tensors[1].name == "b");
+  CHECK(h.tensors[1].dtype == TRN_DTYPE_BF16);
+  CHECK(h.tensors[1].shape == std::vector<uint64_t>{2, 3});
+  CHECK(h.tensors[1].bytes() == 12);
+  CHECK(h.tensors[2].bytes() == 0);
+  CHECK(h.metadata.at("format") == "pt");
+  CHECK(h.data_offset == 8 + file.size() - 8 - 28);
+  CHECK(h.data_bytes == 28);
+  CHECK(h.find("b") == &h.tensors[1]);
+  CHECK(h.find("zz") == nullptr);
+}
+
+TEST_CASE("safetensors: every malformed header is refused with its own message", "[safetensors]") {
+  const std::string a = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  struct Case {
+    const char *what;
+    std::vector<uint8_t> file;
+    const char *message;
+  };
+  const Case cases[] = {
+      {"a file shorter than the length",
+       {1, 2, 3},
+       "the file is 3 bytes: a safetensors file starts"},
+      {"a huge length", file_of("{}", 0, 1ull << 40), "above the limit of 100000000 bytes"},
+      {"a length past the end", file_of("{}", 0, 50),
+       "header length 50 runs past the end of the file"},
+      {"a length of 1", file_of("{", 0), "too small for a JSON object"},
+      {"not an object", file_of("[1, 2]", 0), "does not start with '{'"},
+      {"not JSON", file_of("{\"a\": ", 0), "not valid JSON"},
+      {"deep nesting", file_of(R"({"a":{"shape":[[[[1]]]]}})", 0),
+       "nests deeper than a header does"},
+      {"a tensor that is not an object", file_of(R"({"a":[1]})", 0), "tensor 'a': is a JSON array"},
+      {"an unknown field",
+       file_of(R"({"a":{"dtype":"F32","shape":[],"data_offsets":[0,4],"x":1}})", 4),
+       "tensor 'a': unknown field 'x'"},
+      {"no dtype", file_of(R"({"a":{"shape":[2],"data_offsets":[0,8]}})", 8),
+       "tensor 'a': dtype is missing"},
+      {"a dtype that is no string",
+       file_of(R"({"a":{"dtype":4,"shape":[2],"data_offsets":[0,8]}})", 8),
+       "tensor 'a': dtype is not a string"},
+      {"an unknown dtype", file_of(R"({"a":{"dtype":"Q9","shape":[2],"data_offsets":[0,8]}})", 8),
+       "tensor 'a': dtype 'Q9' is not a safetensors dtype"},
+      {"F64", file_of(R"({"w":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", 8),
+       "tensor 'w': dtype F64 is not supported by trn"},
+      {"BOOL", file_of(R"({"m":{"dtype":"BOOL","shape":[8],"data_offsets":[0,8]}})", 8),
+       "tensor 'm': dtype BOOL is not supported by trn"},
+      {"no shape", file_of(R"({"a":{"dtype":"F32","data_offsets":[0,8]}})", 8),
+       "tensor 'a': shape is missing"},
+      {"a shape that is no array",
+       file_of(R"({"a":{"dtype":"F32","shape":2,"data_offsets":[0,8]}})", 8),
+       "tensor 'a': shape is not an array"},
+      {"a negative dimension",
+       file_of(R"({"a":{"dtype":"F32","shape":[2,-1],"data_offsets":[0,8]}})", 8),
+       "tensor 'a': shape[1] is not a non-negative integer"},
+      {"a fractional dimension",
+       file_of(R"({"a":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", 8),
+       "tensor 'a': shape[0] is not a non-negative integer"},
+      {"no data_offsets", file_of(R"({"a":{"dtype":"F32","shape":[2]}})", 8),
+       "tensor 'a': data_offsets is missing"},
+      {"one offset", file_of(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8]}})", 8),
+       "tensor 'a': data_offsets is not [begin, end]"},
+      {"offsets backwards", file_of(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8),
+       "tensor 'a': data_offsets [8, 0] end before they begin"},
+      {"a shape past 2^64 bytes",
+       file_of(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8),
+       "tensor 'a': shape [4294967296, 4294967296] of F32 has more than 2^64 bytes"},
+      {"a size that does not match",
+       file_of(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8),
+       "tensor 'a': shape [3] of F32 is 12 bytes but data_offsets [0, 8] hold 8"},
+      {"a range past the data", file_of("{" + a + "}", 4),
+       "tensor 'a': data_offsets [0, 8] run past the data section (4 bytes)"},
+      {"overlapping tensors",
+       file_of("{" + a + R"(,"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12),
+       "tensors 'a' and 'b' overlap: [0, 8] and [4, 12]"},
+      {"a hole",
+       file_of("{" + a + R"(,"b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})", 16),
+       "bytes 8 to 12 of the data section belong to no tensor (before 'b')"},
+      {"trailing bytes", file_of("{" + a + "}", 10),
+       "the data section has 10 bytes but the tensors end at 8"},
+      {"metadata that is no object", file_of(R"({"__metadata__":[1]})", 0),
+       "__metadata__ is a JSON array"},
+      {"metadata that is no string", file_of(R"({"__metadata__":{"k":1}})", 0),
+       "__metadata__ entry 'k' is a JSON number, not a string"},
+  };
+  for (const Case &c : cases) {
+    INFO(c.what);
+    const std::string message = refusal(c.file);
+    INFO(message);
+    CHECK(message.find(c.message) != std::string::npos);
+    CHECK(message.rfind("safetensors header: ", 0) == 0);
+  }
+}
+
+TEST_CASE("safetensors: read_header reads from a descriptor and refuses a bad file",
+          "[safetensors]") {
+  TempDir dir;
+  Fd good(create_file(dir.file("good"),
+                      file_of(R"({"a":{"dtype":"I8","shape":[3],"data_offsets":[0,3]}})", 3)));
+  CHECK(st::read_header(good.get()).tensors.at(0).name == "a");
+  Fd bad(create_file(dir.file("bad"), file_of("{}", 0, 1ull << 60)));
+  CHECK_THROWS_WITH(st::read_header(bad.get()), Catch::Contains("above the limit"));
+  Fd empty(create_file(dir.file("empty"), {}));
+  CHECK_THROWS_WITH(st::read_header(empty.get()), Catch::Contains("the file is 0 bytes"));
+}
+
+TEST_CASE_METHOD(DeviceFiles,
+                 "safetensors: a checkpoint saved from device memory loads back byte for byte",
+                 "[safetensors]") {
+  // Sizes that are no multiple of a page, and a tensor larger than one read.
+  const std::vector<std::pair<trn_dtype_t, std::vector<uint64_t>>> specs = {
+      {TRN_DTYPE_F32, {1000, 1100}},
+      {TRN_DTYPE_BF16, {3, 5}},
+      {TRN_DTYPE_U8, {0}},
+      {TRN_DTYPE_FP8_E4M3, {77777}},
+      {TRN_DTYPE_I32, {17, 4096}}};
+  std::vector<st::SaveTensor> save;
+  std::vector<std::vector<uint8_t>> contents;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    uint64_t bytes = trn_dtype_size(specs[i].first);
+    for (uint64_t d : specs[i].second) bytes *= d;
+    contents.push_back(pattern(bytes, static_cast<uint8_t>(i)));
+    trn_mem_t mem = alloc(pool, bytes + 100);
+    if (bytes > 0)
+      REQUIRE(trn_queue_write(queue, mem, 100, contents[i].data(), bytes, nullptr, nullptr) ==
+              TRN_SUCCESS);
+    save.push_back({"layer." + std::to_string(i), specs[i].first, specs[i].second, mem, 100});
+  }
+  const std::string path = dir.file("model.safetensors");
+  st::save(path, save, {{"format", "trn"}}, queue);
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  REQUIRE(fd.get() >= 0);
+  const st::Header h = st::read_header(fd.get());
+  CHECK(h.data_offset % 8 == 0);
+  CHECK(h.metadata.at("format") == "trn");
+  REQUIRE(h.tensors.size() == specs.size());
+  // The file itself: the data section is the tensors in order.
+  const auto bytes = file_contents(fd.get());
+  uint64_t at = h.data_offset;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const st::TensorInfo *t = h.find("layer." + std::to_string(i));
+    REQUIRE(t != nullptr);
+    CHECK(t->dtype == specs[i].first);
+    CHECK(t->shape == specs[i].second);
+    CHECK(std::vector<uint8_t>(bytes.begin() + at, bytes.begin() + at + t->bytes()) == contents[i]);
+    at += t->bytes();
+  }
+  // Loaded back, all of them, with progress.
+  uint64_t last = 0, calls = 0;
+  st::LoadOptions options;
+  options.progress = [&](uint64_t loaded, uint64_t total) {
+    CHECK(loaded >= last);
+    last = loaded;
+    ++calls;
+    CHECK(total == bytes.size() - h.data_offset);
+  };
+  st::Loaded loaded = st::load(fd.get(), h, pool, queue, options);
+  CHECK(last == bytes.size() - h.data_offset);
+  CHECK(calls >= 2);
+  REQUIRE(loaded.tensors().size() == specs.size());
+  CHECK(loaded.metadata().at("format") == "trn");
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const st::LoadedTensor *t = loaded.find("layer." + std::to_string(i));
+    REQUIRE(t != nullptr);
+    CHECK((h.data_offset + t->info.begin) % 4096 == t->offset % 4096);
+    CHECK(device_bytes(queue, loaded.arena(), t->offset, t->info.bytes()) == contents[i]);
+  }
+  // Selected ones only.
+  options = {};
+  options.names = {"layer.4", "layer.1"};
+  st::Loaded some = st::load(fd.get(), h, pool, queue, options);
+  REQUIRE(some.tensors().size() == 2);
+  CHECK(some.tensors()[0].info.name == "layer.1");  // in file order
+  for (const st::LoadedTensor &t : some.tensors())
+    CHECK(device_bytes(queue, some.arena(), t.offset, t.info.bytes()) ==
+          contents[t.info.name == "layer.1" ? 1 : 4]);
+  options.names = {"layer.9"};
+  CHECK_THROWS_WITH(st::load(fd.get(), h, pool, queue, options),
+                    Catch::Contains("no tensor 'layer.9' in the file"));
+  for (auto &t : save) REQUIRE(trn_mem_free(t.mem) == TRN_SUCCESS);
+  REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+}
+
+TEST_CASE_METHOD(DeviceFiles,
+                 "safetensors: a file cut short after its header was read fails the load",
+                 "[safetensors]") {
+  const std::string header = R"({"w":{"dtype":"F32","shape":[262144],"data_offsets":[0,1048576]}})";
+  Fd fd(create_file(dir.file("w.safetensors"), file_of(header, 1 << 20)));
+  const st::Header h = st::read_header(fd.get());
+  REQUIRE(::ftruncate(fd.get(), static_cast<off_t>(h.data_offset + 4096)) == 0);
+  try {
+    st::load(fd.get(), h, pool, queue);
+    FAIL("the load succeeded");
+  } catch (const st::Error &e) {
+    INFO(e.what());
+    CHECK(e.result() == TRN_ERROR_FILE);
+    CHECK(std::string(e.what()).find("end of file at offset " +
+                                     std::to_string(h.data_offset + 4096)) != std::string::npos);
+  }
+  trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
+  REQUIRE(trn_pool_get_stats(pool, &stats) == TRN_SUCCESS);
+  CHECK(stats.allocation_count == 0);  // nothing stays allocated
+  st::SaveTensor bad{"x", TRN_DTYPE_F32, {1}, nullptr, 0};
+  CHECK_THROWS_WITH(st::save(dir.file("x.safetensors"), {bad}, {}, queue),
+                    Catch::Contains("names no memory"));
+  REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+}

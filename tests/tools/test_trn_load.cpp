@@ -1,0 +1,126 @@
+// trn-load: listing a safetensors file's tensors (text and JSON), loading them into a private
+// simulated device with progress and throughput, and a malformed file's message and exit code.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "support/sim_env.hpp"
+#include "support/subprocess.hpp"
+#include "support/temp_files.hpp"
+
+using nlohmann::json;
+using trn::test::SimEnv;
+using trn::test::TempDir;
+
+namespace {
+
+constexpr int kTimeoutMs = 60000;
+
+using Result = trn::test::ProgramResult;
+
+Result trn_load(std::vector<std::string> args) {
+  args.insert(args.begin(), TRN_LOAD_PATH);
+  return trn::test::run_program(args, kTimeoutMs);
+}
+
+// A safetensors file: the header's length, the header, `data` bytes.
+std::string write_file(const TempDir &dir, const std::string &name, const std::string &header,
+                       uint64_t data) {
+  std::vector<uint8_t> bytes(8);
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(header.size() >> (8 * i));
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  bytes.resize(bytes.size() + data, 0x3c);
+  const std::string path = dir.file(name);
+  trn::test::Fd fd(trn::test::create_file(path, bytes));
+  return path;
+}
+
+const std::string kHeader =
+    R"({"__metadata__":{"format":"pt"},"embed":{"dtype":"BF16","shape":[1024,512],"data_offsets":[0,1048576]},)"
+    R"("head.bias":{"dtype":"F32","shape":[7],"data_offsets":[1048576,1048604]}})";
+constexpr uint64_t kData = 1048604;
+
+json parse_json(const std::string &output) {
+  const size_t start = output.find('{');
+  REQUIRE(start != std::string::npos);
+  return json::parse(output.substr(start));
+}
+
+}  // namespace
+
+TEST_CASE("trn-load lists a file's tensors", "[trn-load]") {
+  TempDir dir;
+  const std::string path = write_file(dir, "m.safetensors", kHeader, kData);
+  Result r = trn_load({path});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("embed") != std::string::npos);
+  CHECK(r.output.find("[1024, 512]") != std::string::npos);
+  CHECK(r.output.find("BF16") != std::string::npos);
+  CHECK(r.output.find(std::to_string(8 + kHeader.size() + 1048576)) != std::string::npos);
+  CHECK(r.output.find("2 tensors") != std::string::npos);
+  CHECK(r.output.find("metadata format = pt") != std::string::npos);
+  r = trn_load({path, "--json", "--tensor", "head.bias"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const json doc = parse_json(r.output);
+  REQUIRE(doc["tensors"].size() == 1);
+  CHECK(doc["tensors"][0]["name"] == "head.bias");
+  CHECK(doc["tensors"][0]["bytes"] == 28);
+  CHECK(doc["tensors"][0]["file_offset"] == 8 + kHeader.size() + 1048576);
+  CHECK(doc["metadata"]["format"] == "pt");
+  CHECK_FALSE(doc.contains("loaded"));
+}
+
+TEST_CASE("trn-load loads tensors into a device with progress and throughput", "[trn-load]") {
+  SimEnv env;
+  TempDir dir;
+  const std::string path = write_file(dir, "m.safetensors", kHeader, kData);
+  Result r = trn_load({path, "--device", "0"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("loading: ") != std::string::npos);
+  CHECK(r.output.find("(100%)") != std::string::npos);
+  CHECK(r.output.find("loaded 2 tensors, 1.0 MiB in ") != std::string::npos);
+  CHECK(r.output.find("/s) to device 0 core 0") != std::string::npos);
+  r = trn_load({path, "--device", "0", "--tensor", "embed", "--json"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const json doc = parse_json(r.output);
+  CHECK(doc["loaded"]["bytes"] == 1048576);
+  CHECK(doc["loaded"]["bytes_per_s"].get<double>() > 0);
+  r = trn_load({path, "--device", "7"});
+  CHECK(r.code == 2);
+  CHECK(r.output.find("there is no device 7") != std::string::npos);
+  r = trn_load({path, "--tensor", "nope"});
+  CHECK(r.code == 2);
+  CHECK(r.output.find("no tensor 'nope'") != std::string::npos);
+}
+
+TEST_CASE("trn-load refuses a malformed file with its message and exit code 1", "[trn-load]") {
+  SimEnv env;
+  TempDir dir;
+  const std::string bad = write_file(
+      dir, "bad.safetensors", R"({"w":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})", 16);
+  Result r = trn_load({bad});
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK(r.output.find("trn-load: " + bad +
+                      ": safetensors header: tensor 'w': dtype F64 is not supported by trn") !=
+        std::string::npos);
+  r = trn_load({bad, "--json"});
+  CHECK(r.code == 1);
+  CHECK(parse_json(r.output)["exit_code"] == 1);
+  // Cut short: the header promises more data than the file has.
+  const std::string cut = write_file(dir, "cut.safetensors", kHeader, 1000);
+  r = trn_load({cut, "--device", "0"});
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK(r.output.find("run past the data section") != std::string::npos);
+  r = trn_load({dir.file("missing.safetensors")});
+  CHECK(r.code == 2);
+  CHECK(r.output.find("cannot open") != std::string::npos);
+  r = trn_load({});
+  CHECK(r.code == 2);
+}

@@ -1,0 +1,216 @@
+// trn-load: lists the tensors of a safetensors file (name, dtype, shape, bytes, file offset), or
+// loads all or some of them into a device's memory through queue-ordered file reads, with
+// progress and throughput.
+//
+// Exit codes: 0 success, 1 the file is not a valid safetensors file (or changed while it was
+// loaded), 2 any other error (usage, files, trn errors).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/parse.hpp"
+#include "tool_common/table.hpp"
+#include "trn/safetensors.hpp"
+#include "trn/trn.h"
+
+namespace {
+
+namespace st = trn::safetensors;
+using json = nlohmann::ordered_json;
+
+constexpr int kExitOk = 0;
+constexpr int kExitBadFile = 1;
+constexpr int kExitError = 2;
+
+struct Options {
+  std::string path;
+  std::optional<uint32_t> device;
+  uint32_t core = 0;
+  std::vector<std::string> tensors;
+  bool json = false;
+};
+
+struct ToolError {
+  int code;
+  std::string message;
+};
+
+void check(trn_result_t result, const std::string &what) {
+  if (result != TRN_SUCCESS)
+    throw ToolError{kExitError, what + ": " + trn_result_name(result) + ": " + trn_last_error()};
+}
+
+std::string shape_text(const std::vector<uint64_t> &shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+// The index-th of what a two-call enumeration lists.
+template <typename Handle, typename List>
+Handle nth(uint32_t index, const char *what, List list) {
+  uint32_t count = 0;
+  check(list(&count, nullptr), std::string("listing ") + what + "s");
+  std::vector<Handle> all(count);
+  check(list(&count, all.data()), std::string("listing ") + what + "s");
+  if (index >= count)
+    throw ToolError{kExitError, "there is no " + std::string(what) + " " + std::to_string(index) +
+                                    (count ? " (0-" + std::to_string(count - 1) + " are)"
+                                           : " (this process sees none)")};
+  return all[index];
+}
+
+json tensor_json(const st::TensorInfo &t, const st::Header &h) {
+  return {{"name", t.name},
+          {"dtype", t.dtype_name},
+          {"shape", t.shape},
+          {"bytes", t.bytes()},
+          {"file_offset", h.data_offset + t.begin}};
+}
+
+std::string list_text(const st::Header &h, const std::vector<const st::TensorInfo *> &shown) {
+  trn::tools::Table table({"tensor", "dtype", "shape", "bytes", "file offset"});
+  uint64_t total = 0;
+  for (const st::TensorInfo *t : shown) {
+    table.add_row({t->name, t->dtype_name, shape_text(t->shape), std::to_string(t->bytes()),
+                   std::to_string(h.data_offset + t->begin)});
+    total += t->bytes();
+  }
+  std::string out = table.render();
+  out += std::to_string(shown.size()) + " tensor" + (shown.size() == 1 ? "" : "s") + ", " +
+         trn::common::format_bytes(total) + " (header " + std::to_string(h.header_bytes) +
+         " bytes)\n";
+  for (const auto &[key, value] : h.metadata) out += "metadata " + key + " = " + value + "\n";
+  return out;
+}
+
+// Progress on stderr, redrawn in place when it is a terminal.
+void show_progress(uint64_t loaded, uint64_t total) {
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  const double percent =
+      total ? 100.0 * static_cast<double>(loaded) / static_cast<double>(total) : 100.0;
+  std::fprintf(stderr, "%sloading: %s of %s (%.0f%%)%s", tty ? "\r" : "",
+               trn::common::format_bytes(loaded).c_str(), trn::common::format_bytes(total).c_str(),
+               percent, tty ? (loaded == total ? "\n" : "") : "\n");
+}
+
+int run(const Options &o) {
+  const int fd = ::open(o.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw ToolError{kExitError, "cannot open '" + o.path + "': " + std::strerror(errno)};
+  st::Header header;
+  try {
+    header = st::read_header(fd);
+  } catch (const st::Error &e) {
+    ::close(fd);
+    throw ToolError{kExitBadFile, o.path + ": " + e.what()};
+  }
+  std::vector<const st::TensorInfo *> shown;
+  for (const std::string &name : o.tensors) {
+    const st::TensorInfo *t = header.find(name);
+    if (!t) {
+      ::close(fd);
+      throw ToolError{kExitError, "no tensor '" + name + "' in " + o.path};
+    }
+    shown.push_back(t);
+  }
+  if (o.tensors.empty())
+    for (const st::TensorInfo &t : header.tensors) shown.push_back(&t);
+  json doc = {{"file", o.path}, {"header_bytes", header.header_bytes}};
+  doc["metadata"] = header.metadata;
+  doc["tensors"] = json::array();
+  for (const st::TensorInfo *t : shown) doc["tensors"].push_back(tensor_json(*t, header));
+  if (!o.device) {
+    ::close(fd);
+    if (o.json)
+      std::cout << doc.dump(2) << "\n";
+    else
+      std::fputs(list_text(header, shown).c_str(), stdout);
+    return kExitOk;
+  }
+  trn_device_t device = nth<trn_device_t>(
+      *o.device, "device", [](uint32_t *n, trn_device_t *d) { return trn_device_get(n, d); });
+  trn_core_t core = nth<trn_core_t>(
+      o.core, "core", [&](uint32_t *n, trn_core_t *c) { return trn_core_get(device, n, c); });
+  trn_queue_desc_t desc = TRN_QUEUE_DESC_INIT;
+  desc.core = core;
+  desc.kind = TRN_QUEUE_KIND_COPY;
+  trn_queue_t queue = nullptr;
+  check(trn_queue_create(&desc, &queue), "creating a copy queue");
+  trn_pool_desc_t pool_desc = TRN_POOL_DESC_INIT;
+  trn_pool_t pool = nullptr;
+  check(trn_pool_create(device, &pool_desc, &pool), "creating a device pool");
+  st::LoadOptions options;
+  options.names = o.tensors;
+  if (!o.json) options.progress = show_progress;
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t bytes = 0;
+  try {
+    st::Loaded loaded = st::load(fd, header, pool, queue, options);
+    for (const st::LoadedTensor &t : loaded.tensors()) bytes += t.info.bytes();
+  } catch (const st::Error &e) {
+    ::close(fd);
+    throw ToolError{e.result() == TRN_ERROR_FILE ? kExitBadFile : kExitError,
+                    o.path + ": " + e.what()};
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::close(fd);
+  const double rate = seconds > 0 ? static_cast<double>(bytes) / seconds : 0;
+  if (o.json) {
+    doc["loaded"] = {{"device", *o.device},
+                     {"core", o.core},
+                     {"bytes", bytes},
+                     {"seconds", seconds},
+                     {"bytes_per_s", rate}};
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    std::printf("loaded %zu tensor%s, %s in %.3f s (%s/s) to device %u core %u\n", shown.size(),
+                shown.size() == 1 ? "" : "s", trn::common::format_bytes(bytes).c_str(), seconds,
+                trn::common::format_bytes(static_cast<uint64_t>(rate)).c_str(), *o.device, o.core);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{
+      "trn-load: list the tensors of a safetensors file, or load them into a device's memory.\n"
+      "Exit codes: 0 ok, 1 not a valid safetensors file, 2 error."};
+  Options o;
+  app.add_option("file", o.path, "safetensors file")->required();
+  app.add_option("--device", o.device, "load into this device (index); without it: list");
+  app.add_option("--core", o.core,
+                 "the N-th core of the device whose DMA queue loads (default 0; see "
+                 "TRN_VISIBLE_CORES)");
+  app.add_option("--tensor", o.tensors, "only this tensor (repeatable)")->allow_extra_args(false);
+  app.add_flag("--json", o.json, "print one JSON object instead of text (no progress)");
+  app.set_version_flag("--version", std::string("trn-load ") + trn_get_version_string());
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    return app.exit(e) == 0 ? kExitOk : kExitError;
+  }
+  int code = kExitOk;
+  try {
+    code = run(o);
+  } catch (const ToolError &e) {
+    std::fprintf(stderr, "trn-load: %s\n", e.message.c_str());
+    if (o.json) std::cout << json{{"error", e.message}, {"exit_code", e.code}}.dump(2) << "\n";
+    code = e.code;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "trn-load: %s\n", e.what());
+    code = kExitError;
+  }
+  trn_runtime_shutdown();
+  return code;
+}
