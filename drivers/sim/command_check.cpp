@@ -20,7 +20,7 @@ trn_result_t check_command(trn_hal_instance_t &instance, DeviceRuntime &device,
       const uint32_t flags = c.u.copy.flags;
       if ((flags & ~(TRN_HAL_COPY_HOST_SOURCE | TRN_HAL_COPY_HOST_DESTINATION)) != 0 ||
           flags == (TRN_HAL_COPY_HOST_SOURCE | TRN_HAL_COPY_HOST_DESTINATION)) {
-        *why = "copy flags 0x" + std::to_string(flags) +
+        *why = "copy flags " + std::to_string(flags) +
                " are not 0, TRN_HAL_COPY_HOST_SOURCE or TRN_HAL_COPY_HOST_DESTINATION";
         return TRN_ERROR_INVALID_ARGUMENT;
       }
@@ -78,11 +78,9 @@ trn_result_t check_command(trn_hal_instance_t &instance, DeviceRuntime &device,
       }
       return TRN_SUCCESS;
     case TRN_HAL_COMMAND_TIMESTAMP:
-      if (trn_result_t r = resolve_operand(
-              instance,
-              c.u.timestamp.host ? reinterpret_cast<uintptr_t>(c.u.timestamp.host)
-                                 : c.u.timestamp.destination,
-              sizeof(trn_hal_timestamp_t), c.u.timestamp.host != nullptr, &span, why);
+      if (trn_result_t r =
+              resolve_operand(instance, timestamp_address(c), sizeof(trn_hal_timestamp_t),
+                              c.u.timestamp.host != nullptr, &span, why);
           r != TRN_SUCCESS) {
         *why = "timestamp destination: " + *why;
         return r;

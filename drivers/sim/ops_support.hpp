@@ -70,6 +70,12 @@ std::string not_held(uint32_t device, uint64_t address, uint64_t bytes);
 // Resolves an address of any device of the instance (HBM or registered host memory).
 trn_result_t resolve(trn_hal_instance_t &instance, uint64_t address, uint64_t bytes,
                      MemorySpan *span, std::string *why);
+// Where a TIMESTAMP command writes: its host pointer if it has one, else its device address.
+inline uint64_t timestamp_address(const trn_hal_command_t &c) {
+  return c.u.timestamp.host ? reinterpret_cast<uintptr_t>(c.u.timestamp.host)
+                            : c.u.timestamp.destination;
+}
+
 // A command's operand: a device address, or (`host_pointer`) a plain pointer into this process's
 // memory that the command pins for its duration (TRN_HAL_COPY_HOST_*).
 trn_result_t resolve_operand(trn_hal_instance_t &instance, uint64_t address, uint64_t bytes,

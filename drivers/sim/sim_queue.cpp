@@ -322,13 +322,11 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
       return TRN_SUCCESS;
     }
     case TRN_HAL_COMMAND_TIMESTAMP: {
-      const bool host = c.u.timestamp.host != nullptr;
-      failure->destination =
-          host ? reinterpret_cast<uintptr_t>(c.u.timestamp.host) : c.u.timestamp.destination;
+      failure->destination = timestamp_address(c);
       failure->bytes = sizeof(trn_hal_timestamp_t);
       MemorySpan to;
-      trn_result_t r =
-          resolve_operand(instance_, failure->destination, failure->bytes, host, &to, &why);
+      trn_result_t r = resolve_operand(instance_, failure->destination, failure->bytes,
+                                       c.u.timestamp.host != nullptr, &to, &why);
       const trn_hal_timestamp_t stamp{clock_ns_, monotonic_ns()};
       if (r == TRN_SUCCESS) r = dma_write(to, &stamp, &why);
       return r;

@@ -189,7 +189,7 @@ TRN_API trn_result_t trn_mem_alloc(trn_pool_t pool_handle, uint64_t size, uint64
       return fail(TRN_ERROR_INVALID_ENUM,
                   "category " + std::to_string(category_bits) + " is not a trn_mem_category_t");
     if ((flags & ~TRN_MEM_FLAG_EXPORTABLE) != 0)
-      return fail(TRN_ERROR_INVALID_ARGUMENT, "flags 0x" + std::to_string(flags) +
+      return fail(TRN_ERROR_INVALID_ARGUMENT, "flags " + std::to_string(flags) +
                                                   " has bits other than TRN_MEM_FLAG_EXPORTABLE");
     if ((flags & TRN_MEM_FLAG_EXPORTABLE) && pool->kind() != TRN_POOL_KIND_DEVICE)
       return fail(TRN_ERROR_UNSUPPORTED, "only device memory can be exported");

@@ -77,18 +77,22 @@ trn_result_t submit(trn_queue_t handle, const trn_sync_t *sync, uint64_t *sequen
   return queue->submit(std::move(command), sequence);
 }
 
-// `name` is "destination" for memory the command writes.
+enum class Access { read, write };
+
+// The allocation behind `handle` holding [offset, offset+size), which the command reads or
+// writes; `name` says which operand it is in messages.
 trn_result_t resolve_range(Session &session, trn_mem_t handle, uint64_t offset, uint64_t size,
-                           const char *name, std::shared_ptr<Mem> *out) {
+                           const char *name, Access access, std::shared_ptr<Mem> *out) {
   auto mem = session.mems.lookup(from_handle(handle));
   if (!mem) {
     invalid_handle(HandleKind::mem, from_handle(handle));
     return fail(TRN_ERROR_INVALID_HANDLE, std::string(name) + ": " + last_detail());
   }
-  if (mem->read_only && std::strcmp(name, "destination") == 0)
+  if (access == Access::write && mem->device_read_only())
     return fail(TRN_ERROR_INVALID_ARGUMENT,
-                "destination: host memory registered with TRN_MEM_REGISTER_READ_ONLY, which the "
-                "device only reads: register it without the flag to copy into it");
+                std::string(name) +
+                    ": host memory registered with TRN_MEM_REGISTER_READ_ONLY, which the device "
+                    "only reads: register it without the flag to copy into it");
   if (offset > mem->size || size > mem->size - offset)
     return fail(TRN_ERROR_OUT_OF_RANGE, std::string(name) + ": bytes " + std::to_string(offset) +
                                             ".." + std::to_string(offset + size) +
@@ -98,9 +102,31 @@ trn_result_t resolve_range(Session &session, trn_mem_t handle, uint64_t offset, 
   return TRN_SUCCESS;
 }
 
+// A command between one allocation and something outside it (host memory, a file): the
+// allocation is the destination when the command writes into it, else the source; the outside
+// side's address (a host pointer, a file offset) takes the other operand slot, for the fault
+// record.
+trn_result_t fill_one_allocation(Session &session, Command::Kind kind, trn_mem_t mem,
+                                 uint64_t mem_offset, uint64_t size, bool into_mem,
+                                 uint64_t outside_address, Command *command) {
+  std::shared_ptr<Mem> held;
+  if (trn_result_t r =
+          resolve_range(session, mem, mem_offset, size, into_mem ? "destination" : "source",
+                        into_mem ? Access::write : Access::read, &held);
+      r != TRN_SUCCESS)
+    return r;
+  const uint64_t address = held->address + mem_offset;
+  command->kind = kind;
+  (into_mem ? command->destination_offset : command->source_offset) = mem_offset;
+  (into_mem ? command->destination : command->source) = std::move(held);
+  command->destination_address = into_mem ? address : outside_address;
+  command->source_address = into_mem ? outside_address : address;
+  command->size = size;
+  return TRN_SUCCESS;
+}
+
 // A file read (into `mem`) or write (from it). The descriptor's being open is checked when the
-// command runs; the range must be one a file can have. The fault record's operands: the device
-// address and the file offset, destination first.
+// command runs; the range must be one a file can have.
 trn_result_t fill_file_command(Session &session, Command::Kind kind, trn_mem_t mem,
                                uint64_t mem_offset, int fd, uint64_t file_offset, uint64_t size,
                                Command *command) {
@@ -112,21 +138,26 @@ trn_result_t fill_file_command(Session &session, Command::Kind kind, trn_mem_t m
     return fail(TRN_ERROR_OUT_OF_RANGE, "file bytes " + std::to_string(file_offset) + " + " +
                                             std::to_string(size) +
                                             " run past the largest file offset (2^63 - 1)");
-  const bool read = kind == Command::Kind::read_file;
-  std::shared_ptr<Mem> held;
-  if (trn_result_t r =
-          resolve_range(session, mem, mem_offset, size, read ? "destination" : "source", &held);
+  if (trn_result_t r = fill_one_allocation(session, kind, mem, mem_offset, size,
+                                           kind == Command::Kind::read_file, file_offset, command);
       r != TRN_SUCCESS)
     return r;
-  const uint64_t address = held->address + mem_offset;
-  command->kind = kind;
-  (read ? command->destination_offset : command->source_offset) = mem_offset;
-  (read ? command->destination : command->source) = std::move(held);
-  command->destination_address = read ? address : file_offset;
-  command->source_address = read ? file_offset : address;
   command->fd = fd;
   command->file_offset = file_offset;
-  command->size = size;
+  return TRN_SUCCESS;
+}
+
+// A copy between an allocation and the caller's host memory: into `mem` (write) or out of it
+// (read). The host side is a plain pointer, which the command passes to the driver as one.
+trn_result_t fill_host_copy(Session &session, Command::Kind kind, trn_mem_t mem,
+                            uint64_t mem_offset, void *host, uint64_t size, Command *command) {
+  const bool write = kind == Command::Kind::write;
+  if (!host) return fail(TRN_ERROR_NULL_POINTER, write ? "source is NULL" : "destination is NULL");
+  if (trn_result_t r = fill_one_allocation(session, kind, mem, mem_offset, size, write,
+                                           reinterpret_cast<uintptr_t>(host), command);
+      r != TRN_SUCCESS)
+    return r;
+  command->host = host;
   return TRN_SUCCESS;
 }
 
@@ -191,21 +222,12 @@ TRN_API trn_result_t trn_queue_create(const trn_queue_desc_t *desc, trn_queue_t 
         return fail(TRN_ERROR_INVALID_HANDLE,
                     "the runtime was shut down (trn_runtime_shutdown) while this call ran: get "
                     "the core again");
-      if (trn_result_t r = Queue::create(device, *core, kind, capacity, dma_engines, &queue);
+      if (trn_result_t r =
+              Queue::create(device, *core, kind, capacity, dma_engines, priority_bits, &queue);
           r != TRN_SUCCESS)
         return r;
       if (compute) ++core->queues;
     }
-    if (priority_bits != 0 && priority_bits != TRN_QUEUE_PRIORITY_NORMAL)
-      if (trn_result_t r = queue->set_priority(static_cast<trn_queue_priority_t>(priority_bits));
-          r != TRN_SUCCESS) {
-        queue->shutdown();
-        if (compute) {
-          std::lock_guard lock(device.mu);
-          --core->queues;
-        }
-        return r;
-      }
     queue->timeline_handle = session->sems.insert(queue->timeline());
     *queue_out = to_handle<trn_queue_t>(session->queues.insert(std::move(queue)));
     return TRN_SUCCESS;
@@ -242,11 +264,12 @@ TRN_API trn_result_t trn_queue_copy(trn_queue_t queue, trn_mem_t destination,
   return TRN_API_CALL({
     return submit(queue, sync, sequence, [&](Session &session, Queue &, Command &command) {
       std::shared_ptr<Mem> to, from;
-      if (trn_result_t r =
-              resolve_range(session, destination, destination_offset, size, "destination", &to);
+      if (trn_result_t r = resolve_range(session, destination, destination_offset, size,
+                                         "destination", Access::write, &to);
           r != TRN_SUCCESS)
         return r;
-      if (trn_result_t r = resolve_range(session, source, source_offset, size, "source", &from);
+      if (trn_result_t r =
+              resolve_range(session, source, source_offset, size, "source", Access::read, &from);
           r != TRN_SUCCESS)
         return r;
       command.kind = Command::Kind::copy;
@@ -268,7 +291,8 @@ TRN_API trn_result_t trn_queue_memset(trn_queue_t queue, trn_mem_t destination, 
   return TRN_API_CALL({
     return submit(queue, sync, sequence, [&](Session &session, Queue &, Command &command) {
       std::shared_ptr<Mem> to;
-      if (trn_result_t r = resolve_range(session, destination, offset, size, "destination", &to);
+      if (trn_result_t r =
+              resolve_range(session, destination, offset, size, "destination", Access::write, &to);
           r != TRN_SUCCESS)
         return r;
       command.kind = Command::Kind::memset;
@@ -287,20 +311,8 @@ TRN_API trn_result_t trn_queue_write(trn_queue_t queue, trn_mem_t destination,
                                      const trn_sync_t *sync, uint64_t *sequence) {
   return TRN_API_CALL({
     return submit(queue, sync, sequence, [&](Session &session, Queue &, Command &command) {
-      if (!source) return fail(TRN_ERROR_NULL_POINTER, "source is NULL");
-      std::shared_ptr<Mem> to;
-      if (trn_result_t r =
-              resolve_range(session, destination, destination_offset, size, "destination", &to);
-          r != TRN_SUCCESS)
-        return r;
-      command.kind = Command::Kind::write;
-      command.destination = to;
-      command.destination_offset = destination_offset;
-      command.destination_address = to->address + destination_offset;
-      command.source_address = reinterpret_cast<uintptr_t>(source);
-      command.host = const_cast<void *>(source);
-      command.size = size;
-      return TRN_SUCCESS;
+      return fill_host_copy(session, Command::Kind::write, destination, destination_offset,
+                            const_cast<void *>(source), size, &command);
     });
   });
 }
@@ -310,19 +322,8 @@ TRN_API trn_result_t trn_queue_read(trn_queue_t queue, void *destination, trn_me
                                     uint64_t *sequence) {
   return TRN_API_CALL({
     return submit(queue, sync, sequence, [&](Session &session, Queue &, Command &command) {
-      if (!destination) return fail(TRN_ERROR_NULL_POINTER, "destination is NULL");
-      std::shared_ptr<Mem> from;
-      if (trn_result_t r = resolve_range(session, source, source_offset, size, "source", &from);
-          r != TRN_SUCCESS)
-        return r;
-      command.kind = Command::Kind::read;
-      command.source = from;
-      command.source_offset = source_offset;
-      command.source_address = from->address + source_offset;
-      command.destination_address = reinterpret_cast<uintptr_t>(destination);
-      command.host = destination;
-      command.size = size;
-      return TRN_SUCCESS;
+      return fill_host_copy(session, Command::Kind::read, source, source_offset, destination, size,
+                            &command);
     });
   });
 }

@@ -549,7 +549,6 @@ trn_result_t register_host_memory(Device &device, void *host, uint64_t size, uin
   mem->size = size;
   mem->host = static_cast<char *>(host);
   mem->registered = true;
-  mem->read_only = (flags & TRN_MEM_REGISTER_READ_ONLY) != 0;
   *out = std::move(mem);
   return TRN_SUCCESS;
 }

@@ -39,7 +39,6 @@ struct Mem {
   std::unique_ptr<SegmentStore> dedicated;  // exportable or imported memory: whole chunks
   bool imported = false;
   bool registered = false;  // caller memory (trn_mem_register_host): unregistered, never freed
-  bool read_only = false;   // registered with TRN_MEM_REGISTER_READ_ONLY: no device writes
   bool exported = false;    // guarded by Device::memory_mu
   uint64_t handle = 0;      // its handle in the session (trn_mem_lookup returns it)
   // Users of the memory (queue commands, host copies) hold it shared; freeing takes it
@@ -49,6 +48,9 @@ struct Mem {
   bool freed = false;  // guarded by `use`
   uint32_t export_record = 0;
   uint64_t export_id = 0;
+
+  // Registered with TRN_MEM_REGISTER_READ_ONLY: the device may not write it.
+  bool device_read_only() const { return registered && (flags & TRN_MEM_REGISTER_READ_ONLY); }
 };
 
 class Pool {

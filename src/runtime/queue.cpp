@@ -72,7 +72,7 @@ bool uses_memory(Command::Kind kind) {
 }
 
 trn_result_t Queue::create(Device &device, Core &core, trn_queue_kind_t kind, uint32_t capacity,
-                           uint32_t dma_engines, std::shared_ptr<Queue> *out) {
+                           uint32_t dma_engines, uint32_t priority, std::shared_ptr<Queue> *out) {
   std::shared_ptr<Sem> timeline;
   if (trn_result_t r = Sem::create(device, 0, false, Sem::Role::queue_timeline, &timeline);
       r != TRN_SUCCESS)
@@ -86,7 +86,11 @@ trn_result_t Queue::create(Device &device, Core &core, trn_queue_kind_t kind, ui
           dma_engines, &hal, &err);
       r != TRN_SUCCESS)
     return fail(r, err.message);
-  *out = std::make_shared<Queue>(device, core, kind, capacity, std::move(timeline), hal);
+  auto queue = std::make_shared<Queue>(device, core, kind, capacity, std::move(timeline), hal);
+  if (priority != 0 && priority != TRN_QUEUE_PRIORITY_NORMAL)
+    if (trn_result_t r = queue->set_priority(priority); r != TRN_SUCCESS)
+      return r;  // ~Queue stops it
+  *out = std::move(queue);
   return TRN_SUCCESS;
 }
 
@@ -354,7 +358,7 @@ void Queue::fault(trn_queue_fault_t *out) {
   }
 }
 
-trn_result_t Queue::set_priority(trn_queue_priority_t priority) {
+trn_result_t Queue::set_priority(uint32_t priority) {
   const uint32_t hal_priority = priority == TRN_QUEUE_PRIORITY_LOW ? TRN_HAL_QUEUE_PRIORITY_LOW
                                 : priority == TRN_QUEUE_PRIORITY_HIGH
                                     ? TRN_HAL_QUEUE_PRIORITY_HIGH

@@ -78,8 +78,9 @@ bool uses_memory(Command::Kind kind);
 
 class Queue {
  public:
+  // A queue of `priority` (TRN_QUEUE_PRIORITY_*, 0 = normal); nothing is left when it fails.
   static trn_result_t create(Device &device, Core &core, trn_queue_kind_t kind, uint32_t capacity,
-                             uint32_t dma_engines, std::shared_ptr<Queue> *out);
+                             uint32_t dma_engines, uint32_t priority, std::shared_ptr<Queue> *out);
   Queue(Device &device, Core &core, trn_queue_kind_t kind, uint32_t capacity,
         std::shared_ptr<Sem> timeline, trn_hal_queue_t *hal);  // see create()
   ~Queue();                                                    // shutdown()
@@ -93,7 +94,6 @@ class Queue {
   const std::shared_ptr<Sem> &timeline() const { return timeline_; }
   Core &core() const { return core_; }
   bool is_compute() const { return kind_ == TRN_QUEUE_KIND_COMPUTE; }
-  trn_result_t set_priority(trn_queue_priority_t priority);
   // The queue whose host function the calling thread runs, if any: it must not wait for itself.
   static const Queue *running_host_call();
   uint64_t timeline_handle = 0;  // the handle trn_queue_get_semaphore returns
@@ -114,6 +114,7 @@ class Queue {
 
  private:
   void status(trn_hal_queue_status_t *out) const;
+  trn_result_t set_priority(uint32_t priority);
   trn_result_t submit_locked(const trn_hal_command_t *commands, uint32_t count, Command::Kind kind,
                              uint64_t sequence);
   trn_result_t faulted_error(const trn_hal_queue_fault_t &fault) const;

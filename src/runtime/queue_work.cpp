@@ -24,6 +24,11 @@ void for_each_sem(const Command &command, Each each) {
   for (auto &ref : command.signals) each(*ref.sem);
 }
 
+// Commands that use one allocation: whether it is the source (read from) or the destination.
+bool uses_source(Command::Kind kind) {
+  return kind == Command::Kind::read || kind == Command::Kind::write_file;
+}
+
 }  // namespace
 
 trn_result_t take_sem_uses(const Command &command) {
@@ -54,12 +59,14 @@ trn_result_t Queue::Work::take_memory(std::string *why) {
   std::vector<std::weak_ptr<Mem>> used;
   switch (command.kind) {
     case Command::Kind::copy: used = {command.destination, command.source}; break;
-    case Command::Kind::memset: used = {command.destination}; break;
     case Command::Kind::launch: used = command.args; break;
-    case Command::Kind::write: used = {command.destination}; break;
-    case Command::Kind::read: used = {command.source}; break;
-    case Command::Kind::read_file: used = {command.destination}; break;
-    case Command::Kind::write_file: used = {command.source}; break;
+    case Command::Kind::memset:
+    case Command::Kind::write:
+    case Command::Kind::read:
+    case Command::Kind::read_file:
+    case Command::Kind::write_file:
+      used = {uses_source(command.kind) ? command.source : command.destination};
+      break;
     default: break;
   }
   for (auto &weak : used) mems.push_back(weak.lock());
@@ -84,10 +91,7 @@ trn_result_t Queue::Work::take_memory(std::string *why) {
     case Command::Kind::read_file:
     case Command::Kind::write_file:
       if (gone(mems[0]))
-        *why = std::string("the ") +
-               (command.kind == Command::Kind::read || command.kind == Command::Kind::write_file
-                    ? "source"
-                    : "destination") +
+        *why = std::string("the ") + (uses_source(command.kind) ? "source" : "destination") +
                " memory was freed before the " + command_name(command.kind) + " ran" +
                kKeepAllocationsAlive;
       break;
