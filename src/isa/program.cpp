@@ -1,5 +1,7 @@
 #include "isa/program.hpp"
 
+#include <fmt/format.h>
+
 namespace trn::isa {
 
 const char *arg_direction_name(ArgDirection d) {
@@ -27,6 +29,15 @@ uint64_t Program::instruction_count() const {
   uint64_t n = 0;
   for (const auto &s : streams) n += s.size();
   return n;
+}
+
+std::string source_location_text(const Program &program, Engine engine, size_t index) {
+  const auto e = static_cast<uint32_t>(engine);
+  if (e >= kEngineCount) return {};
+  const auto &lines = program.source_lines[e];
+  if (index >= lines.size() || lines[index] == 0) return {};
+  if (program.source_file.empty()) return fmt::format("line {}", lines[index]);
+  return fmt::format("{}:{}", program.source_file, lines[index]);
 }
 
 }  // namespace trn::isa

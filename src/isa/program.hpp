@@ -47,4 +47,9 @@ struct Program {
   uint64_t instruction_count() const;
 };
 
+// Where instruction `index` of `engine`'s stream came from, as "file:line" ("line N" without a
+// file), or "" when the program carries no debug line for it. Faults, race reports and profile
+// events use this to name the source.
+std::string source_location_text(const Program &program, Engine engine, size_t index);
+
 }  // namespace trn::isa
