@@ -1,8 +1,9 @@
-// A tiled, pipelined matmul kernel: out[M,N] = lhsT[K,M]^T @ rhs[K,N] (lhsT is the left operand
-// stored transposed, as NKI's matmul kernels take it). The plan keeps a block of rhs resident in
-// SBUF for all of K, streams lhsT tiles through a ring, accumulates each output block over K in
-// PSUM (two bank sets, so evacuation overlaps the next block), and loads the next rhs block
-// while the last row block of the current one finishes — so the Tensor engine stays busy.
+// A tiled, pipelined matmul kernel, written with the kernel builder (no semaphore placed by hand):
+// out[M,N] = lhsT[K,M]^T @ rhs[K,N] (lhsT is the left operand stored transposed, as NKI's matmul
+// kernels take it). The plan keeps a block of rhs resident in SBUF for all of K, streams lhsT tiles
+// through a ring, accumulates each output block over K in PSUM (two bank sets, so evacuation
+// overlaps the next block), and loads the next rhs block while the last row block of the current
+// one finishes — so the Tensor engine stays busy.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <variant>
 
 #include "isa/program.hpp"
+#include "kbuild/build_target.hpp"
 
 namespace trn::kbuild {
 
@@ -18,6 +20,8 @@ struct MatmulConfig {
   isa::DType in_dtype = isa::DType::kBf16;
   isa::DType out_dtype = isa::DType::kBf16;
   uint32_t sbuf_bytes_per_partition = 180224;  // usable SBUF the plan may fill
+  // The core (validation limits, rates); its sbuf_usable_bytes, when set, replaces the above.
+  BuildTarget target{};
 };
 
 struct MatmulPlan {

@@ -1,0 +1,651 @@
+#include "kbuild/kernel_builder.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "isa/dtype.hpp"
+#include "isa/validate.hpp"
+#include "kbuild/onchip_allocator.hpp"
+#include "kbuild/sync_planner.hpp"
+
+namespace trn::kbuild {
+
+using detail::Access;
+using detail::Agent;
+using detail::Event;
+using isa::Instruction;
+using isa::MemSpace;
+using isa::Opcode;
+
+namespace {
+
+constexpr uint64_t kDmaPartBytes = 64 * 1024;  // larger transfers split across queues
+constexpr uint64_t kMinII = 64;                // engine cycles of the shortest instruction
+constexpr uint64_t kDmaIssueCycles = 64;
+
+struct Location {
+  const char *file = nullptr;
+  uint32_t line = 0;
+};
+
+// "kernel.cpp": the file of a call site without its directories (messages stay readable and do
+// not depend on where the tree was built).
+const char *base_name(const char *path) {
+  const char *slash = std::strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+// What the builder keeps per emitted instruction until finish() assigns semaphores.
+struct Meta {
+  Event self;  // the agent event that signals when it completes (ordinal 0: none, a nop)
+  Event wait;  // the event it waits for (ordinal 0: none)
+  Location where;
+};
+
+bool is_16bit_float(DType t) {
+  return t == DType::kBf16 || t == DType::kF16;
+}
+
+// Engine cycles, roughly as the published cost formulas give them (the simulator has the exact
+// model); only used to choose engines, so close is enough.
+uint64_t estimate_cycles(const Instruction &inst, uint32_t core_version) {
+  const uint64_t n = inst.dst.free_elements();
+  switch (inst.opcode) {
+    case Opcode::kMatmul: {
+      const uint64_t m = inst.src0.free_elements(), cols = inst.src1.free_elements();
+      return std::max(std::min<uint64_t>(64, m), cols) * (inst.src0.dtype == DType::kF32 ? 4 : 1);
+    }
+    case Opcode::kTranspose:
+      return inst.engine == Engine::kTensor
+                 ? std::max<uint64_t>(inst.src0.partition_count,
+                                      std::min<uint64_t>(64, inst.src0.free_elements()))
+                 : std::max(kMinII, n);
+    case Opcode::kActivation:
+      return std::max(kMinII, n) + ((inst.flags & isa::kFlagAccumulate) ? kMinII : 0);
+    case Opcode::kTensorTensor: {
+      const bool split =
+          (inst.src0.space == MemSpace::kPsum) != (inst.src1.space == MemSpace::kPsum);
+      const bool fast = inst.dst.dtype == DType::kBf16 && inst.src0.dtype == DType::kBf16 &&
+                        inst.src1.dtype == DType::kBf16;
+      const uint64_t c = split || fast ? n : 2 * n;
+      return std::max(kMinII,
+                      inst.engine == Engine::kVector && fast && core_version >= 3 ? c / 2 : c);
+    }
+    case Opcode::kTensorReduce: return std::max(kMinII, inst.src0.free_elements());
+    case Opcode::kIota:
+    case Opcode::kAffineSelect: return 150 + n;
+    case Opcode::kTensorCopy:
+    case Opcode::kTensorScalar:
+      if (inst.engine == Engine::kVector && core_version >= 3 && is_16bit_float(inst.dst.dtype) &&
+          is_16bit_float(inst.src0.dtype))
+        return std::max(kMinII, n / 4);
+      return std::max(kMinII, n);
+    default: return std::max(kMinII, n);
+  }
+}
+
+std::vector<Access> accesses_of(const Instruction &inst) {
+  std::vector<Access> out;
+  for (const isa::AccessPattern *ap : {&inst.dst, &inst.dst2})
+    if (ap->used()) out.push_back(detail::access_of(*ap, true));
+  for (const isa::AccessPattern *ap : {&inst.src0, &inst.src1, &inst.src2})
+    if (ap->used()) out.push_back(detail::access_of(*ap, false));
+  return out;
+}
+
+Instruction make(Opcode op, const isa::AccessPattern &dst, const isa::AccessPattern &src0 = {},
+                 const isa::AccessPattern &src1 = {}) {
+  Instruction inst;
+  inst.opcode = op;
+  inst.dst = dst;
+  inst.src0 = src0;
+  inst.src1 = src1;
+  return inst;
+}
+
+}  // namespace
+
+struct KernelBuilder::State {
+  State(std::string name, const BuildTarget &t)
+      : target(t),
+        placement(std::make_shared<detail::Placement>(
+            t.sbuf_bytes(), t.isa.psum_bytes_per_partition,
+            t.isa.psum_banks ? t.isa.psum_bytes_per_partition / t.isa.psum_banks : 0)) {
+    program.name = std::move(name);
+  }
+
+  BuildTarget target;
+  std::shared_ptr<detail::Placement> placement;
+  detail::SyncPlanner planner;
+  isa::Program program;
+  std::array<std::vector<Meta>, isa::kEngineCount> meta;
+  std::array<double, isa::kEngineCount> engine_free{};  // estimated, seconds
+  std::array<double, detail::kDmaQueues> queue_free{};
+  uint32_t next_queue = 0;  // ties between equally free queues go round
+  uint64_t waits = 0, dma_transfers = 0, sbuf_peak = 0;
+
+  double seconds(uint64_t cycles, Engine e) const {
+    return double(cycles) / double(target.clock_hz(e));
+  }
+
+  // Appends `inst` to its engine's stream, after the waits it needs. `dma_queue` < 0: a compute
+  // instruction, else the transfer's queue. Returns the estimated end.
+  double emit(Instruction inst, int dma_queue, const std::vector<Access> &accesses,
+              const Location &where) {
+    const Engine e = inst.engine;
+    const auto ei = static_cast<uint32_t>(e);
+    const Agent agent = dma_queue < 0 ? detail::engine_agent(e)
+                                      : detail::dma_agent(e, static_cast<uint32_t>(dma_queue));
+    const std::vector<Event> deps = planner.plan(agent, e, accesses);
+    double start = engine_free[ei];
+    for (const Event &d : deps) start = std::max(start, planner.end_estimate(d));
+    for (size_t i = 0; i + 1 < deps.size(); ++i) {
+      Instruction nop;
+      nop.opcode = Opcode::kSemWait;
+      nop.engine = e;
+      program.stream(e).push_back(nop);
+      meta[ei].push_back({{}, deps[i], where});
+      planner.waited(e, deps[i]);
+      start += seconds(1, e);
+    }
+    if (!deps.empty()) planner.waited(e, deps.back());
+    waits += deps.size();
+
+    double end;
+    if (dma_queue < 0) {
+      end = start + seconds(estimate_cycles(inst, target.isa.core_version), e);
+      engine_free[ei] = end;
+    } else {
+      const double issued = start + seconds(kDmaIssueCycles, e);
+      engine_free[ei] = issued;
+      const uint64_t bytes = inst.src0.elements() * std::max(isa::dtype_size(inst.src0.dtype),
+                                                             isa::dtype_size(inst.dst.dtype));
+      const double begin = std::max(issued, queue_free[dma_queue]);
+      end =
+          begin + double(bytes + 128 * inst.src0.partition_count) / double(target.dma_bytes_per_s);
+      queue_free[dma_queue] = end;
+      ++dma_transfers;
+    }
+    const Event self = planner.record(agent, e, accesses, end);
+    program.stream(e).push_back(inst);
+    meta[ei].push_back({self, deps.empty() ? Event{} : deps.back(), where});
+    return end;
+  }
+
+  uint32_t least_busy_queue() {
+    uint32_t best = next_queue % detail::kDmaQueues;
+    for (uint32_t i = 0; i < detail::kDmaQueues; ++i) {
+      const uint32_t q = (next_queue + i) % detail::kDmaQueues;
+      if (queue_free[q] < queue_free[best]) best = q;
+    }
+    next_queue = best + 1;
+    return best;
+  }
+};
+
+KernelBuilder::KernelBuilder(std::string name, const BuildTarget &target)
+    : s_(std::make_unique<State>(std::move(name), target)) {}
+
+KernelBuilder::~KernelBuilder() = default;
+
+bool KernelBuilder::fail(const Where &where, std::string message) {
+  if (!error_)
+    error_ = fmt::format("{}:{}: {}", base_name(where.file_name()), where.line(), message);
+  return false;
+}
+
+HbmTensor KernelBuilder::argument(std::string name, DType dtype, std::vector<uint64_t> shape,
+                                  isa::ArgDirection dir, const Where &where) {
+  if (error_) return {};
+  if (!isa::dtype_size(dtype))
+    return fail(where, fmt::format("argument '{}': invalid dtype", name)), HbmTensor{};
+  if (shape.empty())
+    return fail(where, fmt::format("argument '{}' has no shape", name)), HbmTensor{};
+  for (uint64_t d : shape)
+    if (d == 0)
+      return fail(where, fmt::format("argument '{}' has an empty dim", name)), HbmTensor{};
+  if (s_->program.args.size() >= isa::kConstantsArg)
+    return fail(where, "too many arguments"), HbmTensor{};
+  const auto index = static_cast<uint16_t>(s_->program.args.size());
+  s_->program.args.push_back({name, dtype, shape, dir, isa::ArgKind::kTensor});
+  return HbmTensor(std::move(name), index, dtype, std::move(shape));
+}
+
+HbmTensor KernelBuilder::input(std::string name, DType dtype, std::vector<uint64_t> shape,
+                               Where where) {
+  return argument(std::move(name), dtype, std::move(shape), isa::ArgDirection::kIn, where);
+}
+HbmTensor KernelBuilder::output(std::string name, DType dtype, std::vector<uint64_t> shape,
+                                Where where) {
+  return argument(std::move(name), dtype, std::move(shape), isa::ArgDirection::kOut, where);
+}
+HbmTensor KernelBuilder::inout(std::string name, DType dtype, std::vector<uint64_t> shape,
+                               Where where) {
+  return argument(std::move(name), dtype, std::move(shape), isa::ArgDirection::kInOut, where);
+}
+
+ScalarArg KernelBuilder::scalar(std::string name, DType dtype, Where where) {
+  if (error_) return {};
+  if (dtype != DType::kF32 && dtype != DType::kI32)
+    return fail(where, fmt::format("scalar '{}' must be f32 or i32", name)), ScalarArg{};
+  const auto index = static_cast<uint16_t>(s_->program.args.size());
+  s_->program.args.push_back(
+      {std::move(name), dtype, {}, isa::ArgDirection::kIn, isa::ArgKind::kScalar});
+  return {index, dtype};
+}
+
+Tile KernelBuilder::allocate(Memory memory, DType dtype, uint32_t partitions,
+                             std::vector<uint32_t> free, std::string name, const Where &where) {
+  if (error_) return {};
+  const std::string what =
+      fmt::format("{} tile{}", memory_name(memory), name.empty() ? "" : " '" + name + "'");
+  const uint32_t es = isa::dtype_size(dtype);
+  if (!es) return fail(where, what + ": invalid dtype"), Tile{};
+  if (partitions == 0 || partitions > s_->target.isa.partitions)
+    return fail(where, fmt::format("{}: {} partitions; a core has 1 to {}", what, partitions,
+                                   s_->target.isa.partitions)),
+           Tile{};
+  if (free.empty() || free.size() > isa::kMaxFreeDims)
+    return fail(where, fmt::format("{}: {} free dims; 1 to {} are allowed", what, free.size(),
+                                   isa::kMaxFreeDims)),
+           Tile{};
+  uint64_t elements = 1;
+  for (uint32_t n : free) {
+    if (n == 0) return fail(where, what + " has an empty free dim"), Tile{};
+    elements *= n;
+  }
+  const uint64_t bytes = elements * es;
+  auto &alloc = s_->placement->of(memory);
+  const auto offset = alloc.allocate(bytes);
+  if (!offset)
+    return fail(where, fmt::format("{} of {} bytes per partition does not fit: {} of {} bytes "
+                                   "are free, the largest free block has {}",
+                                   what, bytes, alloc.free_bytes(), alloc.capacity(),
+                                   alloc.largest_free_block())),
+           Tile{};
+  if (memory == Memory::kSbuf)
+    s_->sbuf_peak = std::max(s_->sbuf_peak, alloc.capacity() - alloc.free_bytes());
+  Tile t;
+  t.buffer_ = std::make_shared<detail::Buffer>(s_->placement, memory, *offset, alloc.rounded(bytes),
+                                               std::move(name));
+  t.ap_.space = memory == Memory::kSbuf ? MemSpace::kSbuf : MemSpace::kPsum;
+  t.ap_.dtype = dtype;
+  t.ap_.partition_start = 0;
+  t.ap_.partition_count = partitions;
+  t.ap_.offset = *offset;
+  t.ap_.num_dims = static_cast<uint32_t>(free.size());
+  int64_t stride = 1;
+  for (size_t d = free.size(); d-- > 0;) {
+    t.ap_.dims[d] = {static_cast<int32_t>(std::min<int64_t>(stride, INT32_MAX)), free[d]};
+    stride *= free[d];
+  }
+  return t;
+}
+
+Tile KernelBuilder::sbuf(DType dtype, uint32_t partitions, std::vector<uint32_t> free,
+                         std::string name, Where where) {
+  return allocate(Memory::kSbuf, dtype, partitions, std::move(free), std::move(name), where);
+}
+
+Tile KernelBuilder::psum(DType dtype, uint32_t partitions, std::vector<uint32_t> free,
+                         std::string name, Where where) {
+  return allocate(Memory::kPsum, dtype, partitions, std::move(free), std::move(name), where);
+}
+
+TileRing KernelBuilder::ring(Memory memory, DType dtype, uint32_t partitions,
+                             std::vector<uint32_t> free, uint32_t buffers, std::string name,
+                             Where where) {
+  if (error_) return {};
+  if (buffers == 0) return fail(where, "a ring needs at least one buffer"), TileRing{};
+  std::vector<Tile> tiles;
+  for (uint32_t i = 0; i < buffers; ++i) {
+    tiles.push_back(allocate(memory, dtype, partitions, free,
+                             name.empty() ? name : fmt::format("{}[{}]", name, i), where));
+    if (!tiles.back().valid()) return {};
+  }
+  return TileRing(std::move(tiles));
+}
+
+// One operation, split into DMA transfers of at most kDmaPartBytes by partitions (rows), each on
+// the least busy queue of the issuing engine.
+void KernelBuilder::dma(const isa::AccessPattern &dst, const isa::AccessPattern &src, bool load,
+                        Opts opts, const Where &where, const std::string &what) {
+  const Engine issuer = opts.engine.value_or(load ? Engine::kSync : Engine::kGpSimd);
+  const uint32_t rows = load ? dst.partition_count : src.partition_count;
+  const uint64_t bytes =
+      src.elements() * std::max(isa::dtype_size(src.dtype), isa::dtype_size(dst.dtype));
+  uint32_t parts = opts.queue ? 1 : opts.dma_parts;
+  if (!parts)
+    parts = static_cast<uint32_t>(
+        std::clamp<uint64_t>((bytes + kDmaPartBytes - 1) / kDmaPartBytes, 1, detail::kDmaQueues));
+  parts = std::min(parts, rows);
+  const uint32_t per = (rows + parts - 1) / parts;
+  for (uint32_t r = 0; r < rows; r += per) {
+    const uint32_t n = std::min(per, rows - r);
+    isa::AccessPattern d = dst, s = src;
+    for (isa::AccessPattern *ap : {&d, &s}) {
+      if (ap->space == MemSpace::kHbm) {
+        ap->offset += static_cast<uint64_t>(ap->partition_stride * r) * isa::dtype_size(ap->dtype);
+      } else {
+        ap->partition_start += r;
+      }
+      ap->partition_count = n;
+    }
+    Instruction inst = make(Opcode::kDmaCopy, d, s);
+    inst.engine = issuer;
+    const uint32_t q = opts.queue ? *opts.queue : s_->least_busy_queue();
+    inst.queue = static_cast<uint8_t>(q);
+    if (auto err = isa::check_instruction(inst, s_->target.isa, &s_->program)) {
+      fail(where, fmt::format("{}: {}", what, *err));
+      return;
+    }
+    s_->emit(inst, static_cast<int>(q), accesses_of(inst), {where.file_name(), where.line()});
+  }
+}
+
+void KernelBuilder::load(const Tile &dst, const HbmView &src, Opts opts, Where where) {
+  if (error_) return;
+  if (!dst.valid() || !src.valid()) return void(fail(where, "load: an invalid tile or HBM view"));
+  if (dst.memory() != Memory::kSbuf)
+    return void(
+        fail(where, fmt::format("load: {} is in PSUM; DMA loads go to SBUF", dst.describe())));
+  if (dst.partitions() != src.rows() || dst.free_size() != src.cols())
+    return void(fail(where, fmt::format("load: {} is [{}, {}] but {} is [{}, {}]", dst.describe(),
+                                        dst.partitions(), dst.free_size(), src.describe(),
+                                        src.rows(), src.cols())));
+  dma(dst.pattern(), src.pattern(), true, opts, where,
+      fmt::format("load {} <- {}", dst.describe(), src.describe()));
+}
+
+void KernelBuilder::store(const HbmView &dst, const Tile &src, Opts opts, Where where) {
+  if (error_) return;
+  if (!dst.valid() || !src.valid()) return void(fail(where, "store: an invalid tile or HBM view"));
+  if (dst.rows() != src.partitions() || dst.cols() != src.free_size())
+    return void(fail(
+        where, fmt::format("store: {} is [{}, {}] but {} is [{}, {}]", dst.describe(), dst.rows(),
+                           dst.cols(), src.describe(), src.partitions(), src.free_size())));
+  dma(dst.pattern(), src.pattern(), false, opts, where,
+      fmt::format("store {} <- {}", dst.describe(), src.describe()));
+}
+
+// A compute instruction on the first of `engines` (or the hinted one) that can run it and is
+// estimated to finish first.
+void KernelBuilder::compute(Instruction inst, std::vector<Engine> engines, Opts opts,
+                            const Where &where, std::vector<std::pair<uint32_t, uint16_t>>) {
+  if (opts.engine) engines = {*opts.engine};
+  std::optional<std::string> first_error;
+  int best = -1;
+  double best_end = 0;
+  const std::vector<Access> accesses = accesses_of(inst);
+  for (size_t i = 0; i < engines.size(); ++i) {
+    inst.engine = engines[i];
+    if (auto err = isa::check_instruction(inst, s_->target.isa, &s_->program)) {
+      if (!first_error)
+        first_error = fmt::format("{} on {}: {}", isa::opcode_name(inst.opcode),
+                                  isa::engine_name(engines[i]), *err);
+      continue;
+    }
+    const auto ei = static_cast<uint32_t>(engines[i]);
+    const double start = std::max(
+        s_->engine_free[ei], s_->planner.ready_time(detail::engine_agent(engines[i]), accesses));
+    const double end =
+        start + s_->seconds(estimate_cycles(inst, s_->target.isa.core_version), engines[i]);
+    if (best < 0 || end < best_end) {
+      best = static_cast<int>(i);
+      best_end = end;
+    }
+  }
+  if (best < 0) return void(fail(where, *first_error));
+  inst.engine = engines[static_cast<size_t>(best)];
+  s_->emit(inst, -1, accesses, {where.file_name(), where.line()});
+}
+
+namespace {
+
+// Fills one immediate slot of `inst` from an operand: a constant, a [P,1] tile (through `tile_ap`
+// and `tile_flag`) or a scalar argument. Returns what is wrong with it, if anything.
+std::optional<std::string> set_operand(Instruction &inst, const Operand &op, isa::ImmSlot slot,
+                                       isa::AccessPattern &tile_ap, uint32_t tile_flag,
+                                       uint32_t partitions) {
+  const auto i = static_cast<uint32_t>(slot);
+  if (const float *v = std::get_if<float>(&op)) {
+    inst.imm[i] = *v;
+  } else if (const Tile *t = std::get_if<Tile>(&op)) {
+    if (!t->valid()) return "an operand tile is invalid";
+    if (t->free_size() != 1 || t->partitions() != partitions)
+      return fmt::format("an operand tile must be [{}, 1]; {} is not", partitions, t->describe());
+    tile_ap = t->pattern();
+    inst.flags |= tile_flag;
+  } else {
+    const ScalarArg &s = std::get<ScalarArg>(op);
+    if (!s.valid()) return "an operand scalar argument is invalid";
+    if (s.dtype != DType::kF32) return "float operands take f32 scalar arguments";
+    inst.scalar_arg[i] = s.arg;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// Checks common to compute operations: valid tiles, matching element counts.
+#define TRN_KB_REQUIRE(cond, ...) \
+  if (!(cond)) return void(fail(where, fmt::format(__VA_ARGS__)))
+
+void KernelBuilder::matmul(const Tile &dst, const Tile &stationary, const Tile &moving,
+                           bool accumulate, Opts opts, Where where) {
+  if (error_) return;
+  TRN_KB_REQUIRE(dst.valid() && stationary.valid() && moving.valid(), "matmul: an invalid tile");
+  TRN_KB_REQUIRE(stationary.partitions() == moving.partitions(),
+                 "matmul: stationary {} and moving {} must have the same partitions (K)",
+                 stationary.describe(), moving.describe());
+  TRN_KB_REQUIRE(
+      dst.partitions() == stationary.free_size() && dst.free_size() == moving.free_size(),
+      "matmul: {} must be [M, N] = [{}, {}] for stationary {} and moving {}", dst.describe(),
+      stationary.free_size(), moving.free_size(), stationary.describe(), moving.describe());
+  Instruction inst = make(Opcode::kMatmul, dst.pattern(), stationary.pattern(), moving.pattern());
+  if (!accumulate) inst.flags |= isa::kFlagMatmulStart;
+  compute(inst, {Engine::kTensor}, opts, where);
+}
+
+void KernelBuilder::transpose(const Tile &dst, const Tile &src, Opts opts, Where where) {
+  if (error_) return;
+  TRN_KB_REQUIRE(dst.valid() && src.valid(), "transpose: an invalid tile");
+  TRN_KB_REQUIRE(dst.partitions() == src.free_size() && dst.free_size() == src.partitions(),
+                 "transpose: {} must be [{}, {}] to hold {} transposed", dst.describe(),
+                 src.free_size(), src.partitions(), src.describe());
+  // The tensor engine transposes up to 128x128 through PSUM; the vector engine 32x32 blocks.
+  std::vector<Engine> engines;
+  if (dst.memory() == Memory::kPsum) engines.push_back(Engine::kTensor);
+  engines.push_back(Engine::kVector);
+  compute(make(Opcode::kTranspose, dst.pattern(), src.pattern()), engines, opts, where);
+}
+
+void KernelBuilder::activation(const Tile &dst, const Tile &src, ActFunc func, Operand scale,
+                               Operand bias, const Tile &reduce_into, Opts opts, Where where) {
+  if (error_) return;
+  TRN_KB_REQUIRE(dst.valid() && src.valid(), "activation: an invalid tile");
+  TRN_KB_REQUIRE(dst.partitions() == src.partitions() && dst.free_size() == src.free_size(),
+                 "activation: {} and {} differ in shape", dst.describe(), src.describe());
+  Instruction inst = make(Opcode::kActivation, dst.pattern(), src.pattern());
+  inst.func = static_cast<uint8_t>(func);
+  if (auto e = set_operand(inst, scale, isa::ImmSlot::kImm0, inst.src2, isa::kFlagScaleTile,
+                           dst.partitions()))
+    return void(fail(where, "activation scale: " + *e));
+  if (auto e = set_operand(inst, bias, isa::ImmSlot::kImm1, inst.src1, isa::kFlagBiasTile,
+                           dst.partitions()))
+    return void(fail(where, "activation bias: " + *e));
+  if (reduce_into.valid()) {
+    TRN_KB_REQUIRE(reduce_into.partitions() == dst.partitions() && reduce_into.free_size() == 1,
+                   "activation: the sum goes into a [{}, 1] tile, not {}", dst.partitions(),
+                   reduce_into.describe());
+    inst.dst2 = reduce_into.pattern();
+    inst.flags |= isa::kFlagAccumulate;
+  }
+  compute(inst, {Engine::kScalar, Engine::kGpSimd}, opts, where);
+}
+
+void KernelBuilder::tensor_tensor(const Tile &dst, const Tile &a, const Tile &b, AluOp op,
+                                  Opts opts, Where where) {
+  if (error_) return;
+  TRN_KB_REQUIRE(dst.valid() && a.valid() && b.valid(), "tensor_tensor: an invalid tile");
+  TRN_KB_REQUIRE(dst.partitions() == a.partitions() && dst.partitions() == b.partitions() &&
+                     dst.free_size() == a.free_size() && dst.free_size() == b.free_size(),
+                 "tensor_tensor: {}, {} and {} differ in shape", dst.describe(), a.describe(),
+                 b.describe());
+  Instruction inst = make(Opcode::kTensorTensor, dst.pattern(), a.pattern(), b.pattern());
+  inst.func = static_cast<uint8_t>(op);
+  compute(inst, {Engine::kVector, Engine::kGpSimd}, opts, where);
+}
+
+void KernelBuilder::tensor_scalar(const Tile &dst, const Tile &src, AluOp op0, Operand operand0,
+                                  AluOp op1, Operand operand1, bool reverse0, bool reverse1,
+                                  Opts opts, Where where) {
+  if (error_) return;
+  TRN_KB_REQUIRE(dst.valid() && src.valid(), "tensor_scalar: an invalid tile");
+  TRN_KB_REQUIRE(dst.partitions() == src.partitions() && dst.free_size() == src.free_size(),
+                 "tensor_scalar: {} and {} differ in shape", dst.describe(), src.describe());
+  Instruction inst = make(Opcode::kTensorScalar, dst.pattern(), src.pattern());
+  inst.func = static_cast<uint8_t>(op0);
+  inst.func2 = static_cast<uint8_t>(op1);
+  if (reverse0) inst.flags |= isa::kFlagReverse0;
+  if (reverse1) inst.flags |= isa::kFlagReverse1;
+  if (auto e = set_operand(inst, operand0, isa::ImmSlot::kImm0, inst.src1, isa::kFlagOperand0Tile,
+                           dst.partitions()))
+    return void(fail(where, "tensor_scalar operand0: " + *e));
+  if (auto e = set_operand(inst, operand1, isa::ImmSlot::kImm1, inst.src2, isa::kFlagOperand1Tile,
+                           dst.partitions()))
+    return void(fail(where, "tensor_scalar operand1: " + *e));
+  compute(inst, {Engine::kVector, Engine::kGpSimd, Engine::kScalar}, opts, where);
+}
+
+void KernelBuilder::reduce(const Tile &dst, const Tile &src, AluOp op, uint32_t axes, bool negate,
+                           Opts opts, Where where) {
+  if (error_) return;
+  TRN_KB_REQUIRE(dst.valid() && src.valid(), "reduce: an invalid tile");
+  Instruction inst = make(Opcode::kTensorReduce, dst.pattern(), src.pattern());
+  inst.func = static_cast<uint8_t>(op);
+  inst.iimm[0] = static_cast<int32_t>(axes);
+  if (negate) inst.flags |= isa::kFlagNegate;
+  compute(inst, {Engine::kVector}, opts, where);
+}
+
+void KernelBuilder::copy(const Tile &dst, const Tile &src, Opts opts, Where where) {
+  if (error_) return;
+  TRN_KB_REQUIRE(dst.valid() && src.valid(), "copy: an invalid tile");
+  TRN_KB_REQUIRE(dst.partitions() == src.partitions() && dst.free_size() == src.free_size(),
+                 "copy: {} and {} differ in shape", dst.describe(), src.describe());
+  compute(make(Opcode::kTensorCopy, dst.pattern(), src.pattern()),
+          {Engine::kVector, Engine::kGpSimd, Engine::kScalar}, opts, where);
+}
+
+void KernelBuilder::memset(const Tile &dst, float value, Opts opts, Where where) {
+  if (error_) return;
+  TRN_KB_REQUIRE(dst.valid(), "memset: an invalid tile");
+  Instruction inst = make(Opcode::kMemset, dst.pattern());
+  inst.imm[0] = value;
+  compute(inst, {Engine::kVector, Engine::kGpSimd}, opts, where);
+}
+
+namespace {
+isa::AccessPattern steps_pattern(const std::vector<isa::Dim> &steps) {
+  isa::AccessPattern ap;
+  ap.num_dims = static_cast<uint32_t>(std::min<size_t>(steps.size(), isa::kMaxFreeDims));
+  for (uint32_t d = 0; d < ap.num_dims; ++d) ap.dims[d] = steps[d];
+  return ap;
+}
+}  // namespace
+
+void KernelBuilder::iota(const Tile &dst, std::vector<isa::Dim> steps, int32_t offset,
+                         int32_t channel_multiplier, Opts opts, Where where) {
+  if (error_) return;
+  TRN_KB_REQUIRE(dst.valid(), "iota: an invalid tile");
+  TRN_KB_REQUIRE(steps.size() <= isa::kMaxFreeDims, "iota: at most {} steps", isa::kMaxFreeDims);
+  Instruction inst = make(Opcode::kIota, dst.pattern(), steps_pattern(steps));
+  inst.iimm = {offset, channel_multiplier};
+  compute(inst, {Engine::kGpSimd}, opts, where);
+}
+
+void KernelBuilder::select(const Tile &dst, std::vector<isa::Dim> steps, int32_t offset,
+                           int32_t channel_multiplier, AluOp cmp, const Tile &on_true,
+                           float on_false, Opts opts, Where where) {
+  if (error_) return;
+  TRN_KB_REQUIRE(dst.valid() && on_true.valid(), "select: an invalid tile");
+  TRN_KB_REQUIRE(steps.size() <= isa::kMaxFreeDims, "select: at most {} steps", isa::kMaxFreeDims);
+  Instruction inst =
+      make(Opcode::kAffineSelect, dst.pattern(), steps_pattern(steps), on_true.pattern());
+  inst.func = static_cast<uint8_t>(cmp);
+  inst.iimm = {offset, channel_multiplier};
+  inst.imm[0] = on_false;
+  compute(inst, {Engine::kGpSimd}, opts, where);
+}
+
+#undef TRN_KB_REQUIRE
+
+KernelBuilder::Stats KernelBuilder::stats() const {
+  Stats st;
+  st.waits = s_->waits;
+  st.dma_transfers = s_->dma_transfers;
+  st.sbuf_peak_bytes = s_->sbuf_peak;
+  std::vector<bool> used(detail::kAgentCount, false);
+  for (const auto &stream : s_->meta)
+    for (const Meta &m : stream)
+      if (m.wait.ordinal) used[m.wait.agent] = true;
+  for (bool u : used) st.semaphores += u;
+  return st;
+}
+
+std::variant<isa::Program, std::string> KernelBuilder::finish() {
+  if (error_) return *error_;
+  isa::Program &p = s_->program;
+  // Semaphores: one per agent that anything waits on. Only the instructions waited on signal,
+  // so a wait for the k-th of them is a wait for the count to reach k (they complete in order).
+  std::vector<std::vector<uint32_t>> waited(detail::kAgentCount);
+  for (const auto &stream : s_->meta)
+    for (const Meta &m : stream)
+      if (m.wait.ordinal) waited[m.wait.agent].push_back(m.wait.ordinal);
+  std::vector<int> sem(detail::kAgentCount, -1);
+  int next = 0;
+  for (Agent a = 0; a < detail::kAgentCount; ++a) {
+    auto &w = waited[a];
+    std::sort(w.begin(), w.end());
+    w.erase(std::unique(w.begin(), w.end()), w.end());
+    if (!w.empty()) sem[a] = next++;
+  }
+  if (static_cast<uint32_t>(next) > s_->target.isa.semaphores)
+    return fmt::format("kernel '{}' needs {} semaphores; the core has {}", p.name, next,
+                       s_->target.isa.semaphores);
+  auto rank = [&](Event e) {
+    const auto &w = waited[e.agent];
+    return static_cast<uint32_t>(std::lower_bound(w.begin(), w.end(), e.ordinal) - w.begin()) + 1;
+  };
+  for (uint32_t e = 0; e < isa::kEngineCount; ++e) {
+    auto &stream = p.streams[e];
+    for (size_t i = 0; i < stream.size(); ++i) {
+      const Meta &m = s_->meta[e][i];
+      if (m.self.ordinal && std::binary_search(waited[m.self.agent].begin(),
+                                               waited[m.self.agent].end(), m.self.ordinal))
+        stream[i].signal = {isa::SemOp::kAdd, static_cast<uint16_t>(sem[m.self.agent]), 1};
+      if (m.wait.ordinal)
+        stream[i].wait = {isa::SemCmp::kGe, static_cast<uint16_t>(sem[m.wait.agent]), rank(m.wait)};
+    }
+  }
+  // Source lines: every instruction names the call that built it.
+  for (uint32_t e = 0; e < isa::kEngineCount; ++e) {
+    p.source_lines[e].clear();
+    for (const Meta &m : s_->meta[e]) {
+      if (p.source_file.empty() && m.where.file) p.source_file = base_name(m.where.file);
+      p.source_lines[e].push_back(m.where.line);
+    }
+  }
+  if (auto err = isa::validate_program(p, s_->target.isa))
+    return fmt::format("kernel '{}': {}", p.name, *err);
+  isa::Program out = std::move(p);
+  s_->program = {};
+  error_ = "finish() was called already";
+  return out;
+}
+
+}  // namespace trn::kbuild

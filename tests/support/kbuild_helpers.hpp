@@ -1,0 +1,32 @@
+// Helpers for tests of builder kernels: the build target of a simulated core, and running a
+// kernel on one with HBM buffers as host vectors.
+#pragma once
+
+#include <variant>
+
+#include "exec_helpers.hpp"
+#include "kbuild/kernel_builder.hpp"
+
+namespace trn::test {
+
+// The builder target of a simulated core of generation `g` (as trn_device_get_properties would
+// describe it).
+inline kbuild::BuildTarget build_target(trn_generation_t g) {
+  const sim::exec::CoreSpec spec = sim::core_spec(g);
+  kbuild::BuildTarget t;
+  t.isa = spec.target();
+  t.tensor_hz = spec.tensor_hz;
+  t.vector_hz = spec.vector_hz;
+  t.scalar_hz = spec.scalar_hz;
+  t.gpsimd_hz = spec.gpsimd_hz;
+  t.dma_bytes_per_s = spec.dma_engine_bytes_per_s;
+  return t;
+}
+
+// The program, or the test fails with the builder's error.
+inline isa::Program built(std::variant<isa::Program, std::string> result) {
+  if (auto *err = std::get_if<std::string>(&result)) FAIL(*err);
+  return std::move(std::get<isa::Program>(result));
+}
+
+}  // namespace trn::test
