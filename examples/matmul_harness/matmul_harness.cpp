@@ -23,7 +23,7 @@
 
 #include "isa/container.hpp"
 #include "isa/dtype.hpp"
-#include "kbuild/tiled_matmul.hpp"
+#include "kbuild/kernels/tiled_matmul.hpp"
 #include "trn/trn.h"
 
 namespace {

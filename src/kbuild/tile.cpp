@@ -106,6 +106,16 @@ HbmTensor::HbmTensor(std::string name, uint16_t arg, DType dtype, std::vector<ui
   view_.row_stride_ = static_cast<int64_t>(view_.ld_);
 }
 
+HbmView HbmTensor::as_matrix(uint64_t rows, uint64_t cols) const {
+  if (!valid() || rows * cols != view_.rows_ * view_.cols_) return {};
+  HbmView v = view_;
+  v.rows_ = rows;
+  v.cols_ = cols;
+  v.ld_ = cols;
+  v.row_stride_ = static_cast<int64_t>(cols);
+  return v;
+}
+
 HbmView HbmView::row_slice(uint64_t start, uint64_t count) const {
   if (!valid() || count == 0 || start + count > rows_) return {};
   HbmView v = *this;

@@ -130,6 +130,8 @@ class HbmTensor {
   }
   uint64_t rows() const { return view_.rows_; }
   uint64_t cols() const { return view_.cols_; }
+  // The same elements seen as another row-major matrix (rows * cols must be its size).
+  HbmView as_matrix(uint64_t rows, uint64_t cols) const;
 
  private:
   friend class KernelBuilder;

@@ -28,7 +28,7 @@
 #include "isa/builder.hpp"
 #include "isa/container.hpp"
 #include "isa/dtype.hpp"
-#include "kbuild/tiled_matmul.hpp"
+#include "kbuild/kernels/tiled_matmul.hpp"
 #include "support/api_helpers.hpp"
 #include "support/result_printing.hpp"
 #include "support/sim_env.hpp"

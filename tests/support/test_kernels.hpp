@@ -9,7 +9,7 @@
 
 #include "isa/builder.hpp"
 #include "isa/container.hpp"
-#include "kbuild/tiled_matmul.hpp"
+#include "kbuild/kernels/tiled_matmul.hpp"
 #include "support/api_helpers.hpp"
 #include "trn/trn.h"
 

@@ -12,7 +12,7 @@
 
 #include "isa/builder.hpp"
 #include "isa/container.hpp"
-#include "kbuild/tiled_matmul.hpp"
+#include "kbuild/kernels/tiled_matmul.hpp"
 #include "support/subprocess.hpp"
 
 using namespace trn;

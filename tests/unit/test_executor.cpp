@@ -6,7 +6,7 @@
 #include <tuple>
 
 #include "isa/disassembler.hpp"
-#include "kbuild/tiled_matmul.hpp"
+#include "kbuild/kernels/tiled_matmul.hpp"
 #include "support/exec_helpers.hpp"
 
 using namespace trn;

@@ -17,7 +17,7 @@
 #include "bench.hpp"
 #include "isa/container.hpp"
 #include "isa/dtype.hpp"
-#include "kbuild/tiled_matmul.hpp"
+#include "kbuild/kernels/tiled_matmul.hpp"
 #include "trn/trn.h"
 
 extern "C" dnnl_status_t dnnl_gemm_bf16bf16f32(char transa, char transb, dnnl_dim_t M, dnnl_dim_t N,

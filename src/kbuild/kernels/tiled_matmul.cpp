@@ -1,4 +1,4 @@
-#include "kbuild/tiled_matmul.hpp"
+#include "kbuild/kernels/tiled_matmul.hpp"
 
 #include <fmt/format.h>
 

@@ -1,0 +1,34 @@
+// How the row-wise kernels walk a [rows, cols] matrix: row tiles of up to 128 partitions, and
+// column chunks small enough that several iterations' tiles fit in SBUF at once (the builder
+// places each iteration's tiles after the last ones, so loads of the next iteration overlap the
+// compute and stores of this one).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <variant>
+
+#include "isa/program.hpp"
+
+namespace trn::kbuild {
+
+using Built = std::variant<isa::Program, std::string>;
+
+constexpr uint32_t kRowTile = 128;
+
+// Calls body(row0, rows) for each row tile.
+template <typename Body>
+void for_row_tiles(uint64_t rows, Body &&body) {
+  for (uint64_t r = 0; r < rows; r += kRowTile)
+    body(r, static_cast<uint32_t>(std::min<uint64_t>(kRowTile, rows - r)));
+}
+
+// Calls body(col0, cols) for each chunk of at most `chunk` columns.
+template <typename Body>
+void for_col_chunks(uint64_t cols, uint64_t chunk, Body &&body) {
+  for (uint64_t c = 0; c < cols; c += chunk)
+    body(c, static_cast<uint32_t>(std::min<uint64_t>(chunk, cols - c)));
+}
+
+}  // namespace trn::kbuild
