@@ -9,6 +9,7 @@
 #include "isa/dtype.hpp"
 #include "isa/validate.hpp"
 #include "kbuild/onchip_allocator.hpp"
+#include "kbuild/queue_timeline.hpp"
 #include "kbuild/sync_planner.hpp"
 
 namespace trn::kbuild {
@@ -123,8 +124,9 @@ struct KernelBuilder::State {
   isa::Program program;
   std::array<std::vector<Meta>, isa::kEngineCount> meta;
   std::array<double, isa::kEngineCount> engine_free{};  // estimated, seconds
-  std::array<double, detail::kDmaQueues> queue_free{};
+  std::array<detail::QueueTimeline, detail::kDmaQueues> queues;
   uint32_t next_queue = 0;  // ties between equally free queues go round
+  uint64_t transfers_since_forget = 0;
   uint64_t waits = 0, dma_transfers = 0, sbuf_peak = 0;
 
   double seconds(uint64_t cycles, Engine e) const {
@@ -161,12 +163,11 @@ struct KernelBuilder::State {
     } else {
       const double issued = start + seconds(kDmaIssueCycles, e);
       engine_free[ei] = issued;
-      const uint64_t bytes = inst.src0.elements() * std::max(isa::dtype_size(inst.src0.dtype),
-                                                             isa::dtype_size(inst.dst.dtype));
-      const double begin = std::max(issued, queue_free[dma_queue]);
-      end =
-          begin + double(bytes + 128 * inst.src0.partition_count) / double(target.dma_bytes_per_s);
-      queue_free[dma_queue] = end;
+      const double duration = transfer_seconds(inst);
+      const double begin = queues[dma_queue].start_time(issued, duration);
+      end = begin + duration;
+      queues[dma_queue].reserve(begin, end);
+      if (++transfers_since_forget == 256) forget_past();
       ++dma_transfers;
     }
     const Event self = planner.record(agent, e, accesses, end);
@@ -175,14 +176,37 @@ struct KernelBuilder::State {
     return end;
   }
 
-  uint32_t least_busy_queue() {
+  // Estimated time of a transfer on one DMA engine: its bytes and a per-row descriptor cost.
+  double transfer_seconds(const Instruction &inst) const {
+    const uint64_t bytes = inst.src0.elements() * std::max(isa::dtype_size(inst.src0.dtype),
+                                                           isa::dtype_size(inst.dst.dtype));
+    return double(bytes + 128 * inst.src0.partition_count) / double(target.dma_bytes_per_s);
+  }
+
+  // The queue on which `inst`, issued by its engine once `ready`, would start first.
+  uint32_t earliest_queue(const Instruction &inst, double ready) {
+    const auto ei = static_cast<uint32_t>(inst.engine);
+    const double issued = std::max(engine_free[ei], ready) + seconds(kDmaIssueCycles, inst.engine);
+    const double duration = transfer_seconds(inst);
     uint32_t best = next_queue % detail::kDmaQueues;
-    for (uint32_t i = 0; i < detail::kDmaQueues; ++i) {
+    double best_start = queues[best].start_time(issued, duration);
+    for (uint32_t i = 1; i < detail::kDmaQueues; ++i) {
       const uint32_t q = (next_queue + i) % detail::kDmaQueues;
-      if (queue_free[q] < queue_free[best]) best = q;
+      const double start = queues[q].start_time(issued, duration);
+      if (start < best_start) {
+        best = q;
+        best_start = start;
+      }
     }
     next_queue = best + 1;
     return best;
+  }
+
+  // No engine issues anything before the earliest one is free.
+  void forget_past() {
+    transfers_since_forget = 0;
+    const double t = *std::min_element(engine_free.begin(), engine_free.end());
+    for (auto &q : queues) q.forget_before(t);
   }
 };
 
@@ -336,13 +360,17 @@ void KernelBuilder::dma(const isa::AccessPattern &dst, const isa::AccessPattern 
     }
     Instruction inst = make(Opcode::kDmaCopy, d, s);
     inst.engine = issuer;
-    const uint32_t q = opts.queue ? *opts.queue : s_->least_busy_queue();
+    const std::vector<Access> accesses = accesses_of(inst);
+    const uint32_t q =
+        opts.queue ? *opts.queue
+                   : s_->earliest_queue(
+                         inst, s_->planner.ready_time(detail::dma_agent(issuer, 0), accesses));
     inst.queue = static_cast<uint8_t>(q);
     if (auto err = isa::check_instruction(inst, s_->target.isa, &s_->program)) {
       fail(where, fmt::format("{}: {}", what, *err));
       return;
     }
-    s_->emit(inst, static_cast<int>(q), accesses_of(inst), {where.file_name(), where.line()});
+    s_->emit(inst, static_cast<int>(q), accesses, {where.file_name(), where.line()});
   }
 }
 

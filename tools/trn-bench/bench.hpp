@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trn/trn.h"
@@ -23,10 +24,12 @@ struct Result {
   std::string baseline_name;
   bool higher_is_better = false;
 };
+using Activity = std::vector<std::pair<std::string, double>>;
 
 // {"bench": ..., "case": ..., "unit": ..., "trn": ..., "baseline": ..., "baseline_name": ...,
-//  "ratio": trn / baseline, "better": "higher"|"lower"}
-void print(const Result &result);
+//  "ratio": trn / baseline, "better": "higher"|"lower"[, "activity": {...}]}
+// `activity`, when given, is printed as an "activity" object (e.g. each engine's active %).
+void print(const Result &result, const Activity &activity = {});
 
 // The median of `runs` timings of `body`, in nanoseconds per `operations`.
 double median_ns_per_op(int runs, uint64_t operations, const std::function<void()> &body);
@@ -48,5 +51,6 @@ int bench_submit(int argc, char **argv);
 int bench_copy(int argc, char **argv);
 int bench_matmul(int argc, char **argv);
 int bench_load(int argc, char **argv);
+int bench_kernels(int argc, char **argv);
 
 }  // namespace trn::bench

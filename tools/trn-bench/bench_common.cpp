@@ -6,7 +6,7 @@
 
 namespace trn::bench {
 
-void print(const Result &r) {
+void print(const Result &r, const Activity &activity_figures) {
   nlohmann::ordered_json line = {{"bench", r.bench},
                                  {"case", r.case_name},
                                  {"unit", r.unit},
@@ -15,6 +15,11 @@ void print(const Result &r) {
                                  {"baseline_name", r.baseline_name},
                                  {"ratio", r.baseline != 0 ? r.trn / r.baseline : 0.0},
                                  {"better", r.higher_is_better ? "higher" : "lower"}};
+  if (!activity_figures.empty()) {
+    nlohmann::ordered_json activity = nlohmann::ordered_json::object();
+    for (const auto &[name, value] : activity_figures) activity[name] = value;
+    line["activity"] = activity;
+  }
   std::printf("%s\n", line.dump().c_str());
   std::fflush(stdout);
 }

@@ -42,12 +42,17 @@ constexpr Entry kBenches[] = {
      trn::bench::bench_matmul,
      "simulating a tiled 2048^3 matmul kernel vs the bare GEMM (oneDNN bf16, OpenBLAS fp32)",
      {"--quick", "--trn1", "--trn3"}},
+    {"kernels",
+     trn::bench::bench_kernels,
+     "builder kernels (matmul, elementwise, softmax, layernorm, rmsnorm, transpose) in bf16 and "
+     "f32: simulated time vs the roofline (compute- or HBM-bound, the larger)",
+     {"--quick", "--trn1", "--trn3"}},
 };
 
 void usage() {
   std::printf("usage: trn-bench NAME [--quick]\n\nbenchmarks (JSON lines on stdout):\n");
   for (const auto &b : kBenches) std::printf("  %-8s %s\n", b.name, b.what);
-  std::printf("\nmatmul also takes --trn1 or --trn3 (the generation, default trn2)\n");
+  std::printf("\nmatmul and kernels also take --trn1 or --trn3 (the generation, default trn2)\n");
 }
 
 // Every argument after the name must be one of the benchmark's flags.

@@ -9,7 +9,7 @@ namespace trn::kbuild {
 namespace {
 
 using isa::DType;
-constexpr uint64_t kMaxCols = 8192;  // x, centred x and a scratch row of fp32 per partition
+constexpr uint64_t kMaxCols = 8192;  // x, centred x and the output row per partition
 
 enum class Norm { kLayer, kRms };
 
@@ -46,39 +46,65 @@ Built build_norm(const NormConfig &c, Norm norm) {
     }
   }
 
-  for_row_tiles(c.rows, [&](uint64_t r0, uint32_t p) {
-    const Tile in = kb.sbuf(c.dtype, p, {cols}, "x");
-    kb.load(in, x.tile(r0, p, 0, cols));
-    Tile centred = in;
+  // Per row tile: statistics first (mean, centring, the sum of squares, rstd), then the
+  // normalisation and the store, pipelined so that each engine has the next tile's statistics
+  // ahead of this tile's normalisation.
+  struct Stats {
+    uint64_t r0;
+    uint32_t p;
+    Tile in, centred, out, rstd;
+  };
+  const uint64_t tiles = (c.rows + kRowTile - 1) / kRowTile;
+  auto statistics = [&](uint64_t t) {
+    Stats s;
+    s.r0 = t * kRowTile;
+    s.p = static_cast<uint32_t>(std::min<uint64_t>(kRowTile, c.rows - s.r0));
+    s.in = kb.sbuf(c.dtype, s.p, {cols}, "x");
+    kb.load(s.in, x.tile(s.r0, s.p, 0, cols));
+    s.centred = s.in;
+    // The output tile takes the elementwise results of the passes that are only there for their
+    // row sums (activation sums the fp32 values); the normalisation overwrites it.
+    s.out = kb.sbuf(c.out_dtype, s.p, {cols}, "y");
     if (norm == Norm::kLayer) {
-      // mean, then x - mean (fp32), so the variance is of the centred values.
-      const Tile neg_mean = kb.sbuf(DType::kF32, p, {1}, "-mean");
-      kb.reduce(neg_mean, in, AluOp::kAdd, 0, /*negate=*/true);
-      kb.tensor_scalar(neg_mean, neg_mean, AluOp::kMultiply, inv_cols);
-      centred = kb.sbuf(DType::kF32, p, {cols}, "x-mean");
-      kb.tensor_scalar(centred, in, AluOp::kAdd, neg_mean);
+      // -mean (the row sum comes from the scalar engine, leaving the vector engine the affine
+      // part), then x - mean in fp32, so the variance is of the centred values.
+      const Tile neg_mean = kb.sbuf(DType::kF32, s.p, {1}, "-mean");
+      kb.activation(s.out, s.in, ActFunc::kIdentity, -inv_cols, 0.0f, neg_mean);
+      s.centred = kb.sbuf(DType::kF32, s.p, {cols}, "x-mean");
+      kb.tensor_scalar(s.centred, s.in, AluOp::kAdd, neg_mean);
     }
-    // sum of squares (the squares themselves go to scratch), then 1/sqrt(sum/cols + eps).
-    const Tile squares = kb.sbuf(DType::kF32, p, {cols}, "squares");
-    const Tile sum_sq = kb.sbuf(DType::kF32, p, {1}, "sum(x^2)");
-    kb.activation(squares, centred, ActFunc::kSquare, 1.0f, 0.0f, sum_sq);
-    const Tile rstd = kb.sbuf(DType::kF32, p, {1}, "rstd");
-    kb.activation(rstd, sum_sq, ActFunc::kRsqrt, inv_cols, c.eps);
-    const Tile out = kb.sbuf(c.out_dtype, p, {cols}, "y");
+    // Sum of squares, then 1/sqrt(sum/cols + eps).
+    const Tile sum_sq = kb.sbuf(DType::kF32, s.p, {1}, "sum(x^2)");
+    kb.activation(s.out, s.centred, ActFunc::kSquare, 1.0f, 0.0f, sum_sq);
+    s.rstd = kb.sbuf(DType::kF32, s.p, {1}, "rstd");
+    kb.activation(s.rstd, sum_sq, ActFunc::kRsqrt, inv_cols, c.eps);
+    return s;
+  };
+  auto normalise = [&](const Stats &s) {
     if (!c.affine) {
-      kb.tensor_scalar(out, centred, AluOp::kMultiply, rstd);
+      kb.tensor_scalar(s.out, s.centred, AluOp::kMultiply, s.rstd);
     } else {
-      // The scratch row holds the normalised values before the affine part.
-      kb.tensor_scalar(squares, centred, AluOp::kMultiply, rstd);
+      // The normalised row before gamma and beta, in place: in the input's dtype when that is a
+      // 16-bit float like the output (the vector engine's fast path for all-16-bit operands),
+      // else in fp32.
+      const bool narrow =
+          c.out_dtype == c.dtype && (c.dtype == DType::kBf16 || c.dtype == DType::kF16);
+      const Tile normed = narrow ? s.in
+                          : s.centred.dtype() == DType::kF32
+                              ? s.centred
+                              : kb.sbuf(DType::kF32, s.p, {cols}, "normed");
+      kb.tensor_scalar(normed, s.centred, AluOp::kMultiply, s.rstd);
+      const Tile g = gamma_rows.partition_slice(0, s.p);
       if (norm == Norm::kLayer) {
-        kb.tensor_tensor(squares, squares, gamma_rows.partition_slice(0, p), AluOp::kMultiply);
-        kb.tensor_tensor(out, squares, beta_rows.partition_slice(0, p), AluOp::kAdd);
+        kb.tensor_tensor(normed, normed, g, AluOp::kMultiply);
+        kb.tensor_tensor(s.out, normed, beta_rows.partition_slice(0, s.p), AluOp::kAdd);
       } else {
-        kb.tensor_tensor(out, squares, gamma_rows.partition_slice(0, p), AluOp::kMultiply);
+        kb.tensor_tensor(s.out, normed, g, AluOp::kMultiply);
       }
     }
-    kb.store(y.tile(r0, p, 0, cols), out);
-  });
+    kb.store(y.tile(s.r0, s.p, 0, cols), s.out);
+  };
+  pipelined(tiles, statistics, normalise);
   return kb.finish();
 }
 

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 
 #include "isa/program.hpp"
@@ -29,6 +31,21 @@ template <typename Body>
 void for_col_chunks(uint64_t cols, uint64_t chunk, Body &&body) {
   for (uint64_t c = 0; c < cols; c += chunk)
     body(c, static_cast<uint32_t>(std::min<uint64_t>(chunk, cols - c)));
+}
+
+// Software pipelining for in-order engines: emits first(i + 1) before second(i), so that an
+// engine's stream has the next item's early work ahead of this item's late work instead of behind
+// it (an engine waiting for item i's late inputs would otherwise hold up item i + 1). `first`
+// returns the state `second` takes.
+template <typename First, typename Second>
+void pipelined(uint64_t count, First &&first, Second &&second) {
+  std::optional<decltype(first(uint64_t{0}))> pending;
+  for (uint64_t i = 0; i < count; ++i) {
+    auto state = first(i);
+    if (pending) second(*pending);
+    pending.emplace(std::move(state));
+  }
+  if (pending) second(*pending);
 }
 
 }  // namespace trn::kbuild
