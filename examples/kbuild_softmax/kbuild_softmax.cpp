@@ -21,8 +21,8 @@ using namespace trn::kbuild;
 using trn::isa::DType;
 
 // y[r, :] = exp(x[r, :] - max(x[r, :])) / sum(exp(x[r, :] - max(x[r, :])))
-std::variant<trn::isa::Program, std::string> build_softmax(const BuildTarget &target,
-                                                           uint64_t rows, uint32_t cols) {
+std::variant<trn::isa::Program, std::string> build_softmax(const BuildTarget &target, uint64_t rows,
+                                                           uint32_t cols) {
   KernelBuilder kb("softmax", target);
   const HbmTensor x = kb.input("x", DType::kF32, {rows, cols});
   const HbmTensor y = kb.output("y", DType::kF32, {rows, cols});
@@ -38,7 +38,7 @@ std::variant<trn::isa::Program, std::string> build_softmax(const BuildTarget &ta
     // exp(x - max) in place, and its row sum, in one scalar-engine instruction.
     kb.activation(t, t, ActFunc::kExp, 1.0f, neg_max, sum);
     kb.tensor_scalar(t, t, AluOp::kDivide, sum);  // whichever engine is free
-    kb.store(y.tile(r, p, 0, cols), t);          // waits for the division: the builder knows
+    kb.store(y.tile(r, p, 0, cols), t);           // waits for the division: the builder knows
   }
   return kb.finish();
 }
@@ -62,7 +62,11 @@ int main(int argc, char **argv) {
   app.add_option("--rows", rows, "rows of x")->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
   app.add_option("--cols", cols, "columns of x")->check(CLI::Range(1u, 12288u));
   app.add_option("--save", save, "write the kernel binary here");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   uint32_t count = 1;
   trn_device_t device = nullptr;
@@ -82,7 +86,8 @@ int main(int argc, char **argv) {
   const std::vector<std::byte> image = trn::isa::write_kernel(std::get<trn::isa::Program>(built));
   if (!save.empty()) {
     std::ofstream(save, std::ios::binary)
-        .write(reinterpret_cast<const char *>(image.data()), static_cast<std::streamsize>(image.size()));
+        .write(reinterpret_cast<const char *>(image.data()),
+               static_cast<std::streamsize>(image.size()));
     std::printf("kernel written to %s\n", save.c_str());
   }
 
@@ -136,12 +141,13 @@ int main(int argc, char **argv) {
       worst = std::max(worst, std::abs(out[r * cols + c] - want) / (want + 1e-30));
     }
   }
-  std::printf("softmax [%llu, %u] f32 on %s: %.3f us simulated; engines active: vector %.1f%%, "
-              "scalar %.1f%%, gpsimd %.1f%%; DMA %.1f%%\n",
-              static_cast<unsigned long long>(rows), cols, trn_generation_name(props.generation),
-              double(summary.total_ns) / 1e3, summary.engine_active_percent[TRN_ENGINE_VECTOR],
-              summary.engine_active_percent[TRN_ENGINE_SCALAR],
-              summary.engine_active_percent[TRN_ENGINE_GPSIMD], summary.dma_utilization_percent);
+  std::printf(
+      "softmax [%llu, %u] f32 on %s: %.3f us simulated; engines active: vector %.1f%%, "
+      "scalar %.1f%%, gpsimd %.1f%%; DMA %.1f%%\n",
+      static_cast<unsigned long long>(rows), cols, trn_generation_name(props.generation),
+      double(summary.total_ns) / 1e3, summary.engine_active_percent[TRN_ENGINE_VECTOR],
+      summary.engine_active_percent[TRN_ENGINE_SCALAR],
+      summary.engine_active_percent[TRN_ENGINE_GPSIMD], summary.dma_utilization_percent);
   const bool ok = worst < 1e-5;
   std::printf("check: %s (worst relative error %.2g)\n", ok ? "ok" : "MISMATCH", worst);
   trn_profile_destroy(profile);

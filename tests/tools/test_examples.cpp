@@ -210,3 +210,22 @@ TEST_CASE("examples: the matmul harness takes f32 inputs and --no-check, and rej
     CHECK_THAT(r.output, Catch::Contains("--dtype"));
   }
 }
+
+TEST_CASE("examples: the kernel builder's softmax runs, checks out and saves a kernel binary") {
+  SimEnv env;
+  const std::string kernel = env.root() + "/softmax.trnk";  // removed with the device root
+  const Result r =
+      run({TRN_EXAMPLE_KBUILD_SOFTMAX_PATH, "--rows", "300", "--cols", "512", "--save", kernel});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("softmax [300, 512] f32 on trn2: "));
+  CHECK_THAT(r.output, Catch::Contains(" us simulated; engines active: vector "));
+  CHECK_THAT(r.output, Catch::Contains("check: ok"));
+  // The saved binary names the C++ lines that built it.
+  const Result dump = run({TRN_OBJDUMP_PATH, kernel});
+  REQUIRE(dump.code == 0);
+  CHECK_THAT(dump.output, Catch::Contains(".file \"kbuild_softmax.cpp\""));
+  CHECK_THAT(dump.output, Catch::Contains("tensor_reduce max"));
+  const Result bad = run({TRN_EXAMPLE_KBUILD_SOFTMAX_PATH, "--cols", "20000"});
+  CHECK(bad.code == 2);
+}

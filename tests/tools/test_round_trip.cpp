@@ -12,7 +12,12 @@
 
 #include "isa/builder.hpp"
 #include "isa/container.hpp"
+#include "kbuild/kernels/elementwise.hpp"
+#include "kbuild/kernels/norms.hpp"
+#include "kbuild/kernels/reduce.hpp"
+#include "kbuild/kernels/softmax.hpp"
 #include "kbuild/kernels/tiled_matmul.hpp"
+#include "kbuild/kernels/transpose.hpp"
 #include "support/subprocess.hpp"
 
 using namespace trn;
@@ -98,6 +103,29 @@ TEST_CASE("round trip: kernels built in C++ objdump and re-assemble to the same 
     REQUIRE(std::holds_alternative<isa::Program>(built));
     write_kernel_file(std::get<isa::Program>(built), dir + "/matmul.trnk");
     check_round_trip(dir + "/matmul.trnk", dir, "matmul");
+  }
+  SECTION("the kernel builder's kernels") {
+    const kbuild::BuildTarget target{};
+    const std::pair<const char *, kbuild::Built> kernels[] = {
+        {"softmax",
+         kbuild::build_softmax({300, 1000, isa::DType::kBf16, isa::DType::kF32, target})},
+        {"layernorm", kbuild::build_layernorm(
+                          {200, 768, isa::DType::kF32, isa::DType::kBf16, 1e-5f, true, target})},
+        {"rmsnorm", kbuild::build_rmsnorm(
+                        {130, 512, isa::DType::kBf16, isa::DType::kBf16, 1e-6f, true, target})},
+        {"binary", kbuild::build_binary({256, 640, 1, 640, 256, 1, isa::DType::kF32,
+                                         isa::DType::kF32, isa::AluOp::kSubtract, target})},
+        {"reduce", kbuild::build_reduce({300, 300, 0, isa::DType::kF32, isa::DType::kF32,
+                                         isa::AluOp::kMax, target})},
+        {"transpose", kbuild::build_transpose({200, 300, isa::DType::kBf16, target})},
+    };
+    for (const auto &[name, built] : kernels) {
+      INFO(name);
+      REQUIRE(std::holds_alternative<isa::Program>(built));
+      const std::string path = dir + "/" + name + ".trnk";
+      write_kernel_file(std::get<isa::Program>(built), path);
+      check_round_trip(path, dir, name);
+    }
   }
   SECTION("every opcode, flag and operand") {
     isa::ProgramBuilder b("everything");
