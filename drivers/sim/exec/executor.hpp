@@ -63,6 +63,9 @@ struct RunReport {
 
 struct RunOptions {
   bool trace = false;
+  // Report accesses of different engines / DMA queues to the same bytes that no semaphore or
+  // barrier orders (docs/ISA.md, "Race detection"): the run stops with a fault at the later one.
+  bool race_check = true;
 };
 
 struct RunResult {
