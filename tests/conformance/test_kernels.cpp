@@ -79,9 +79,12 @@ isa::Program overread() {
   const auto o = b.arg("out", DType::kF32, {kRows, kCols}, isa::ArgDirection::kOut);
   b.dma_copy(Engine::kSync, 0, isa::sbuf(DType::kF32, 0, 1, 0, {{1, 128}}),
              isa::hbm(small, DType::kF32, 0, 128, 1, {{1, 128}}))
+      .signal_add(1)
       .line(41);
+  // Waits for the first: both write partition 0 (on different queues).
   b.dma_copy(Engine::kSync, 1, isa::sbuf_tile(DType::kF32, 0, kRows, 0, kCols),
              isa::hbm_tile(small, DType::kF32, kCols, 0, kRows, 0, kCols))
+      .wait_ge(1, 1)
       .signal_add(0)
       .line(42);
   b.dma_copy(Engine::kGpSimd, 2, isa::hbm_tile(o, DType::kF32, kCols, 0, kRows, 0, kCols),

@@ -133,6 +133,11 @@ class Simulation {
     }
     if (result_.report.status == RunStatus::kOk) check_deadlock();
     result_.counters.total_ps = std::max(result_.counters.total_ps, last_completion_);
+    if (race_) {
+      result_.counters.race_accesses = race_->stats().accesses;
+      result_.counters.race_records_peak = race_->stats().peak_records;
+      result_.counters.race_records_kept = race_->stats().peak_kept;
+    }
     return std::move(result_);
   }
 

@@ -316,6 +316,7 @@ std::optional<std::string> RaceChecker::execute(uint32_t engine, uint32_t index,
   stats_.peak_records = std::max(stats_.peak_records, record_count_);
   if (record_count_ > prune_at_) {
     prune();
+    stats_.peak_kept = std::max(stats_.peak_kept, record_count_);
     prune_at_ = std::max<uint64_t>(256, 2 * record_count_);
   }
   return std::nullopt;

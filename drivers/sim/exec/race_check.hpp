@@ -55,6 +55,7 @@ class RaceChecker {
 
   struct Stats {
     uint64_t accesses = 0, peak_records = 0, pruned_dominated = 0, pruned_covered = 0;
+    uint64_t peak_kept = 0;  // the most records a prune could not drop
   };
   const Stats &stats() const { return stats_; }
 
