@@ -147,6 +147,68 @@ RaceChecker::RaceChecker(const isa::Program &program, std::span<const HbmBinding
                          uint32_t semaphores)
     : program_(program), args_(args), sems_(semaphores) {
   live_.fill(true);
+  plan(program);
+}
+
+// The suffix boxes of every stream and where each engine last waits on each semaphore, from the
+// access patterns alone (bounding, so a pattern that will fault only widens them).
+void RaceChecker::plan(const isa::Program &program) {
+  for (uint32_t e = 0; e < isa::kEngineCount; ++e) {
+    const auto &stream = program.streams[e];
+    last_wait_[e].assign(sems_.size(), 0);
+    ahead_[e].assign(stream.size() + 1, Boxes{});
+    for (size_t i = stream.size(); i-- > 0;) {
+      const isa::Instruction &inst = stream[i];
+      Boxes boxes = ahead_[e][i + 1];
+      if (inst.wait.cmp != isa::SemCmp::kNone && inst.wait.sem < sems_.size() &&
+          last_wait_[e][inst.wait.sem] == 0)
+        last_wait_[e][inst.wait.sem] = static_cast<uint32_t>(i + 1);
+      for (const isa::AccessPattern *ap :
+           {&inst.dst, &inst.dst2, &inst.src0, &inst.src1, &inst.src2}) {
+        if (ap->space != isa::MemSpace::kSbuf && ap->space != isa::MemSpace::kPsum &&
+            ap->space != isa::MemSpace::kHbm)
+          continue;
+        if (ap->space == isa::MemSpace::kHbm && ap->arg == isa::kConstantsArg) continue;
+        const int64_t elem = isa::dtype_size(ap->dtype);
+        int64_t lo = 0, hi = elem;
+        auto widen = [&](int64_t stride, uint64_t count) {
+          if (count == 0) return;
+          const int64_t span = stride * elem * static_cast<int64_t>(count - 1);
+          (span < 0 ? lo : hi) += span;
+        };
+        for (uint32_t d = 0; d < std::min(ap->num_dims, isa::kMaxFreeDims); ++d)
+          widen(ap->dims[d].stride, ap->dims[d].count);
+        Box b;
+        if (ap->space == isa::MemSpace::kHbm) {
+          widen(ap->partition_stride, ap->partition_count);
+          b.p0 = 0;
+          b.p1 = 1;
+          if (ap->arg < args_.size() && args_[ap->arg].data != nullptr) {
+            const auto base =
+                static_cast<int64_t>(reinterpret_cast<uintptr_t>(args_[ap->arg].data) + ap->offset);
+            b.lo = base + lo;
+            b.hi = base + hi;
+          } else {
+            b.lo = INT64_MIN;  // faults when it runs; anything
+            b.hi = INT64_MAX;
+          }
+        } else {
+          b.p0 = ap->partition_start;
+          b.p1 = ap->partition_start + ap->partition_count;
+          b.lo = static_cast<int64_t>(ap->offset) + lo;
+          b.hi = static_cast<int64_t>(ap->offset) + hi;
+        }
+        Box &into = boxes[ap->space == isa::MemSpace::kSbuf   ? kSbuf
+                          : ap->space == isa::MemSpace::kPsum ? kPsum
+                                                              : kHbm];
+        into.p0 = std::min(into.p0, b.p0);
+        into.p1 = std::max(into.p1, b.p1);
+        into.lo = std::min(into.lo, b.lo);
+        into.hi = std::max(into.hi, b.hi);
+      }
+      ahead_[e][i] = boxes;
+    }
+  }
 }
 
 RaceChecker::~RaceChecker() = default;
@@ -240,6 +302,7 @@ std::optional<std::string> RaceChecker::execute(uint32_t engine, uint32_t index,
                                                 const ExecContext &ctx) {
   uint32_t agent = engine;
   begin(engine);
+  next_[engine] = index + 1;
   const bool dma = inst.opcode == isa::Opcode::kDmaCopy;
   if (dma) {
     // The transfer starts after the issue and after this queue's previous transfer from the
@@ -365,18 +428,30 @@ std::optional<std::string> RaceChecker::check(Access &a) {
 // Drops what every engine with work left is already ordered after: no future access can race
 // with it, and no future wait needs it.
 void RaceChecker::prune() {
-  Clock floor;
-  floor.fill(UINT32_MAX);
-  for (uint32_t e = 0; e < isa::kEngineCount; ++e)
-    if (live_[e])
-      for (uint32_t i = 0; i < kRaceAgents; ++i) floor[i] = std::min(floor[i], clocks_[e][i]);
-  for (auto &list : records_) {
+  // A record stays while some engine with work left is not ordered after it and may still
+  // touch its bytes.
+  for (uint32_t space = 0; space < records_.size(); ++space) {
+    auto &list = records_[space];
     const size_t before = list.size();
-    std::erase_if(list, [&](const Access &r) { return floor[r.agent] >= r.epoch; });
+    std::erase_if(list, [&](const Access &r) {
+      for (uint32_t e = 0; e < isa::kEngineCount; ++e) {
+        if (!live_[e] || clocks_[e][r.agent] >= r.epoch) continue;
+        const Box &b = ahead_[e][std::min<size_t>(next_[e], ahead_[e].size() - 1)][space];
+        if (b.p0 < r.p1 && r.p0 < b.p1 && b.lo < r.hi && r.lo < b.hi) return false;
+      }
+      return true;
+    });
     stats_.pruned_dominated += before - list.size();
     record_count_ -= before - list.size();
   }
-  for (History &h : sems_) {
+  for (uint32_t s = 0; s < sems_.size(); ++s) {
+    // Only engines that may still wait on the semaphore read its history.
+    Clock floor;
+    floor.fill(UINT32_MAX);
+    for (uint32_t e = 0; e < isa::kEngineCount; ++e)
+      if (live_[e] && next_[e] < last_wait_[e][s])
+        for (uint32_t i = 0; i < kRaceAgents; ++i) floor[i] = std::min(floor[i], clocks_[e][i]);
+    History &h = sems_[s];
     const size_t before = h.head;
     while (h.head < h.entries.size()) {
       const Clock &p = h.entries[h.head].prefix;

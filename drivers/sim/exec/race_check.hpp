@@ -6,9 +6,10 @@
 // is not ordered after; two that share bytes, come from different agents and include a write are
 // reported (docs/ISA.md, "Race detection").
 //
-// State stays bounded: an access record is dropped once every engine that has work left is
-// ordered after it (every future access, DMA included, inherits some engine's clock), or once a
-// later access of the same bytes makes it redundant (a write, or a read by the same agent).
+// State stays bounded: an access record is dropped once each engine that has work left is
+// ordered after it (every future access, DMA included, inherits some engine's clock) or cannot
+// touch its bytes any more (the bounding box of the rest of its stream), or once a later access
+// of the same bytes makes it redundant (a write, or a read by the same agent).
 #pragma once
 
 #include <array>
@@ -74,7 +75,17 @@ class RaceChecker {
     uint32_t value = 0;     // the semaphore now
   };
 
+  // What instructions [i, end) of an engine's stream may touch, per memory (SBUF, PSUM, HBM):
+  // partitions [p0, p1) x bytes [lo, hi) (HBM: host addresses). A record nothing there overlaps
+  // cannot race with that engine's future accesses, its transfers' included.
+  struct Box {
+    uint32_t p0 = UINT32_MAX, p1 = 0;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+  };
+  using Boxes = std::array<Box, 3>;
+
   static void join(Clock &into, const Clock &from);
+  void plan(const isa::Program &program);
   uint32_t begin(uint32_t agent);  // the agent's next epoch
   std::optional<std::string> check(Access &a);
   void prune();
@@ -85,6 +96,10 @@ class RaceChecker {
   std::span<const HbmBinding> args_;
   std::array<Clock, kRaceAgents> clocks_{};
   std::array<bool, isa::kEngineCount> live_{};
+  std::array<uint32_t, isa::kEngineCount> next_{};  // the first instruction not yet executed
+  std::array<std::vector<Boxes>, isa::kEngineCount> ahead_;  // ahead_[e][i]: see Box
+  // The last instruction of each engine that waits on each semaphore, plus one (0: none).
+  std::array<std::vector<uint32_t>, isa::kEngineCount> last_wait_;
   std::vector<History> sems_;
   std::vector<Clock> pool_;  // clocks carried by updates in flight
   std::vector<uint32_t> free_;
