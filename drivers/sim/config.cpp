@@ -63,6 +63,15 @@ trn_result_t load_config(SimConfig *config, std::string *why) {
     result.spin_ns = *value;
   }
 
+  if (auto text = common::env("TRN_SIM_RACE_CHECK")) {
+    if (*text != "0" && *text != "1") {
+      *why = "TRN_SIM_RACE_CHECK='" + *text + "' is not a switch: use 1 (check kernels for " +
+             "races, the default) or 0 (do not)";
+      return TRN_ERROR_INVALID_CONFIG;
+    }
+    result.race_check = *text == "1";
+  }
+
   *config = std::move(result);
   return TRN_SUCCESS;
 }

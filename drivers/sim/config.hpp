@@ -4,6 +4,7 @@
 //   TRN_SIM_GENERATION  trn1 | trn2 | trn3 (default trn2)
 //   TRN_SIM_HBM_BYTES   device memory per device, e.g. 8GiB (default: the generation's)
 //   TRN_SPIN_NS         how long waits (semaphores, idle queues) spin before sleeping
+//   TRN_SIM_RACE_CHECK  0 turns off the kernel race check (default 1, docs/ISA.md)
 // A value the user set is "explicit": it must match devices other processes already use.
 #pragma once
 
@@ -31,6 +32,7 @@ struct SimConfig {
   uint64_t hbm_bytes = 0;  // 0 = the generation's
   bool hbm_explicit = false;
   uint64_t spin_ns = kDefaultSpinNs;
+  bool race_check = true;  // kernels run with the race check (exec::RunOptions::race_check)
 
   // Device memory per device after defaults and rounding to whole bank granules.
   uint64_t effective_hbm_bytes() const;

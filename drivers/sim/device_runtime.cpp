@@ -21,8 +21,9 @@ trn_result_t DeviceRuntime::hbm_base(char **base, std::string *why) {
 }
 
 CoreExecutors &DeviceRuntime::executors() {
-  std::call_once(executors_made_,
-                 [&] { executors_ = std::make_unique<CoreExecutors>(generation()); });
+  std::call_once(executors_made_, [&] {
+    executors_ = std::make_unique<CoreExecutors>(generation(), instance_.config.race_check);
+  });
   return *executors_;
 }
 

@@ -90,6 +90,7 @@ trn_result_t CoreExecutors::run(uint32_t core, const trn_hal_kernel &kernel,
   if (!slot->executor) slot->executor = std::make_unique<exec::Executor>(spec);
   exec::RunOptions options;
   options.trace = result->trace != nullptr;
+  options.race_check = race_check_;
   const exec::RunResult run = slot->executor->run(kernel.program, args, options);
   fill_result(run, kernel, spec, result);
   return TRN_SUCCESS;

@@ -23,7 +23,8 @@ class DeviceState;
 // One executor per physical core, created on first use; a core runs one kernel at a time.
 class CoreExecutors {
  public:
-  explicit CoreExecutors(trn_generation_t generation) : generation_(generation) {}
+  explicit CoreExecutors(trn_generation_t generation, bool race_check = true)
+      : generation_(generation), race_check_(race_check) {}
   // Runs `kernel` on `core` with args already mapped to host memory.
   trn_result_t run(uint32_t core, const trn_hal_kernel &kernel,
                    std::span<const exec::HbmBinding> args, trn_hal_run_result_t *result,
@@ -35,7 +36,8 @@ class CoreExecutors {
     std::unique_ptr<exec::Executor> executor;
   };
   trn_generation_t generation_;
-  std::mutex mu_;  // guards slots_
+  bool race_check_;  // TRN_SIM_RACE_CHECK
+  std::mutex mu_;    // guards slots_
   std::vector<std::unique_ptr<Slot>> slots_;
 };
 

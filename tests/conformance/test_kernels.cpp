@@ -79,9 +79,12 @@ isa::Program overread() {
   const auto o = b.arg("out", DType::kF32, {kRows, kCols}, isa::ArgDirection::kOut);
   b.dma_copy(Engine::kSync, 0, isa::sbuf(DType::kF32, 0, 1, 0, {{1, 128}}),
              isa::hbm(small, DType::kF32, 0, 128, 1, {{1, 128}}))
+      .signal_add(1)
       .line(41);
+  // Waits for the first: both write partition 0 (on different queues).
   b.dma_copy(Engine::kSync, 1, isa::sbuf_tile(DType::kF32, 0, kRows, 0, kCols),
              isa::hbm_tile(small, DType::kF32, kCols, 0, kRows, 0, kCols))
+      .wait_ge(1, 1)
       .signal_add(0)
       .line(42);
   b.dma_copy(Engine::kGpSimd, 2, isa::hbm_tile(o, DType::kF32, kCols, 0, kRows, 0, kCols),
@@ -292,7 +295,9 @@ struct Fixture {
   trn_queue_t queue = nullptr;
   std::vector<trn_mem_t> mems;
 
-  Fixture() {
+  // `vars`: environment variables set before the runtime starts.
+  explicit Fixture(std::vector<std::pair<const char *, const char *>> vars = {}) {
+    for (auto [name, value] : vars) env.set(name, value);
     device = first_device();
     core = core_at(device, 0);
     pool = make_pool(device, core_properties(core).hbm_bank);
@@ -1286,6 +1291,51 @@ TEST_CASE("kernels: an SBUF overflow is rejected at load naming the engine and i
   CHECK(error_contains("vector[1] memset"));
   CHECK(error_contains("dst reaches bytes [1048576, 1048832) of each SBUF partition"));
   CHECK(activity_of(f.core).kernels_faulted == 0);
+}
+
+TEST_CASE("kernels: an unsynchronized access faults the launch; TRN_SIM_RACE_CHECK=0 runs it",
+          "[kernels][fault]") {
+  // The add waits for one load but reads both tiles.
+  isa::Program racy = vector_add(true);
+  racy.stream(Engine::kVector)[0].wait.value = 1;
+  {
+    Fixture f;
+    VectorAdd data(f);
+    trn_kernel_t k = load(f.device, racy);
+    Launch l(k, data.bindings());
+    REQUIRE(launch(f.queue, l) == TRN_SUCCESS);
+    CHECK(trn_queue_finish(f.queue, kLong) == TRN_ERROR_KERNEL_FAULT);
+    const trn_queue_fault_t fault = fault_of(f.queue);
+    const std::string reason = fault.reason;
+    INFO("reason: " << reason);
+    CHECK(fault.result == TRN_ERROR_KERNEL_FAULT);
+    CHECK(std::string(fault.engine) == "vector");
+    CHECK(fault.instruction == 0);
+    CHECK(fault.source_line == 12);
+    CHECK(reason.find("unsynchronized access: vector[0] tensor_tensor (line 12) reads SBUF "
+                      "p0-127 [2048,4096) while sync[1] dma_copy on queue 1 (line 11) writes "
+                      "it; no semaphore orders them") != std::string::npos);
+    REQUIRE(trn_queue_reset(f.queue) == TRN_SUCCESS);
+    // In place (out bound to a's memory) is ordered: the store follows the add, which read a.
+    trn_kernel_t good = load(f.device, vector_add());
+    Launch in_place(good, {{data.a, 0}, {data.b, 0}, {data.a, 0}});
+    REQUIRE(launch(f.queue, in_place) == TRN_SUCCESS);
+    finish(f.queue);
+    const auto sum = read_values<float>(data.a, uint64_t{kRows} * kCols);
+    CHECK(data.data.matches(sum));
+    trn_kernel_destroy(good);
+    trn_kernel_destroy(k);
+  }
+  {
+    Fixture f(std::vector<std::pair<const char *, const char *>>{{"TRN_SIM_RACE_CHECK", "0"}});
+    VectorAdd data(f);
+    trn_kernel_t k = load(f.device, racy);
+    Launch l(k, data.bindings());
+    REQUIRE(launch(f.queue, l) == TRN_SUCCESS);
+    finish(f.queue);
+    CHECK(data.done());
+    trn_kernel_destroy(k);
+  }
 }
 
 TEST_CASE("kernels: a deadlock between engines is TRN_ERROR_KERNEL_DEADLOCK and the queue recovers",

@@ -586,6 +586,18 @@ TEST_CASE("malformed TRN_SPIN_NS gives TRN_ERROR_INVALID_CONFIG", "[negative][co
   env.set("TRN_SPIN_NS", nullptr);
 }
 
+TEST_CASE("malformed TRN_SIM_RACE_CHECK gives TRN_ERROR_INVALID_CONFIG", "[negative][config]") {
+  SimEnv env;
+  for (const char *value : {"yes", "off", "2", " 0", "00"})
+    expect_invalid_config(env, "TRN_SIM_RACE_CHECK", value, {"use 1", "or 0"});
+  for (const char *value : {"0", "1"}) {
+    env.set("TRN_SIM_RACE_CHECK", value);
+    uint32_t count = 0;
+    CHECK(trn_device_get(&count, nullptr) == TRN_SUCCESS);
+  }
+  env.set("TRN_SIM_RACE_CHECK", nullptr);
+}
+
 TEST_CASE("malformed TRN_VISIBLE_CORES gives TRN_ERROR_INVALID_CONFIG", "[negative][config]") {
   SimEnv env;
   for (const char *value : {"abc", "3-1", "1,,2", "0-x", "-1", "1,", ",1", "1-2-3", " 1"}) {

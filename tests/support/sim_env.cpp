@@ -13,7 +13,8 @@ const std::vector<const char *> &trn_environment_variables() {
   static const std::vector<const char *> names = {
       "TRN_SIM_ROOT",      "TRN_SIM_DEVICES",          "TRN_SIM_GENERATION",
       "TRN_SIM_HBM_BYTES", "TRN_VISIBLE_CORES",        "NEURON_RT_VISIBLE_CORES",
-      "TRN_LNC",           "NEURON_LOGICAL_NC_CONFIG", "TRN_DRIVER"};
+      "TRN_LNC",           "NEURON_LOGICAL_NC_CONFIG", "TRN_DRIVER",
+      "TRN_SIM_RACE_CHECK"};
   return names;
 }
 

@@ -84,13 +84,14 @@ TEST_CASE("cost: vector and scalar instructions cost max(64, N) cycles at their 
     };
     b.activation(t(0, 16), t(4096, 16), isa::ActFunc::kExp);      // 64 cycles (MIN_II)
     b.activation(t(0, 1000), t(4096, 1000), isa::ActFunc::kExp);  // 1000
-    b.tensor_scalar(Engine::kVector, t(0, 1000), t(4096, 1000), isa::AluOp::kMultiply,
+    // Each engine writes its own bytes: the engines run unordered (no race).
+    b.tensor_scalar(Engine::kVector, t(12288, 1000), t(4096, 1000), isa::AluOp::kMultiply,
                     2.0f);  // 1000
-    b.tensor_tensor(Engine::kVector, t(0, 300), t(4096, 300), t(8192, 300),
+    b.tensor_tensor(Engine::kVector, t(12288, 300), t(4096, 300), t(8192, 300),
                     isa::AluOp::kAdd);  // 2N = 600
-    b.tensor_tensor(Engine::kVector, t(0, 20), t(4096, 20), t(8192, 20),
+    b.tensor_tensor(Engine::kVector, t(12288, 20), t(4096, 20), t(8192, 20),
                     isa::AluOp::kAdd);  // 2N = 40: 64
-    b.iota(isa::sbuf_tile(DType::kI32, 0, 128, 0, 100), isa::pattern({{1, 100}}), 0,
+    b.iota(isa::sbuf_tile(DType::kI32, 0, 128, 16384, 100), isa::pattern({{1, 100}}), 0,
            1);  // 150 + 100
     const auto r = run_one(gen, b);
     CHECK(r.counters.engines[int(Engine::kScalar)].cycles == 64 + 1000);

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
 #include <queue>
 
 #include "exec/ops.hpp"
+#include "exec/race_check.hpp"
 #include "isa/scalar_args.hpp"
 #include "isa/validate.hpp"
 
@@ -62,6 +64,7 @@ struct Event {
   isa::SemOp op;
   uint32_t value;
   uint8_t engine;
+  uint32_t clock;  // race check: the clock the update carries
 
   bool operator>(const Event &o) const {
     if (time != o.time) return time > o.time;
@@ -106,13 +109,18 @@ class Simulation {
         sems_(spec_.semaphores, 0),
         // Scalar arguments are substituted into the immediates once per launch; streams that
         // read none run as they are.
-        bound_(isa::bind_scalar_streams(program, scalar_values(args))) {}
+        bound_(isa::bind_scalar_streams(program, scalar_values(args))) {
+    if (options.race_check) race_ = std::make_unique<RaceChecker>(program, args, spec_.semaphores);
+  }
 
   RunResult run() {
     for (uint32_t e = 0; e < isa::kEngineCount; ++e) {
       engines_[e].stream = bound_[e].empty() ? &program_.streams[e] : &bound_[e];
       engines_[e].done = program_.streams[e].empty();
-      if (!engines_[e].done) push_ready(e, 0);
+      if (!engines_[e].done)
+        push_ready(e, 0);
+      else if (race_)
+        race_->finish(e);
     }
     while (!events_.empty() && result_.report.status == RunStatus::kOk) {
       const Event ev = events_.top();
@@ -125,17 +133,23 @@ class Simulation {
     }
     if (result_.report.status == RunStatus::kOk) check_deadlock();
     result_.counters.total_ps = std::max(result_.counters.total_ps, last_completion_);
+    if (race_) {
+      result_.counters.race_accesses = race_->stats().accesses;
+      result_.counters.race_records_peak = race_->stats().peak_records;
+      result_.counters.race_records_kept = race_->stats().peak_kept;
+    }
     return std::move(result_);
   }
 
  private:
   void push_ready(uint32_t engine, uint64_t time) {
-    events_.push(Event{time, 1, seq_++, 0, isa::SemOp::kNone, 0, static_cast<uint8_t>(engine)});
+    events_.push(
+        Event{time, 1, seq_++, 0, isa::SemOp::kNone, 0, static_cast<uint8_t>(engine), kNoClock});
   }
 
-  void push_update(const isa::SemUpdate &u, uint64_t time) {
+  void push_update(const isa::SemUpdate &u, uint64_t time, uint32_t clock) {
     if (u.op == isa::SemOp::kNone) return;
-    events_.push(Event{time, 0, seq_++, u.sem, u.op, u.value, 0});
+    events_.push(Event{time, 0, seq_++, u.sem, u.op, u.value, 0, clock});
   }
 
   bool wait_holds(const isa::SemWait &w) const {
@@ -147,6 +161,7 @@ class Simulation {
   void apply_update(const Event &ev) {
     uint32_t &v = sems_[ev.sem];
     v = ev.op == isa::SemOp::kAdd ? v + ev.value : ev.value;
+    if (race_) race_->update({ev.op, ev.sem, ev.value}, ev.clock);
     for (uint32_t e = 0; e < isa::kEngineCount; ++e) {
       EngineState &s = engines_[e];
       if (s.blocked != Block::kSemaphore) continue;
@@ -177,6 +192,7 @@ class Simulation {
       s.blocked = Block::kSemaphore;
       return;
     }
+    if (race_) race_->wait(e, inst.wait);
     if (inst.opcode == Opcode::kBarrier) return arrive_at_barrier(e);
     execute(e, inst);
   }
@@ -189,6 +205,7 @@ class Simulation {
       if (s.done || s.blocked != Block::kBarrier) return;  // done ones: deadlock check reports
     uint64_t release = now_;
     for (uint64_t q : dma_free_) release = std::max(release, q);
+    if (race_) race_->barrier();
     for (uint32_t i = 0; i < isa::kEngineCount; ++i) {
       EngineState &s = engines_[i];
       s.blocked = Block::kNone;
@@ -212,11 +229,12 @@ class Simulation {
       result_.trace.push_back({static_cast<uint8_t>(e), inst.opcode, static_cast<uint8_t>(e),
                                static_cast<uint32_t>(s.pc), start, end,
                                start - std::min(start, s.free_at), 0, flops});
-    if (update) push_update(inst.signal, end);
+    if (update) push_update(inst.signal, end, race_ ? race_->release(e, inst) : kNoClock);
     last_completion_ = std::max(last_completion_, end);
     s.free_at = end;
     if (++s.pc == s.stream->size()) {
       s.done = true;
+      if (race_) race_->finish(e);
       // A finished engine may leave the others waiting at a barrier: re-check on the next one.
     } else {
       push_ready(e, end);
@@ -234,6 +252,9 @@ class Simulation {
     } catch (const ExecFault &f) {
       return fault(e, inst, f.what());
     }
+    if (race_)
+      if (auto race = race_->execute(e, static_cast<uint32_t>(engines_[e].pc), inst, ctx_))
+        return fault(e, inst, std::move(*race));
     const Engine engine = static_cast<Engine>(e);
     const InstructionCost cost = instruction_cost(inst, spec_, dst, src0, src1);
     result_.counters.engines[e].cycles += cost.cycles;
@@ -251,7 +272,7 @@ class Simulation {
     result_.counters.dma_bytes += dma.bytes;
     result_.counters.dma_transfers++;
     last_completion_ = std::max(last_completion_, end);
-    push_update(inst.signal, end);
+    push_update(inst.signal, end, race_ ? race_->release(e, inst) : kNoClock);
     if (options_.trace)
       result_.trace.push_back({static_cast<uint8_t>(isa::kEngineCount + q), inst.opcode,
                                static_cast<uint8_t>(e), static_cast<uint32_t>(engines_[e].pc),
@@ -304,6 +325,7 @@ class Simulation {
   std::array<std::vector<isa::Instruction>, isa::kEngineCount> bound_;  // see the constructor
   std::array<EngineState, isa::kEngineCount> engines_{};
   std::array<uint64_t, kDmaQueues> dma_free_{};
+  std::unique_ptr<RaceChecker> race_;  // null when options.race_check is off
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   uint64_t seq_ = 0;
   uint64_t now_ = 0;

@@ -47,6 +47,11 @@ struct Counters {
   uint64_t dma_bytes = 0;
   uint64_t flops = 0;
   uint64_t total_ps = 0;  // from start to the last completion
+  // Race check (when on): accesses checked, and the most records held at once (accesses not
+  // yet known to be ordered before every engine, plus semaphore history).
+  uint64_t race_accesses = 0;
+  uint64_t race_records_peak = 0;
+  uint64_t race_records_kept = 0;  // the most that pruning could not drop
 };
 
 enum class RunStatus { kOk, kFault, kDeadlock };
@@ -63,6 +68,9 @@ struct RunReport {
 
 struct RunOptions {
   bool trace = false;
+  // Report accesses of different engines / DMA queues to the same bytes that no semaphore or
+  // barrier orders (docs/ISA.md, "Race detection"): the run stops with a fault at the later one.
+  bool race_check = true;
 };
 
 struct RunResult {
