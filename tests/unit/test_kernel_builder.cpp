@@ -9,6 +9,7 @@
 #include "isa/container.hpp"
 #include "isa/disassembler.hpp"
 #include "kbuild/kernel_builder.hpp"
+#include "kbuild/kernels/tiled_matmul.hpp"
 #include "support/kbuild_helpers.hpp"
 
 using namespace trn;
@@ -268,5 +269,66 @@ TEST_CASE("kbuild: scalar arguments and tile operands") {
     for (size_t c = 0; c < 256; ++c) sum += xb.at<float>(row * 256 + c);
     for (size_t c = 0; c < 256; ++c)
       REQUIRE(yb.at<float>(row * 256 + c) == xb.at<float>(row * 256 + c) * 3.0f + sum);
+  }
+}
+
+namespace {
+
+// Every wait the builder inserted, as (engine, index).
+std::vector<std::pair<uint32_t, size_t>> waits_of(const isa::Program &p) {
+  std::vector<std::pair<uint32_t, size_t>> out;
+  for (uint32_t e = 0; e < isa::kEngineCount; ++e)
+    for (size_t i = 0; i < p.streams[e].size(); ++i)
+      if (p.streams[e][i].wait.cmp != isa::SemCmp::kNone) out.emplace_back(e, i);
+  return out;
+}
+
+// Runs `p` with one wait removed; returns the run's report.
+sim::exec::RunReport without_wait(isa::Program p, std::pair<uint32_t, size_t> wait,
+                                  std::vector<sim::exec::HbmBinding> args) {
+  isa::Instruction &inst = p.streams[wait.first][wait.second];
+  inst.wait = {};
+  if (inst.opcode == isa::Opcode::kSemWait) inst.opcode = isa::Opcode::kNop;  // waits for nothing
+  Executor ex(sim::core_spec(TRN_GENERATION_TRN2));
+  return test::run_checked(ex, p, args).report;
+}
+
+}  // namespace
+
+TEST_CASE("kbuild: every wait the builder inserts is needed: without it the race is reported") {
+  const isa::Program p = scale_add(256, 512);
+  HostBuffer x(256 * 512 * 4), b(512 * 4), y(256 * 512 * 4);
+  const auto waits = waits_of(p);
+  REQUIRE(waits.size() >= 8);
+  {
+    Executor ex(sim::core_spec(TRN_GENERATION_TRN2));
+    REQUIRE(test::run_checked(ex, p, {x.binding(), b.binding(), y.binding()}).report.status ==
+            RunStatus::kOk);
+  }
+  for (const auto &w : waits) {
+    CAPTURE(isa::engine_name(Engine(w.first)), w.second);
+    const auto r = without_wait(p, w, {x.binding(), b.binding(), y.binding()});
+    REQUIRE(r.status == RunStatus::kFault);
+    CHECK_THAT(r.message, Catch::StartsWith("unsynchronized access: "));
+    CHECK_THAT(r.message, Catch::Contains("(test_kernel_builder.cpp:"));
+    CHECK_THAT(r.message, Catch::EndsWith("; no semaphore orders them"));
+  }
+}
+
+TEST_CASE("kbuild: the tiled matmul without one of its waits races") {
+  const BuildTarget target = test::build_target(TRN_GENERATION_TRN2);
+  MatmulConfig cfg{256, 1024, 384, DType::kBf16, DType::kF32};
+  cfg.target = target;
+  const isa::Program p = test::built(build_tiled_matmul(cfg));
+  HostBuffer lhsT(384 * 256 * 2), rhs(384 * 1024 * 2), out(256 * 1024 * 4);
+  const auto waits = waits_of(p);
+  REQUIRE(waits.size() > 20);
+  // A sample across engines (each run is a whole matmul).
+  for (size_t i = 0; i < waits.size(); i += waits.size() / 9) {
+    CAPTURE(isa::engine_name(Engine(waits[i].first)), waits[i].second);
+    const auto r = without_wait(p, waits[i], {lhsT.binding(), rhs.binding(), out.binding()});
+    REQUIRE(r.status == RunStatus::kFault);
+    CHECK_THAT(r.message, Catch::StartsWith("unsynchronized access: "));
+    CHECK_THAT(r.message, Catch::Contains("tiled_matmul.cpp:"));
   }
 }

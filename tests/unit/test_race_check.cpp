@@ -7,7 +7,7 @@
 #include <random>
 #include <tuple>
 
-#include "kbuild/tiled_matmul.hpp"
+#include "kbuild/kernels/tiled_matmul.hpp"
 #include "support/exec_helpers.hpp"
 
 using namespace trn;
