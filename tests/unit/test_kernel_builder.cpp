@@ -332,3 +332,32 @@ TEST_CASE("kbuild: the tiled matmul without one of its waits races") {
     CHECK_THAT(r.message, Catch::Contains("tiled_matmul.cpp:"));
   }
 }
+
+TEST_CASE("kbuild: iota and select build a causal mask") {
+  // y[p, i] = x[p, i] where i <= p (row p of a lower-triangular mask), else -1000; and the
+  // column index i + 10 * p from iota.
+  KernelBuilder kb("causal", kTrn2);
+  const HbmTensor x = kb.input("x", DType::kF32, {128, 128});
+  const HbmTensor y = kb.output("y", DType::kF32, {128, 128});
+  const HbmTensor idx = kb.output("idx", DType::kI32, {128, 128});
+  const Tile t = kb.sbuf(DType::kF32, 128, {128});
+  kb.load(t, x.view());
+  const Tile masked = kb.sbuf(DType::kF32, 128, {128});
+  kb.select(masked, {{-1, 128}}, 0, 1, AluOp::kGreaterEqual, t, -1000.0f);  // p - i >= 0
+  kb.store(y.view(), masked);
+  const Tile ids = kb.sbuf(DType::kI32, 128, {128});
+  kb.iota(ids, {{1, 128}}, 0, 10);
+  kb.store(idx.view(), ids);
+  const isa::Program p = test::built(kb.finish());
+  HostBuffer xb(128 * 128 * 4), yb(128 * 128 * 4), ib(128 * 128 * 4);
+  for (size_t i = 0; i < 128 * 128; ++i) xb.set<float>(i, float(i % 101));
+  Executor ex(sim::core_spec(TRN_GENERATION_TRN2));
+  const auto r = test::run_checked(ex, p, {xb.binding(), yb.binding(), ib.binding()});
+  REQUIRE(r.report.status == RunStatus::kOk);
+  for (uint32_t row = 0; row < 128; ++row)
+    for (uint32_t i = 0; i < 128; ++i) {
+      REQUIRE(yb.at<float>(row * 128 + i) == (i <= row ? xb.at<float>(row * 128 + i) : -1000.0f));
+      REQUIRE(ib.at<int32_t>(row * 128 + i) == int32_t(i + 10 * row));
+    }
+  CHECK(p.stream(Engine::kGpSimd).size() >= 2);  // iota and affine_select run on gpsimd
+}
