@@ -24,19 +24,34 @@ Built build_softmax(const SoftmaxConfig &c) {
   const HbmTensor x = kb.input("x", c.dtype, {c.rows, c.cols});
   const HbmTensor y = kb.output("y", c.out_dtype, {c.rows, c.cols});
   const auto cols = static_cast<uint32_t>(c.cols);
-  for_row_tiles(c.rows, [&](uint64_t r0, uint32_t p) {
-    const Tile in = kb.sbuf(c.dtype, p, {cols}, "x");
-    kb.load(in, x.tile(r0, p, 0, cols));
-    const Tile neg_max = kb.sbuf(DType::kF32, p, {1}, "-max");
+  // Per row tile: max and exp (with the row sum) first, then the division and the store,
+  // pipelined so that each engine has the next tile's max and exp ahead of this tile's division.
+  struct Rows {
+    uint64_t r0;
+    uint32_t p;
+    Tile e, sum;
+  };
+  auto exponentials = [&](uint64_t t) {
+    Rows r{t * kRowTile,
+           static_cast<uint32_t>(std::min<uint64_t>(kRowTile, c.rows - t * kRowTile)),
+           {},
+           {}};
+    const Tile in = kb.sbuf(c.dtype, r.p, {cols}, "x");
+    kb.load(in, x.tile(r.r0, r.p, 0, cols));
+    const Tile neg_max = kb.sbuf(DType::kF32, r.p, {1}, "-max");
     kb.reduce(neg_max, in, AluOp::kMax, 0, /*negate=*/true);
     // e = exp(x - max), and its row sum in the same pass.
-    const Tile e = c.dtype == DType::kF32 ? in : kb.sbuf(DType::kF32, p, {cols}, "exp");
-    const Tile sum = kb.sbuf(DType::kF32, p, {1}, "sum");
-    kb.activation(e, in, ActFunc::kExp, 1.0f, neg_max, sum);
-    const Tile out = c.out_dtype == DType::kF32 ? e : kb.sbuf(c.out_dtype, p, {cols}, "y");
-    kb.tensor_scalar(out, e, AluOp::kDivide, sum);
-    kb.store(y.tile(r0, p, 0, cols), out);
-  });
+    r.e = c.dtype == DType::kF32 ? in : kb.sbuf(DType::kF32, r.p, {cols}, "exp");
+    r.sum = kb.sbuf(DType::kF32, r.p, {1}, "sum");
+    kb.activation(r.e, in, ActFunc::kExp, 1.0f, neg_max, r.sum);
+    return r;
+  };
+  auto normalise = [&](const Rows &r) {
+    const Tile out = c.out_dtype == DType::kF32 ? r.e : kb.sbuf(c.out_dtype, r.p, {cols}, "y");
+    kb.tensor_scalar(out, r.e, AluOp::kDivide, r.sum);
+    kb.store(y.tile(r.r0, r.p, 0, cols), out);
+  };
+  pipelined((c.rows + kRowTile - 1) / kRowTile, exponentials, normalise);
   return kb.finish();
 }
 
