@@ -10,11 +10,19 @@
 // A scalar argument stands for an immediate, so one binary serves every value (y = alpha * x):
 //   auto alpha = b.scalar_arg("alpha", DType::kF32);
 //   b.activation(dst, src, ActFunc::kIdentity).read_scalar(ImmSlot::kImm0, alpha);
+//
+// at() records where an instruction came from, the C++ call site by default, so that faults,
+// validation errors and profiles name "softmax.cpp:57"; a kernel whose instructions come from
+// several files (its .cpp and helper headers) keeps a table of them (Program::source_files):
+//   b.memset(Engine::kVector, tile, 0.0f).at();                    // this file and line
+//   b.memset(Engine::kVector, tile, 0.0f).at("softmax.cpp", 57);  // a given one
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
+#include <source_location>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "isa/program.hpp"
@@ -52,6 +60,10 @@ class InstrRef {
   InstrRef &signal_add(uint16_t sem, uint32_t value = 1);
   InstrRef &signal_set(uint16_t sem, uint32_t value);
   InstrRef &line(uint32_t source_line);
+  // The instruction came from `file` at `line` (the file is added to the program's table of
+  // source files when it is new): faults, validation errors and profiles then name "file:line".
+  InstrRef &at(std::string_view file, uint32_t line);
+  InstrRef &at(const std::source_location &loc = std::source_location::current());
   // The instruction's `slot` reads scalar argument `arg` at launch (its own value becomes 0).
   InstrRef &read_scalar(ImmSlot slot, uint16_t arg);
   Instruction &get();
