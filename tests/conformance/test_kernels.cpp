@@ -1283,6 +1283,41 @@ TEST_CASE("kernels: a DMA past its argument faults the queue with a full record,
   trn_kernel_destroy(good);
 }
 
+TEST_CASE("kernels: trace events name each instruction's source file and line",
+          "[kernels][launch]") {
+  Fixture f;
+  VectorAdd data(f);
+  isa::Program p = vector_add(true);
+  isa::InstrRef(p, Engine::kSync, 0).at("kernels/vector_add.cpp", 10);
+  isa::InstrRef(p, Engine::kSync, 1).at("kernels/vector_add.cpp", 11);
+  isa::InstrRef(p, Engine::kVector, 0).at("kernels/add_helpers.hpp", 12);
+  isa::InstrRef(p, Engine::kGpSimd, 0).at("kernels/vector_add.cpp", 13);
+  REQUIRE(p.source_files.size() == 1);
+  trn_kernel_t kernel = load(f.device, p);
+  trn_profile_t profile = make_profile(TRN_PROFILE_FLAG_TRACE);
+  Launch l(kernel, data.bindings(), profile);
+  REQUIRE(launch(f.queue, l) == TRN_SUCCESS);
+  finish(f.queue);
+  const std::string trace = temp_path(f.env, "trace.json");
+  REQUIRE(trn_profile_write_trace(profile, trace.c_str()) == TRN_SUCCESS);
+  const nlohmann::json j = read_json(trace);
+  std::map<std::string, std::set<std::string>> sources;  // engine -> "file:line"
+  for (const auto &ev : j["traceEvents"]) {
+    if (ev["ph"] != "X" || ev["cat"] != "instruction") continue;
+    INFO(ev.dump());
+    REQUIRE(ev["args"].contains("source"));
+    const std::string source = ev["args"]["source"].get<std::string>();
+    CHECK_THAT(source, Catch::EndsWith(":" + std::to_string(ev["args"]["line"].get<uint32_t>())));
+    sources[ev["args"]["engine"].get<std::string>()].insert(source);
+  }
+  CHECK(sources["sync"] ==
+        std::set<std::string>{"kernels/vector_add.cpp:10", "kernels/vector_add.cpp:11"});
+  CHECK(sources["vector"] == std::set<std::string>{"kernels/add_helpers.hpp:12"});
+  CHECK(sources["gpsimd"] == std::set<std::string>{"kernels/vector_add.cpp:13"});
+  trn_profile_destroy(profile);
+  trn_kernel_destroy(kernel);
+}
+
 TEST_CASE("kernels: a fault names the source file and line of the faulting instruction",
           "[kernels][fault]") {
   Fixture f;
