@@ -110,9 +110,11 @@ InstrRef &InstrRef::at(std::string_view file, uint32_t line_number) {
   return line(line_number);
 }
 
+#if defined(__cpp_lib_source_location)
 InstrRef &InstrRef::at(const std::source_location &loc) {
   return at(loc.file_name(), loc.line());
 }
+#endif
 
 InstrRef &InstrRef::read_scalar(ImmSlot slot, uint16_t arg) {
   read_scalar_arg(get(), slot, arg);

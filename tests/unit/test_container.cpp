@@ -1129,3 +1129,21 @@ TEST_CASE("container: a malformed source file table is rejected with the reason"
                 "section .trn.debug: 0 bytes after the line numbers; expected the source file "
                 "count (format version 3)");
 }
+
+TEST_CASE("builder: at() without arguments records the call site") {
+  ProgramBuilder b("here");
+  const auto line = static_cast<uint32_t>(__LINE__ + 1);
+  b.memset(Engine::kVector, sbuf_tile(DType::kF32, 0, 128, 0, 64), 1.0f).at();
+  const Program p = b.finish();
+  CHECK_THAT(p.source_file, Catch::Matchers::EndsWith("test_container.cpp"));
+  CHECK(p.source_lines[static_cast<uint32_t>(Engine::kVector)] == std::vector<uint32_t>{line});
+#if defined(__cpp_lib_source_location)
+  ProgramBuilder c("given");
+  const std::source_location loc = std::source_location::current();
+  c.memset(Engine::kVector, sbuf_tile(DType::kF32, 0, 128, 0, 64), 1.0f).at(loc);
+  const Program q = c.finish();
+  CHECK(q.source_file == loc.file_name());
+  CHECK(q.source_lines[static_cast<uint32_t>(Engine::kVector)] ==
+        std::vector<uint32_t>{static_cast<uint32_t>(loc.line())});
+#endif
+}
