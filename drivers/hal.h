@@ -35,11 +35,14 @@ extern "C" {
 /*
  * Interface versions are major.minor. A runtime uses a driver whose major version equals its own
  * and whose table is at least as large as the runtime's: minor versions only append operations.
+ *
+ * 2.1 appends kernel_source_file (the file of an instruction's source line, for kernels built
+ * from several source files).
  */
 #define TRN_HAL_MAKE_VERSION(major, minor) TRN_CAST_(uint32_t, ((major) << 16) | (minor))
 #define TRN_HAL_VERSION_MAJOR(version) (TRN_CAST_(uint32_t, version) >> 16)
 #define TRN_HAL_VERSION_MINOR(version) (TRN_CAST_(uint32_t, version) & 0xffffu)
-#define TRN_HAL_VERSION TRN_HAL_MAKE_VERSION(2u, 0u)
+#define TRN_HAL_VERSION TRN_HAL_MAKE_VERSION(2u, 1u)
 
 typedef struct trn_hal_error {
   char message[TRN_DETAIL_MAX];
@@ -556,6 +559,16 @@ typedef struct trn_hal_ops {
    */
   trn_result_t (*queue_set_priority)(trn_hal_queue_t *queue, uint32_t priority,
                                      trn_hal_error_t *err);
+
+  /* Interface 2.1 ---------------------------------------------------------------------------- */
+
+  /**
+   * The source file of an instruction's source line (kernel_source_line), "" when unknown. A
+   * kernel built from several files names each instruction's own. The string belongs to the
+   * kernel: valid until kernel_unload.
+   */
+  const char *(*kernel_source_file)(const trn_hal_kernel_t *kernel, uint32_t engine,
+                                    uint32_t index);
 } trn_hal_ops_t;
 
 /** queue_set_priority values. */

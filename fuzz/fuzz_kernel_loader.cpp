@@ -45,14 +45,15 @@ bool same_instruction(const Instruction &a, const Instruction &b) {
 
 bool same_program(const Program &a, const Program &b) {
   if (a.name != b.name || a.args.size() != b.args.size() || a.constants != b.constants ||
-      a.source_file != b.source_file)
+      a.source_file != b.source_file || a.source_files != b.source_files)
     return false;
   for (size_t i = 0; i < a.args.size(); ++i)
     if (a.args[i].name != b.args[i].name || a.args[i].dtype != b.args[i].dtype ||
         a.args[i].shape != b.args[i].shape || a.args[i].direction != b.args[i].direction)
       return false;
   for (uint32_t e = 0; e < kEngineCount; ++e) {
-    if (a.streams[e].size() != b.streams[e].size() || a.source_lines[e] != b.source_lines[e])
+    if (a.streams[e].size() != b.streams[e].size() || a.source_lines[e] != b.source_lines[e] ||
+        a.source_file_ids[e] != b.source_file_ids[e])
       return false;
     for (size_t i = 0; i < a.streams[e].size(); ++i)
       if (!same_instruction(a.streams[e][i], b.streams[e][i])) return false;

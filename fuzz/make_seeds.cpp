@@ -99,6 +99,16 @@ Program scalar_kernel() {
   return b.finish();
 }
 
+// Instructions from several source files (format version 3): a file table in .trn.debug.
+Program several_files_kernel() {
+  ProgramBuilder b("several_files");
+  const auto tile = sbuf_tile(DType::kF32, 0, 128, 0, 64);
+  b.memset(Engine::kVector, tile, 0.0f).at("kernels/softmax.cpp", 57);
+  b.memset(Engine::kVector, tile, 1.0f).at("kernels/softmax_helpers.hpp", 12);
+  b.memset(Engine::kGpSimd, tile, 2.0f).at("lib/tile.h", 3);
+  return b.finish();
+}
+
 }  // namespace
 
 // A safetensors file: the header's 8-byte little-endian length, the header, `data` bytes.
@@ -156,7 +166,8 @@ int main(int argc, char **argv) {
       {"empty.trnk", empty_kernel()},
       {"relu.trnk", relu_kernel()},
       {"all_opcodes.trnk", all_opcodes_kernel()},
-      {"scalars.trnk", scalar_kernel()}};
+      {"scalars.trnk", scalar_kernel()},
+      {"several_files.trnk", several_files_kernel()}};
   for (const auto &[name, program] : kernels) {
     const auto bytes = write_kernel(program);
     std::ofstream f(dir / name, std::ios::binary | std::ios::trunc);

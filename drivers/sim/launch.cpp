@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "isa/opcodes.hpp"
+#include "isa/program.hpp"
 #include "sim/wait_primitives.hpp"
 
 namespace trn::sim {
@@ -126,7 +127,13 @@ LaunchOutcome run_launch(trn_hal_instance_t &instance, DeviceRuntime &device,
     where = std::string("faulted at ") +
             isa::engine_name(static_cast<isa::Engine>(result->engine)) + "[" +
             std::to_string(result->index) + "] " + result->opcode;
-    if (result->source_line) where += " (line " + std::to_string(result->source_line) + ")";
+    // "(kernel.cpp:12)" with the instruction's source file, "(line 12)" without one.
+    if (result->source_line) {
+      std::string at = isa::source_location_text(
+          program, static_cast<isa::Engine>(result->engine % isa::kEngineCount), result->index);
+      if (at.empty()) at = "line " + std::to_string(result->source_line);
+      where += " (" + at + ")";
+    }
   }
   outcome.why = "kernel '" + program.name + "' " + where + ": " + result->message;
   outcome.result = deadlock ? TRN_ERROR_KERNEL_DEADLOCK : TRN_ERROR_KERNEL_FAULT;

@@ -63,6 +63,16 @@ uint32_t sim_kernel_source_line(const trn_hal_kernel_t *kernel, uint32_t engine,
   return index < lines.size() ? lines[index] : 0;
 }
 
+const char *sim_kernel_source_file(const trn_hal_kernel_t *kernel, uint32_t engine,
+                                   uint32_t index) {
+  if (!kernel || engine >= TRN_ENGINE_COUNT) return "";
+  const auto &lines = kernel->program.source_lines[engine];
+  if (index >= lines.size()) return "";
+  return kernel->program
+      .source_file_name(kernel->program.source_file_id(static_cast<isa::Engine>(engine), index))
+      .c_str();
+}
+
 }  // namespace
 
 void fill_kernel_ops(trn_hal_ops_t *ops) {
@@ -71,6 +81,7 @@ void fill_kernel_ops(trn_hal_ops_t *ops) {
   ops->kernel_properties = sim_kernel_properties;
   ops->kernel_arg = sim_kernel_arg;
   ops->kernel_source_line = sim_kernel_source_line;
+  ops->kernel_source_file = sim_kernel_source_file;
 }
 
 }  // namespace trn::sim

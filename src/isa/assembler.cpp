@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "isa/asm_syntax.hpp"
+#include "isa/container.hpp"
 #include "isa/scalar_args.hpp"
 
 namespace trn::isa {
@@ -283,6 +284,17 @@ class Assembler {
     if (!saw_loc_ && program_.instruction_count() != 0) {
       program_.source_lines = text_lines_;
       if (!have_file_) program_.source_file = std::string(file_name);
+      for (auto &ids : file_ids_) ids.clear();
+    }
+    // File ids go with the lines, and only when files past the first are declared.
+    for (uint32_t e = 0; e < kEngineCount; ++e) {
+      auto &ids = program_.source_file_ids[e];
+      if (program_.source_files.empty()) {
+        ids.clear();
+      } else {
+        ids = std::move(file_ids_[e]);
+        ids.resize(program_.source_lines[e].size(), 0);
+      }
     }
     return std::move(program_);
   }
@@ -1014,11 +1026,15 @@ class Assembler {
     auto e = static_cast<uint32_t>(*engine_);
     auto &stream = program_.streams[e];
     auto &lines = program_.source_lines[e];
+    auto &ids = file_ids_[e];  // kept the same size as lines
     if (loc_) {
       lines.resize(stream.size(), 0);
-      lines.push_back(*loc_);
+      ids.resize(stream.size(), 0);
+      lines.push_back(loc_->line);
+      ids.push_back(loc_->file);
     } else if (!lines.empty()) {
       lines.push_back(0);
+      ids.push_back(0);
     }
     stream.push_back(inst);
     text_lines_[e].push_back(line_no_);
@@ -1048,9 +1064,13 @@ class Assembler {
       program_.name = name_token("a kernel name");
       have_kernel_ = true;
     } else if (w == "file") {
-      if (have_file_) fail(d.column, ".file given twice");
-      program_.source_file = name_token("a source file name");
-      have_file_ = true;
+      if (peek().kind == Tok::kNumber) {
+        numbered_file_directive();
+      } else {
+        if (have_file_) fail(d.column, ".file given twice");
+        program_.source_file = name_token("a source file name");
+        have_file_ = true;
+      }
     } else if (w == "arg") {
       arg_directive(d);
     } else if (w == "const") {
@@ -1075,7 +1095,18 @@ class Assembler {
         next();
         loc_.reset();
       } else {
-        loc_ = u32("source line");
+        // ".loc LINE" (file 0) or ".loc FILE LINE".
+        const uint32_t column = peek().column;
+        Loc loc{0, u32("source line")};
+        if (peek().kind == Tok::kNumber) {
+          loc.file = loc.line;
+          if (loc.file > program_.source_files.size())
+            fail(column, fmt::format("source file {} is not declared (declare it first with .file "
+                                     "{} \"name\")",
+                                     loc.file, loc.file));
+          loc.line = u32("source line");
+        }
+        loc_ = loc;
       }
     } else {
       std::vector<std::string_view> names;
@@ -1083,6 +1114,25 @@ class Assembler {
       fail(d.column, fmt::format("unknown directive '.{}'{}", printable(w), suggest(w, names)));
     }
     expect_end(fmt::format("after the .{} directive", w));
+  }
+
+  // ".file N name": source file N (N >= 1; file 0 is the one ".file name" names). Files are
+  // numbered 1, 2, 3, ... in the order they are declared.
+  void numbered_file_directive() {
+    const uint32_t column = peek().column;
+    const uint64_t n = unsigned_int("source file number", kMaxSourceFiles);
+    const size_t count = program_.source_files.size();
+    if (n == 0)
+      fail(column, "source file 0 is the one '.file \"name\"' names; number the others from 1");
+    if (n <= count) fail(column, fmt::format("source file {} is already declared", n));
+    if (n != count + 1)
+      fail(column, fmt::format("source file {} is declared before file {}; number the files 1, "
+                               "2, 3, ... in order",
+                               n, count + 1));
+    const uint32_t name_column = peek().column;
+    std::string name = name_token("a source file name");
+    if (name.empty()) fail(name_column, "a source file name cannot be empty");
+    program_.source_files.push_back(std::move(name));
   }
 
   void arg_directive(const Token &d) {
@@ -1202,8 +1252,12 @@ class Assembler {
   size_t pos_ = 0;
   uint32_t line_no_ = 0;
   std::optional<Engine> engine_;
-  std::optional<uint32_t> loc_;
+  struct Loc {
+    uint32_t file = 0, line = 0;
+  };
+  std::optional<Loc> loc_;
   bool saw_loc_ = false;
+  AsmLineMap file_ids_;    // the file of every line in program_.source_lines
   AsmLineMap text_lines_;  // the text line of every instruction
   bool have_kernel_ = false, have_file_ = false;
   std::unordered_map<std::string, std::vector<uint16_t>> arg_names_;

@@ -100,6 +100,22 @@ InstrRef &InstrRef::line(uint32_t source_line) {
   return *this;
 }
 
+InstrRef &InstrRef::at(std::string_view file, uint32_t line_number) {
+  const uint32_t id = program_->intern_source_file(file);
+  auto &ids = program_->source_file_ids[static_cast<uint32_t>(engine_)];
+  if (id != 0 || !ids.empty()) {
+    ids.resize(program_->stream(engine_).size(), 0);
+    ids[index_] = id;
+  }
+  return line(line_number);
+}
+
+#if defined(__cpp_lib_source_location)
+InstrRef &InstrRef::at(const std::source_location &loc) {
+  return at(loc.file_name(), loc.line());
+}
+#endif
+
 InstrRef &InstrRef::read_scalar(ImmSlot slot, uint16_t arg) {
   read_scalar_arg(get(), slot, arg);
   return *this;
@@ -125,6 +141,8 @@ InstrRef ProgramBuilder::add(const Instruction &inst) {
   stream.push_back(inst);
   auto &lines = program_.source_lines[static_cast<uint32_t>(inst.engine)];
   if (!lines.empty()) lines.resize(stream.size(), 0);
+  auto &ids = program_.source_file_ids[static_cast<uint32_t>(inst.engine)];
+  if (!ids.empty()) ids.resize(stream.size(), 0);
   return InstrRef(program_, inst.engine, stream.size() - 1);
 }
 

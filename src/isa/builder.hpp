@@ -10,12 +10,23 @@
 // A scalar argument stands for an immediate, so one binary serves every value (y = alpha * x):
 //   auto alpha = b.scalar_arg("alpha", DType::kF32);
 //   b.activation(dst, src, ActFunc::kIdentity).read_scalar(ImmSlot::kImm0, alpha);
+//
+// at() records where an instruction came from, the C++ call site by default, so that faults,
+// validation errors and profiles name "softmax.cpp:57"; a kernel whose instructions come from
+// several files (its .cpp and helper headers) keeps a table of them (Program::source_files):
+//   b.memset(Engine::kVector, tile, 0.0f).at();                    // this file and line
+//   b.memset(Engine::kVector, tile, 0.0f).at("softmax.cpp", 57);  // a given one
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
+#include <version>
+#if defined(__cpp_lib_source_location)
+#include <source_location>
+#endif
 
 #include "isa/program.hpp"
 
@@ -52,10 +63,20 @@ class InstrRef {
   InstrRef &signal_add(uint16_t sem, uint32_t value = 1);
   InstrRef &signal_set(uint16_t sem, uint32_t value);
   InstrRef &line(uint32_t source_line);
+  // The instruction came from `file` at `line`, the call site by default (the file is added to
+  // the program's table of source files when it is new): faults, validation errors and
+  // profiles then name "file:line". The builtins stand in for std::source_location, which not
+  // every supported standard library has (clang 14 with libstdc++ 12 lacks it).
+  InstrRef &at(std::string_view file = __builtin_FILE(), uint32_t line = __builtin_LINE());
+#if defined(__cpp_lib_source_location)
+  InstrRef &at(const std::source_location &loc);
+#endif
   // The instruction's `slot` reads scalar argument `arg` at launch (its own value becomes 0).
   InstrRef &read_scalar(ImmSlot slot, uint16_t arg);
   Instruction &get();
-  size_t index() const { return index_; }
+  size_t index() const {
+    return index_;
+  }
 
  private:
   Program *program_;

@@ -1,11 +1,13 @@
-// The kernel binary (format versions 1 and 2; 2 only for kernels with scalar arguments). Every
+// The kernel binary (format versions 1, 2 and 3; 2 only for kernels with scalar arguments, 3
+// only for kernels whose instructions come from more than one source file). Every
 // multi-byte value is little endian; every record is written and read field by field (never a
 // struct copy); all padding and reserved fields are 0 and the reader rejects anything else.
 //
 // ELF64 header (64 bytes, at offset 0), section headers (64 bytes each, e_shoff, at the end).
 //
 // .trn.meta (48 bytes + name_len + 1, type PROGBITS, align 8)
-//   0 magic u32 "TRNK"      4 version u32 (1, or 2 with scalar arguments)   8 arg_count u32
+//   0 magic u32 "TRNK"      4 version u32 (1; 2 with scalar arguments; 3 with several source
+//                                                  files)                   8 arg_count u32
 //  12 instruction count u32 per engine (tensor, vector, scalar, gpsimd, sync)
 //  32 name_len u32         36 reserved u32            40 constants size u64
 //  48 kernel name, name_len bytes, NUL
@@ -36,6 +38,10 @@
 //   0 file_len u32   4 line count u32 per engine (0 or that engine's instruction count)
 //  24 source file name, file_len bytes, NUL, zero padding to a multiple of 4
 //     then the lines, u32 each, engine by engine
+//   version 3 only, then the other source files (files 1, 2, ...; file 0 is the one above):
+//     file_count u32 (1..65535), then per file: name_len u32 (1..4096), the name, NUL, zero
+//     padding to a multiple of 4; then one file id u32 (0..file_count) per line above, engine
+//     by engine. Nothing follows.
 //
 // .shstrtab (STRTAB, align 1): "\0" then the section names, NUL-terminated.
 #include "isa/container.hpp"
@@ -160,7 +166,7 @@ void write_instruction(Out &o, const Instruction &in) {
 }
 
 bool has_debug(const Program &p) {
-  if (!p.source_file.empty()) return true;
+  if (!p.source_file.empty() || !p.source_files.empty()) return true;
   for (const auto &l : p.source_lines)
     if (!l.empty()) return true;
   return false;
@@ -174,7 +180,10 @@ std::vector<std::byte> write_kernel(const Program &p) {
 
   Out &m = sec[kMeta];
   m.u32(kKernelMagic);
-  m.u32(uses_scalar_args(p) ? kKernelFormatVersionScalars : kKernelFormatVersion);
+  const bool files = !p.source_files.empty();
+  m.u32(files                 ? kKernelFormatVersionFiles
+        : uses_scalar_args(p) ? kKernelFormatVersionScalars
+                              : kKernelFormatVersion);
   m.u32(static_cast<uint32_t>(p.args.size()));
   for (const auto &s : p.streams) m.u32(static_cast<uint32_t>(s.size()));
   m.u32(static_cast<uint32_t>(p.name.size()));
@@ -213,6 +222,20 @@ std::vector<std::byte> write_kernel(const Program &p) {
       const auto &lines = p.source_lines[e];
       if (lines.empty()) continue;
       for (size_t i = 0; i < p.streams[e].size(); ++i) d.u32(i < lines.size() ? lines[i] : 0);
+    }
+    if (files) {
+      d.u32(static_cast<uint32_t>(p.source_files.size()));
+      for (const std::string &f : p.source_files) {
+        d.u32(static_cast<uint32_t>(f.size()));
+        d.str(f);
+        d.u8(0);
+        d.pad(4);
+      }
+      for (uint32_t e = 0; e < kEngineCount; ++e) {
+        if (p.source_lines[e].empty()) continue;
+        for (size_t i = 0; i < p.streams[e].size(); ++i)
+          d.u32(p.source_file_id(static_cast<Engine>(e), i));
+      }
     }
   }
 
@@ -503,6 +526,11 @@ class KernelReader {
       if (auto err = read_stream(static_cast<Engine>(e))) return err;
     if (auto e = read_const()) return e;
     if (auto e = read_debug()) return e;
+    if (version_ == kKernelFormatVersionFiles && index_[kDebug] == 0)
+      return fmt::format(
+          "kernel format version {} without section .trn.debug; version {} is only for kernels "
+          "that name several source files there",
+          version_, kKernelFormatVersionFiles);
     if (version_ == kKernelFormatVersionScalars && !uses_scalar_args(p_))
       return fmt::format(
           "kernel format version {} without scalar arguments; such a kernel is stored as version "
@@ -664,11 +692,11 @@ class KernelReader {
       return sec_error(kMeta, fmt::format("bad magic 0x{:08x} (expected 0x{:08x}, \"TRNK\")", magic,
                                           kKernelMagic));
     version_ = c.u32();
-    if (version_ < kKernelFormatVersion || version_ > kKernelFormatVersionScalars)
+    if (version_ < kKernelFormatVersion || version_ > kKernelFormatVersionFiles)
       return fmt::format(
-          "kernel format version {}; this trn reads versions {} and {} (rebuild the kernel with "
-          "this trn-as)",
-          version_, kKernelFormatVersion, kKernelFormatVersionScalars);
+          "kernel format version {}; this trn reads versions {}, {} and {} (rebuild the kernel "
+          "with this trn-as)",
+          version_, kKernelFormatVersion, kKernelFormatVersionScalars, kKernelFormatVersionFiles);
     return std::nullopt;
   }
 
@@ -905,14 +933,63 @@ class KernelReader {
     if (auto e = read_padding(c, 4, "source file name")) return sec_error(kDebug, *e);
     uint64_t total = 0;
     for (uint32_t n : lines) total += n;
-    if (c.remaining() != total * 4)
-      return sec_error(kDebug, fmt::format("{} bytes of line numbers; expected {} ({} lines)",
-                                           c.remaining(), total * 4, total));
+    const bool files = version_ >= kKernelFormatVersionFiles;
+    if (files ? c.remaining() < total * 4 : c.remaining() != total * 4)
+      return sec_error(
+          kDebug, fmt::format("{} bytes of line numbers; expected {} ({} lines){}", c.remaining(),
+                              total * 4, total, files ? " and then the source file table" : ""));
     for (uint32_t e = 0; e < kEngineCount; ++e) {
       p_.source_lines[e].resize(lines[e]);
       for (uint32_t &l : p_.source_lines[e]) l = c.u32();
     }
+    if (files)
+      if (auto e = read_source_files(c, lines, total)) return sec_error(kDebug, *e);
     return c.overrun() ? Error("internal error: .trn.debug overrun") : std::nullopt;
+  }
+
+  // Version 3: the source files past the first and the file of every line.
+  Error read_source_files(Cursor &c, const std::array<uint32_t, kEngineCount> &lines,
+                          uint64_t total) {
+    if (!c.has(4))
+      return fmt::format(
+          "{} bytes after the line numbers; expected the source file count (format "
+          "version {})",
+          c.remaining(), kKernelFormatVersionFiles);
+    const uint32_t count = c.u32();
+    if (count == 0)
+      return fmt::format(
+          "the source file table is empty; a kernel with one source file is stored as version {} "
+          "or {}",
+          kKernelFormatVersion, kKernelFormatVersionScalars);
+    if (count > kMaxSourceFiles)
+      return fmt::format("{} source files; at most {}", count, kMaxSourceFiles);
+    // Each file takes at least 8 bytes: bound the count by the section before allocating.
+    if (uint64_t{count} * 8 > c.remaining())
+      return fmt::format("{} bytes cannot hold {} source files", c.remaining(), count);
+    p_.source_files.resize(count);
+    for (uint32_t i = 0; i < count; ++i) {
+      const std::string what = fmt::format("source file {}", i + 1);
+      if (!c.has(4)) return fmt::format("{} at offset {}: truncated record", what, c.pos());
+      const uint32_t len = c.u32();
+      if (len == 0) return fmt::format("{}: the name is empty", what);
+      if (auto e = read_cstring(c, len, kMaxSourceFileLength, what + " name", p_.source_files[i]))
+        return e;
+      if (auto e = read_padding(c, 4, what)) return e;
+    }
+    if (c.remaining() != total * 4)
+      return fmt::format("{} bytes of source file ids; expected {} (one per line, {} lines)",
+                         c.remaining(), total * 4, total);
+    for (uint32_t e = 0; e < kEngineCount; ++e) {
+      auto &ids = p_.source_file_ids[e];
+      ids.resize(lines[e]);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        ids[i] = c.u32();
+        if (ids[i] > count)
+          return fmt::format("source file id {} of {}[{}] is out of range (files 0..{})", ids[i],
+                             engine_name(static_cast<Engine>(e)), i, count);
+      }
+    }
+    return std::nullopt;
   }
 
   std::span<const std::byte> data_;

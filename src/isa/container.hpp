@@ -40,10 +40,13 @@ constexpr uint32_t kKernelMagic = 0x4B4E5254;   // "TRNK" as little-endian bytes
 // Format version 1 holds kernels without scalar arguments; version 2 adds them (an argument's
 // kind byte and each instruction's scalar slots, container.cpp). The writer stores a kernel in
 // the lowest version that holds it, so kernels without scalars stay readable by older trn.
+// Version 3 adds a table of further source files and a file per instruction to .trn.debug
+// (kernels built from several source files); it holds scalar arguments as version 2 does.
 constexpr uint32_t kKernelFormatVersion = 1;
 constexpr uint32_t kKernelFormatVersionScalars = 2;
+constexpr uint32_t kKernelFormatVersionFiles = 3;
 
-// Record sizes of format versions 1 and 2 (the same).
+// Record sizes of format versions 1, 2 and 3 (the same).
 constexpr size_t kMetaHeaderSize = 48;           // .trn.meta, before the kernel name
 constexpr size_t kArgHeaderSize = 8;             // .trn.args, before shape and name
 constexpr size_t kAccessPatternRecordSize = 64;  // inside an instruction record
@@ -54,12 +57,14 @@ constexpr size_t kDebugHeaderSize = 24;  // .trn.debug, before the file name
 constexpr uint32_t kMaxKernelNameLength = 256;
 constexpr uint32_t kMaxArgNameLength = 256;
 constexpr uint32_t kMaxSourceFileLength = 4096;
+constexpr uint32_t kMaxSourceFiles = 0xFFFF;  // besides source file 0
 constexpr uint32_t kMaxArgRank = 8;
 constexpr uint32_t kMaxArgs = 0xFFFF;  // argument indices are uint16, 0xFFFF is the constants
 constexpr uint32_t kMaxStreamInstructions = 1u << 24;
 
 // Serialises `p`. Deterministic: the same program gives the same bytes. Source lines of an
-// engine are written only when non-empty, padded with 0 or cut to one per instruction.
+// engine are written only when non-empty, padded with 0 or cut to one per instruction; so are
+// the file ids of those lines (only when the program names more than one source file).
 std::vector<std::byte> write_kernel(const Program &p);
 
 // Decodes a kernel binary into `out`. nullopt on success; otherwise why the bytes are not a

@@ -297,6 +297,8 @@ std::string disassemble_instruction(const Program &p, Engine stream, const Instr
 std::string disassemble(const Program &p) {
   std::string out = fmt::format(".kernel {}\n", name_text(p.name));
   if (!p.source_file.empty()) out += fmt::format(".file {}\n", quoted(p.source_file));
+  for (size_t f = 0; f < p.source_files.size(); ++f)
+    out += fmt::format(".file {} {}\n", f + 1, quoted(p.source_files[f]));
   for (const Argument &a : p.args) {
     if (a.is_scalar()) {
       out += fmt::format(".arg {} scalar {}\n", name_text(a.name), dtype_name(a.dtype));
@@ -316,7 +318,13 @@ std::string disassemble(const Program &p) {
   }
   // The assembler's sticky .loc state. The first instruction always gets a .loc (none when
   // there are no lines): without any .loc the assembler would record the listing's own lines.
-  std::optional<uint32_t> loc;
+  // A location is (file, line); file 0 is written as ".loc LINE", as without other files.
+  struct Loc {
+    bool has = false;  // false: .loc none
+    uint32_t file = 0, line = 0;
+    bool operator==(const Loc &) const = default;
+  };
+  Loc loc;
   bool loc_written = false;
   for (uint32_t e = 0; e < kEngineCount; ++e) {
     const auto &stream = p.streams[e];
@@ -324,10 +332,17 @@ std::string disassemble(const Program &p) {
     const auto &lines = p.source_lines[e];
     out += fmt::format("\n.engine {}\n", engine_name(static_cast<Engine>(e)));
     for (size_t i = 0; i < stream.size(); ++i) {
-      std::optional<uint32_t> want;
-      if (!lines.empty()) want = i < lines.size() ? lines[i] : 0;
-      if (want != loc || !loc_written) {
-        out += want ? fmt::format(".loc {}\n", *want) : std::string(".loc none\n");
+      Loc want;
+      if (!lines.empty())
+        want = {true, p.source_files.empty() ? 0 : p.source_file_id(static_cast<Engine>(e), i),
+                i < lines.size() ? lines[i] : 0};
+      if (!(want == loc) || !loc_written) {
+        if (!want.has)
+          out += ".loc none\n";
+        else if (want.file == 0)
+          out += fmt::format(".loc {}\n", want.line);
+        else
+          out += fmt::format(".loc {} {}\n", want.file, want.line);
         loc = want;
         loc_written = true;
       }
@@ -405,6 +420,12 @@ std::optional<std::string> diff_inst(const std::string &w, const Instruction &a,
 std::optional<std::string> program_difference(const Program &a, const Program &b) {
   if (auto d = diff(std::string("name"), a.name, b.name)) return d;
   if (auto d = diff(std::string("source_file"), a.source_file, b.source_file)) return d;
+  if (auto d =
+          diff(std::string("source_files.size()"), a.source_files.size(), b.source_files.size()))
+    return d;
+  for (size_t f = 0; f < a.source_files.size(); ++f)
+    if (auto d = diff(fmt::format("source_files[{}]", f), a.source_files[f], b.source_files[f]))
+      return d;
   if (auto d = diff(std::string("args.size()"), a.args.size(), b.args.size())) return d;
   for (size_t i = 0; i < a.args.size(); ++i) {
     const Argument &x = a.args[i], &y = b.args[i];
@@ -435,6 +456,12 @@ std::optional<std::string> program_difference(const Program &a, const Program &b
     if (a.source_lines[e] != b.source_lines[e])
       return fmt::format("{} source_lines: [{}] != [{}]", en, fmt::join(a.source_lines[e], ","),
                          fmt::join(b.source_lines[e], ","));
+    // The file of each instruction (an absent id is file 0).
+    for (size_t i = 0; i < sa.size(); ++i)
+      if (auto d = diff(fmt::format("{}[{}] source file id", en, i),
+                        a.source_file_id(static_cast<Engine>(e), i),
+                        b.source_file_id(static_cast<Engine>(e), i)))
+        return d;
   }
   return std::nullopt;
 }

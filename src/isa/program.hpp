@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "isa/instruction.hpp"
@@ -36,20 +37,33 @@ struct Program {
   std::vector<Argument> args;
   std::array<std::vector<Instruction>, kEngineCount> streams;
   std::vector<std::byte> constants;  // read-only HBM block, addressed with arg = kConstantsArg
-  // Debug information (optional): the source each instruction came from.
+  // Debug information (optional): the source each instruction came from. Source file 0 is
+  // `source_file`; a kernel built from several files (a C++ kernel and its helper headers)
+  // names the others in `source_files`: file k (k >= 1) is source_files[k - 1]. An
+  // instruction's file is source_file_ids[engine][index], 0 (source_file) where that is absent.
   std::string source_file;
-  std::array<std::vector<uint32_t>, kEngineCount> source_lines;  // empty or one per instruction
+  std::array<std::vector<uint32_t>, kEngineCount> source_lines;     // empty or one per instruction
+  std::vector<std::string> source_files;                            // files 1, 2, ...
+  std::array<std::vector<uint32_t>, kEngineCount> source_file_ids;  // empty or one per instruction
 
   std::vector<Instruction> &stream(Engine e) { return streams[static_cast<uint32_t>(e)]; }
   const std::vector<Instruction> &stream(Engine e) const {
     return streams[static_cast<uint32_t>(e)];
   }
   uint64_t instruction_count() const;
+  // Source file `id` (0: source_file), "" when out of range.
+  const std::string &source_file_name(uint32_t id) const;
+  // The file id of instruction `index` of `engine`'s stream (0 when it has none).
+  uint32_t source_file_id(Engine engine, size_t index) const;
+  // The file id for `file`, adding it to the table (as source_file first, while that is
+  // empty) when it is new. The returned id is the one source_file_ids should hold.
+  uint32_t intern_source_file(std::string_view file);
 };
 
-// Where instruction `index` of `engine`'s stream came from, as "file:line" ("line N" without a
-// file), or "" when the program carries no debug line for it. Faults, race reports and profile
-// events use this to name the source.
+// Where instruction `index` of `engine`'s stream came from, as "file:line" with the
+// instruction's own source file ("line N" when that file has no name), or "" when the program
+// carries no debug line for it. Faults, race reports and profile events use this to name the
+// source.
 std::string source_location_text(const Program &program, Engine engine, size_t index);
 
 }  // namespace trn::isa

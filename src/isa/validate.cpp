@@ -484,7 +484,39 @@ std::optional<std::string> check_instruction(const Instruction &inst, const Targ
   return std::nullopt;
 }
 
+namespace {
+
+// "vector[3] tensor_tensor (softmax.cpp:57)": the label and, when the program has one, where
+// the instruction came from.
+std::string located_label(const Program &program, Engine engine, size_t index, Opcode op) {
+  std::string label = instruction_label(engine, index, op);
+  if (const std::string where = source_location_text(program, engine, index); !where.empty())
+    label += fmt::format(" ({})", where);
+  return label;
+}
+
+std::optional<std::string> check_source_files(const Program &program) {
+  for (size_t f = 0; f < program.source_files.size(); ++f)
+    if (program.source_files[f].empty())
+      return fmt::format("source file {} has an empty name", f + 1);
+  for (uint32_t e = 0; e < kEngineCount; ++e) {
+    const auto &ids = program.source_file_ids[e];
+    if (ids.empty()) continue;
+    if (ids.size() != program.streams[e].size())
+      return fmt::format("{} has {} instructions but {} source file ids", engine_name(Engine(e)),
+                         program.streams[e].size(), ids.size());
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] > program.source_files.size())
+        return fmt::format("{}[{}] names source file {}, but the program has files 0..{}",
+                           engine_name(Engine(e)), i, ids[i], program.source_files.size());
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<std::string> validate_program(const Program &program, const Target &target) {
+  if (auto err = check_source_files(program)) return err;
   for (uint32_t e = 0; e < kEngineCount; ++e) {
     const auto &stream = program.streams[e];
     const auto &lines = program.source_lines[e];
@@ -494,10 +526,10 @@ std::optional<std::string> validate_program(const Program &program, const Target
     for (size_t i = 0; i < stream.size(); ++i) {
       if (static_cast<uint32_t>(stream[i].engine) != e)
         return fmt::format("{}: is in the {} stream but says it runs on {}",
-                           instruction_label(Engine(e), i, stream[i].opcode),
+                           located_label(program, Engine(e), i, stream[i].opcode),
                            engine_name(Engine(e)), engine_name(stream[i].engine));
       if (auto err = check_instruction(stream[i], target, &program))
-        return instruction_label(Engine(e), i, stream[i].opcode) + ": " + *err;
+        return located_label(program, Engine(e), i, stream[i].opcode) + ": " + *err;
     }
   }
   for (const auto &a : program.args) {

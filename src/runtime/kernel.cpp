@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -45,12 +46,25 @@ trn_result_t load_kernel(Device &device, const void *image, size_t size,
 
 void Profile::record(const Kernel &kernel, const trn_hal_run_result_t &result,
                      std::vector<trn_hal_trace_record_t> trace) {
-  std::vector<uint32_t> lines;
+  std::vector<uint32_t> lines, files;
+  std::vector<std::string> file_names{std::string()};
   if (wants_trace()) {
     const trn_hal_ops_t &ops = kernel.device->driver->ops;
     lines.reserve(trace.size());
-    for (const auto &r : trace)
-      lines.push_back(ops.kernel_source_line(kernel.hal, r.engine, r.index));
+    files.reserve(trace.size());
+    for (const auto &r : trace) {
+      const uint32_t line = ops.kernel_source_line(kernel.hal, r.engine, r.index);
+      lines.push_back(line);
+      const char *file = line ? ops.kernel_source_file(kernel.hal, r.engine, r.index) : nullptr;
+      uint32_t id = 0;
+      if (file && *file) {
+        // A kernel names few files: a linear search is enough.
+        id = static_cast<uint32_t>(std::find(file_names.begin(), file_names.end(), file) -
+                                   file_names.begin());
+        if (id == file_names.size()) file_names.emplace_back(file);
+      }
+      files.push_back(id);
+    }
   }
   std::lock_guard lock(mu_);
   ++launches_;
@@ -59,6 +73,8 @@ void Profile::record(const Kernel &kernel, const trn_hal_run_result_t &result,
   result_.trace = nullptr;
   trace_ = std::move(trace);
   trace_lines_ = std::move(lines);
+  trace_files_ = std::move(files);
+  trace_file_names_ = std::move(file_names);
 }
 
 namespace {
@@ -143,16 +159,23 @@ trn_result_t Profile::write_trace(const char *path) const {
   for (size_t i = 0; i < trace_.size(); ++i) {
     const trn_hal_trace_record_t &r = trace_[i];
     const char *op = isa::opcode_name(static_cast<isa::Opcode>(r.opcode));
-    // The instruction's source line, when the kernel has one ("line" is then in args).
+    // The instruction's source line, when the kernel has one ("line" is then in args), and
+    // with its file "source": "file:line" (isa::source_location_text's form).
     const uint32_t line = i < trace_lines_.size() ? trace_lines_[i] : 0;
+    const uint32_t file = i < trace_files_.size() ? trace_files_[i] : 0;
+    std::string where;
+    if (line) {
+      where = fmt::format("\"line\":{},", line);
+      if (file != 0 && file < trace_file_names_.size())
+        where += fmt::format("\"source\":\"{}:{}\",", json_escape(trace_file_names_[file]), line);
+    }
     out += fmt::format(
         ",\n{{\"ph\":\"X\",\"pid\":1,\"tid\":{},\"name\":\"{}\",\"cat\":\"{}\",\"ts\":{:.6f},"
         "\"dur\":{:.6f},\"args\":{{\"engine\":\"{}\",\"index\":{},{}\"wait_ns\":{:.3f},"
         "\"bytes\":{},\"flops\":{}}}}}",
         r.track + 1, op, r.track < TRN_ENGINE_COUNT ? "instruction" : "dma",
         static_cast<double>(r.start_ps) * 1e-6, static_cast<double>(r.end_ps - r.start_ps) * 1e-6,
-        isa::engine_name(static_cast<isa::Engine>(r.engine)), r.index,
-        line ? fmt::format("\"line\":{},", line) : std::string(),
+        isa::engine_name(static_cast<isa::Engine>(r.engine)), r.index, where,
         static_cast<double>(r.wait_ps) * 1e-3, r.bytes, r.flops);
   }
   trn_profile_summary_t s = TRN_PROFILE_SUMMARY_INIT;

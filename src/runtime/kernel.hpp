@@ -51,6 +51,9 @@ class Profile {
   trn_hal_run_result_t result_{};
   std::vector<trn_hal_trace_record_t> trace_;
   std::vector<uint32_t> trace_lines_;  // each record's source line (0: unknown)
+  // Each record's source file, an index into trace_file_names_ (whose entry 0 is "": unknown).
+  std::vector<uint32_t> trace_files_;
+  std::vector<std::string> trace_file_names_;
 };
 
 }  // namespace trn::rt

@@ -93,6 +93,15 @@ isa::Program overread() {
   return b.finish();
 }
 
+// overread() built from two source files: the faulting DMA comes from a helper header.
+isa::Program overread_from_files() {
+  isa::Program p = overread();
+  isa::InstrRef(p, Engine::kSync, 0).at("kernels/overread.cpp", 41);
+  isa::InstrRef(p, Engine::kSync, 1).at("kernels/overread_helpers.hpp", 42);
+  isa::InstrRef(p, Engine::kGpSimd, 0).at("kernels/overread.cpp", 43);
+  return p;
+}
+
 // A memset on vector at 1 MiB into each SBUF partition: past the partition on every generation
 // (rejected when the kernel is loaded).
 isa::Program sbuf_overflow() {
@@ -1277,6 +1286,74 @@ TEST_CASE("kernels: a DMA past its argument faults the queue with a full record,
   trn_sem_destroy(after);
   trn_kernel_destroy(bad);
   trn_kernel_destroy(good);
+}
+
+TEST_CASE("kernels: trace events name each instruction's source file and line",
+          "[kernels][launch]") {
+  Fixture f;
+  VectorAdd data(f);
+  isa::Program p = vector_add(true);
+  isa::InstrRef(p, Engine::kSync, 0).at("kernels/vector_add.cpp", 10);
+  isa::InstrRef(p, Engine::kSync, 1).at("kernels/vector_add.cpp", 11);
+  isa::InstrRef(p, Engine::kVector, 0).at("kernels/add_helpers.hpp", 12);
+  isa::InstrRef(p, Engine::kGpSimd, 0).at("kernels/vector_add.cpp", 13);
+  REQUIRE(p.source_files.size() == 1);
+  trn_kernel_t kernel = load(f.device, p);
+  trn_profile_t profile = make_profile(TRN_PROFILE_FLAG_TRACE);
+  Launch l(kernel, data.bindings(), profile);
+  REQUIRE(launch(f.queue, l) == TRN_SUCCESS);
+  finish(f.queue);
+  const std::string trace = temp_path(f.env, "trace.json");
+  REQUIRE(trn_profile_write_trace(profile, trace.c_str()) == TRN_SUCCESS);
+  const nlohmann::json j = read_json(trace);
+  std::map<std::string, std::set<std::string>> sources;  // engine -> "file:line"
+  for (const auto &ev : j["traceEvents"]) {
+    if (ev["ph"] != "X" || ev["cat"] != "instruction") continue;
+    INFO(ev.dump());
+    REQUIRE(ev["args"].contains("source"));
+    const std::string source = ev["args"]["source"].get<std::string>();
+    CHECK_THAT(source, Catch::EndsWith(":" + std::to_string(ev["args"]["line"].get<uint32_t>())));
+    sources[ev["args"]["engine"].get<std::string>()].insert(source);
+  }
+  CHECK(sources["sync"] ==
+        std::set<std::string>{"kernels/vector_add.cpp:10", "kernels/vector_add.cpp:11"});
+  CHECK(sources["vector"] == std::set<std::string>{"kernels/add_helpers.hpp:12"});
+  CHECK(sources["gpsimd"] == std::set<std::string>{"kernels/vector_add.cpp:13"});
+  trn_profile_destroy(profile);
+  trn_kernel_destroy(kernel);
+}
+
+TEST_CASE("kernels: a fault names the source file and line of the faulting instruction",
+          "[kernels][fault]") {
+  Fixture f;
+  trn_kernel_t bad = load(f.device, overread_from_files());
+  trn_mem_t small = f.mem(512);
+  trn_mem_t out = f.mem(kTileBytes);
+  Launch faulting(bad, {{small, 0}, {out, 0}});
+  REQUIRE(launch(f.queue, faulting) == TRN_SUCCESS);
+  CHECK(trn_queue_finish(f.queue, kLong) == TRN_ERROR_KERNEL_FAULT);
+  INFO(last_error());
+  CHECK(error_contains("sync[1] dma_copy (kernels/overread_helpers.hpp:42)"));
+  const trn_queue_fault_t fault = fault_of(f.queue);
+  CHECK(fault.source_line == 42);
+  const std::string reason = fault.reason;
+  INFO("reason: " << reason);
+  CHECK(reason.find("sync[1] dma_copy (kernels/overread_helpers.hpp:42)") != std::string::npos);
+  REQUIRE(trn_queue_reset(f.queue) == TRN_SUCCESS);
+  trn_kernel_destroy(bad);
+}
+
+TEST_CASE("kernels: a rejected instruction names its source file and line at load",
+          "[kernels][negative]") {
+  Fixture f;
+  isa::Program p = sbuf_overflow();
+  isa::InstrRef(p, Engine::kVector, 0).at("kernels/overflow.cpp", 7);
+  isa::InstrRef(p, Engine::kVector, 1).at("kernels/overflow_helpers.hpp", 8);
+  const auto image = image_of(p);
+  trn_kernel_t kernel = nullptr;
+  CHECK(trn_kernel_load(f.device, image.data(), image.size(), &kernel) == TRN_ERROR_INVALID_KERNEL);
+  INFO(last_error());
+  CHECK(error_contains("vector[1] memset (kernels/overflow_helpers.hpp:8): dst reaches"));
 }
 
 TEST_CASE("kernels: an SBUF overflow is rejected at load naming the engine and instruction",

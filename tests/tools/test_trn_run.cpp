@@ -441,6 +441,11 @@ TEST_CASE("trn-run: a fault and the trace name the line of the .s file") {
     INFO(e.dump());
     REQUIRE(e.at("args").contains("line"));
     seen.insert(e.at("args").at("line").get<uint32_t>());
+    // With its file: "source" is "<the .s file>:<line>".
+    REQUIRE(e.at("args").contains("source"));
+    CHECK_THAT(
+        e.at("args").at("source").get<std::string>(),
+        Catch::EndsWith("vector_add.s:" + std::to_string(e.at("args").at("line").get<uint32_t>())));
   }
   CHECK(seen == want);
 }

@@ -41,6 +41,7 @@ void check_ap_equal(const AccessPattern &a, const AccessPattern &b, const std::s
 void check_programs_equal(const Program &a, const Program &b) {
   CHECK(a.name == b.name);
   CHECK(a.source_file == b.source_file);
+  CHECK(a.source_files == b.source_files);
   REQUIRE(a.args.size() == b.args.size());
   for (size_t i = 0; i < a.args.size(); ++i) {
     INFO("arg " << i);
@@ -57,6 +58,8 @@ void check_programs_equal(const Program &a, const Program &b) {
     REQUIRE(a.streams[e].size() == b.streams[e].size());
     for (size_t i = 0; i < a.streams[e].size(); ++i) {
       INFO("instruction " << i);
+      CHECK(a.source_file_id(static_cast<Engine>(e), i) ==
+            b.source_file_id(static_cast<Engine>(e), i));
       const Instruction &x = a.streams[e][i], &y = b.streams[e][i];
       CHECK(x.opcode == y.opcode);
       CHECK(x.engine == y.engine);
@@ -274,6 +277,7 @@ TEST_CASE("asm: random programs round-trip") {
     for (size_t i = u(3) ? 0 : u(80); i > 0; --i)
       p.constants.push_back(static_cast<std::byte>(rng()));
     if (u(2)) p.source_file = "f.py";
+    if (u(3) == 0) p.source_files = {"lib/helpers.hpp", "k \"2\".cpp"};
     auto rand_ap = [&]() {
       AccessPattern ap;
       if (u(3) == 0) return ap;
@@ -320,7 +324,10 @@ TEST_CASE("asm: random programs round-trip") {
         p.streams[e].push_back(in);
       }
       if (n && u(2))
-        for (size_t i = 0; i < n; ++i) p.source_lines[e].push_back(u(2) ? 0 : pick32());
+        for (size_t i = 0; i < n; ++i) {
+          p.source_lines[e].push_back(u(2) ? 0 : pick32());
+          if (!p.source_files.empty()) p.source_file_ids[e].push_back(static_cast<uint32_t>(u(3)));
+        }
     }
     INFO("iteration " << iter);
     std::string text = disassemble(p);
@@ -676,4 +683,73 @@ TEST_CASE("asm: scalar argument errors name the line and the problem") {
   expect_error(kScalarHeader + "memset t, alpha scale=alpha\n", 9, 17,
                "'scale' applies only to activation");
   expect_error(kScalarHeader + "memset t, arg(9)\n", 9, 15, "argument index 9 is out of range");
+}
+
+// ----- several source files: .file N and .loc FILE LINE ---------------------------------------
+
+TEST_CASE("asm: .file N declares further source files and .loc FILE LINE selects one") {
+  const Program p = assemble_ok(
+      ".file \"kernels/softmax.cpp\"\n"
+      ".file 1 \"kernels/helpers.hpp\"\n"
+      ".file 2 \"lib/tile ops.hpp\"\n" +
+      kHeader +
+      ".loc 12\n"
+      "tensor_copy xa, xa\n"
+      ".loc 1 57\n"
+      "memset xa, 1\n"
+      ".loc 2 3\n"
+      "memset xa, 2\n"
+      ".loc 0 14\n"
+      "memset xa, 3\n"
+      ".engine sync\n"
+      ".loc none\n"
+      "nop\n");
+  CHECK(p.source_file == "kernels/softmax.cpp");
+  CHECK(p.source_files == std::vector<std::string>{"kernels/helpers.hpp", "lib/tile ops.hpp"});
+  const auto v = static_cast<uint32_t>(Engine::kVector);
+  CHECK(p.source_lines[v] == std::vector<uint32_t>{12, 57, 3, 14});
+  CHECK(p.source_file_ids[v] == std::vector<uint32_t>{0, 1, 2, 0});
+  CHECK(p.source_lines[static_cast<uint32_t>(Engine::kSync)].empty());
+  CHECK(source_location_text(p, Engine::kVector, 1) == "kernels/helpers.hpp:57");
+  CHECK(source_location_text(p, Engine::kVector, 2) == "lib/tile ops.hpp:3");
+  CHECK(source_location_text(p, Engine::kVector, 3) == "kernels/softmax.cpp:14");
+  const std::string text = disassemble(p);
+  CHECK_THAT(text, Catch::Contains(".file 1 \"kernels/helpers.hpp\"\n"
+                                   ".file 2 \"lib/tile ops.hpp\"\n"));
+  CHECK_THAT(text, Catch::Contains(".loc 1 57\n"));
+  CHECK_THAT(text, Catch::Contains(".loc 14\n"));
+  check_round_trip(p);
+
+  // Numbered files without a file 0: those instructions are "line N".
+  const Program q = assemble_ok(".file 1 \"a.cpp\"\n" + kHeader +
+                                ".loc 5\nmemset xa, 1\n.loc 1 6\nmemset xa, 2\n");
+  CHECK(q.source_file.empty());
+  CHECK(source_location_text(q, Engine::kVector, 0) == "line 5");
+  CHECK(source_location_text(q, Engine::kVector, 1) == "a.cpp:6");
+  check_round_trip(q);
+
+  // Without any .loc, the lines are the .s lines, all in file 0.
+  const Program t = assemble_ok(".file 1 \"a.cpp\"\n" + kHeader + "memset xa, 1\n", "k.s");
+  CHECK(t.source_file == "k.s");
+  CHECK(t.source_lines[v] == std::vector<uint32_t>{8});
+  CHECK(t.source_file_ids[v] == std::vector<uint32_t>{0});
+  check_round_trip(t);
+}
+
+TEST_CASE("asm: .file N and .loc FILE LINE errors") {
+  expect_error(kHeader + ".loc 9 3\n", 7, 6, "source file 9 is not declared");
+  expect_error(".file 1 \"a.cpp\"\n" + kHeader + ".loc 2 3\n", 8, 6,
+               "source file 2 is not declared");
+  expect_error(".file 1 \"a.cpp\"\n.file 2 \"b.cpp\"\n.file 2 \"c.cpp\"\n", 3, 7,
+               "source file 2 is already declared");
+  expect_error(".file 2 \"b.cpp\"\n", 1, 7,
+               "source file 2 is declared before file 1; number the files 1, 2, 3, ... in order");
+  expect_error(".file 0 \"b.cpp\"\n", 1, 7, "source file 0 is the one '.file \"name\"' names");
+  expect_error(".file 1 \"\"\n", 1, 9, "a source file name cannot be empty");
+  expect_error(".file 1\n", 1, 8, "expected a source file name");
+  expect_error(".file 70000 \"x\"\n", 1, 7, "source file number 70000 is out of range (0..65535)");
+  expect_error(".file 1 \"a.cpp\"\n.loc 1 2 3\n", 2, 10, "after the .loc directive");
+  expect_error(".file 1 \"a.cpp\"\n.loc 1 x\n", 2, 8, "");
+  // The unnumbered .file is still given once.
+  expect_error(".file \"a\"\n.file 1 \"b\"\n.file \"c\"\n", 3, 2, ".file given twice");
 }

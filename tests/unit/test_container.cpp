@@ -84,9 +84,13 @@ void check_same_program(const Program &a, const Program &b) {
       check_same_instruction(a.streams[e][i], b.streams[e][i]);
     }
     CHECK(a.source_lines[e] == b.source_lines[e]);
+    for (size_t i = 0; i < a.streams[e].size(); ++i)
+      CHECK(a.source_file_id(static_cast<Engine>(e), i) ==
+            b.source_file_id(static_cast<Engine>(e), i));
   }
   CHECK(a.constants == b.constants);
   CHECK(a.source_file == b.source_file);
+  CHECK(a.source_files == b.source_files);
 }
 
 // ----- programs ------------------------------------------------------------------------------
@@ -475,13 +479,19 @@ TEST_CASE("container: bad kernel magic and format version") {
   const Bytes good = write_kernel(small_program());
   const size_t meta = offset_of(good, ".trn.meta");
   Bytes b = good;
-  put_le(b, meta + 4, 4, 3);
+  put_le(b, meta + 4, 4, 4);
   CHECK(read_error(b) ==
-        "kernel format version 3; this trn reads versions 1 and 2 (rebuild the kernel with this "
-        "trn-as)");
+        "kernel format version 4; this trn reads versions 1, 2 and 3 (rebuild the kernel with "
+        "this trn-as)");
   b = good;
   put_le(b, meta + 4, 4, 0);
-  CHECK_REJECTS(b, "kernel format version 0; this trn reads versions 1 and 2");
+  CHECK_REJECTS(b, "kernel format version 0; this trn reads versions 1, 2 and 3");
+  // Version 3 exists for kernels of several source files, named in .trn.debug.
+  b = good;
+  put_le(b, meta + 4, 4, 3);
+  CHECK(read_error(b) ==
+        "kernel format version 3 without section .trn.debug; version 3 is only for kernels that "
+        "name several source files there");
   // Version 2 exists for scalar arguments: a kernel without any is written as version 1.
   b = good;
   put_le(b, meta + 4, 4, 2);
@@ -963,4 +973,177 @@ TEST_CASE("validate: scalar arguments are read only where an immediate is") {
   e = validate_program(q, Target{});
   REQUIRE(e);
   CHECK_THAT(*e, Catch::Matchers::Contains("scalar argument 'alpha' has rank 1"));
+}
+
+// ----- several source files (format version 3) ----------------------------------------------
+
+namespace {
+
+// Instructions from three files: the kernel's .cpp (file 0), a helper header and this test.
+Program multi_file_program() {
+  ProgramBuilder b("multi_file");
+  const auto x = b.arg("x", DType::kF32, {128, 64}, ArgDirection::kIn);
+  b.dma_copy(Engine::kSync, 0, sbuf_tile(DType::kF32, 0, 128, 0, 64),
+             hbm_tile(x, DType::kF32, 64, 0, 128, 0, 64))
+      .signal_add(0)
+      .at("kernels/softmax.cpp", 12);
+  b.memset(Engine::kVector, sbuf_tile(DType::kF32, 0, 128, 256, 64), 1.0f)
+      .wait_ge(0, 1)
+      .at("kernels/help.h", 57);
+  b.memset(Engine::kVector, sbuf_tile(DType::kF32, 0, 128, 512, 64), 2.0f)
+      .at("kernels/softmax.cpp", 13);
+  b.memset(Engine::kGpSimd, sbuf_tile(DType::kF32, 0, 128, 768, 64), 3.0f).at();
+  b.memset(Engine::kGpSimd, sbuf_tile(DType::kF32, 0, 128, 1024, 64), 4.0f);
+  return b.finish();
+}
+
+// The offset of the source file table in .trn.debug (version 3): after the header, file 0's
+// name and the lines.
+size_t file_table_offset(const Bytes &b) {
+  const size_t debug = offset_of(b, ".trn.debug");
+  size_t at = debug + kDebugHeaderSize + (get_le(b, debug, 4) + 1 + 3) / 4 * 4;
+  for (size_t e = 0; e < kEngineCount; ++e) at += 4 * get_le(b, debug + 4 + 4 * e, 4);
+  return at;
+}
+
+}  // namespace
+
+TEST_CASE("container: a kernel of several source files round-trips as version 3") {
+  const Program p = multi_file_program();
+  REQUIRE(p.source_file == "kernels/softmax.cpp");
+  REQUIRE(p.source_files.size() == 2);
+  CHECK(p.source_files[0] == "kernels/help.h");
+  CHECK_THAT(p.source_files[1], Catch::Matchers::EndsWith("test_container.cpp"));
+  CHECK(source_location_text(p, Engine::kVector, 0) == "kernels/help.h:57");
+  CHECK(source_location_text(p, Engine::kVector, 1) == "kernels/softmax.cpp:13");
+  CHECK(source_location_text(p, Engine::kGpSimd, 1).empty());
+  const Bytes b = write_kernel(p);
+  CHECK(get_le(b, offset_of(b, ".trn.meta") + 4, 4) == kKernelFormatVersionFiles);
+  Program q;
+  const auto err = read_kernel(b, q);
+  INFO(err.value_or(""));
+  REQUIRE_FALSE(err);
+  check_same_program(p, q);
+  const auto diff = program_difference(p, q);
+  CHECK_FALSE(diff);
+  if (diff) WARN(*diff);
+  CHECK(write_kernel(q) == b);
+  CHECK(source_location_text(q, Engine::kSync, 0) == "kernels/softmax.cpp:12");
+  CHECK(source_location_text(q, Engine::kVector, 0) == "kernels/help.h:57");
+  CHECK_FALSE(validate_program(q, Target{}));
+
+  // Through the text form too, byte for byte.
+  const std::string text = disassemble(q);
+  auto r = assemble(text, "multi.s");
+  REQUIRE(std::holds_alternative<Program>(r));
+  CHECK(write_kernel(std::get<Program>(r)) == b);
+
+  // A file id of one program differs from another's.
+  Program other = q;
+  other.source_file_ids[static_cast<uint32_t>(Engine::kVector)][0] = 0;
+  REQUIRE(program_difference(q, other));
+  CHECK_THAT(*program_difference(q, other), Catch::Matchers::Contains("vector[0] source file id"));
+}
+
+TEST_CASE("container: a kernel of one source file stays as it was") {
+  // at() with one file is .line() with that file as source_file: the same bytes, version 1.
+  ProgramBuilder a("one_file");
+  a.memset(Engine::kVector, sbuf_tile(DType::kF32, 0, 128, 0, 64), 1.0f).at("k.cpp", 3);
+  a.memset(Engine::kVector, sbuf_tile(DType::kF32, 0, 128, 64, 64), 2.0f).at("k.cpp", 4);
+  ProgramBuilder l("one_file");
+  l.memset(Engine::kVector, sbuf_tile(DType::kF32, 0, 128, 0, 64), 1.0f).line(3);
+  l.memset(Engine::kVector, sbuf_tile(DType::kF32, 0, 128, 64, 64), 2.0f).line(4);
+  Program lp = l.finish();
+  lp.source_file = "k.cpp";
+  const Program ap = a.finish();
+  CHECK(ap.source_files.empty());
+  const Bytes b = write_kernel(ap);
+  CHECK(b == write_kernel(lp));
+  CHECK(get_le(b, offset_of(b, ".trn.meta") + 4, 4) == kKernelFormatVersion);
+  CHECK(source_location_text(ap, Engine::kVector, 1) == "k.cpp:4");
+}
+
+TEST_CASE("container: a malformed source file table is rejected with the reason") {
+  const Bytes good = write_kernel(multi_file_program());
+  REQUIRE(read_error(good) == "(read succeeded)");
+  const size_t table = file_table_offset(good);
+  REQUIRE(get_le(good, table, 4) == 2);
+  REQUIRE(get_le(good, table + 4, 4) == 14);  // "kernels/help.h": 14 bytes, NUL, 1 padding byte
+  const size_t ids = offset_of(good, ".trn.debug") + size_of(good, ".trn.debug") - 4 * 5;
+  Bytes b = good;
+  put_le(b, table, 4, 0);
+  CHECK_REJECTS(b,
+                "section .trn.debug: the source file table is empty; a kernel with one source "
+                "file is stored as version 1 or 2");
+  b = good;
+  put_le(b, table, 4, 1000);
+  CHECK_REJECTS(b, "cannot hold 1000 source files");
+  b = good;
+  put_le(b, table, 4, 70000);
+  CHECK_REJECTS(b, "section .trn.debug: 70000 source files; at most 65535");
+  b = good;
+  put_le(b, table, 4, 1);
+  CHECK_REJECTS(b, "bytes of source file ids; expected 20 (one per line, 5 lines)");
+  b = good;
+  put_le(b, table + 4, 4, 0);
+  CHECK_REJECTS(b, "section .trn.debug: source file 1: the name is empty");
+  b = good;
+  put_le(b, table + 4, 4, 4000);
+  CHECK_REJECTS(b,
+                "section .trn.debug: source file 1 name (4000 bytes and its NUL) runs past the "
+                "end of the section");
+  b = good;
+  put_le(b, table + 4, 4, 5000);
+  CHECK_REJECTS(b, "source file 1 name is 5000 bytes long; at most 4096");
+  b = good;
+  put_le(b, table + 4, 4, 13);
+  CHECK_REJECTS(b, "source file 1 name is not NUL-terminated");
+  b = good;
+  b.at(table + 8 + 3) = std::byte{0};
+  CHECK_REJECTS(b, "source file 1 name contains a NUL byte at position 3");
+  b = good;
+  b.at(table + 8 + 15) = std::byte{1};
+  CHECK_REJECTS(b, "section .trn.debug: source file 1: padding byte is not zero");
+  // File ids, engine by engine: vector[0], vector[1], gpsimd[0], gpsimd[1], sync[0].
+  REQUIRE(get_le(good, ids, 4) == 1);
+  REQUIRE(get_le(good, ids + 8, 4) == 2);
+  b = good;
+  put_le(b, ids, 4, 9);
+  CHECK_REJECTS(b,
+                "section .trn.debug: source file id 9 of vector[0] is out of range (files 0..2)");
+  b = good;
+  put_le(b, ids + 12, 4, 3);
+  CHECK_REJECTS(b, "source file id 3 of gpsimd[1] is out of range (files 0..2)");
+  // A version 1 or 2 reader's view: bytes after the lines.
+  b = good;
+  put_le(b, offset_of(b, ".trn.meta") + 4, 4, 1);
+  CHECK_REJECTS(b, "section .trn.debug: ");
+  CHECK_REJECTS(b, "bytes of line numbers; expected 20 (5 lines)");
+  // Version 3 with nothing after the lines.
+  Program one = multi_file_program();
+  one.source_files.clear();
+  for (auto &v : one.source_file_ids) v.clear();
+  b = write_kernel(one);
+  put_le(b, offset_of(b, ".trn.meta") + 4, 4, 3);
+  CHECK_REJECTS(b,
+                "section .trn.debug: 0 bytes after the line numbers; expected the source file "
+                "count (format version 3)");
+}
+
+TEST_CASE("builder: at() without arguments records the call site") {
+  ProgramBuilder b("here");
+  const auto line = static_cast<uint32_t>(__LINE__ + 1);
+  b.memset(Engine::kVector, sbuf_tile(DType::kF32, 0, 128, 0, 64), 1.0f).at();
+  const Program p = b.finish();
+  CHECK_THAT(p.source_file, Catch::Matchers::EndsWith("test_container.cpp"));
+  CHECK(p.source_lines[static_cast<uint32_t>(Engine::kVector)] == std::vector<uint32_t>{line});
+#if defined(__cpp_lib_source_location)
+  ProgramBuilder c("given");
+  const std::source_location loc = std::source_location::current();
+  c.memset(Engine::kVector, sbuf_tile(DType::kF32, 0, 128, 0, 64), 1.0f).at(loc);
+  const Program q = c.finish();
+  CHECK(q.source_file == loc.file_name());
+  CHECK(q.source_lines[static_cast<uint32_t>(Engine::kVector)] ==
+        std::vector<uint32_t>{static_cast<uint32_t>(loc.line())});
+#endif
 }

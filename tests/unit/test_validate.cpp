@@ -1377,3 +1377,51 @@ TEST_CASE("validate: tensor_tensor bypass is rejected, pointing at tensor_copy")
   expect_invalid(single(tt), Target{}, "vector[0] tensor_tensor: ",
                  "op 0 is not a binary ALU operator (bypass: to copy src0, use tensor_copy)");
 }
+
+TEST_CASE("validate: an instruction's error names its source file and line") {
+  ProgramBuilder b("located");
+  b.memset(Engine::kVector, isa::sbuf_tile(kF32, 0, 128, 0, 64), 0.0f).at("kernels/softmax.cpp", 9);
+  b.memset(Engine::kVector, isa::sbuf_tile(kF32, 0, 128, 1u << 20, 64), 1.0f)
+      .at("kernels/helpers.hpp", 57);
+  Program p = b.finish();
+  auto err = isa::validate_program(p, {});
+  REQUIRE(err);
+  CHECK(err->rfind("vector[1] memset (kernels/helpers.hpp:57): ", 0) == 0);
+  // The program's only file: "file:line"; without a file: "line N".
+  p.source_files.clear();
+  p.source_file_ids = {};
+  err = isa::validate_program(p, {});
+  REQUIRE(err);
+  CHECK(err->rfind("vector[1] memset (kernels/softmax.cpp:57): ", 0) == 0);
+  p.source_file.clear();
+  err = isa::validate_program(p, {});
+  REQUIRE(err);
+  CHECK(err->rfind("vector[1] memset (line 57): ", 0) == 0);
+  // No line: the label alone, as before.
+  p.source_lines = {};
+  err = isa::validate_program(p, {});
+  REQUIRE(err);
+  CHECK(err->rfind("vector[1] memset: ", 0) == 0);
+}
+
+TEST_CASE("validate: source file ids, one per instruction or none, naming declared files") {
+  ProgramBuilder b("files");
+  b.memset(Engine::kVector, isa::sbuf_tile(kF32, 0, 128, 0, 64), 0.0f).at("a.cpp", 1);
+  b.memset(Engine::kVector, isa::sbuf_tile(kF32, 0, 128, 64, 64), 1.0f).at("b.hpp", 2);
+  Program p = b.finish();
+  REQUIRE(p.source_file_ids[1] == std::vector<uint32_t>{0, 1});
+  expect_valid(p);
+  p.source_file_ids[1] = {0, 2};
+  auto err = isa::validate_program(p, {});
+  REQUIRE(err);
+  CHECK(*err == "vector[1] names source file 2, but the program has files 0..1");
+  p.source_file_ids[1] = {0};
+  err = isa::validate_program(p, {});
+  REQUIRE(err);
+  CHECK(*err == "vector has 2 instructions but 1 source file ids");
+  p.source_file_ids[1] = {0, 1};
+  p.source_files[0].clear();
+  err = isa::validate_program(p, {});
+  REQUIRE(err);
+  CHECK(*err == "source file 1 has an empty name");
+}

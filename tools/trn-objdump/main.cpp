@@ -17,6 +17,8 @@ namespace {
 std::string headers(const Program &p) {
   std::string out = fmt::format("kernel: {}\n", p.name);
   if (!p.source_file.empty()) out += fmt::format("source: {}\n", p.source_file);
+  for (size_t f = 0; f < p.source_files.size(); ++f)
+    out += fmt::format("source {}: {}\n", f + 1, p.source_files[f]);
   out += fmt::format("\narguments: {}\n", p.args.size());
   if (!p.args.empty()) {
     out += fmt::format("  {:>5}  {:<24} {:<6} {:<8} {:<20} {:>14}\n", "index", "name", "dir",

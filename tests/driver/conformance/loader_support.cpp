@@ -177,6 +177,7 @@ std::vector<std::pair<const char *, const void *>> operations(const trn_hal_ops_
   OP(queue_reset);
   OP(device_time_ns);
   OP(queue_set_priority);
+  OP(kernel_source_file);
 #undef OP
   return v;
 }

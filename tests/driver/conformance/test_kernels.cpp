@@ -337,6 +337,12 @@ TEST_CASE("kernels: source lines of instructions", "[kernels]") {
   // Without .loc the assembler records the text line; past the end is unknown (0).
   CHECK(ops().kernel_source_line(kernel, TRN_ENGINE_SYNC, 1000) == 0);
   CHECK(ops().kernel_source_line(kernel, TRN_ENGINE_TENSOR, 0) == 0);
+  // The file of a line (interface 2.1): "" where the line is unknown, else the .s file.
+  CHECK(std::string(ops().kernel_source_file(kernel, TRN_ENGINE_SYNC, 1000)).empty());
+  CHECK(std::string(ops().kernel_source_file(kernel, TRN_ENGINE_TENSOR, 0)).empty());
+  CHECK(std::string(ops().kernel_source_file(kernel, TRN_ENGINE_COUNT, 0)).empty());
+  if (ops().kernel_source_line(kernel, TRN_ENGINE_SYNC, 0) != 0)
+    CHECK(std::string(ops().kernel_source_file(kernel, TRN_ENGINE_SYNC, 0)) == "stuck.s");
 }
 
 TEST_CASE("kernels: a launch fills the trace buffer it is given", "[kernels]") {
