@@ -660,14 +660,21 @@ std::variant<isa::Program, std::string> KernelBuilder::finish() {
         stream[i].wait = {isa::SemCmp::kGe, static_cast<uint16_t>(sem[m.wait.agent]), rank(m.wait)};
     }
   }
-  // Source lines: every instruction names the call that built it.
+  // Source locations: every instruction names the call that built it (file and line; a kernel
+  // written across several files names each).
+  bool several_files = false;
   for (uint32_t e = 0; e < isa::kEngineCount; ++e) {
     p.source_lines[e].clear();
+    p.source_file_ids[e].clear();
     for (const Meta &m : s_->meta[e]) {
-      if (p.source_file.empty() && m.where.file) p.source_file = base_name(m.where.file);
+      const uint32_t id = p.intern_source_file(m.where.file ? base_name(m.where.file) : "");
+      several_files = several_files || id != 0;
       p.source_lines[e].push_back(m.where.line);
+      p.source_file_ids[e].push_back(id);
     }
   }
+  if (!several_files)
+    for (auto &ids : p.source_file_ids) ids.clear();  // all file 0: the compact form
   if (auto err = isa::validate_program(p, s_->target.isa))
     return fmt::format("kernel '{}': {}", p.name, *err);
   isa::Program out = std::move(p);

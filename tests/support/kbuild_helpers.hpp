@@ -29,4 +29,12 @@ inline isa::Program built(std::variant<isa::Program, std::string> result) {
   return std::move(std::get<isa::Program>(result));
 }
 
+// Loads `src` into `dst` and doubles it: a helper in another file than the kernel that calls it,
+// so that the kernel's instructions come from two source files.
+inline void load_doubled(kbuild::KernelBuilder &kb, const kbuild::Tile &dst,
+                         const kbuild::HbmView &src) {
+  kb.load(dst, src);
+  kb.tensor_scalar(dst, dst, isa::AluOp::kMultiply, 2.0f);
+}
+
 }  // namespace trn::test

@@ -361,3 +361,49 @@ TEST_CASE("kbuild: iota and select build a causal mask") {
     }
   CHECK(p.stream(Engine::kGpSimd).size() >= 2);  // iota and affine_select run on gpsimd
 }
+
+TEST_CASE("kbuild: a kernel written across two files names both, in the binary and in faults") {
+  KernelBuilder kb("two_files", kTrn2);
+  const HbmTensor x = kb.input("x", DType::kF32, {128, 64});
+  const HbmTensor y = kb.output("y", DType::kF32, {128, 64});
+  const Tile t = kb.sbuf(DType::kF32, 128, {64});
+  test::load_doubled(kb, t, x.view());  // kbuild_helpers.hpp
+  const int store_line = __LINE__ + 1;
+  kb.store(y.view(), t, {.engine = Engine::kSync, .queue = 0});
+  const isa::Program p = test::built(kb.finish());
+  REQUIRE(p.source_files.size() == 1);
+  // The multiply, wherever the builder put it, comes from the helper's file.
+  std::string multiply;
+  Engine multiply_engine = Engine::kVector;
+  for (uint32_t e = 0; e < isa::kEngineCount; ++e)
+    for (size_t i = 0; i < p.streams[e].size(); ++i)
+      if (p.streams[e][i].opcode == isa::Opcode::kTensorScalar) {
+        multiply = isa::source_location_text(p, Engine(e), i);
+        multiply_engine = Engine(e);
+      }
+  CHECK(multiply.starts_with("kbuild_helpers.hpp:"));
+  const auto &sync = p.stream(Engine::kSync);
+  REQUIRE(!sync.empty());
+  CHECK(isa::source_location_text(p, Engine::kSync, sync.size() - 1) ==
+        "test_kernel_builder.cpp:" + std::to_string(store_line));
+  // Through the binary and back, and as text.
+  isa::Program read;
+  REQUIRE_FALSE(isa::read_kernel(isa::write_kernel(p), read));
+  CHECK(isa::source_location_text(read, Engine::kSync, sync.size() - 1) ==
+        isa::source_location_text(p, Engine::kSync, sync.size() - 1));
+  CHECK(read.source_files == p.source_files);
+  auto again = isa::assemble(isa::disassemble(p), "two_files.s");
+  REQUIRE(std::holds_alternative<isa::Program>(again));
+  CHECK(isa::write_kernel(std::get<isa::Program>(again)) == isa::write_kernel(p));
+  // Without the store's wait, the race names the store here and the multiply in the helper.
+  HostBuffer xb(128 * 64 * 4), yb(128 * 64 * 4);
+  // The store's wait: the last one on the sync engine (the multiply's engine signals it).
+  std::pair<uint32_t, size_t> store_wait{uint32_t(Engine::kSync), sync.size() - 1};
+  REQUIRE(sync.back().wait.cmp != isa::SemCmp::kNone);
+  CAPTURE(isa::engine_name(multiply_engine));
+  const auto r = without_wait(p, store_wait, {xb.binding(), yb.binding()});
+  REQUIRE(r.status == RunStatus::kFault);
+  CHECK_THAT(r.message,
+             Catch::Contains("(test_kernel_builder.cpp:" + std::to_string(store_line) + ")"));
+  CHECK_THAT(r.message, Catch::Contains("(" + multiply + ")"));
+}
