@@ -18,8 +18,11 @@ struct BuildTarget {
   uint64_t dma_bytes_per_s = 23'000'000'000;  // one DMA engine
 
   uint64_t clock_hz(isa::Engine e) const;
+  // The SBUF a kernel may fill per partition: the usable bytes, never more than there are.
   uint32_t sbuf_bytes() const {
-    return sbuf_usable_bytes ? sbuf_usable_bytes : isa.sbuf_bytes_per_partition;
+    return sbuf_usable_bytes && sbuf_usable_bytes < isa.sbuf_bytes_per_partition
+               ? sbuf_usable_bytes
+               : isa.sbuf_bytes_per_partition;
   }
 };
 

@@ -88,13 +88,51 @@ uint64_t estimate_cycles(const Instruction &inst, uint32_t core_version) {
   }
 }
 
-std::vector<Access> accesses_of(const Instruction &inst) {
+// The memory an instruction touches. Reads of input arguments are left out: nothing in the
+// kernel writes an input (store() refuses to), so they never conflict, and leaving them out keeps
+// the planner's records few.
+std::vector<Access> accesses_of(const Instruction &inst, const isa::Program &program) {
   std::vector<Access> out;
   for (const isa::AccessPattern *ap : {&inst.dst, &inst.dst2})
     if (ap->used()) out.push_back(detail::access_of(*ap, true));
-  for (const isa::AccessPattern *ap : {&inst.src0, &inst.src1, &inst.src2})
-    if (ap->used()) out.push_back(detail::access_of(*ap, false));
+  for (const isa::AccessPattern *ap : {&inst.src0, &inst.src1, &inst.src2}) {
+    if (!ap->used()) continue;
+    if (ap->space == MemSpace::kHbm && ap->arg < program.args.size() &&
+        program.args[ap->arg].direction == isa::ArgDirection::kIn)
+      continue;
+    out.push_back(detail::access_of(*ap, false));
+  }
   return out;
+}
+
+// Why an operand cannot be used, or "" when it can.
+std::string unusable(const char *role, const Tile &t) {
+  if (t.valid()) return {};
+  if (t.bad_view())
+    return fmt::format(
+        "{} is a view that does not fit its tile (a slice past its end, a "
+        "broadcast of a tile that is not [P, 1], or a reshape of a strided view)",
+        role);
+  return fmt::format("{} is not a tile (its allocation failed, or it was never made)", role);
+}
+
+std::string unusable(const char *role, const HbmView &v) {
+  if (v.valid()) return {};
+  if (v.bad_view())
+    return fmt::format("{} is a view that does not fit its tensor (rows or columns past the end)",
+                       role);
+  return fmt::format("{} is not a view of a kernel argument", role);
+}
+
+// The first reason any of the named operands cannot be used, or "".
+template <typename... Operands>
+std::string first_unusable(const Operands &...operands) {
+  std::string why;
+  auto check = [&](const auto &named) {
+    if (why.empty()) why = unusable(named.first, named.second);
+  };
+  (check(operands), ...);
+  return why;
 }
 
 Instruction make(Opcode op, const isa::AccessPattern &dst, const isa::AccessPattern &src0 = {},
@@ -188,10 +226,11 @@ struct KernelBuilder::State {
     const auto ei = static_cast<uint32_t>(inst.engine);
     const double issued = std::max(engine_free[ei], ready) + seconds(kDmaIssueCycles, inst.engine);
     const double duration = transfer_seconds(inst);
-    uint32_t best = next_queue % detail::kDmaQueues;
+    const uint32_t count = queue_count();
+    uint32_t best = next_queue % count;
     double best_start = queues[best].start_time(issued, duration);
-    for (uint32_t i = 1; i < detail::kDmaQueues; ++i) {
-      const uint32_t q = (next_queue + i) % detail::kDmaQueues;
+    for (uint32_t i = 1; i < count; ++i) {
+      const uint32_t q = (next_queue + i) % count;
       const double start = queues[q].start_time(issued, duration);
       if (start < best_start) {
         best = q;
@@ -200,6 +239,11 @@ struct KernelBuilder::State {
     }
     next_queue = best + 1;
     return best;
+  }
+
+  // The DMA queues of the target (the builder's agents cover at most 16).
+  uint32_t queue_count() const {
+    return std::clamp<uint32_t>(target.isa.dma_queues, 1, detail::kDmaQueues);
   }
 
   // No engine issues anything before the earliest one is free.
@@ -228,9 +272,15 @@ HbmTensor KernelBuilder::argument(std::string name, DType dtype, std::vector<uin
     return fail(where, fmt::format("argument '{}': invalid dtype", name)), HbmTensor{};
   if (shape.empty())
     return fail(where, fmt::format("argument '{}' has no shape", name)), HbmTensor{};
-  for (uint64_t d : shape)
+  uint64_t bytes = isa::dtype_size(dtype);
+  for (uint64_t d : shape) {
     if (d == 0)
       return fail(where, fmt::format("argument '{}' has an empty dim", name)), HbmTensor{};
+    if (bytes > UINT64_MAX / d)
+      return fail(where, fmt::format("argument '{}' has more bytes than 64 bits count", name)),
+             HbmTensor{};
+    bytes *= d;
+  }
   if (s_->program.args.size() >= isa::kConstantsArg)
     return fail(where, "too many arguments"), HbmTensor{};
   const auto index = static_cast<uint16_t>(s_->program.args.size());
@@ -255,6 +305,8 @@ ScalarArg KernelBuilder::scalar(std::string name, DType dtype, Where where) {
   if (error_) return {};
   if (dtype != DType::kF32 && dtype != DType::kI32)
     return fail(where, fmt::format("scalar '{}' must be f32 or i32", name)), ScalarArg{};
+  if (s_->program.args.size() >= isa::kConstantsArg)
+    return fail(where, "too many arguments"), ScalarArg{};
   const auto index = static_cast<uint16_t>(s_->program.args.size());
   s_->program.args.push_back(
       {std::move(name), dtype, {}, isa::ArgDirection::kIn, isa::ArgKind::kScalar});
@@ -279,6 +331,8 @@ Tile KernelBuilder::allocate(Memory memory, DType dtype, uint32_t partitions,
   uint64_t elements = 1;
   for (uint32_t n : free) {
     if (n == 0) return fail(where, what + " has an empty free dim"), Tile{};
+    if (elements > (uint64_t{1} << 40) / n)  // far beyond any partition: no overflow below
+      return fail(where, what + " is larger than any on-chip memory"), Tile{};
     elements *= n;
   }
   const uint64_t bytes = elements * es;
@@ -338,6 +392,9 @@ TileRing KernelBuilder::ring(Memory memory, DType dtype, uint32_t partitions,
 void KernelBuilder::dma(const isa::AccessPattern &dst, const isa::AccessPattern &src, bool load,
                         Opts opts, const Where &where, const std::string &what) {
   const Engine issuer = opts.engine.value_or(load ? Engine::kSync : Engine::kGpSimd);
+  if (opts.queue && *opts.queue >= s_->queue_count())
+    return void(fail(where, fmt::format("{}: DMA queue {}; the core has queues 0 to {}", what,
+                                        *opts.queue, s_->queue_count() - 1)));
   const uint32_t rows = load ? dst.partition_count : src.partition_count;
   const uint64_t bytes =
       src.elements() * std::max(isa::dtype_size(src.dtype), isa::dtype_size(dst.dtype));
@@ -360,7 +417,7 @@ void KernelBuilder::dma(const isa::AccessPattern &dst, const isa::AccessPattern 
     }
     Instruction inst = make(Opcode::kDmaCopy, d, s);
     inst.engine = issuer;
-    const std::vector<Access> accesses = accesses_of(inst);
+    const std::vector<Access> accesses = accesses_of(inst, s_->program);
     const uint32_t q =
         opts.queue ? *opts.queue
                    : s_->earliest_queue(
@@ -376,7 +433,9 @@ void KernelBuilder::dma(const isa::AccessPattern &dst, const isa::AccessPattern 
 
 void KernelBuilder::load(const Tile &dst, const HbmView &src, Opts opts, Where where) {
   if (error_) return;
-  if (!dst.valid() || !src.valid()) return void(fail(where, "load: an invalid tile or HBM view"));
+  if (const std::string why = first_unusable(std::pair{"dst", dst}, std::pair{"src", src});
+      !why.empty())
+    return void(fail(where, "load: " + why));
   if (dst.memory() != Memory::kSbuf)
     return void(
         fail(where, fmt::format("load: {} is in PSUM; DMA loads go to SBUF", dst.describe())));
@@ -390,7 +449,13 @@ void KernelBuilder::load(const Tile &dst, const HbmView &src, Opts opts, Where w
 
 void KernelBuilder::store(const HbmView &dst, const Tile &src, Opts opts, Where where) {
   if (error_) return;
-  if (!dst.valid() || !src.valid()) return void(fail(where, "store: an invalid tile or HBM view"));
+  if (const std::string why = first_unusable(std::pair{"dst", dst}, std::pair{"src", src});
+      !why.empty())
+    return void(fail(where, "store: " + why));
+  if (s_->program.args[dst.arg()].direction == isa::ArgDirection::kIn)
+    return void(fail(where, fmt::format("store: {} is an input of the kernel; declare it with "
+                                        "output() or inout() to write it",
+                                        dst.describe())));
   if (dst.rows() != src.partitions() || dst.cols() != src.free_size())
     return void(fail(
         where, fmt::format("store: {} is [{}, {}] but {} is [{}, {}]", dst.describe(), dst.rows(),
@@ -407,7 +472,7 @@ void KernelBuilder::compute(Instruction inst, std::vector<Engine> engines, Opts 
   std::optional<std::string> first_error;
   int best = -1;
   double best_end = 0;
-  const std::vector<Access> accesses = accesses_of(inst);
+  const std::vector<Access> accesses = accesses_of(inst, s_->program);
   for (size_t i = 0; i < engines.size(); ++i) {
     inst.engine = engines[i];
     if (auto err = isa::check_instruction(inst, s_->target.isa, &s_->program)) {
@@ -458,14 +523,18 @@ std::optional<std::string> set_operand(Instruction &inst, const Operand &op, isa
 
 }  // namespace
 
-// Checks common to compute operations: valid tiles, matching element counts.
+// Checks common to compute operations: usable operands, matching element counts.
 #define TRN_KB_REQUIRE(cond, ...) \
   if (!(cond)) return void(fail(where, fmt::format(__VA_ARGS__)))
+#define TRN_KB_OPERANDS(op, ...)                                         \
+  if (const std::string why = first_unusable(__VA_ARGS__); !why.empty()) \
+  return void(fail(where, std::string(op) + ": " + why))
 
 void KernelBuilder::matmul(const Tile &dst, const Tile &stationary, const Tile &moving,
                            bool accumulate, Opts opts, Where where) {
   if (error_) return;
-  TRN_KB_REQUIRE(dst.valid() && stationary.valid() && moving.valid(), "matmul: an invalid tile");
+  TRN_KB_OPERANDS("matmul", std::pair{"dst", dst}, std::pair{"stationary", stationary},
+                  std::pair{"moving", moving});
   TRN_KB_REQUIRE(stationary.partitions() == moving.partitions(),
                  "matmul: stationary {} and moving {} must have the same partitions (K)",
                  stationary.describe(), moving.describe());
@@ -480,7 +549,7 @@ void KernelBuilder::matmul(const Tile &dst, const Tile &stationary, const Tile &
 
 void KernelBuilder::transpose(const Tile &dst, const Tile &src, Opts opts, Where where) {
   if (error_) return;
-  TRN_KB_REQUIRE(dst.valid() && src.valid(), "transpose: an invalid tile");
+  TRN_KB_OPERANDS("transpose", std::pair{"dst", dst}, std::pair{"src", src});
   TRN_KB_REQUIRE(dst.partitions() == src.free_size() && dst.free_size() == src.partitions(),
                  "transpose: {} must be [{}, {}] to hold {} transposed", dst.describe(),
                  src.free_size(), src.partitions(), src.describe());
@@ -494,7 +563,9 @@ void KernelBuilder::transpose(const Tile &dst, const Tile &src, Opts opts, Where
 void KernelBuilder::activation(const Tile &dst, const Tile &src, ActFunc func, Operand scale,
                                Operand bias, const Tile &reduce_into, Opts opts, Where where) {
   if (error_) return;
-  TRN_KB_REQUIRE(dst.valid() && src.valid(), "activation: an invalid tile");
+  TRN_KB_OPERANDS("activation", std::pair{"dst", dst}, std::pair{"src", src});
+  TRN_KB_REQUIRE(!reduce_into.bad_view(), "activation: {}",
+                 unusable("the sum's tile (reduce_into)", reduce_into));
   TRN_KB_REQUIRE(dst.partitions() == src.partitions() && dst.free_size() == src.free_size(),
                  "activation: {} and {} differ in shape", dst.describe(), src.describe());
   Instruction inst = make(Opcode::kActivation, dst.pattern(), src.pattern());
@@ -518,7 +589,7 @@ void KernelBuilder::activation(const Tile &dst, const Tile &src, ActFunc func, O
 void KernelBuilder::tensor_tensor(const Tile &dst, const Tile &a, const Tile &b, AluOp op,
                                   Opts opts, Where where) {
   if (error_) return;
-  TRN_KB_REQUIRE(dst.valid() && a.valid() && b.valid(), "tensor_tensor: an invalid tile");
+  TRN_KB_OPERANDS("tensor_tensor", std::pair{"dst", dst}, std::pair{"a", a}, std::pair{"b", b});
   TRN_KB_REQUIRE(dst.partitions() == a.partitions() && dst.partitions() == b.partitions() &&
                      dst.free_size() == a.free_size() && dst.free_size() == b.free_size(),
                  "tensor_tensor: {}, {} and {} differ in shape", dst.describe(), a.describe(),
@@ -532,7 +603,7 @@ void KernelBuilder::tensor_scalar(const Tile &dst, const Tile &src, AluOp op0, O
                                   AluOp op1, Operand operand1, bool reverse0, bool reverse1,
                                   Opts opts, Where where) {
   if (error_) return;
-  TRN_KB_REQUIRE(dst.valid() && src.valid(), "tensor_scalar: an invalid tile");
+  TRN_KB_OPERANDS("tensor_scalar", std::pair{"dst", dst}, std::pair{"src", src});
   TRN_KB_REQUIRE(dst.partitions() == src.partitions() && dst.free_size() == src.free_size(),
                  "tensor_scalar: {} and {} differ in shape", dst.describe(), src.describe());
   Instruction inst = make(Opcode::kTensorScalar, dst.pattern(), src.pattern());
@@ -552,7 +623,7 @@ void KernelBuilder::tensor_scalar(const Tile &dst, const Tile &src, AluOp op0, O
 void KernelBuilder::reduce(const Tile &dst, const Tile &src, AluOp op, uint32_t axes, bool negate,
                            Opts opts, Where where) {
   if (error_) return;
-  TRN_KB_REQUIRE(dst.valid() && src.valid(), "reduce: an invalid tile");
+  TRN_KB_OPERANDS("reduce", std::pair{"dst", dst}, std::pair{"src", src});
   Instruction inst = make(Opcode::kTensorReduce, dst.pattern(), src.pattern());
   inst.func = static_cast<uint8_t>(op);
   inst.iimm[0] = static_cast<int32_t>(axes);
@@ -562,7 +633,7 @@ void KernelBuilder::reduce(const Tile &dst, const Tile &src, AluOp op, uint32_t 
 
 void KernelBuilder::copy(const Tile &dst, const Tile &src, Opts opts, Where where) {
   if (error_) return;
-  TRN_KB_REQUIRE(dst.valid() && src.valid(), "copy: an invalid tile");
+  TRN_KB_OPERANDS("copy", std::pair{"dst", dst}, std::pair{"src", src});
   TRN_KB_REQUIRE(dst.partitions() == src.partitions() && dst.free_size() == src.free_size(),
                  "copy: {} and {} differ in shape", dst.describe(), src.describe());
   compute(make(Opcode::kTensorCopy, dst.pattern(), src.pattern()),
@@ -571,7 +642,7 @@ void KernelBuilder::copy(const Tile &dst, const Tile &src, Opts opts, Where wher
 
 void KernelBuilder::memset(const Tile &dst, float value, Opts opts, Where where) {
   if (error_) return;
-  TRN_KB_REQUIRE(dst.valid(), "memset: an invalid tile");
+  TRN_KB_OPERANDS("memset", std::pair{"dst", dst});
   Instruction inst = make(Opcode::kMemset, dst.pattern());
   inst.imm[0] = value;
   compute(inst, {Engine::kVector, Engine::kGpSimd}, opts, where);
@@ -589,7 +660,7 @@ isa::AccessPattern steps_pattern(const std::vector<isa::Dim> &steps) {
 void KernelBuilder::iota(const Tile &dst, std::vector<isa::Dim> steps, int32_t offset,
                          int32_t channel_multiplier, Opts opts, Where where) {
   if (error_) return;
-  TRN_KB_REQUIRE(dst.valid(), "iota: an invalid tile");
+  TRN_KB_OPERANDS("iota", std::pair{"dst", dst});
   TRN_KB_REQUIRE(steps.size() <= isa::kMaxFreeDims, "iota: at most {} steps", isa::kMaxFreeDims);
   Instruction inst = make(Opcode::kIota, dst.pattern(), steps_pattern(steps));
   inst.iimm = {offset, channel_multiplier};
@@ -600,7 +671,7 @@ void KernelBuilder::select(const Tile &dst, std::vector<isa::Dim> steps, int32_t
                            int32_t channel_multiplier, AluOp cmp, const Tile &on_true,
                            float on_false, Opts opts, Where where) {
   if (error_) return;
-  TRN_KB_REQUIRE(dst.valid() && on_true.valid(), "select: an invalid tile");
+  TRN_KB_OPERANDS("select", std::pair{"dst", dst}, std::pair{"on_true", on_true});
   TRN_KB_REQUIRE(steps.size() <= isa::kMaxFreeDims, "select: at most {} steps", isa::kMaxFreeDims);
   Instruction inst =
       make(Opcode::kAffineSelect, dst.pattern(), steps_pattern(steps), on_true.pattern());
@@ -611,6 +682,7 @@ void KernelBuilder::select(const Tile &dst, std::vector<isa::Dim> steps, int32_t
 }
 
 #undef TRN_KB_REQUIRE
+#undef TRN_KB_OPERANDS
 
 KernelBuilder::Stats KernelBuilder::stats() const {
   Stats st;

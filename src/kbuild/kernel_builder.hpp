@@ -17,8 +17,10 @@
 //   last view is gone may be reused. Placement is next-fit, so a tile taken in every iteration of
 //   a loop rotates through free space (multi-buffering); `ring()` makes the rotation explicit.
 // - Synchronisation: every read-after-write, write-after-read and write-after-write between
-//   engines and DMA queues gets a semaphore wait, and nothing else; waits that other waits
-//   already imply are left out. One semaphore per agent (engine or issuing engine and queue).
+//   engines and DMA queues gets a semaphore wait unless the two are already ordered; waits that
+//   other waits imply are left out (overlap is judged on bounding byte ranges per partition, so
+//   interleaved strided views may get a wait they do not strictly need). One semaphore per agent
+//   (engine, or issuing engine and queue). Arguments must not alias; inputs are never written.
 // - Engines: each operation goes to the engine that can run it and is estimated to be free
 //   first (or to the one you name in Opts::engine); loads are issued from the sync engine and
 //   stores from gpsimd unless told otherwise, split across DMA queues when they are large.

@@ -36,10 +36,30 @@ std::string Tile::describe() const {
   return s;
 }
 
-// Views that do not fit leave the tile invalid; the builder reports the call that made them.
+// Views that do not fit give an invalid tile marked as a bad view; the operation that gets one
+// reports it (with its own call site).
+Tile Tile::failed_view() {
+  Tile t;
+  t.bad_view_ = true;
+  return t;
+}
+
+HbmView HbmView::failed_view() {
+  HbmView v;
+  v.bad_view_ = true;
+  return v;
+}
+
+namespace {
+// [start, start + count) inside [0, size), without overflow.
+bool fits(uint64_t start, uint64_t count, uint64_t size) {
+  return count != 0 && start <= size && count <= size - start;
+}
+}  // namespace
+
 Tile Tile::partition_slice(uint32_t start, uint32_t count) const {
   Tile t = *this;
-  if (!valid() || count == 0 || uint64_t{start} + count > ap_.partition_count) return {};
+  if (!valid() || !fits(start, count, ap_.partition_count)) return failed_view();
   t.ap_.partition_start += start;
   t.ap_.partition_count = count;
   return t;
@@ -47,9 +67,8 @@ Tile Tile::partition_slice(uint32_t start, uint32_t count) const {
 
 Tile Tile::slice(uint32_t dim, uint32_t start, uint32_t count) const {
   Tile t = *this;
-  if (!valid() || dim >= ap_.num_dims || count == 0 ||
-      uint64_t{start} + count > ap_.dims[dim].count)
-    return {};
+  if (!valid() || dim >= ap_.num_dims || !fits(start, count, ap_.dims[dim].count))
+    return failed_view();
   const isa::Dim d = ap_.dims[dim];
   const int64_t shift = int64_t{d.stride} * start * int64_t(isa::dtype_size(ap_.dtype));
   t.ap_.offset = static_cast<uint64_t>(static_cast<int64_t>(ap_.offset) + shift);
@@ -58,12 +77,12 @@ Tile Tile::slice(uint32_t dim, uint32_t start, uint32_t count) const {
 }
 
 Tile Tile::cols(uint32_t start, uint32_t count) const {
-  if (!valid() || ap_.num_dims == 0) return {};
+  if (!valid() || ap_.num_dims == 0) return failed_view();
   return slice(ap_.num_dims - 1, start, count);
 }
 
 Tile Tile::broadcast(uint32_t count) const {
-  if (!valid() || free_size() != 1 || count == 0) return {};
+  if (!valid() || free_size() != 1 || count == 0) return failed_view();
   Tile t = *this;
   t.ap_.num_dims = 1;
   t.ap_.dims = {};
@@ -72,14 +91,14 @@ Tile Tile::broadcast(uint32_t count) const {
 }
 
 Tile Tile::reshape(std::vector<uint32_t> shape) const {
-  if (!valid() || shape.empty() || shape.size() > isa::kMaxFreeDims) return {};
+  if (!valid() || shape.empty() || shape.size() > isa::kMaxFreeDims) return failed_view();
   uint64_t n = 1;
-  for (uint32_t c : shape) n *= c;
-  if (n != free_size()) return {};
+  for (uint32_t c : shape) n *= c;  // at most 4 dims of 32 bits: compared below, not used
+  if (n != free_size()) return failed_view();
   // Contiguous: strides are those of a dense row-major array.
   int64_t expect = 1;
   for (uint32_t d = ap_.num_dims; d-- > 0;) {
-    if (ap_.dims[d].count > 1 && ap_.dims[d].stride != expect) return {};
+    if (ap_.dims[d].count > 1 && ap_.dims[d].stride != expect) return failed_view();
     expect *= ap_.dims[d].count;
   }
   Tile t = *this;
@@ -107,7 +126,9 @@ HbmTensor::HbmTensor(std::string name, uint16_t arg, DType dtype, std::vector<ui
 }
 
 HbmView HbmTensor::as_matrix(uint64_t rows, uint64_t cols) const {
-  if (!valid() || rows * cols != view_.rows_ * view_.cols_) return {};
+  if (!valid() || rows == 0 || cols == 0 || cols > UINT64_MAX / rows ||
+      rows * cols != view_.rows_ * view_.cols_)
+    return HbmView::failed_view();
   HbmView v = view_;
   v.rows_ = rows;
   v.cols_ = cols;
@@ -117,7 +138,7 @@ HbmView HbmTensor::as_matrix(uint64_t rows, uint64_t cols) const {
 }
 
 HbmView HbmView::row_slice(uint64_t start, uint64_t count) const {
-  if (!valid() || count == 0 || start + count > rows_) return {};
+  if (!valid() || !fits(start, count, rows_)) return failed_view();
   HbmView v = *this;
   v.row0_ = row0_ + (row_stride_ ? start : 0);
   v.rows_ = count;
@@ -125,7 +146,7 @@ HbmView HbmView::row_slice(uint64_t start, uint64_t count) const {
 }
 
 HbmView HbmView::col_slice(uint64_t start, uint64_t count) const {
-  if (!valid() || count == 0 || start + count > cols_) return {};
+  if (!valid() || !fits(start, count, cols_)) return failed_view();
   HbmView v = *this;
   v.col0_ = col0_ + start;
   v.cols_ = count;
@@ -133,7 +154,7 @@ HbmView HbmView::col_slice(uint64_t start, uint64_t count) const {
 }
 
 HbmView HbmView::broadcast_rows(uint64_t count) const {
-  if (!valid() || rows_ != 1 || count == 0) return {};
+  if (!valid() || rows_ != 1 || count == 0 || count > UINT32_MAX) return failed_view();
   HbmView v = *this;
   v.row_stride_ = 0;
   v.rows_ = count;

@@ -30,6 +30,9 @@ class Tile {
   Tile() = default;
 
   bool valid() const { return buffer_ != nullptr; }
+  // True for the result of a view that did not fit its tile (a slice past the end, a reshape
+  // of a strided view, ...), as opposed to a tile never made.
+  bool bad_view() const { return bad_view_; }
   DType dtype() const { return ap_.dtype; }
   Memory memory() const;
   uint32_t partitions() const { return ap_.partition_count; }
@@ -57,8 +60,10 @@ class Tile {
  private:
   friend class KernelBuilder;
   friend class TileRing;
+  static Tile failed_view();
   std::shared_ptr<detail::Buffer> buffer_;
   isa::AccessPattern ap_;
+  bool bad_view_ = false;
 };
 
 // N buffers of one shape, handed out in turn: a loop that takes `next()` each iteration gets a
@@ -73,7 +78,9 @@ class TileRing {
     if (buffers_.empty()) return {};
     return buffers_[turn_++ % buffers_.size()];
   }
-  const Tile &operator[](size_t i) const { return buffers_[i % buffers_.size()]; }
+  Tile operator[](size_t i) const {
+    return buffers_.empty() ? Tile{} : buffers_[i % buffers_.size()];
+  }
 
  private:
   std::vector<Tile> buffers_;
@@ -86,6 +93,8 @@ class HbmView {
  public:
   HbmView() = default;
   bool valid() const { return dtype_ != DType::kInvalid; }
+  // True for a view that did not fit its tensor (rows or columns past the end).
+  bool bad_view() const { return bad_view_; }
   DType dtype() const { return dtype_; }
   uint64_t rows() const { return rows_; }
   uint64_t cols() const { return cols_; }
@@ -107,7 +116,9 @@ class HbmView {
  private:
   friend class KernelBuilder;
   friend class HbmTensor;
+  static HbmView failed_view();
   std::string name_;
+  bool bad_view_ = false;
   uint16_t arg_ = 0;
   DType dtype_ = DType::kInvalid;
   uint64_t ld_ = 0;         // elements between rows of the argument

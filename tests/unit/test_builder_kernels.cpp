@@ -66,9 +66,10 @@ TEST_CASE("kernels: binary elementwise with broadcasting along rows and columns"
   struct Shape {
     uint64_t ar, ac, br, bc;
   };
-  const Shape shapes[] = {{rows, cols, rows, cols}, {rows, cols, 1, cols}, {rows, cols, rows, 1},
-                          {rows, cols, 1, 1},       {1, cols, rows, cols}, {rows, 1, rows, cols},
-                          {rows, 1, 1, cols}};
+  const Shape shapes[] = {
+      {rows, cols, rows, cols}, {rows, cols, 1, cols}, {rows, cols, rows, 1}, {rows, cols, 1, 1},
+      {1, cols, rows, cols},    {rows, 1, rows, cols}, {rows, 1, 1, cols},    {rows, 1, rows, 1},
+      {rows, 1, 1, 1},          {1, 1, 1, 1}};
   for (auto g : kGenerations)
     for (const Shape &s : shapes)
       for (AluOp op : {AluOp::kSubtract, AluOp::kMax, AluOp::kMultiply}) {
@@ -150,10 +151,18 @@ TEST_CASE("kernels: row softmax is stable and sums to one") {
         }
       }
     }
-  SoftmaxConfig too_wide{128, 20000};
+  SoftmaxConfig too_wide{128, 40000};
+  too_wide.target = test::build_target(TRN_GENERATION_TRN2);
   auto r = build_softmax(too_wide);
   REQUIRE(std::holds_alternative<std::string>(r));
-  CHECK(std::get<std::string>(r).find("at most 12288") != std::string::npos);
+  CHECK_THAT(std::get<std::string>(r),
+             Catch::StartsWith("softmax: rows of 40000 columns; this kernel keeps two rows in "
+                               "SBUF at once and at most "));
+  // The widest row it names builds.
+  const std::string msg = std::get<std::string>(r);
+  const size_t at = msg.find("at most ") + 8;
+  too_wide.cols = std::stoull(msg.substr(at));
+  CHECK(std::holds_alternative<isa::Program>(build_softmax(too_wide)));
 }
 
 TEST_CASE("kernels: layer norm and RMS norm match double-precision references") {
@@ -197,6 +206,23 @@ TEST_CASE("kernels: layer norm and RMS norm match double-precision references") 
         }
       }
     }
+}
+
+TEST_CASE("kernels: the norms refuse rows wider than SBUF holds, naming the widest that builds") {
+  for (auto g : kGenerations)
+    for (DType t : {DType::kF32, DType::kBf16})
+      for (bool layer : {true, false}) {
+        CAPTURE(g, isa::dtype_name(t), layer);
+        NormConfig c{512, 65535, t, t, 1e-5f, true, test::build_target(g)};
+        c.target.sbuf_usable_bytes = sim::core_spec(g).sbuf_bytes_per_partition - 12 * 1024;
+        auto r = layer ? build_layernorm(c) : build_rmsnorm(c);
+        REQUIRE(std::holds_alternative<std::string>(r));
+        const std::string msg = std::get<std::string>(r);
+        CHECK_THAT(msg, Catch::Contains("columns; this kernel keeps two rows in SBUF at once"));
+        c.cols = std::stoull(msg.substr(msg.find("at most ") + 8));
+        auto ok = layer ? build_layernorm(c) : build_rmsnorm(c);
+        if (auto *e = std::get_if<std::string>(&ok)) FAIL(*e);
+      }
 }
 
 TEST_CASE("kernels: reductions along either axis") {

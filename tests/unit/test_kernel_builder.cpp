@@ -179,7 +179,63 @@ TEST_CASE("kbuild: errors name the call that caused them") {
     const Tile a = kb.sbuf(DType::kF32, 128, {64});
     kb.memset(a.cols(60, 8), 0.0f);  // past the end: an invalid view
     REQUIRE(kb.error());
-    CHECK(kb.error()->find("memset: an invalid tile") != std::string::npos);
+    CHECK(kb.error()->find("memset: dst is a view that does not fit its tile") !=
+          std::string::npos);
+  }
+  {
+    KernelBuilder kb("bad_sum", kTrn2);
+    const Tile a = kb.sbuf(DType::kF32, 128, {64});
+    const Tile sum = kb.sbuf(DType::kF32, 128, {1});
+    kb.activation(a, a, ActFunc::kExp, 1.0f, 0.0f, sum.partition_slice(0, 200));
+    REQUIRE(kb.error());  // a failed view, not "no sum wanted"
+    CHECK(
+        kb.error()->find("activation: the sum's tile (reduce_into) is a view that does not fit") !=
+        std::string::npos);
+  }
+  {
+    KernelBuilder kb("store_to_input", kTrn2);
+    const HbmTensor x = kb.input("x", DType::kF32, {128, 64});
+    const Tile a = kb.sbuf(DType::kF32, 128, {64});
+    kb.memset(a, 0.0f);
+    kb.store(x.view(), a);
+    REQUIRE(kb.error());
+    CHECK(kb.error()->find("store: x[0:128, 0:64] is an input of the kernel; declare it with "
+                           "output() or inout()") != std::string::npos);
+  }
+  {
+    KernelBuilder kb("bad_queue", kTrn2);
+    const HbmTensor x = kb.input("x", DType::kF32, {128, 64});
+    const Tile a = kb.sbuf(DType::kF32, 128, {64});
+    kb.load(a, x.view(), {.queue = 16});
+    REQUIRE(kb.error());
+    CHECK(kb.error()->find("DMA queue 16; the core has queues 0 to 15") != std::string::npos);
+  }
+  {
+    KernelBuilder kb("bad_hbm_view", kTrn2);
+    const HbmTensor x = kb.input("x", DType::kF32, {128, 64});
+    const Tile a = kb.sbuf(DType::kF32, 128, {64});
+    kb.load(a, x.row_slice(UINT64_MAX, 2));  // no wrap-around: a bad view
+    REQUIRE(kb.error());
+    CHECK(kb.error()->find("load: src is a view that does not fit its tensor") !=
+          std::string::npos);
+  }
+  {
+    // A matmul planned for a core too small for its tiles says so (never a crash).
+    MatmulConfig cfg{256, 1024, 384, DType::kBf16, DType::kF32};
+    cfg.target = kTrn2;
+    cfg.target.isa.partitions = 64;
+    auto r = build_tiled_matmul(cfg);
+    REQUIRE(std::holds_alternative<std::string>(r));
+    CHECK(std::get<std::string>(r).find("128 partitions; a core has 1 to 64") != std::string::npos);
+  }
+  {
+    // A ring whose allocation failed hands out invalid tiles (never a crash).
+    KernelBuilder kb("bad_ring", kTrn2);
+    TileRing ring = kb.ring(Memory::kPsum, DType::kF32, 128, {512}, 9);  // 8 banks
+    CHECK_FALSE(ring.valid());
+    CHECK_FALSE(ring[3].valid());
+    CHECK_FALSE(ring.next().valid());
+    REQUIRE(kb.error());
   }
 }
 

@@ -14,16 +14,10 @@ uint64_t chunk_columns(isa::DType a, isa::DType b) {
   return 16384 / std::max(isa::dtype_size(a), isa::dtype_size(b));
 }
 
-std::optional<std::string> check_shape(const char *what, uint64_t rows, uint64_t cols) {
-  if (rows == 0 || cols == 0)
-    return fmt::format("{}: the shape [{}, {}] is empty", what, rows, cols);
-  return std::nullopt;
-}
-
 }  // namespace
 
 Built build_unary(const UnaryConfig &c) {
-  if (auto e = check_shape("unary", c.rows, c.cols)) return *e;
+  if (auto e = check_matrix("unary", c.rows, c.cols, {c.dtype, c.out_dtype})) return *e;
   const std::string op = c.op.kind == UnaryOp::Kind::kActivation ? isa::act_func_name(c.op.func)
                                                                  : isa::alu_op_name(c.op.op0);
   KernelBuilder kb(fmt::format("unary_{}_{}x{}_{}", op, c.rows, c.cols, isa::dtype_name(c.dtype)),
@@ -68,7 +62,7 @@ struct Input {
 }  // namespace
 
 Built build_binary(const BinaryConfig &c) {
-  if (auto e = check_shape("binary", c.rows, c.cols)) return *e;
+  if (auto e = check_matrix("binary", c.rows, c.cols, {c.dtype, c.out_dtype})) return *e;
   const uint64_t shape[2][2] = {{c.a_rows ? c.a_rows : c.rows, c.a_cols ? c.a_cols : c.cols},
                                 {c.b_rows ? c.b_rows : c.rows, c.b_cols ? c.b_cols : c.cols}};
   for (int i = 0; i < 2; ++i)
@@ -105,13 +99,19 @@ Built build_binary(const BinaryConfig &c) {
       const Tile b = in[1].tile(kb, c.dtype, r0, p, c0, cc);
       const Tile o = kb.sbuf(c.out_dtype, p, {cc}, "out");
       // A column-broadcast input is a per-partition scalar: tensor_scalar takes it as a [P,1]
-      // operand (a op b keeps its order with the operand first when a is the scalar).
-      if (in[0].col_broadcast && !in[1].col_broadcast)
+      // operand (a op b keeps its order with the operand first when a is the scalar). When both
+      // are, combine the two values per row and spread the result along the row.
+      if (in[0].col_broadcast && in[1].col_broadcast) {
+        const Tile t = kb.sbuf(c.out_dtype, p, {1}, "row value");
+        kb.tensor_tensor(t, a, b, c.op);
+        kb.copy(o, t.broadcast(cc));
+      } else if (in[0].col_broadcast) {
         kb.tensor_scalar(o, b, c.op, a, isa::AluOp::kBypass, 0.0f, /*reverse0=*/true);
-      else if (in[1].col_broadcast && !in[0].col_broadcast)
+      } else if (in[1].col_broadcast) {
         kb.tensor_scalar(o, a, c.op, b);
-      else
+      } else {
         kb.tensor_tensor(o, a, b, c.op);
+      }
       kb.store(out.tile(r0, p, c0, cc), o);
     });
   });

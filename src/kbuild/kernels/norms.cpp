@@ -9,19 +9,28 @@ namespace trn::kbuild {
 namespace {
 
 using isa::DType;
-constexpr uint64_t kMaxCols = 8192;  // x, centred x and the output row per partition
 
 enum class Norm { kLayer, kRms };
 
 Built build_norm(const NormConfig &c, Norm norm) {
   const char *what = norm == Norm::kLayer ? "layernorm" : "rmsnorm";
-  if (c.rows == 0 || c.cols == 0)
-    return fmt::format("{}: the shape [{}, {}] is empty", what, c.rows, c.cols);
-  if (c.cols > kMaxCols)
+  if (auto e = check_matrix(what, c.rows, c.cols, {c.dtype, c.out_dtype})) return *e;
+  // Two row tiles in flight (pipelined), each the input row, the centred fp32 row (layer norm),
+  // the output row and, for RMS norm of a narrow input with a wide output, an fp32 row; gamma
+  // and beta once; a few small columns besides.
+  const uint64_t in_size = isa::dtype_size(c.dtype), out_size = isa::dtype_size(c.out_dtype);
+  const bool narrow = c.out_dtype == c.dtype && (c.dtype == DType::kBf16 || c.dtype == DType::kF16);
+  const uint64_t extra =
+      norm == Norm::kLayer ? 4 : (c.affine && !narrow && c.dtype != DType::kF32 ? 4 : 0);
+  const uint64_t per_column =
+      2 * (in_size + out_size + extra) + (c.affine ? in_size * (norm == Norm::kLayer ? 2 : 1) : 0);
+  const uint64_t widest =
+      std::min<uint64_t>(widest_row(c.target.sbuf_bytes(), per_column, 2048), 65535);
+  if (c.cols > widest)
     return fmt::format(
-        "{}: rows of {} columns; this kernel keeps a row in one tile and takes at "
-        "most {}",
-        what, c.cols, kMaxCols);
+        "{}: rows of {} columns; this kernel keeps two rows in SBUF at once and "
+        "at most {} columns of {} fit ({} bytes per partition)",
+        what, c.cols, widest, isa::dtype_name(c.dtype), c.target.sbuf_bytes());
   KernelBuilder kb(fmt::format("{}_{}x{}_{}", what, c.rows, c.cols, isa::dtype_name(c.dtype)),
                    c.target);
   const HbmTensor x = kb.input("x", c.dtype, {c.rows, c.cols});
@@ -85,10 +94,8 @@ Built build_norm(const NormConfig &c, Norm norm) {
       kb.tensor_scalar(s.out, s.centred, AluOp::kMultiply, s.rstd);
     } else {
       // The normalised row before gamma and beta, in place: in the input's dtype when that is a
-      // 16-bit float like the output (the vector engine's fast path for all-16-bit operands),
-      // else in fp32.
-      const bool narrow =
-          c.out_dtype == c.dtype && (c.dtype == DType::kBf16 || c.dtype == DType::kF16);
+      // 16-bit float like the output (`narrow`: the vector engine's fast path for all-16-bit
+      // operands), else in fp32.
       const Tile normed = narrow ? s.in
                           : s.centred.dtype() == DType::kF32
                               ? s.centred

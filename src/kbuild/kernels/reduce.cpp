@@ -22,8 +22,7 @@ void combine(KernelBuilder &kb, const Tile &acc, const Tile &partial, AluOp op, 
 }  // namespace
 
 Built build_reduce(const ReduceConfig &c) {
-  if (c.rows == 0 || c.cols == 0)
-    return fmt::format("reduce: the shape [{}, {}] is empty", c.rows, c.cols);
+  if (auto e = check_matrix("reduce", c.rows, c.cols, {c.dtype, c.out_dtype})) return *e;
   if (c.axis > 1) return fmt::format("reduce: axis {}; a matrix has axes 0 and 1", c.axis);
   if (!isa::alu_op_is_reduction(c.op))
     return fmt::format("reduce: {} is not a reduction operator", isa::alu_op_name(c.op));

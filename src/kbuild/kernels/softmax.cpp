@@ -6,19 +6,21 @@
 
 namespace trn::kbuild {
 
-namespace {
-constexpr uint64_t kMaxCols = 12288;  // a 48 KiB fp32 row per partition, a few in flight
-}
-
 Built build_softmax(const SoftmaxConfig &c) {
-  if (c.rows == 0 || c.cols == 0)
-    return fmt::format("softmax: the shape [{}, {}] is empty", c.rows, c.cols);
-  if (c.cols > kMaxCols)
-    return fmt::format(
-        "softmax: rows of {} columns; this kernel keeps a row in one tile and "
-        "takes at most {}",
-        c.cols, kMaxCols);
   using isa::DType;
+  if (auto e = check_matrix("softmax", c.rows, c.cols, {c.dtype, c.out_dtype})) return *e;
+  // Two row tiles in flight (pipelined), each the input row, its fp32 exponentials unless the
+  // input is fp32 (then in place), and the output unless that is fp32 (then in place too); a
+  // few small columns besides.
+  const uint64_t per_column = 2 * (isa::dtype_size(c.dtype) + (c.dtype == DType::kF32 ? 0 : 4) +
+                                   (c.out_dtype == DType::kF32 ? 0 : isa::dtype_size(c.out_dtype)));
+  const uint64_t widest = std::min<uint64_t>(widest_row(c.target.sbuf_bytes(), per_column, 1024),
+                                             65535);  // an instruction's free size
+  if (c.cols > widest)
+    return fmt::format(
+        "softmax: rows of {} columns; this kernel keeps two rows in SBUF at once "
+        "and at most {} columns of {} fit ({} bytes per partition)",
+        c.cols, widest, isa::dtype_name(c.dtype), c.target.sbuf_bytes());
   KernelBuilder kb(fmt::format("softmax_{}x{}_{}", c.rows, c.cols, isa::dtype_name(c.dtype)),
                    c.target);
   const HbmTensor x = kb.input("x", c.dtype, {c.rows, c.cols});

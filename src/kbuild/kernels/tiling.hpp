@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
 #include <variant>
 
+#include "isa/dtype.hpp"
 #include "isa/program.hpp"
 
 namespace trn::kbuild {
@@ -18,6 +20,23 @@ namespace trn::kbuild {
 using Built = std::variant<isa::Program, std::string>;
 
 constexpr uint32_t kRowTile = 128;
+
+// What is wrong with a kernel's shape or dtypes before anything is built, if anything.
+inline std::optional<std::string> check_matrix(const char *kernel, uint64_t rows, uint64_t cols,
+                                               std::initializer_list<isa::DType> dtypes) {
+  if (rows == 0 || cols == 0)
+    return std::string(kernel) + ": the shape [" + std::to_string(rows) + ", " +
+           std::to_string(cols) + "] is empty";
+  for (isa::DType t : dtypes)
+    if (!isa::dtype_size(t)) return std::string(kernel) + ": an invalid dtype";
+  return std::nullopt;
+}
+
+// The widest row (columns) a kernel can keep whole when each column costs `bytes_per_column`
+// of SBUF per partition and `fixed` bytes go to other tiles, or 0 when not even one fits.
+inline uint64_t widest_row(uint64_t sbuf_bytes, uint64_t bytes_per_column, uint64_t fixed) {
+  return sbuf_bytes > fixed ? (sbuf_bytes - fixed) / bytes_per_column : 0;
+}
 
 // Calls body(row0, rows) for each row tile.
 template <typename Body>

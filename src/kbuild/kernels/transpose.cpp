@@ -7,8 +7,7 @@
 namespace trn::kbuild {
 
 Built build_transpose(const TransposeConfig &c) {
-  if (c.rows == 0 || c.cols == 0)
-    return fmt::format("transpose: the shape [{}, {}] is empty", c.rows, c.cols);
+  if (auto e = check_matrix("transpose", c.rows, c.cols, {c.dtype})) return *e;
   KernelBuilder kb(fmt::format("transpose_{}x{}_{}", c.rows, c.cols, isa::dtype_name(c.dtype)),
                    c.target);
   const HbmTensor x = kb.input("x", c.dtype, {c.rows, c.cols});
