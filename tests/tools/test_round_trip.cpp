@@ -92,31 +92,6 @@ TEST_CASE(
       check_round_trip(binary, dir, name);
     }
   }
-  SECTION("instructions from several source files, with a scalar argument (format version 3)") {
-    using isa::DType;
-    using isa::Engine;
-    isa::ProgramBuilder b("several_files");
-    const auto alpha = b.scalar_arg("alpha", DType::kF32);
-    const auto tile = isa::sbuf_tile(DType::kF32, 0, 128, 0, 64);
-    b.memset(Engine::kVector, tile, 0.0f).at("kernels/softmax.cpp", 57);
-    b.activation(tile, tile, isa::ActFunc::kExp)
-        .read_scalar(isa::ImmSlot::kImm0, alpha)
-        .at("kernels/softmax_helpers.hpp", 12);
-    b.memset(Engine::kGpSimd, tile, 1.0f).at();  // this file
-    b.memset(Engine::kGpSimd, tile, 2.0f).at("kernels/softmax.cpp", 0);
-    b.memset(Engine::kGpSimd, tile, 3.0f);
-    b.memset(Engine::kVector, tile, 4.0f).at("kernels/softmax_helpers.hpp", 13);
-    const auto p = b.finish();
-    REQUIRE(p.source_files.size() == 2);
-    write_kernel_file(p, dir + "/several_files.trnk");
-    check_round_trip(dir + "/several_files.trnk", dir, "several_files");
-    int status = -1;
-    const std::string text =
-        test::run_command({TRN_OBJDUMP_PATH, dir + "/several_files.trnk"}, 60'000, &status);
-    CHECK(status == 0);
-    CHECK_THAT(text, Catch::Contains(".file 1 \"kernels/softmax_helpers.hpp\"\n"));
-    CHECK_THAT(text, Catch::Contains(".loc 1 12\n"));
-  }
   std::filesystem::remove_all(dir);
 }
 
