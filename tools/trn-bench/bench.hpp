@@ -34,6 +34,11 @@ void print(const Result &result, const Activity &activity = {});
 // The median of `runs` timings of `body`, in nanoseconds per `operations`.
 double median_ns_per_op(int runs, uint64_t operations, const std::function<void()> &body);
 
+// Whether `flag` is among the benchmark's arguments (main.cpp has already refused unknown ones).
+bool has_flag(int argc, char **argv, const char *flag);
+// --trn1 / --trn3: the simulated generation, set before the runtime starts (default trn2).
+void select_generation(int argc, char **argv);
+
 // Fails the program with a message when a trn call does not succeed.
 void check(int result, const char *what);
 

@@ -2,7 +2,6 @@
 // same sizes, and the fragmentation of a training-like allocation trace.
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -146,7 +145,7 @@ void bench_training_trace(const Device &d, int steps) {
 }  // namespace
 
 int bench_alloc(int argc, char **argv) {
-  const bool quick = argc > 1 && !std::strcmp(argv[1], "--quick");
+  const bool quick = has_flag(argc, argv, "--quick");
   const int runs = quick ? 3 : 7;
   const size_t count = quick ? 20000 : 200000;
   {

@@ -1,5 +1,7 @@
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "bench.hpp"
 #include "trn/trn.h"
@@ -35,6 +37,19 @@ double median_ns_per_op(int runs, uint64_t operations, const std::function<void(
   }
   std::sort(samples.begin(), samples.end());
   return samples[samples.size() / 2];
+}
+
+bool has_flag(int argc, char **argv, const char *flag) {
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], flag)) return true;
+  return false;
+}
+
+void select_generation(int argc, char **argv) {
+  // The simulated device of that generation (read when the runtime starts).
+  for (const char *generation : {"trn1", "trn3"})
+    if (has_flag(argc, argv, (std::string("--") + generation).c_str()))
+      setenv("TRN_SIM_GENERATION", generation, 1);
 }
 
 void check(int result, const char *what) {

@@ -5,7 +5,6 @@
 // argument read or written once at the core's share of the device's HBM bandwidth). The ratio
 // is roofline time / simulated time; `activity` says where the simulated time went.
 #include <cstdio>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -129,14 +128,8 @@ std::vector<KernelCase> cases(const kbuild::BuildTarget &target, bool quick) {
 }  // namespace
 
 int bench_kernels(int argc, char **argv) {
-  bool quick = false;
-  const char *generation = nullptr;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--quick")) quick = true;
-    if (!std::strcmp(argv[i], "--trn1")) generation = "trn1";
-    if (!std::strcmp(argv[i], "--trn3")) generation = "trn3";
-  }
-  if (generation) setenv("TRN_SIM_GENERATION", generation, 1);
+  const bool quick = has_flag(argc, argv, "--quick");
+  select_generation(argc, argv);
   const Context ctx = open_device();
   trn_device_properties_t props = TRN_DEVICE_PROPERTIES_INIT;
   check(trn_device_get_properties(ctx.device, &props), "trn_device_get_properties");

@@ -97,7 +97,7 @@ std::string label(uint64_t bytes) {
 }  // namespace
 
 int bench_load(int argc, char **argv) {
-  const bool q = argc > 1 && !std::strcmp(argv[1], "--quick");
+  const bool q = has_flag(argc, argv, "--quick");
   const int runs = q ? 2 : 3;
   std::vector<uint64_t> sizes = {256ull << 20, 1ull << 30};
   if (!q) sizes.push_back(2ull << 30);

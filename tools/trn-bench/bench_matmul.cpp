@@ -5,11 +5,9 @@
 #include <cblas.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
-#include <stdlib.h>
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -162,15 +160,8 @@ int run_case(const Case &c, const Context &ctx, int runs) {
 }  // namespace
 
 int bench_matmul(int argc, char **argv) {
-  bool quick = false;
-  const char *generation = nullptr;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--quick")) quick = true;
-    if (!std::strcmp(argv[i], "--trn1")) generation = "trn1";
-    if (!std::strcmp(argv[i], "--trn3")) generation = "trn3";
-  }
-  // The simulated device of that generation (read when the runtime starts, below).
-  if (generation) setenv("TRN_SIM_GENERATION", generation, 1);
+  const bool quick = has_flag(argc, argv, "--quick");
+  select_generation(argc, argv);
   const Context ctx = open_device();
   const uint64_t n = quick ? 512 : 2048;
   const int runs = quick ? 3 : 5;

@@ -89,15 +89,7 @@ double sem_ping_pong_ns(const Context &c, int runs, uint64_t rounds) {
 }
 
 bool quick(int argc, char **argv) {
-  for (int i = 1; i < argc; ++i)
-    if (!std::strcmp(argv[i], "--quick")) return true;
-  return false;
-}
-
-bool parked(int argc, char **argv) {
-  for (int i = 1; i < argc; ++i)
-    if (!std::strcmp(argv[i], "--parked")) return true;
-  return false;
+  return has_flag(argc, argv, "--quick");
 }
 
 }  // namespace
@@ -106,7 +98,7 @@ int bench_sem(int argc, char **argv) {
   const bool q = quick(argc, argv);
   const int runs = q ? 3 : 7;
   Context c = open_device();
-  if (parked(argc, argv)) {
+  if (has_flag(argc, argv, "--parked")) {
     // Run by the spinning variant below with TRN_SPIN_NS=0 in its environment.
     const uint64_t rounds = q ? 500 : 3000;
     print({"sem", "signal->wake round trip, parked waiters (TRN_SPIN_NS=0)", "ns/round trip",
