@@ -214,6 +214,19 @@ struct KernelBuilder::State {
     return end;
   }
 
+  // Per agent, the ordinals of its instructions that something waits for, sorted and unique.
+  std::vector<std::vector<uint32_t>> waited_ordinals() const {
+    std::vector<std::vector<uint32_t>> waited(detail::kAgentCount);
+    for (const auto &stream : meta)
+      for (const Meta &m : stream)
+        if (m.wait.ordinal) waited[m.wait.agent].push_back(m.wait.ordinal);
+    for (auto &w : waited) {
+      std::sort(w.begin(), w.end());
+      w.erase(std::unique(w.begin(), w.end()), w.end());
+    }
+    return waited;
+  }
+
   // Estimated time of a transfer on one DMA engine: its bytes and a per-row descriptor cost.
   double transfer_seconds(const Instruction &inst) const {
     const uint64_t bytes = inst.src0.elements() * std::max(isa::dtype_size(inst.src0.dtype),
@@ -467,7 +480,7 @@ void KernelBuilder::store(const HbmView &dst, const Tile &src, Opts opts, Where 
 // A compute instruction on the first of `engines` (or the hinted one) that can run it and is
 // estimated to finish first.
 void KernelBuilder::compute(Instruction inst, std::vector<Engine> engines, Opts opts,
-                            const Where &where, std::vector<std::pair<uint32_t, uint16_t>>) {
+                            const Where &where) {
   if (opts.engine) engines = {*opts.engine};
   std::optional<std::string> first_error;
   int best = -1;
@@ -689,11 +702,7 @@ KernelBuilder::Stats KernelBuilder::stats() const {
   st.waits = s_->waits;
   st.dma_transfers = s_->dma_transfers;
   st.sbuf_peak_bytes = s_->sbuf_peak;
-  std::vector<bool> used(detail::kAgentCount, false);
-  for (const auto &stream : s_->meta)
-    for (const Meta &m : stream)
-      if (m.wait.ordinal) used[m.wait.agent] = true;
-  for (bool u : used) st.semaphores += u;
+  for (const auto &w : s_->waited_ordinals()) st.semaphores += !w.empty();
   return st;
 }
 
@@ -702,18 +711,11 @@ std::variant<isa::Program, std::string> KernelBuilder::finish() {
   isa::Program &p = s_->program;
   // Semaphores: one per agent that anything waits on. Only the instructions waited on signal,
   // so a wait for the k-th of them is a wait for the count to reach k (they complete in order).
-  std::vector<std::vector<uint32_t>> waited(detail::kAgentCount);
-  for (const auto &stream : s_->meta)
-    for (const Meta &m : stream)
-      if (m.wait.ordinal) waited[m.wait.agent].push_back(m.wait.ordinal);
+  const std::vector<std::vector<uint32_t>> waited = s_->waited_ordinals();
   std::vector<int> sem(detail::kAgentCount, -1);
   int next = 0;
-  for (Agent a = 0; a < detail::kAgentCount; ++a) {
-    auto &w = waited[a];
-    std::sort(w.begin(), w.end());
-    w.erase(std::unique(w.begin(), w.end()), w.end());
-    if (!w.empty()) sem[a] = next++;
-  }
+  for (Agent a = 0; a < detail::kAgentCount; ++a)
+    if (!waited[a].empty()) sem[a] = next++;
   if (static_cast<uint32_t>(next) > s_->target.isa.semaphores)
     return fmt::format("kernel '{}' needs {} semaphores; the core has {}", p.name, next,
                        s_->target.isa.semaphores);

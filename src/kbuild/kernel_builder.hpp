@@ -139,7 +139,6 @@ class KernelBuilder {
   std::unique_ptr<State> s_;
   std::optional<std::string> error_;
 
-  friend struct Emitter;
   bool fail(const Where &where, std::string message);
   HbmTensor argument(std::string name, DType dtype, std::vector<uint64_t> shape,
                      isa::ArgDirection dir, const Where &where);
@@ -147,8 +146,7 @@ class KernelBuilder {
                 std::string name, const Where &where);
   void dma(const isa::AccessPattern &dst, const isa::AccessPattern &src, bool load, Opts opts,
            const Where &where, const std::string &what);
-  void compute(isa::Instruction inst, std::vector<Engine> engines, Opts opts, const Where &where,
-               std::vector<std::pair<uint32_t, uint16_t>> scalar_slots = {});
+  void compute(isa::Instruction inst, std::vector<Engine> engines, Opts opts, const Where &where);
 };
 
 }  // namespace trn::kbuild

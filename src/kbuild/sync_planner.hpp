@@ -66,7 +66,6 @@ class SyncPlanner {
                double end_estimate);
 
   double end_estimate(Event e) const;
-  uint32_t count(Agent a) const { return counts_[a]; }
 
  private:
   struct Record {
