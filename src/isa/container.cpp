@@ -54,13 +54,21 @@
 #include <bit>
 #include <string_view>
 
+#include "isa/byte_io.hpp"
+#include "isa/elf_file.hpp"
 #include "isa/scalar_args.hpp"
 
 namespace trn::isa {
 
 namespace {
 
-using Error = std::optional<std::string>;
+using bytes::Cursor;
+using bytes::Error;
+using bytes::fits;
+using bytes::Out;
+using bytes::pad_to;
+using bytes::read_cstring;
+using bytes::read_padding;
 
 constexpr size_t kElfHeaderSize = 64;
 constexpr size_t kSectionHeaderSize = 64;
@@ -95,36 +103,8 @@ constexpr uint32_t section_type(uint32_t id) {
   return id == kShstrtab ? kShtStrtab : kShtProgbits;
 }
 
-constexpr uint64_t pad_to(uint64_t n, uint64_t align) {
-  return (n + align - 1) / align * align;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Writing
-
-class Out {
- public:
-  void u8(uint8_t v) { b_.push_back(static_cast<std::byte>(v)); }
-  void u16(uint16_t v) { le(v, 2); }
-  void u32(uint32_t v) { le(v, 4); }
-  void u64(uint64_t v) { le(v, 8); }
-  void i32(int32_t v) { u32(static_cast<uint32_t>(v)); }
-  void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
-  void f32(float v) { u32(std::bit_cast<uint32_t>(v)); }
-  void str(std::string_view s) {
-    for (char c : s) u8(static_cast<uint8_t>(c));
-  }
-  void bytes(std::span<const std::byte> s) { b_.insert(b_.end(), s.begin(), s.end()); }
-  void pad(uint64_t align) { b_.resize(pad_to(b_.size(), align), std::byte{0}); }
-  size_t size() const { return b_.size(); }
-  std::vector<std::byte> &data() { return b_; }
-
- private:
-  void le(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) u8(static_cast<uint8_t>(v >> (8 * i)));
-  }
-  std::vector<std::byte> b_;
-};
 
 void write_ap(Out &o, const AccessPattern &ap) {
   o.u8(static_cast<uint8_t>(ap.space));
@@ -239,157 +219,18 @@ std::vector<std::byte> write_kernel(const Program &p) {
     }
   }
 
-  // The sections present, in file order, and their names in .shstrtab.
-  std::vector<uint32_t> ids;
-  for (uint32_t id = 0; id < kSectionIdCount; ++id)
-    if (id != kDebug || debug) ids.push_back(id);
-  std::array<uint32_t, kSectionIdCount> name_off{};
-  Out &names = sec[kShstrtab];
-  names.u8(0);
-  for (uint32_t id : ids) {
-    name_off[id] = static_cast<uint32_t>(names.size());
-    names.str(kSectionNames[id]);
-    names.u8(0);
-  }
-
-  Out f;
-  f.data().resize(kElfHeaderSize, std::byte{0});
-  std::array<uint64_t, kSectionIdCount> offset{};
-  for (uint32_t id : ids) {
-    f.pad(8);
-    offset[id] = f.size();
-    f.bytes(sec[id].data());
-  }
-  f.pad(8);
-  const uint64_t shoff = f.size();
-  const auto shnum = static_cast<uint16_t>(ids.size() + 1);
-
-  // Section headers: the null entry, then one per section.
-  for (size_t i = 0; i < kSectionHeaderSize; ++i) f.u8(0);
-  for (uint32_t id : ids) {
-    f.u32(name_off[id]);
-    f.u32(section_type(id));
-    f.u64(0);  // sh_flags
-    f.u64(0);  // sh_addr
-    f.u64(offset[id]);
-    f.u64(sec[id].size());
-    f.u32(0);  // sh_link
-    f.u32(0);  // sh_info
-    f.u64(section_align(id));
-    f.u64(section_entsize(id));
-  }
-
-  // The ELF header, written last into the space reserved at the start.
-  Out h;
-  h.u8(0x7F);
-  h.str("ELF");
-  h.u8(2);  // ELFCLASS64
-  h.u8(1);  // ELFDATA2LSB
-  h.u8(1);  // EV_CURRENT
-  h.u8(0);  // ELFOSABI_NONE
-  h.u8(0);  // ABI version
-  for (int i = 0; i < 7; ++i) h.u8(0);
-  h.u16(kElfTypeTrnKernel);
-  h.u16(kElfMachineTrn);
-  h.u32(1);  // e_version
-  h.u64(0);  // e_entry
-  h.u64(0);  // e_phoff
-  h.u64(shoff);
-  h.u32(0);  // e_flags
-  h.u16(static_cast<uint16_t>(kElfHeaderSize));
-  h.u16(0);  // e_phentsize
-  h.u16(0);  // e_phnum
-  h.u16(static_cast<uint16_t>(kSectionHeaderSize));
-  h.u16(shnum);
-  h.u16(static_cast<uint16_t>(shnum - 1));  // .shstrtab is the last section
-  std::copy(h.data().begin(), h.data().end(), f.data().begin());
-  return std::move(f.data());
+  // The sections present, in file order (.shstrtab is write_elf's).
+  std::vector<ElfSectionOut> out;
+  for (uint32_t id = 0; id < kShstrtab; ++id)
+    if (id != kDebug || debug)
+      out.push_back({kSectionNames[id], section_entsize(id), std::move(sec[id].data())});
+  return write_elf(kElfTypeTrnKernel, out);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Reading
 
 namespace {
-
-// a + b <= limit, without wrapping.
-bool fits(uint64_t offset, uint64_t size, uint64_t limit) {
-  return offset <= limit && size <= limit - offset;
-}
-
-// Sequential little-endian reads within one span. Callers check has() first; a read past the end
-// anyway yields 0 and is remembered (overrun()), never touches memory outside the span.
-class Cursor {
- public:
-  explicit Cursor(std::span<const std::byte> d) : d_(d) {}
-  bool has(uint64_t n) const { return n <= d_.size() - pos_; }
-  size_t pos() const { return pos_; }
-  size_t remaining() const { return d_.size() - pos_; }
-  bool overrun() const { return overrun_; }
-
-  uint8_t u8() { return static_cast<uint8_t>(le(1)); }
-  uint16_t u16() { return static_cast<uint16_t>(le(2)); }
-  uint32_t u32() { return static_cast<uint32_t>(le(4)); }
-  uint64_t u64() { return le(8); }
-  int32_t i32() { return static_cast<int32_t>(u32()); }
-  int64_t i64() { return static_cast<int64_t>(u64()); }
-  float f32() { return std::bit_cast<float>(u32()); }
-  std::span<const std::byte> take(uint64_t n) {
-    if (!has(n)) {
-      overrun_ = true;
-      pos_ = d_.size();
-      return {};
-    }
-    auto s = d_.subspan(pos_, static_cast<size_t>(n));
-    pos_ += static_cast<size_t>(n);
-    return s;
-  }
-
- private:
-  uint64_t le(int n) {
-    if (!has(static_cast<uint64_t>(n))) {
-      overrun_ = true;
-      pos_ = d_.size();
-      return 0;
-    }
-    uint64_t v = 0;
-    for (int i = 0; i < n; ++i)
-      v |= uint64_t{std::to_integer<uint8_t>(d_[pos_ + static_cast<size_t>(i)])} << (8 * i);
-    pos_ += static_cast<size_t>(n);
-    return v;
-  }
-
-  std::span<const std::byte> d_;
-  size_t pos_ = 0;
-  bool overrun_ = false;
-};
-
-// A NUL-terminated string of exactly `len` bytes at the cursor (followed by its NUL).
-Error read_cstring(Cursor &c, uint64_t len, uint64_t max_len, std::string_view what,
-                   std::string &out) {
-  if (len > max_len) return fmt::format("{} is {} bytes long; at most {}", what, len, max_len);
-  if (!c.has(len + 1))
-    return fmt::format("{} ({} bytes and its NUL) runs past the end of the section", what, len);
-  auto s = c.take(len + 1);
-  if (s[static_cast<size_t>(len)] != std::byte{0})
-    return fmt::format("{} is not NUL-terminated", what);
-  out.clear();
-  out.reserve(static_cast<size_t>(len));
-  for (size_t i = 0; i < len; ++i) {
-    const auto ch = std::to_integer<uint8_t>(s[i]);
-    if (ch == 0) return fmt::format("{} contains a NUL byte at position {}", what, i);
-    out.push_back(static_cast<char>(ch));
-  }
-  return std::nullopt;
-}
-
-// Zero padding up to a multiple of `align` within the section.
-Error read_padding(Cursor &c, uint64_t align, std::string_view what) {
-  const uint64_t n = pad_to(c.pos(), align) - c.pos();
-  if (!c.has(n)) return fmt::format("{}: padding runs past the end of the section", what);
-  for (std::byte b : c.take(n))
-    if (b != std::byte{0}) return fmt::format("{}: padding byte is not zero", what);
-  return std::nullopt;
-}
 
 struct SectionHeader {
   uint32_t name = 0;
