@@ -59,7 +59,7 @@ extern "C" {
 #define TRN_VERSION_MAJOR(version) (TRN_CAST_(uint32_t, version) >> 16)
 #define TRN_VERSION_MINOR(version) (TRN_CAST_(uint32_t, version) & 0xffffu)
 /** The API version this header describes. */
-#define TRN_API_VERSION TRN_MAKE_VERSION(0, 2)
+#define TRN_API_VERSION TRN_MAKE_VERSION(0, 3)
 
 /** The API version the loaded library implements (compare with TRN_API_VERSION). */
 TRN_API uint32_t trn_get_version(void);
@@ -112,6 +112,7 @@ typedef enum trn_result {
   TRN_ERROR_KERNEL_FAULT = 401,
   TRN_ERROR_KERNEL_DEADLOCK = 402,
   TRN_ERROR_CANCELLED = 403,
+  TRN_ERROR_INVALID_PROGRAM = 404, /**< the program image is malformed. Since 0.3 */
 
   TRN_ERROR_COLLECTIVE = 500,
 
@@ -154,6 +155,8 @@ typedef enum trn_struct_type {
   TRN_STRUCT_KERNEL_ARG = 13,
   TRN_STRUCT_LAUNCH_DESC = 14,
   TRN_STRUCT_PROFILE_SUMMARY = 15,
+  TRN_STRUCT_PROGRAM_TENSOR = 16,     /**< since 0.3 */
+  TRN_STRUCT_PROGRAM_PROPERTIES = 17, /**< since 0.3 */
   TRN_STRUCT_FORCE_INT32 = 0x7fffffff
 } trn_struct_type_t;
 
@@ -188,6 +191,8 @@ typedef struct trn_sem_s *trn_sem_t;
 typedef struct trn_queue_s *trn_queue_t;
 typedef struct trn_kernel_s *trn_kernel_t;
 typedef struct trn_profile_s *trn_profile_t;
+typedef struct trn_program_s *trn_program_t;       /**< since 0.3 */
+typedef struct trn_tensor_set_s *trn_tensor_set_t; /**< since 0.3 */
 
 /* ------------------------------------------------------------------------------------------------
  * Runtime
@@ -1095,6 +1100,128 @@ TRN_API trn_result_t trn_profile_get_summary(trn_profile_t profile, trn_profile_
  * `path` cannot be created or written (trn_last_error() names the path and the system's reason).
  */
 TRN_API trn_result_t trn_profile_write_trace(trn_profile_t profile, const char *path);
+
+/* ------------------------------------------------------------------------------------------------
+ * Programs (since 0.3): what a compiler produces, loaded once and run many times, as libnrt's
+ * nrt_load / nrt_execute. A program holds kernels, constant tensors (its weights), named
+ * external tensors (inputs and outputs the caller binds at each execution), internal buffers,
+ * and a schedule of launches, copies and memsets (docs/programs.md has the file format). It is
+ * loaded for one device; each execution runs the whole schedule on the queue it is given, in
+ * schedule order, as one command with one sequence number. Internal buffers come from the
+ * program's own pool: an execution takes a free set of them and gives it back when it retires,
+ * so sequential executions reuse one set and concurrent ones (on several queues) get one each.
+ *
+ * A queue can also record a program (as CUDA graphs do): between trn_queue_begin_capture and
+ * trn_queue_end_capture its launches, copies and memsets are recorded instead of run, and each
+ * allocation they name becomes an external tensor of the program.
+ *
+ * Thread safety: a program may be executed from several threads at once and on several queues;
+ * destroying it while executions are queued is allowed (they keep it until they retire).
+ * Tensor sets are not synchronised: do not change one while another thread uses it.
+ * --------------------------------------------------------------------------------------------- */
+
+typedef struct trn_program_tensor {
+  trn_struct_header_t header;
+  char name[TRN_NAME_MAX];
+  trn_arg_direction_t direction; /**< TRN_ARG_IN, TRN_ARG_OUT or TRN_ARG_INOUT */
+  trn_dtype_t dtype;
+  uint32_t rank;
+  uint32_t reserved;
+  uint64_t shape[TRN_KERNEL_MAX_RANK];
+  uint64_t bytes; /**< the size its binding must have from its offset */
+} trn_program_tensor_t;
+
+TRN_DEFINE_STRUCT_MAKE(trn_program_tensor_t, TRN_STRUCT_PROGRAM_TENSOR)
+#define TRN_PROGRAM_TENSOR_INIT trn_program_tensor_t_make()
+
+typedef struct trn_program_properties {
+  trn_struct_header_t header;
+  char name[TRN_NAME_MAX];
+  uint32_t kernel_count;
+  uint32_t tensor_count; /**< external tensors (trn_program_get_tensors) */
+  uint32_t step_count;   /**< launches, copies and memsets of the schedule */
+  uint32_t reserved;
+  uint64_t constant_bytes; /**< the weights, on the device from load to destroy */
+  uint64_t internal_bytes; /**< one execution's internal buffers */
+} trn_program_properties_t;
+
+TRN_DEFINE_STRUCT_MAKE(trn_program_properties_t, TRN_STRUCT_PROGRAM_PROPERTIES)
+#define TRN_PROGRAM_PROPERTIES_INIT trn_program_properties_t_make()
+
+/**
+ * Loads a program image for `device`: checks every field of the container and of each kernel,
+ * every binding of the schedule against its kernel's arguments and its tensor's size, loads the
+ * kernels and copies the constants to the device. @returns TRN_ERROR_INVALID_PROGRAM for a
+ * malformed image (trn_last_error() says what is wrong and where), TRN_ERROR_INVALID_KERNEL for
+ * a kernel of it the device refuses, naming the kernel. The image may be freed on return.
+ */
+TRN_API trn_result_t trn_program_load(trn_device_t device, const void *image, size_t size,
+                                      trn_program_t *program);
+TRN_API trn_result_t trn_program_load_file(trn_device_t device, const char *path,
+                                           trn_program_t *program);
+/** NULL is a no-op. Queued executions keep what they use until they retire. */
+TRN_API trn_result_t trn_program_destroy(trn_program_t program);
+TRN_API trn_result_t trn_program_get_properties(trn_program_t program,
+                                                trn_program_properties_t *properties);
+/**
+ * The external tensors, in the program's order (two-call enumeration; each entry needs
+ * TRN_PROGRAM_TENSOR_INIT).
+ */
+TRN_API trn_result_t trn_program_get_tensors(trn_program_t program, uint32_t *count,
+                                             trn_program_tensor_t *tensors);
+/**
+ * Writes the program to `path` (written to a temporary file beside it, then renamed, so the
+ * path never holds half a program). A captured program saved and loaded again runs the same.
+ * @returns TRN_ERROR_FILE naming the path and the system's reason.
+ */
+TRN_API trn_result_t trn_program_save(trn_program_t program, const char *path);
+
+/** A set of named bindings for trn_queue_execute, as libnrt's nrt_tensor_set. */
+TRN_API trn_result_t trn_tensor_set_create(trn_tensor_set_t *set);
+/**
+ * Binds `name` to `mem` from `offset` (checked against the program when executed). Adding a
+ * name the set has already is TRN_ERROR_INVALID_ARGUMENT. The set references the allocation by
+ * handle: a freed one is an error at execution, naming the tensor.
+ */
+TRN_API trn_result_t trn_tensor_set_add(trn_tensor_set_t set, const char *name, trn_mem_t mem,
+                                        uint64_t offset);
+TRN_API trn_result_t trn_tensor_set_destroy(trn_tensor_set_t set);
+
+/**
+ * Runs `program` on a compute queue of its device: input tensors are bound in `inputs`, output
+ * tensors in `outputs`, in-out tensors in either (not both). A missing tensor, a name the
+ * program does not have, a binding smaller than the tensor's bytes, memory of another device or
+ * an input bound in `outputs` is TRN_ERROR_INVALID_ARGUMENT naming the tensor; nothing is queued
+ * then. Either set may be NULL when the program has no tensor that belongs in it. The whole
+ * schedule is one command: `sync` waits before its first step and signals after its last, and
+ * `sequence` is its number. A fault in a step fails the command; the queue's fault record names
+ * the command "execute", the kernel, its engine, instruction and source line.
+ */
+TRN_API trn_result_t trn_queue_execute(trn_queue_t queue, trn_program_t program,
+                                       trn_tensor_set_t inputs, trn_tensor_set_t outputs,
+                                       const trn_sync_t *sync, uint64_t *sequence);
+
+/**
+ * Starts recording the queue's work into a program. Until trn_queue_end_capture, launches,
+ * copies and memsets issued on the queue are checked as usual and recorded instead of run
+ * (their `sequence` is set to 0; copies and memsets of 0 bytes are dropped); every other queue
+ * command (executions, host copies, file transfers, host calls, frees, timestamps, barriers), a
+ * sync list and a launch with a profile are refused with TRN_ERROR_INVALID_ARGUMENT, and the
+ * capture goes on. Capturing a queue that captures
+ * already is TRN_ERROR_INVALID_ARGUMENT.
+ */
+TRN_API trn_result_t trn_queue_begin_capture(trn_queue_t queue);
+/**
+ * Ends the capture and returns what was recorded as a program of the queue's device. Each
+ * allocation the recorded work names becomes an external tensor covering the bytes it used: a
+ * tensor only read is an input, only written an output, else in-out; it is named after the
+ * first kernel argument bound to it ("x", or "x_1" when that name is taken), or "mem<N>" when
+ * only copies and memsets use it, and has the argument's dtype and shape when it is exactly one
+ * argument's bytes (else u8 of its bytes). Launch scalars are recorded as given. Executing the
+ * program with the same allocations bound does what the recorded work would have done.
+ * @returns TRN_ERROR_INVALID_ARGUMENT if the queue is not capturing.
+ */
+TRN_API trn_result_t trn_queue_end_capture(trn_queue_t queue, trn_program_t *program);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -5,6 +5,7 @@
 #include "runtime/api_support.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/memory.hpp"
+#include "runtime/program.hpp"
 #include "runtime/queue.hpp"
 #include "runtime/session.hpp"
 
@@ -74,6 +75,12 @@ trn_result_t submit(trn_queue_t handle, const trn_sync_t *sync, uint64_t *sequen
       return r;
   }
   if (trn_result_t r = fill(*session, *queue, command); r != TRN_SUCCESS) return r;
+  if (queue->capturing()) {
+    // Recorded, not run: it has no sequence number of its own.
+    if (trn_result_t r = queue->record(command); r != TRN_SUCCESS) return r;
+    if (sequence) *sequence = 0;
+    return TRN_SUCCESS;
+  }
   return queue->submit(std::move(command), sequence);
 }
 
@@ -572,6 +579,60 @@ TRN_API trn_result_t trn_queue_launch(trn_queue_t queue_handle, const trn_launch
           command.kernel = std::move(kernel);
           return TRN_SUCCESS;
         });
+  });
+}
+
+TRN_API trn_result_t trn_queue_execute(trn_queue_t queue_handle, trn_program_t program_handle,
+                                       trn_tensor_set_t inputs_handle,
+                                       trn_tensor_set_t outputs_handle, const trn_sync_t *sync,
+                                       uint64_t *sequence) {
+  return TRN_API_CALL({
+    return submit(
+        queue_handle, sync, sequence,
+        [&](Session &session, Queue &queue, Command &command) -> trn_result_t {
+          trn_result_t r = TRN_SUCCESS;
+          auto program = session.programs.find(program_handle, &r);
+          if (!program) return fail(r, std::string("program: ") + last_detail());
+          if (program->device != queue.core().device)
+            return fail(TRN_ERROR_INVALID_ARGUMENT, "the program was loaded for device " +
+                                                        std::to_string(program->device->index) +
+                                                        ", the queue is on device " +
+                                                        std::to_string(queue.core().device->index) +
+                                                        "; load it for this device too");
+          if (!queue.is_compute())
+            return fail(TRN_ERROR_INVALID_ARGUMENT,
+                        "programs run on compute queues (TRN_QUEUE_KIND_COMPUTE); this is a copy "
+                        "queue");
+          std::shared_ptr<TensorSet> inputs, outputs;
+          if (inputs_handle && !(inputs = session.tensor_sets.find(inputs_handle, &r)))
+            return fail(r, std::string("inputs: ") + last_detail());
+          if (outputs_handle && !(outputs = session.tensor_sets.find(outputs_handle, &r)))
+            return fail(r, std::string("outputs: ") + last_detail());
+          command.kind = Command::Kind::execute;
+          return bind_program(session, program, inputs.get(), outputs.get(), &command.run);
+        });
+  });
+}
+
+TRN_API trn_result_t trn_queue_begin_capture(trn_queue_t handle) {
+  return TRN_API_CALL({
+    TRN_GET_SESSION(session);
+    auto *queue = session->queues.find_fast(handle, &result);
+    if (!queue) return result;
+    return queue->begin_capture();
+  });
+}
+
+TRN_API trn_result_t trn_queue_end_capture(trn_queue_t handle, trn_program_t *program) {
+  return TRN_API_CALL({
+    if (!program) return fail(TRN_ERROR_NULL_POINTER, "program is NULL");
+    TRN_GET_SESSION(session);
+    auto *queue = session->queues.find_fast(handle, &result);
+    if (!queue) return result;
+    std::shared_ptr<Program> captured;
+    if (trn_result_t r = queue->end_capture(&captured); r != TRN_SUCCESS) return r;
+    *program = to_handle<trn_program_t>(session->programs.insert(std::move(captured)));
+    return TRN_SUCCESS;
   });
 }
 

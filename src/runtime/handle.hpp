@@ -24,7 +24,9 @@ enum class HandleKind : uint8_t {
   sem = 6,
   queue = 7,
   kernel = 8,
-  profile = 9
+  profile = 9,
+  program = 10,
+  tensor_set = 11
 };
 
 constexpr uint32_t kMaxHandleSlot = (1u << 24) - 1;

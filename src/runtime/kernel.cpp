@@ -40,6 +40,8 @@ trn_result_t load_kernel(Device &device, const void *image, size_t size,
   // A driver that predates scalar arguments leaves `kind` 0: all its arguments are tensors.
   for (trn_kernel_arg_t &a : kernel->args)
     if (a.kind != TRN_ARG_KIND_SCALAR) a.kind = TRN_ARG_KIND_TENSOR;
+  const auto *bytes = static_cast<const std::byte *>(image);
+  kernel->image.assign(bytes, bytes + size);
   *out = std::move(kernel);
   return TRN_SUCCESS;
 }

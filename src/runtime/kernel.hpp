@@ -22,6 +22,8 @@ struct Kernel {
   trn_kernel_properties_t properties = TRN_KERNEL_PROPERTIES_INIT;
   std::vector<trn_kernel_arg_t> args;
   uint64_t instruction_count = 0;  // all engines
+  // The binary as loaded: a captured program (trn_queue_end_capture) carries its kernels.
+  std::vector<std::byte> image;
   std::string name() const { return properties.name; }
   ~Kernel();
 };

@@ -24,7 +24,7 @@ struct ThreadObjectCache {
     uint64_t handle = 0;
     std::shared_ptr<void> object;
   };
-  static constexpr unsigned kKinds = static_cast<unsigned>(HandleKind::profile) + 1;
+  static constexpr unsigned kKinds = static_cast<unsigned>(HandleKind::tensor_set) + 1;
   static constexpr unsigned kEntries = 4;
   Entry entries[kKinds][kEntries];
   unsigned next[kKinds] = {};

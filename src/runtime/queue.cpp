@@ -3,12 +3,15 @@
 #include <time.h>
 
 #include <cstdio>
+#include <cstring>
 
 #include "common/log.hpp"
 #include "isa/opcodes.hpp"
+#include "runtime/capture.hpp"
 #include "runtime/error.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/memory.hpp"
+#include "runtime/program.hpp"
 #include "runtime/queue_work.hpp"
 #include "runtime/session.hpp"
 
@@ -54,6 +57,7 @@ const char *command_name(Command::Kind kind) {
     case Command::Kind::free: return "free";
     case Command::Kind::read_file: return "read file";
     case Command::Kind::write_file: return "write file";
+    case Command::Kind::execute: return "execute";
   }
   return "unknown";
 }
@@ -66,7 +70,8 @@ bool uses_memory(Command::Kind kind) {
     case Command::Kind::write:
     case Command::Kind::read:
     case Command::Kind::read_file:
-    case Command::Kind::write_file: return true;
+    case Command::Kind::write_file:
+    case Command::Kind::execute: return true;
     default: return false;
   }
 }
@@ -93,6 +98,21 @@ trn_result_t Queue::create(Device &device, Core &core, trn_queue_kind_t kind, ui
   *out = std::move(queue);
   return TRN_SUCCESS;
 }
+
+namespace {
+
+// A fault inside an execution: which kernel (the driver reports its object) and which step of
+// which program, appended to the reason.
+void describe_program_fault(const Program &program, const trn_hal_queue_fault_t &f,
+                            trn_queue_fault_t *out) {
+  if (f.kernel)
+    std::snprintf(out->kernel, sizeof out->kernel, "%s", kernel_name_of(program, f.kernel).c_str());
+  const std::string where = " (in program '" + program.image.name + "')";
+  const size_t used = std::strlen(out->reason);
+  std::snprintf(out->reason + used, sizeof out->reason - used, "%s", where.c_str());
+}
+
+}  // namespace
 
 Queue::Queue(Device &device, Core &core, trn_queue_kind_t kind, uint32_t capacity,
              std::shared_ptr<Sem> timeline, trn_hal_queue_t *hal)
@@ -121,8 +141,11 @@ trn_result_t Queue::submit(Command command, uint64_t *sequence) {
   if (work) work->command = std::move(command);
 
   const bool holds_memory = uses_memory(c.kind);
-  const uint32_t count = static_cast<uint32_t>(c.waits.size() + c.signals.size()) +
-                         (has_operation ? 1 : 0) + (holds_memory ? 1 : 0) + 2;
+  // A program's execution is one command of many operations: its steps.
+  const uint32_t operations =
+      c.kind == Command::Kind::execute ? c.run->command_count() : (has_operation ? 1 : 0);
+  const uint32_t count = static_cast<uint32_t>(c.waits.size() + c.signals.size()) + operations +
+                         (holds_memory ? 1 : 0) + 2;
   trn_hal_command_t inline_commands[kInlineCommands];
   std::vector<trn_hal_command_t> heap_commands;
   trn_hal_command_t *commands = inline_commands;
@@ -134,67 +157,73 @@ trn_result_t Queue::submit(Command command, uint64_t *sequence) {
   for (const SemRef &wait : c.waits) commands[n++] = sem_command(TRN_HAL_COMMAND_SEM_WAIT, wait);
   if (has_operation) {
     if (holds_memory) commands[n++] = host_call(&Work::before, work.get());
-    trn_hal_command_t &op = commands[n++];
-    op = trn_hal_command_t{};
-    // The call before checks that the memory was not freed by the time the operation runs.
-    switch (c.kind) {
-      case Command::Kind::copy:
-        op.kind = TRN_HAL_COMMAND_COPY;
-        op.u.copy.destination = c.destination_address;
-        op.u.copy.source = c.source_address;
-        op.u.copy.bytes = c.size;
-        break;
-      case Command::Kind::memset:
-        op.kind = TRN_HAL_COMMAND_MEMSET;
-        op.u.memset.destination = c.destination_address;
-        op.u.memset.bytes = c.size;
-        op.u.memset.value = c.value;
-        break;
-      case Command::Kind::launch: {
-        if (c.profile && c.profile->wants_trace()) {
-          // One record per instruction, plus one per DMA transfer.
-          work->trace.resize(2 * c.kernel->instruction_count + 16);
-          work->result.trace = work->trace.data();
-          work->result.trace_capacity = work->trace.size();
+    if (c.kind == Command::Kind::execute) {
+      c.run->write_commands(commands + n);
+      n += operations;
+    } else {
+      trn_hal_command_t &op = commands[n++];
+      op = trn_hal_command_t{};
+      // The call before checks that the memory was not freed by the time the operation runs.
+      switch (c.kind) {
+        case Command::Kind::copy:
+          op.kind = TRN_HAL_COMMAND_COPY;
+          op.u.copy.destination = c.destination_address;
+          op.u.copy.source = c.source_address;
+          op.u.copy.bytes = c.size;
+          break;
+        case Command::Kind::memset:
+          op.kind = TRN_HAL_COMMAND_MEMSET;
+          op.u.memset.destination = c.destination_address;
+          op.u.memset.bytes = c.size;
+          op.u.memset.value = c.value;
+          break;
+        case Command::Kind::launch: {
+          if (c.profile && c.profile->wants_trace()) {
+            // One record per instruction, plus one per DMA transfer.
+            work->trace.resize(2 * c.kernel->instruction_count + 16);
+            work->result.trace = work->trace.data();
+            work->result.trace_capacity = work->trace.size();
+          }
+          op.kind = TRN_HAL_COMMAND_LAUNCH;
+          op.u.launch.kernel = c.kernel->hal;
+          op.u.launch.args = c.bindings.data();
+          op.u.launch.arg_count = static_cast<uint32_t>(c.bindings.size());
+          op.u.launch.result = &work->result;
+          break;
         }
-        op.kind = TRN_HAL_COMMAND_LAUNCH;
-        op.u.launch.kernel = c.kernel->hal;
-        op.u.launch.args = c.bindings.data();
-        op.u.launch.arg_count = static_cast<uint32_t>(c.bindings.size());
-        op.u.launch.result = &work->result;
-        break;
+        case Command::Kind::write:
+          op.kind = TRN_HAL_COMMAND_COPY;
+          op.u.copy.destination = c.destination_address;
+          op.u.copy.source = reinterpret_cast<uintptr_t>(c.host);
+          op.u.copy.bytes = c.size;
+          op.u.copy.flags = TRN_HAL_COPY_HOST_SOURCE;
+          break;
+        case Command::Kind::read:
+          op.kind = TRN_HAL_COMMAND_COPY;
+          op.u.copy.destination = reinterpret_cast<uintptr_t>(c.host);
+          op.u.copy.source = c.source_address;
+          op.u.copy.bytes = c.size;
+          op.u.copy.flags = TRN_HAL_COPY_HOST_DESTINATION;
+          break;
+        case Command::Kind::read_file:
+        case Command::Kind::write_file: {
+          const bool read = c.kind == Command::Kind::read_file;
+          op.kind = read ? TRN_HAL_COMMAND_FILE_READ : TRN_HAL_COMMAND_FILE_WRITE;
+          op.u.file.fd = c.fd;
+          op.u.file.file_offset = c.file_offset;
+          op.u.file.device_address = read ? c.destination_address : c.source_address;
+          op.u.file.bytes = c.size;
+          break;
+        }
+        case Command::Kind::timestamp:
+          op.kind = TRN_HAL_COMMAND_TIMESTAMP;
+          op.u.timestamp.host = c.host;
+          break;
+        case Command::Kind::host_call: op = host_call(&Work::call_host_fn, work.get()); break;
+        case Command::Kind::free: op = host_call(&Work::release_freed, work.get()); break;
+        case Command::Kind::execute:  // written above
+        case Command::Kind::barrier: break;
       }
-      case Command::Kind::write:
-        op.kind = TRN_HAL_COMMAND_COPY;
-        op.u.copy.destination = c.destination_address;
-        op.u.copy.source = reinterpret_cast<uintptr_t>(c.host);
-        op.u.copy.bytes = c.size;
-        op.u.copy.flags = TRN_HAL_COPY_HOST_SOURCE;
-        break;
-      case Command::Kind::read:
-        op.kind = TRN_HAL_COMMAND_COPY;
-        op.u.copy.destination = reinterpret_cast<uintptr_t>(c.host);
-        op.u.copy.source = c.source_address;
-        op.u.copy.bytes = c.size;
-        op.u.copy.flags = TRN_HAL_COPY_HOST_DESTINATION;
-        break;
-      case Command::Kind::read_file:
-      case Command::Kind::write_file: {
-        const bool read = c.kind == Command::Kind::read_file;
-        op.kind = read ? TRN_HAL_COMMAND_FILE_READ : TRN_HAL_COMMAND_FILE_WRITE;
-        op.u.file.fd = c.fd;
-        op.u.file.file_offset = c.file_offset;
-        op.u.file.device_address = read ? c.destination_address : c.source_address;
-        op.u.file.bytes = c.size;
-        break;
-      }
-      case Command::Kind::timestamp:
-        op.kind = TRN_HAL_COMMAND_TIMESTAMP;
-        op.u.timestamp.host = c.host;
-        break;
-      case Command::Kind::host_call: op = host_call(&Work::call_host_fn, work.get()); break;
-      case Command::Kind::free: op = host_call(&Work::release_freed, work.get()); break;
-      case Command::Kind::barrier: break;
     }
   }
   for (const SemRef &signal : c.signals)
@@ -250,6 +279,10 @@ void Queue::note_failure(const Work &work, trn_result_t status) {
     operands_.source_address = c.source_address;
     operands_.size = c.size;
     if (c.kernel) operands_.kernel = c.kernel->name();
+    if (c.run) {
+      operands_.program = c.run->program;
+      operands_.first_step_command = static_cast<uint32_t>(c.waits.size()) + 1;
+    }
   }
   common::logger("runtime")->info(
       "queue on core {} of device {}: {} #{} failed with {} (trn_queue_get_fault has the record)",
@@ -347,6 +380,7 @@ void Queue::fault(trn_queue_fault_t *out) {
       out->source_address = operands_.source_address;
       out->size = operands_.size;
       std::snprintf(out->kernel, sizeof out->kernel, "%s", operands_.kernel.c_str());
+      if (operands_.program) describe_program_fault(*operands_.program, f, out);
     }
   }
   if (f.kernel) {
@@ -356,6 +390,37 @@ void Queue::fault(trn_queue_fault_t *out) {
     out->instruction = f.instruction;
     out->source_line = f.source_line;
   }
+}
+
+trn_result_t Queue::begin_capture() {
+  std::lock_guard lock(capture_mu_);
+  if (capture_)
+    return fail(TRN_ERROR_INVALID_ARGUMENT,
+                "the queue is capturing already: end that capture (trn_queue_end_capture) first");
+  capture_ = std::make_unique<Capture>();
+  capturing_.store(true, std::memory_order_release);
+  return TRN_SUCCESS;
+}
+
+trn_result_t Queue::record(const Command &command) {
+  std::lock_guard lock(capture_mu_);
+  if (!capture_)  // ended between the caller's check and now: the command was not run either
+    return fail(TRN_ERROR_INVALID_ARGUMENT,
+                "the queue's capture ended while this command was issued: issue it again");
+  return capture_->record(command);
+}
+
+trn_result_t Queue::end_capture(std::shared_ptr<Program> *out) {
+  std::unique_ptr<Capture> capture;
+  {
+    std::lock_guard lock(capture_mu_);
+    if (!capture_)
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  "the queue is not capturing: call trn_queue_begin_capture first");
+    capture = std::move(capture_);
+    capturing_.store(false, std::memory_order_release);
+  }
+  return capture->finish(*core_.device, out);
 }
 
 trn_result_t Queue::set_priority(uint32_t priority) {

@@ -22,6 +22,9 @@ struct Core;
 struct Mem;
 struct Kernel;
 class Profile;
+struct ProgramRun;
+struct Program;
+class Capture;
 
 struct SemRef {
   std::shared_ptr<Sem> sem;
@@ -42,7 +45,8 @@ struct Command {
     host_call,
     free,
     read_file,
-    write_file
+    write_file,
+    execute
   };
   Kind kind = Kind::barrier;
   std::vector<SemRef> waits;
@@ -70,6 +74,8 @@ struct Command {
   std::vector<std::weak_ptr<Mem>> args;
   std::vector<trn_hal_binding_t> bindings;  // each argument's device range
   std::shared_ptr<Profile> profile;
+  // execute: the program and this execution's bindings
+  std::shared_ptr<ProgramRun> run;
 };
 
 const char *command_name(Command::Kind kind);
@@ -97,6 +103,12 @@ class Queue {
   // The queue whose host function the calling thread runs, if any: it must not wait for itself.
   static const Queue *running_host_call();
   uint64_t timeline_handle = 0;  // the handle trn_queue_get_semaphore returns
+
+  // Capture (trn_queue_begin_capture): while on, `record` takes what `submit` would run.
+  bool capturing() const { return capturing_.load(std::memory_order_acquire); }
+  trn_result_t begin_capture();
+  trn_result_t record(const Command &command);
+  trn_result_t end_capture(std::shared_ptr<Program> *out);
   // Stops the driver's queue: the command running completes, the rest are cancelled. Never
   // waits on a semaphore. Idempotent.
   void shutdown();
@@ -107,6 +119,8 @@ class Queue {
     uint64_t sequence = 0;
     uint64_t destination_address = 0, source_address = 0, size = 0;
     std::string kernel;
+    std::shared_ptr<Program> program;  // execute: whose kernel and step faulted
+    uint32_t first_step_command = 0;   // execute: the buffer's command index of step 0
   };
   // A command retired with `status` (not success): the first one since the last reset is the
   // one that failed, the rest were cancelled after it.
@@ -135,6 +149,9 @@ class Queue {
   mutable std::mutex fault_mu_;  // guards operands_
   FaultOperands operands_;
   std::mutex shutdown_mu_;  // serialises shutdown()
+  std::mutex capture_mu_;   // guards capture_
+  std::unique_ptr<Capture> capture_;
+  std::atomic<bool> capturing_{false};
 };
 
 }  // namespace trn::rt

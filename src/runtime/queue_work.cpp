@@ -7,6 +7,7 @@
 #include "runtime/error.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/memory.hpp"
+#include "runtime/program.hpp"
 
 namespace trn::rt {
 
@@ -60,6 +61,7 @@ trn_result_t Queue::Work::take_memory(std::string *why) {
   switch (command.kind) {
     case Command::Kind::copy: used = {command.destination, command.source}; break;
     case Command::Kind::launch: used = command.args; break;
+    case Command::Kind::execute: used = command.run->mems; break;
     case Command::Kind::memset:
     case Command::Kind::write:
     case Command::Kind::read:
@@ -100,6 +102,12 @@ trn_result_t Queue::Work::take_memory(std::string *why) {
         if (command.kernel->args[i].kind != TRN_ARG_KIND_SCALAR && gone(mems[i]))
           *why = std::string("the memory bound to argument '") + command.kernel->args[i].name +
                  "' was freed before the kernel ran" + kKeepAllocationsAlive;
+      break;
+    case Command::Kind::execute:
+      for (size_t i = 0; i < mems.size() && why->empty(); ++i)
+        if (gone(mems[i]))
+          *why = "the memory bound to " + command.run->mem_names[i] +
+                 " was freed before the program ran" + kKeepAllocationsAlive;
       break;
     default: break;
   }

@@ -59,6 +59,7 @@ constexpr ResultText kResults[] = {
      "a kernel deadlocked: no engine could make progress"},
     {TRN_ERROR_CANCELLED, "TRN_ERROR_CANCELLED",
      "the command was cancelled because an earlier one failed"},
+    {TRN_ERROR_INVALID_PROGRAM, "TRN_ERROR_INVALID_PROGRAM", "the program image is malformed"},
     {TRN_ERROR_COLLECTIVE, "TRN_ERROR_COLLECTIVE", "a collective operation failed"},
     {TRN_ERROR_INTERNAL, "TRN_ERROR_INTERNAL", "internal error in trn (please report it)"},
 };

@@ -13,6 +13,7 @@
 #include "runtime/driver_loader.hpp"
 #include "runtime/error.hpp"
 #include "runtime/memory.hpp"
+#include "runtime/program.hpp"
 #include "runtime/queue.hpp"
 #include "runtime/sem.hpp"
 #include "runtime/visibility.hpp"
@@ -76,6 +77,9 @@ Session::~Session() {
     queue->shutdown();
     queues.remove_object(queue.get());
   }
+  // Programs hold kernels, pools and memory of their own.
+  for (auto &program : programs.all()) programs.remove_object(program.get());
+  for (auto &set : tensor_sets.all()) tensor_sets.remove_object(set.get());
   for (auto &kernel : kernels.all()) kernels.remove_object(kernel.get());  // unload first
   for (auto &profile : profiles.all()) profiles.remove_object(profile.get());
   for (auto &sem : sems.all()) sems.remove_object(sem.get());
@@ -98,6 +102,8 @@ void Session::release_all() {
     queue->shutdown();
     queues.remove_object(queue.get());
   }
+  for (auto &program : programs.all()) programs.remove_object(program.get());
+  for (auto &set : tensor_sets.all()) tensor_sets.remove_object(set.get());
   for (auto &kernel : kernels.all()) kernels.remove_object(kernel.get());
   for (auto &profile : profiles.all()) profiles.remove_object(profile.get());
   for (auto &sem : sems.all()) {
@@ -462,7 +468,7 @@ trn_result_t invalid_handle(HandleKind expected, uint64_t value) {
     return fail(TRN_ERROR_INVALID_HANDLE, std::string("the ") + what + " handle is NULL");
   const DecodedHandle decoded = decode_handle(value);
   if (decoded.kind != expected) {
-    const bool known = decoded.kind >= HandleKind::driver && decoded.kind <= HandleKind::profile;
+    const bool known = decoded.kind >= HandleKind::driver && decoded.kind <= HandleKind::tensor_set;
     return fail(TRN_ERROR_INVALID_HANDLE,
                 known ? std::string("expected a ") + what + " handle but got a " +
                             handle_kind_name(decoded.kind) + " handle"
@@ -489,6 +495,8 @@ const char *handle_kind_name(HandleKind kind) {
     case HandleKind::queue: return "queue";
     case HandleKind::kernel: return "kernel";
     case HandleKind::profile: return "profile";
+    case HandleKind::program: return "program";
+    case HandleKind::tensor_set: return "tensor set";
   }
   return "unknown";
 }

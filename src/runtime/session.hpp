@@ -53,6 +53,8 @@ class Sem;
 class Queue;
 struct Kernel;
 class Profile;
+struct Program;
+struct TensorSet;
 
 struct Device {
   Driver *driver = nullptr;
@@ -98,6 +100,8 @@ class Session {
   ObjectTable<Queue> queues{HandleKind::queue};
   ObjectTable<Kernel> kernels{HandleKind::kernel};
   ObjectTable<Profile> profiles{HandleKind::profile};
+  ObjectTable<Program> programs{HandleKind::program};
+  ObjectTable<TensorSet> tensor_sets{HandleKind::tensor_set};
 
  private:
   uint32_t generation_ = next_handle_generation();

@@ -1,0 +1,217 @@
+// C entry points for programs and tensor sets (executions and captures are queue calls, in
+// api_queue.cpp).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "common/read_file.hpp"
+#include "runtime/api_support.hpp"
+#include "runtime/program.hpp"
+#include "runtime/session.hpp"
+
+using namespace trn::rt;
+
+namespace {
+
+// Programs carry their weights: far larger than any kernel.
+constexpr uint64_t kMaxProgramFileBytes = uint64_t{64} << 30;
+
+trn_result_t insert_program(Session &session, Device &device, std::span<const std::byte> bytes,
+                            trn_program_t *out) {
+  trn::isa::ProgramImage image;
+  if (auto why = trn::isa::read_program(bytes, image))
+    return fail(TRN_ERROR_INVALID_PROGRAM, "the program image is malformed: " + *why);
+  std::shared_ptr<Program> program;
+  if (trn_result_t r = Program::create(device, std::move(image), {}, &program); r != TRN_SUCCESS)
+    return r;
+  *out = to_handle<trn_program_t>(session.programs.insert(std::move(program)));
+  return TRN_SUCCESS;
+}
+
+std::string system_error(const std::string &what, const std::string &path) {
+  return what + " " + path + ": " + std::strerror(errno);
+}
+
+// All of `bytes` into a new file at `path`, through a temporary file beside it and a rename.
+trn_result_t write_file_atomically(const std::string &path, const std::vector<std::byte> &bytes) {
+  const std::string partial = path + ".partial." + std::to_string(::getpid());
+  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return fail(TRN_ERROR_FILE, system_error("cannot create", partial));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = system_error("cannot write", partial);
+      ::close(fd);
+      ::unlink(partial.c_str());
+      return fail(TRN_ERROR_FILE, why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0 || ::rename(partial.c_str(), path.c_str()) != 0) {
+    const std::string why = system_error("cannot write", path);
+    ::unlink(partial.c_str());
+    return fail(TRN_ERROR_FILE, why);
+  }
+  return TRN_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+TRN_API trn_result_t trn_program_load(trn_device_t device_handle, const void *image, size_t size,
+                                      trn_program_t *program) {
+  return TRN_API_CALL({
+    if (!image) return fail(TRN_ERROR_NULL_POINTER, "image is NULL");
+    if (!program) return fail(TRN_ERROR_NULL_POINTER, "program is NULL");
+    TRN_GET_SESSION(session);
+    Device *device = lookup_device(*session, device_handle, &result);
+    if (!device) return result;
+    return insert_program(*session, *device, {static_cast<const std::byte *>(image), size},
+                          program);
+  });
+}
+
+TRN_API trn_result_t trn_program_load_file(trn_device_t device_handle, const char *path,
+                                           trn_program_t *program) {
+  return TRN_API_CALL({
+    if (!path) return fail(TRN_ERROR_NULL_POINTER, "path is NULL");
+    if (!program) return fail(TRN_ERROR_NULL_POINTER, "program is NULL");
+    TRN_GET_SESSION(session);
+    Device *device = lookup_device(*session, device_handle, &result);
+    if (!device) return result;
+    std::vector<std::byte> bytes;
+    if (auto err = trn::common::read_regular_file(path, kMaxProgramFileBytes, bytes)) {
+      if (err->error_number == ENOENT)
+        return fail(TRN_ERROR_FILE, std::string("program file ") + path + " does not exist");
+      return fail(err->too_large ? TRN_ERROR_INVALID_PROGRAM : TRN_ERROR_FILE,
+                  std::string("cannot read program file ") + path + ": " + err->reason);
+    }
+    if (trn_result_t r = insert_program(*session, *device, bytes, program); r != TRN_SUCCESS)
+      return fail(r, std::string(path) + ": " + last_detail());
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_program_destroy(trn_program_t program) {
+  return TRN_API_CALL({
+    if (!program) return TRN_SUCCESS;
+    TRN_GET_SESSION(session);
+    if (!session->programs.remove(from_handle(program)))
+      return invalid_handle(HandleKind::program, from_handle(program));
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_program_get_properties(trn_program_t handle,
+                                                trn_program_properties_t *properties) {
+  return TRN_API_CALL({
+    TRN_GET_SESSION(session);
+    auto program = session->programs.find(handle, &result);
+    if (!program) return result;
+    if (trn_result_t r = check_struct(properties, TRN_STRUCT_PROGRAM_PROPERTIES, "properties",
+                                      "TRN_PROGRAM_PROPERTIES_INIT");
+        r != TRN_SUCCESS)
+      return r;
+    trn_program_properties_t p = TRN_PROGRAM_PROPERTIES_INIT;
+    std::snprintf(p.name, sizeof p.name, "%s", program->image.name.c_str());
+    p.kernel_count = static_cast<uint32_t>(program->kernels.size());
+    p.tensor_count = static_cast<uint32_t>(program->external.size());
+    p.step_count = static_cast<uint32_t>(program->image.steps.size());
+    p.constant_bytes = program->constant_bytes;
+    p.internal_bytes = program->internal_bytes;
+    copy_struct(p, properties);
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_program_get_tensors(trn_program_t handle, uint32_t *count,
+                                             trn_program_tensor_t *tensors) {
+  return TRN_API_CALL({
+    TRN_GET_SESSION(session);
+    auto program = session->programs.find(handle, &result);
+    if (!program) return result;
+    if (trn_result_t r = check_count(count); r != TRN_SUCCESS) return r;
+    if (!tensors) {
+      *count = static_cast<uint32_t>(program->external.size());
+      return TRN_SUCCESS;
+    }
+    const uint32_t n = std::min<uint32_t>(*count, static_cast<uint32_t>(program->external.size()));
+    for (uint32_t i = 0; i < n; ++i) {
+      if (trn_result_t r = check_struct(&tensors[i], TRN_STRUCT_PROGRAM_TENSOR, "tensors[i]",
+                                        "TRN_PROGRAM_TENSOR_INIT");
+          r != TRN_SUCCESS)
+        return r;
+      const trn::isa::ProgramTensor &t = program->image.tensors[program->external[i]];
+      trn_program_tensor_t out = TRN_PROGRAM_TENSOR_INIT;
+      std::snprintf(out.name, sizeof out.name, "%s", t.name.c_str());
+      out.direction = t.role == trn::isa::TensorRole::kInput    ? TRN_ARG_IN
+                      : t.role == trn::isa::TensorRole::kOutput ? TRN_ARG_OUT
+                                                                : TRN_ARG_INOUT;
+      out.dtype = static_cast<trn_dtype_t>(t.dtype);
+      out.rank = static_cast<uint32_t>(t.shape.size());
+      std::copy(t.shape.begin(), t.shape.end(), out.shape);
+      out.bytes = t.bytes();
+      copy_struct(out, &tensors[i]);
+    }
+    *count = n;
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_program_save(trn_program_t handle, const char *path) {
+  return TRN_API_CALL({
+    if (!path) return fail(TRN_ERROR_NULL_POINTER, "path is NULL");
+    TRN_GET_SESSION(session);
+    auto program = session->programs.find(handle, &result);
+    if (!program) return result;
+    return write_file_atomically(path, trn::isa::write_program(program->image));
+  });
+}
+
+TRN_API trn_result_t trn_tensor_set_create(trn_tensor_set_t *set) {
+  return TRN_API_CALL({
+    if (!set) return fail(TRN_ERROR_NULL_POINTER, "set is NULL");
+    TRN_GET_SESSION(session);
+    *set = to_handle<trn_tensor_set_t>(session->tensor_sets.insert(std::make_shared<TensorSet>()));
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_tensor_set_add(trn_tensor_set_t handle, const char *name, trn_mem_t mem,
+                                        uint64_t offset) {
+  return TRN_API_CALL({
+    if (!name) return fail(TRN_ERROR_NULL_POINTER, "name is NULL");
+    TRN_GET_SESSION(session);
+    auto set = session->tensor_sets.find(handle, &result);
+    if (!set) return result;
+    if (!*name) return fail(TRN_ERROR_INVALID_ARGUMENT, "name is empty");
+    if (!session->mems.lookup(from_handle(mem))) {
+      invalid_handle(HandleKind::mem, from_handle(mem));
+      return fail(TRN_ERROR_INVALID_HANDLE, std::string("mem: ") + last_detail());
+    }
+    for (const auto &b : set->bindings)
+      if (b.name == name)
+        return fail(TRN_ERROR_INVALID_ARGUMENT,
+                    std::string("the set binds '") + name + "' already: each tensor is bound once");
+    set->bindings.push_back({name, mem, offset});
+    return TRN_SUCCESS;
+  });
+}
+
+TRN_API trn_result_t trn_tensor_set_destroy(trn_tensor_set_t set) {
+  return TRN_API_CALL({
+    if (!set) return TRN_SUCCESS;
+    TRN_GET_SESSION(session);
+    if (!session->tensor_sets.remove(from_handle(set)))
+      return invalid_handle(HandleKind::tensor_set, from_handle(set));
+    return TRN_SUCCESS;
+  });
+}
+
+}  // extern "C"

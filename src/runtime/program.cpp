@@ -1,0 +1,264 @@
+#include "runtime/program.hpp"
+
+#include <algorithm>
+
+#include "runtime/error.hpp"
+#include "runtime/kernel.hpp"
+#include "runtime/memory.hpp"
+#include "runtime/session.hpp"
+
+namespace trn::rt {
+
+namespace {
+
+// Tensors inside the program's allocations start on this boundary, as separate allocations
+// would (DMA descriptors and kernels see the same alignment either way).
+constexpr uint64_t kTensorAlignment = 64;
+
+uint64_t align_up(uint64_t n) {
+  return (n + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+}
+
+trn_result_t load_kernels(Device &device, const isa::ProgramImage &image,
+                          std::vector<std::shared_ptr<Kernel>> *out) {
+  for (size_t i = 0; i < image.kernels.size(); ++i) {
+    std::shared_ptr<Kernel> kernel;
+    const auto &bytes = image.kernels[i];
+    if (trn_result_t r = load_kernel(device, bytes.data(), bytes.size(), &kernel); r != TRN_SUCCESS)
+      return fail(r, "kernel " + std::to_string(i) + " of the program: " + last_detail());
+    out->push_back(std::move(kernel));
+  }
+  return TRN_SUCCESS;
+}
+
+}  // namespace
+
+Program::~Program() {
+  if (constants) release_memory(*constants);
+  for (auto &set : free_sets_) release_memory(*set);
+}
+
+trn_result_t Program::create(Device &device, isa::ProgramImage image,
+                             std::vector<std::shared_ptr<Kernel>> kernels,
+                             std::shared_ptr<Program> *out) {
+  auto p = std::make_shared<Program>();
+  p->device = &device;
+  if (kernels.empty()) {
+    if (trn_result_t r = load_kernels(device, image, &kernels); r != TRN_SUCCESS) return r;
+  }
+  p->kernels = std::move(kernels);
+  p->placement.resize(image.tensors.size(), 0);
+  for (uint32_t i = 0; i < image.tensors.size(); ++i) {
+    const isa::ProgramTensor &t = image.tensors[i];
+    if (isa::is_external(t.role)) p->external.push_back(i);
+    uint64_t *end = t.role == isa::TensorRole::kConstant   ? &p->constant_bytes
+                    : t.role == isa::TensorRole::kInternal ? &p->internal_bytes
+                                                           : nullptr;
+    if (!end) continue;
+    p->placement[i] = *end;
+    *end = align_up(*end + t.bytes());
+  }
+  // Bank 0 holds what no core owns; a pool of its own lets trn-ls account the program's memory.
+  p->pool = std::make_shared<Pool>(device, TRN_POOL_KIND_DEVICE, 0, UINT64_MAX);
+  {
+    std::lock_guard lock(device.memory_mu);
+    std::erase_if(device.pools, [](const auto &weak) { return weak.expired(); });
+    device.pools.push_back(p->pool);
+  }
+  if (p->constant_bytes) {
+    if (trn_result_t r = p->pool->allocate(p->constant_bytes, kTensorAlignment,
+                                           TRN_MEM_CATEGORY_CONSTANTS, 0, p->pool, &p->constants);
+        r != TRN_SUCCESS)
+      return fail(r, "the program's " + std::to_string(p->constant_bytes) +
+                         " bytes of constants: " + last_detail());
+    for (uint32_t i = 0; i < image.tensors.size(); ++i) {
+      const isa::ProgramTensor &t = image.tensors[i];
+      if (t.role != isa::TensorRole::kConstant) continue;
+      if (trn_result_t r = write_range(*p->constants, p->placement[i], t.data.data(), t.bytes());
+          r != TRN_SUCCESS)
+        return fail(r, "writing constant '" + t.name + "': " + last_detail());
+    }
+  }
+  p->image = std::move(image);
+  *out = std::move(p);
+  return TRN_SUCCESS;
+}
+
+trn_result_t Program::take_internal_set(std::shared_ptr<Mem> *out) {
+  if (internal_bytes == 0) return TRN_SUCCESS;
+  {
+    std::lock_guard lock(mu_);
+    if (!free_sets_.empty()) {
+      *out = std::move(free_sets_.back());
+      free_sets_.pop_back();
+      return TRN_SUCCESS;
+    }
+  }
+  if (trn_result_t r =
+          pool->allocate(internal_bytes, kTensorAlignment, TRN_MEM_CATEGORY_SCRATCH, 0, pool, out);
+      r != TRN_SUCCESS)
+    return fail(r, "the program's internal buffers (" + std::to_string(internal_bytes) +
+                       " bytes per execution in flight): " + last_detail());
+  return TRN_SUCCESS;
+}
+
+void Program::give_back(std::shared_ptr<Mem> set) {
+  std::lock_guard lock(mu_);
+  free_sets_.push_back(std::move(set));
+}
+
+ProgramRun::~ProgramRun() {
+  if (internal) program->give_back(std::move(internal));
+}
+
+uint32_t ProgramRun::command_count() const {
+  return static_cast<uint32_t>(program->image.steps.size());
+}
+
+void ProgramRun::write_commands(trn_hal_command_t *out) {
+  const isa::ProgramImage &image = program->image;
+  for (size_t i = 0; i < image.steps.size(); ++i) {
+    const isa::ProgramStep &s = image.steps[i];
+    trn_hal_command_t &c = out[i];
+    c = trn_hal_command_t{};
+    switch (s.kind) {
+      case isa::StepKind::kLaunch:
+        c.kind = TRN_HAL_COMMAND_LAUNCH;
+        c.u.launch.kernel = program->kernels[s.kernel]->hal;
+        c.u.launch.args = bindings[i].data();
+        c.u.launch.arg_count = static_cast<uint32_t>(bindings[i].size());
+        c.u.launch.result = &results[i];
+        break;
+      case isa::StepKind::kCopy:
+        c.kind = TRN_HAL_COMMAND_COPY;
+        c.u.copy.destination = address[s.dst.tensor] + s.dst.offset;
+        c.u.copy.source = address[s.src.tensor] + s.src.offset;
+        c.u.copy.bytes = s.bytes;
+        break;
+      case isa::StepKind::kMemset:
+        c.kind = TRN_HAL_COMMAND_MEMSET;
+        c.u.memset.destination = address[s.dst.tensor] + s.dst.offset;
+        c.u.memset.bytes = s.bytes;
+        c.u.memset.value = s.value;
+        break;
+    }
+  }
+}
+
+namespace {
+
+// Where the caller bound an external tensor: the set and the binding, or null.
+const TensorSet::Binding *find_binding(const TensorSet *set, const std::string &name) {
+  if (!set) return nullptr;
+  for (const auto &b : set->bindings)
+    if (b.name == name) return &b;
+  return nullptr;
+}
+
+}  // namespace
+
+trn_result_t bind_program(Session &session, const std::shared_ptr<Program> &program,
+                          const TensorSet *inputs, const TensorSet *outputs,
+                          std::shared_ptr<ProgramRun> *out) {
+  const isa::ProgramImage &image = program->image;
+  auto run = std::make_shared<ProgramRun>();
+  run->program = program;
+  run->address.resize(image.tensors.size(), 0);
+  // Names the sets bind that the program lacks are errors too: a typo must not go unnoticed.
+  for (const TensorSet *set : {inputs, outputs}) {
+    if (!set) continue;
+    for (const auto &b : set->bindings) {
+      const bool known = std::any_of(program->external.begin(), program->external.end(),
+                                     [&](uint32_t t) { return image.tensors[t].name == b.name; });
+      if (!known)
+        return fail(TRN_ERROR_INVALID_ARGUMENT,
+                    std::string(set == inputs ? "inputs" : "outputs") + " binds '" + b.name +
+                        "', which is not an external tensor of program '" + image.name +
+                        "' (trn_program_get_tensors lists them)");
+    }
+  }
+  for (uint32_t t : program->external) {
+    const isa::ProgramTensor &tensor = image.tensors[t];
+    const auto *in = find_binding(inputs, tensor.name);
+    const auto *outb = find_binding(outputs, tensor.name);
+    const std::string what =
+        std::string(isa::tensor_role_name(tensor.role)) + " tensor '" + tensor.name + "'";
+    if (in && outb)
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  what + " is bound in both inputs and outputs: bind it once");
+    if (tensor.role == isa::TensorRole::kInput && outb)
+      return fail(TRN_ERROR_INVALID_ARGUMENT, what + " is bound in outputs: bind it in inputs");
+    if (tensor.role == isa::TensorRole::kOutput && in)
+      return fail(TRN_ERROR_INVALID_ARGUMENT, what + " is bound in inputs: bind it in outputs");
+    const TensorSet::Binding *b = in ? in : outb;
+    if (!b)
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  what + " of program '" + image.name + "' is not bound: add it to " +
+                      (tensor.role == isa::TensorRole::kOutput ? "outputs" : "inputs") +
+                      " (trn_tensor_set_add)");
+    auto mem = session.mems.lookup(from_handle(b->mem));
+    if (!mem) {
+      invalid_handle(HandleKind::mem, from_handle(b->mem));
+      return fail(TRN_ERROR_INVALID_ARGUMENT, what + ": " + last_detail());
+    }
+    if (mem->kind != TRN_POOL_KIND_DEVICE || mem->device != program->device)
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  what + " is bound to memory that is not device memory of the program's device");
+    const uint64_t need = tensor.bytes();
+    if (b->offset > mem->size || mem->size - b->offset < need)
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  what + " needs " + std::to_string(need) + " bytes, but its allocation has " +
+                      std::to_string(b->offset > mem->size ? 0 : mem->size - b->offset) +
+                      " bytes from offset " + std::to_string(b->offset));
+    run->address[t] = mem->address + b->offset;
+    if (std::none_of(run->mems.begin(), run->mems.end(),
+                     [&](const std::weak_ptr<Mem> &m) { return m.lock() == mem; })) {
+      run->mems.push_back(mem);
+      run->mem_names.push_back(what);
+    }
+  }
+  if (trn_result_t r = program->take_internal_set(&run->internal); r != TRN_SUCCESS) return r;
+  if (program->constants) {
+    run->mems.push_back(program->constants);
+    run->mem_names.push_back("the program's constants");
+  }
+  if (run->internal) {
+    run->mems.push_back(run->internal);
+    run->mem_names.push_back("the program's internal buffers");
+  }
+  for (uint32_t t = 0; t < image.tensors.size(); ++t) {
+    const auto role = image.tensors[t].role;
+    if (role == isa::TensorRole::kConstant)
+      run->address[t] = program->constants->address + program->placement[t];
+    else if (role == isa::TensorRole::kInternal)
+      run->address[t] = run->internal->address + program->placement[t];
+  }
+  run->bindings.resize(image.steps.size());
+  run->results.resize(image.steps.size(), trn_hal_run_result_t{});
+  for (size_t i = 0; i < image.steps.size(); ++i) {
+    const isa::ProgramStep &s = image.steps[i];
+    if (s.kind != isa::StepKind::kLaunch) continue;
+    for (const isa::StepArg &a : s.args) {
+      trn_hal_binding_t hal{};
+      if (a.scalar) {
+        hal.scalar_bits = a.scalar_bits;
+      } else {
+        // A kernel sees its tensor's bytes from the offset, no more: a program's tensors are
+        // as separate as the allocations a caller would bind.
+        hal.device_address = run->address[a.ref.tensor] + a.ref.offset;
+        hal.bytes = image.tensors[a.ref.tensor].bytes() - a.ref.offset;
+      }
+      run->bindings[i].push_back(hal);
+    }
+  }
+  *out = std::move(run);
+  return TRN_SUCCESS;
+}
+
+std::string kernel_name_of(const Program &program, const trn_hal_kernel_t *hal) {
+  for (const auto &k : program.kernels)
+    if (k->hal == hal) return k->name();
+  return {};
+}
+
+}  // namespace trn::rt

@@ -1,0 +1,88 @@
+// Programs as the runtime keeps them: a checked program image (isa/program_container.hpp) with
+// its kernels loaded, its constants on the device and a pool for the internal buffers of its
+// executions; tensor sets (named bindings); and what one execution binds (ProgramRun), which
+// the queue turns into a single command buffer.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "drivers/hal.h"
+#include "isa/program_container.hpp"
+#include "trn/trn.h"
+
+namespace trn::rt {
+
+struct Device;
+class Session;
+struct Kernel;
+struct Mem;
+class Pool;
+
+struct Program : std::enable_shared_from_this<Program> {
+  Device *device = nullptr;
+  isa::ProgramImage image;  // as loaded or captured: what trn_program_save writes
+  std::vector<std::shared_ptr<Kernel>> kernels;
+  std::vector<uint32_t> external;   // indices of the external tensors, in the program's order
+  std::shared_ptr<Pool> pool;       // the program's own: constants and internal sets
+  std::shared_ptr<Mem> constants;   // every constant tensor, at placement[tensor]
+  std::vector<uint64_t> placement;  // constants: offset in `constants`; internal: in a set
+  uint64_t constant_bytes = 0, internal_bytes = 0;
+
+  ~Program();  // returns its memory; executions hold the program until they retire
+
+  // Loads a checked image for `device`: `kernels` already loaded (a capture's), or loaded here
+  // from the image when empty.
+  static trn_result_t create(Device &device, isa::ProgramImage image,
+                             std::vector<std::shared_ptr<Kernel>> kernels,
+                             std::shared_ptr<Program> *out);
+
+  // An internal set for one execution (reused once a previous execution gave it back).
+  trn_result_t take_internal_set(std::shared_ptr<Mem> *out);
+  void give_back(std::shared_ptr<Mem> set);
+
+ private:
+  std::mutex mu_;
+  std::vector<std::shared_ptr<Mem>> free_sets_;  // guarded by mu_
+};
+
+// Named bindings for trn_queue_execute, by handle (checked when an execution uses them).
+struct TensorSet {
+  struct Binding {
+    std::string name;
+    trn_mem_t mem = nullptr;
+    uint64_t offset = 0;
+  };
+  std::vector<Binding> bindings;
+};
+
+// One execution: the program, where each tensor is, and everything the command buffer points at
+// while it is queued.
+struct ProgramRun {
+  std::shared_ptr<Program> program;
+  std::shared_ptr<Mem> internal;  // this execution's internal set, given back when it retires
+  // Every allocation a step uses (the bound ones, the constants, the internal set), each once,
+  // and what it is in messages.
+  std::vector<std::weak_ptr<Mem>> mems;
+  std::vector<std::string> mem_names;
+  std::vector<uint64_t> address;                         // per tensor: its device address
+  std::vector<std::vector<trn_hal_binding_t>> bindings;  // per step: a launch's arguments
+  std::vector<trn_hal_run_result_t> results;             // per step: a launch's result
+
+  ~ProgramRun();
+  uint32_t command_count() const;
+  // Writes the steps' driver commands (command_count() of them) into `out`.
+  void write_commands(trn_hal_command_t *out);
+};
+
+// Resolves the tensor sets against the program into an execution, or fails naming the tensor.
+trn_result_t bind_program(Session &session, const std::shared_ptr<Program> &program,
+                          const TensorSet *inputs, const TensorSet *outputs,
+                          std::shared_ptr<ProgramRun> *out);
+
+// The name of the program's kernel whose driver object is `hal` ("" if none is).
+std::string kernel_name_of(const Program &program, const trn_hal_kernel_t *hal);
+
+}  // namespace trn::rt
