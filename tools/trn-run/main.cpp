@@ -1,5 +1,5 @@
-// trn-run: run a kernel binary on a NeuronCore with inputs from numpy .npy files, write its
-// outputs as .npy files, compare them with expected arrays and report what the launch did
+// trn-run: run a kernel binary or a program on a NeuronCore with inputs from numpy .npy files,
+// write its outputs as .npy files, compare them with expected arrays and report what the launch did
 // (simulated time, per-engine activity, MFU, DMA). A kernel test harness in any language can
 // drive it: write .npy files, run trn-run, read the exit code (docs/trn-run.md).
 //
@@ -388,6 +388,8 @@ struct Options {
 // Handles released in reverse order of creation, whatever way the run ends.
 struct Resources {
   trn_kernel_t kernel = nullptr;
+  trn_program_t program = nullptr;
+  trn_tensor_set_t inputs = nullptr, outputs = nullptr;
   trn_pool_t pool = nullptr;
   std::vector<trn_mem_t> mems;
   trn_queue_t queue = nullptr;
@@ -398,6 +400,9 @@ struct Resources {
     trn_pool_destroy(pool);
     if (profile) trn_profile_destroy(profile);
     trn_kernel_destroy(kernel);
+    trn_tensor_set_destroy(inputs);
+    trn_tensor_set_destroy(outputs);
+    trn_program_destroy(program);
   }
 };
 
@@ -509,11 +514,23 @@ bool looks_like_assembly(const std::string &path, const std::vector<std::byte> &
          head.find(".engine") != std::string_view::npos;
 }
 
-// The kernel binary's bytes: a regular file of at most 1 GiB, and not assembly source.
+// A program (trn_program_load) rather than a kernel: the ELF type trn gives programs (0xFE50, at
+// offset 16 of the header; docs/programs.md).
+bool is_program_image(const std::vector<std::byte> &bytes) {
+  return bytes.size() >= 18 && bytes[0] == std::byte{0x7f} && bytes[16] == std::byte{0x50} &&
+         bytes[17] == std::byte{0xFE};
+}
+
+// Programs carry their weights: allowed far larger than kernels.
+constexpr uint64_t kMaxProgramFileBytes = uint64_t{64} << 30;
+
+// The kernel binary's or program's bytes: a regular file, and not assembly source.
 std::vector<std::byte> read_kernel_file(const std::string &path) {
   std::vector<std::byte> bytes;
-  if (auto err = trn::common::read_regular_file(path, trn::common::kMaxKernelFileBytes, bytes))
+  if (auto err = trn::common::read_regular_file(path, kMaxProgramFileBytes, bytes))
     fail("cannot read kernel file " + path + ": " + err->reason);
+  if (!is_program_image(bytes) && bytes.size() > trn::common::kMaxKernelFileBytes)
+    fail("kernel file " + path + " is larger than a kernel binary can be (1 GiB)");
   const bool elf = bytes.size() >= 4 && bytes[0] == std::byte{0x7f} && bytes[1] == std::byte{'E'} &&
                    bytes[2] == std::byte{'L'} && bytes[3] == std::byte{'F'};
   if (!elf && looks_like_assembly(path, bytes)) {
@@ -546,15 +563,50 @@ Report run(const Options &o) {
   trn_core_properties_t core_properties = TRN_CORE_PROPERTIES_INIT;
   trn_core_t core = pick_core(device, o.core, &core_properties);
 
-  check(trn_kernel_load(device, image.data(), image.size(), &r.kernel),
-        "loading kernel " + o.kernel_path);
+  const bool program = is_program_image(image);
   trn_kernel_properties_t kp = TRN_KERNEL_PROPERTIES_INIT;
-  check(trn_kernel_get_properties(r.kernel, &kp), "reading the kernel's properties");
-  uint32_t arg_count = 0;
-  check(trn_kernel_get_args(r.kernel, &arg_count, nullptr), "listing the kernel's arguments");
-  std::vector<trn_kernel_arg_t> args(arg_count, TRN_KERNEL_ARG_INIT);
-  check(trn_kernel_get_args(r.kernel, &arg_count, args.data()), "listing the kernel's arguments");
-  args.resize(std::min<size_t>(arg_count, args.size()));
+  std::vector<trn_kernel_arg_t> args;
+  if (program) {
+    // A program's external tensors are bound as a kernel's tensor arguments are.
+    check(trn_program_load(device, image.data(), image.size(), &r.program),
+          "loading program " + o.kernel_path);
+    trn_program_properties_t pp = TRN_PROGRAM_PROPERTIES_INIT;
+    check(trn_program_get_properties(r.program, &pp), "reading the program's properties");
+    std::snprintf(kp.name, sizeof kp.name, "%s", pp.name);
+    uint32_t count = 0;
+    check(trn_program_get_tensors(r.program, &count, nullptr), "listing the program's tensors");
+    std::vector<trn_program_tensor_t> tensors(count, TRN_PROGRAM_TENSOR_INIT);
+    check(trn_program_get_tensors(r.program, &count, tensors.data()),
+          "listing the program's tensors");
+    for (uint32_t i = 0; i < count; ++i) {
+      trn_kernel_arg_t arg = TRN_KERNEL_ARG_INIT;
+      std::snprintf(arg.name, sizeof arg.name, "%s", tensors[i].name);
+      arg.dtype = tensors[i].dtype;
+      arg.direction = tensors[i].direction;
+      arg.rank = tensors[i].rank;
+      std::copy(tensors[i].shape, tensors[i].shape + tensors[i].rank, arg.shape);
+      arg.bytes = tensors[i].bytes;
+      arg.kind = TRN_ARG_KIND_TENSOR;
+      args.push_back(arg);
+    }
+    if (!scalar_texts.empty())
+      fail("--scalar: a program has no scalar arguments (its launches carry their own)");
+    if (!o.profile_path.empty())
+      fail(
+          "--profile: profiles record kernel launches; run the program's kernels one by one to "
+          "trace them");
+  } else {
+    check(trn_kernel_load(device, image.data(), image.size(), &r.kernel),
+          "loading kernel " + o.kernel_path);
+    check(trn_kernel_get_properties(r.kernel, &kp), "reading the kernel's properties");
+    uint32_t arg_count = 0;
+    check(trn_kernel_get_args(r.kernel, &arg_count, nullptr), "listing the kernel's arguments");
+    args.assign(arg_count, TRN_KERNEL_ARG_INIT);
+    check(trn_kernel_get_args(r.kernel, &arg_count, args.data()), "listing the kernel's arguments");
+    args.resize(std::min<size_t>(arg_count, args.size()));
+  }
+  const char *what = program ? "program" : "kernel";
+  const char *unit = program ? "tensor" : "argument";
 
   // Every name given must be an argument of the right direction.
   auto find_arg = [&](const std::string &name, const char *option) -> const trn_kernel_arg_t & {
@@ -562,8 +614,8 @@ Report run(const Options &o) {
       if (name == arg.name) return arg;
     std::string list;
     for (const auto &arg : args) list += (list.empty() ? "" : ", ") + describe_arg(arg);
-    fail(format("%s %s: kernel '%s' has no argument '%s'; its arguments: %s", option, name.c_str(),
-                kp.name, name.c_str(), list.empty() ? "none" : list.c_str()));
+    fail(format("%s %s: %s '%s' has no %s '%s'; its %ss: %s", option, name.c_str(), what, kp.name,
+                unit, name.c_str(), unit, list.empty() ? "none" : list.c_str()));
   };
   for (const auto &[name, path] : in_files) {
     if (find_arg(name, "--in").kind == TRN_ARG_KIND_SCALAR)
@@ -685,6 +737,14 @@ Report run(const Options &o) {
   check(created, queue_what);
   check(trn_profile_create(o.profile_path.empty() ? 0u : TRN_PROFILE_FLAG_TRACE, &r.profile),
         "creating a profile");
+  if (program) {
+    check(trn_tensor_set_create(&r.inputs), "creating a tensor set");
+    check(trn_tensor_set_create(&r.outputs), "creating a tensor set");
+    for (size_t i = 0; i < args.size(); ++i)
+      check(trn_tensor_set_add(args[i].direction == TRN_ARG_OUT ? r.outputs : r.inputs,
+                               args[i].name, r.mems[i], 0),
+            format("binding tensor %s", args[i].name));
+  }
 
   trn_launch_desc_t launch = TRN_LAUNCH_DESC_INIT;
   launch.kernel = r.kernel;
@@ -695,6 +755,20 @@ Report run(const Options &o) {
   trn_profile_summary_t s = TRN_PROFILE_SUMMARY_INIT;
   uint64_t host_ns_total = 0;
   for (uint32_t i = 0; i < o.repeat; ++i) {
+    if (program) {
+      // An execution is timed by the queue's timestamps around it, in simulated time.
+      trn_timestamp_t before{}, after{};
+      check(trn_queue_write_timestamp(r.queue, &before, nullptr, nullptr), "timing the program");
+      check(trn_queue_execute(r.queue, r.program, r.inputs, r.outputs, nullptr, nullptr),
+            "executing the program");
+      check(trn_queue_write_timestamp(r.queue, &after, nullptr, nullptr), "timing the program");
+      if (trn_result_t fr = trn_queue_finish(r.queue, timeout_ns); fr != TRN_SUCCESS)
+        fail_queue(r.queue, fr, o.timeout_s);
+      s = TRN_PROFILE_SUMMARY_INIT;
+      s.total_ns = after.device_ns - before.device_ns;
+      host_ns_total += after.host_ns - before.host_ns;
+      continue;
+    }
     check(trn_queue_launch(r.queue, &launch, nullptr, nullptr), "launching the kernel");
     if (trn_result_t fr = trn_queue_finish(r.queue, timeout_ns); fr != TRN_SUCCESS)
       fail_queue(r.queue, fr, o.timeout_s);
@@ -797,31 +871,46 @@ Report run(const Options &o) {
                          {"dtype", dtype_info(arg.dtype).name},
                          {"shape", arg_shape(arg)}});
   const uint64_t host_ns_mean = host_ns_total / o.repeat;
-  report.doc = {{"schema_version", kSchemaVersion},
-                {"trn_version", trn_get_version_string()},
-                {"kernel", {{"name", kp.name}, {"path", o.kernel_path}, {"args", args_json}}},
-                {"device", o.device},
-                {"core", core_properties.index},
-                {"core_id", core_properties.global_id},
-                {"launches", o.repeat},
-                {"simulated_ns", s.total_ns},
-                {"host_ns", host_ns_mean},
-                {"engines", engines},
-                {"tensor_flops", s.tensor_flops},
-                {"peak_flops", number(s.peak_flops)},
-                {"mfu_percent", number(s.mfu_percent)},
-                {"dma",
-                 {{"transfers", s.dma_transfers},
-                  {"bytes", s.dma_bytes},
-                  {"utilization_percent", number(s.dma_utilization_percent)}}},
-                {"outputs", outputs},
-                {"expect", expects},
-                {"trace", o.profile_path.empty() ? json(nullptr) : json(o.profile_path)},
-                {"fault", nullptr},
-                {"error", nullptr},
-                {"exit_code", report.code}};
+  report.doc = {
+      {"schema_version", kSchemaVersion},
+      {"trn_version", trn_get_version_string()},
+      {program ? "program" : "kernel",
+       {{"name", kp.name}, {"path", o.kernel_path}, {program ? "tensors" : "args", args_json}}},
+      {"device", o.device},
+      {"core", core_properties.index},
+      {"core_id", core_properties.global_id},
+      {"launches", o.repeat},
+      {"simulated_ns", s.total_ns},
+      {"host_ns", host_ns_mean},
+      {"engines", engines},
+      {"tensor_flops", s.tensor_flops},
+      {"peak_flops", number(s.peak_flops)},
+      {"mfu_percent", number(s.mfu_percent)},
+      {"dma",
+       {{"transfers", s.dma_transfers},
+        {"bytes", s.dma_bytes},
+        {"utilization_percent", number(s.dma_utilization_percent)}}},
+      {"outputs", outputs},
+      {"expect", expects},
+      {"trace", o.profile_path.empty() ? json(nullptr) : json(o.profile_path)},
+      {"fault", nullptr},
+      {"error", nullptr},
+      {"exit_code", report.code}};
 
   std::string &t = report.text;
+  if (program) {
+    // Engine counters come from a launch's profile; an execution reports its time only.
+    for (const char *key : {"engines", "tensor_flops", "peak_flops", "mfu_percent", "dma", "trace"})
+      report.doc.erase(key);
+    report.doc.erase("launches");
+    report.doc["executions"] = o.repeat;
+    t += format("program %s on device %u core %u: %zu tensors, %u execution%s\n", kp.name, o.device,
+                core_properties.index, args.size(), o.repeat, o.repeat == 1 ? "" : "s");
+    t += format("simulated time %s us, host time %.3f ms%s\n", us(s.total_ns).c_str(),
+                static_cast<double>(host_ns_mean) / 1e6, o.repeat > 1 ? " per execution" : "");
+    t += text_outputs;
+    return report;
+  }
   t += format("kernel %s on device %u core %u: %zu arguments, %u launch%s\n", kp.name, o.device,
               core_properties.index, args.size(), o.repeat, o.repeat == 1 ? "" : "es");
   t += format("simulated time %s us, host time %.3f ms%s\n", us(s.total_ns).c_str(),
@@ -843,11 +932,14 @@ Report run(const Options &o) {
 
 int main(int argc, char **argv) {
   CLI::App app{
-      "trn-run: run a kernel binary on a NeuronCore with inputs from .npy files, write and check "
-      "its outputs, report simulated time and engine activity.\nExit codes: 0 ok, 1 --expect "
+      "trn-run: run a kernel binary or a program on a NeuronCore with inputs from .npy files, "
+      "write and check its outputs, report simulated time and engine activity.\nExit codes: 0 ok, "
+      "1 --expect "
       "mismatch, 2 error, 3 kernel fault."};
   Options o;
-  app.add_option("kernel", o.kernel_path, "kernel binary (.trnk, from trn-as)")->required();
+  app.add_option("kernel", o.kernel_path,
+                 "kernel binary (.trnk, from trn-as) or program (.trnp, docs/programs.md)")
+      ->required();
   app.add_option("--device", o.device, "device index (default 0)");
   app.add_option(
       "--core", o.core,
