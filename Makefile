@@ -30,6 +30,11 @@ run: build
 	@echo "== examples/matmul_harness (tiled matmul, profiled; the trace opens in Perfetto) =="
 	@$(BUILD_DIR)/examples/trn-example-matmul-harness --m 2048 --n 4096 --k 2048 \
 		--profile $(BUILD_DIR)/matmul_profile.json
+	@echo
+	@echo "== examples/mlp_program (a program: MLP forward, built at build time, run by trn-run) =="
+	@$(BUILD_DIR)/tools/trn-run/trn-run $(BUILD_DIR)/examples/mlp.trnp \
+		--in xT=$(BUILD_DIR)/examples/mlp_x.npy --out y=$(BUILD_DIR)/mlp_y.npy \
+		--expect y=$(BUILD_DIR)/examples/mlp_expected.npy --rtol 1e-4 --atol 1e-7
 
 test: build
 	@ctest --preset $(PRESET)

@@ -1,6 +1,7 @@
 // The examples, run as a user runs them on a private simulated device: the C vector_add program
 // with its trn-as-assembled kernel, and the matmul harness, whose output lines, exit codes and
-// Chrome trace (Tensor-engine and DMA tracks, overlapping in time) are checked.
+// Chrome trace (Tensor-engine and DMA tracks, overlapping in time) are checked; and the MLP
+// program, run by trn-run.
 #include <stdlib.h>
 #include <sys/wait.h>
 
@@ -228,4 +229,33 @@ TEST_CASE("examples: the kernel builder's softmax runs, checks out and saves a k
   CHECK_THAT(dump.output, Catch::Contains("tensor_reduce max"));
   const Result bad = run({TRN_EXAMPLE_KBUILD_SOFTMAX_PATH, "--cols", "20000"});
   CHECK(bad.code == 2);
+}
+
+TEST_CASE("examples: trn-run executes the MLP program and its output matches the host's") {
+  SimEnv env;
+  const std::string y = env.root() + "/y.npy";
+  const Result r = run({TRN_RUN_PATH, TRN_MLP_PROGRAM, "--in", std::string("xT=") + TRN_MLP_X,
+                        "--out", "y=" + y, "--expect", std::string("y=") + TRN_MLP_EXPECTED,
+                        "--rtol", "1e-4", "--atol", "1e-7", "--repeat", "2"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("program mlp_forward on device 0 core 0: 2 tensors, 2 "
+                                       "executions"));
+  CHECK_THAT(r.output, Catch::Contains("expect y: ok, 262144 elements"));
+  CHECK(std::filesystem::file_size(y) > 512 * 512 * 4);
+  // Bindings are checked by name, as a kernel's arguments are.
+  const Result missing = run({TRN_RUN_PATH, TRN_MLP_PROGRAM});
+  CHECK(missing.code == 2);
+  CHECK_THAT(missing.output, Catch::Contains("xT"));
+  const Result typo = run({TRN_RUN_PATH, TRN_MLP_PROGRAM, "--in", std::string("x=") + TRN_MLP_X});
+  CHECK(typo.code == 2);
+  CHECK_THAT(typo.output, Catch::Contains("program 'mlp_forward' has no tensor 'x'"));
+  const Result scalar = run({TRN_RUN_PATH, TRN_MLP_PROGRAM, "--in", std::string("xT=") + TRN_MLP_X,
+                             "--scalar", "alpha=1"});
+  CHECK(scalar.code == 2);
+  CHECK_THAT(scalar.output, Catch::Contains("a program has no scalar arguments"));
+  const Result wrong_shape =
+      run({TRN_RUN_PATH, TRN_MLP_PROGRAM, "--in", std::string("xT=") + TRN_MLP_EXPECTED});
+  CHECK(wrong_shape.code == 2);
+  CHECK_THAT(wrong_shape.output, Catch::Contains("the shape differs"));
 }
