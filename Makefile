@@ -45,7 +45,8 @@ asan:
 tsan:
 	@$(MAKE) --no-print-directory test PRESET=tsan
 
-# libFuzzer runs of the kernel loader and the assembler, FUZZ_SECONDS each (default 60).
+# libFuzzer runs of the kernel and program loaders, the assembler and the safetensors header
+# reader, FUZZ_SECONDS each (default 60); FUZZ_TARGETS picks some (scripts/fuzz).
 fuzz: deps
 	@scripts/fuzz
 

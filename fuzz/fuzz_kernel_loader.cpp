@@ -16,6 +16,7 @@
 #include "isa/container.hpp"
 #include "isa/disassembler.hpp"
 #include "isa/validate.hpp"
+#include "round_trip.hpp"
 
 namespace {
 
@@ -68,20 +69,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Program p;
   if (read_kernel(bytes, p)) return 0;  // rejected with a reason: fine
   const bool valid = !validate_program(p, Target{});
-  const auto written = write_kernel(p);
-  Program q;
-  if (const auto err = read_kernel(written, q)) {
-    std::fprintf(stderr, "re-reading a written kernel failed: %s\n", err->c_str());
-    std::abort();
-  }
-  if (!same_program(p, q)) {
-    std::fprintf(stderr, "the re-read program differs from the one written\n");
-    std::abort();
-  }
-  if (write_kernel(q) != written) {
-    std::fprintf(stderr, "writing the re-read program gave different bytes\n");
-    std::abort();
-  }
+  const auto written = trn::fuzz::check_round_trip(
+      p, [](std::span<const std::byte> b, Program &q) { return read_kernel(b, q); },
+      [](const Program &q) { return write_kernel(q); }, same_program, "kernel");
   if (!valid) return 0;
   const std::string listing = disassemble(p);
   auto again = assemble(listing, "listing.s");

@@ -1,7 +1,8 @@
 // Writes a few kernels built with ProgramBuilder into a directory, the seed corpus of
 // fuzz_kernel_loader, (given a second directory) their disassembly, seeds of fuzz_assembler,
-// and (given a third) safetensors files, seeds of fuzz_safetensors_header.
-// Usage: trn-fuzz-make-seeds KERNEL_DIR [ASSEMBLY_DIR [SAFETENSORS_DIR]]
+// (given a third) safetensors files, seeds of fuzz_safetensors_header, and (given a fourth)
+// programs of those kernels, seeds of fuzz_program_loader.
+// Usage: trn-fuzz-make-seeds KERNEL_DIR [ASSEMBLY_DIR [SAFETENSORS_DIR [PROGRAM_DIR]]]
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "isa/builder.hpp"
 #include "isa/container.hpp"
 #include "isa/disassembler.hpp"
+#include "isa/program_container.hpp"
 
 using namespace trn::isa;
 
@@ -109,6 +111,64 @@ Program several_files_kernel() {
   return b.finish();
 }
 
+// relu on an input into an output: the smallest useful program.
+ProgramImage relu_program() {
+  ProgramImage p;
+  p.name = "relu";
+  p.kernels = {write_kernel(relu_kernel())};
+  p.tensors = {{"x", TensorRole::kInput, DType::kF32, {128, 512}, {}},
+               {"y", TensorRole::kOutput, DType::kF32, {128, 512}, {}}};
+  ProgramStep launch;
+  launch.args = {{false, {0, 0}, 0}, {false, {1, 0}, 0}};
+  p.steps = {launch};
+  return p;
+}
+
+// Every role, step kind and binding kind, constants with padding after them, dependencies and
+// cores, so that mutations start from every record the format has.
+ProgramImage mixed_program() {
+  ProgramImage p;
+  p.name = "mixed.v1";
+  p.kernels = {write_kernel(relu_kernel()), write_kernel(scalar_kernel())};
+  std::vector<std::byte> w(4 * 4 * 4);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<std::byte>(i * 7 + 1);
+  const std::vector<std::byte> b = {std::byte{1}, std::byte{2}, std::byte{3}};
+  p.tensors = {{"in/x", TensorRole::kInput, DType::kF32, {128, 512}, {}},
+               {"w", TensorRole::kConstant, DType::kF32, {4, 4}, w},
+               {"b", TensorRole::kConstant, DType::kU8, {3}, b},
+               {"tmp", TensorRole::kInternal, DType::kF32, {2, 128, 512}, {}},
+               {"out:y", TensorRole::kOutput, DType::kF32, {128, 512}, {}},
+               {"state", TensorRole::kInOut, DType::kU8, {64}, {}}};
+  ProgramStep relu;
+  relu.args = {{false, {0, 0}, 0}, {false, {3, 128 * 512 * 4}, 0}};
+  ProgramStep copy;
+  copy.kind = StepKind::kCopy;
+  copy.core = 1;
+  copy.deps = {0};
+  copy.dst = {4, 0};
+  copy.src = {3, 128 * 512 * 4};
+  copy.bytes = 128 * 512 * 4;
+  ProgramStep memset;
+  memset.kind = StepKind::kMemset;
+  memset.core = 63;
+  memset.deps = {0, 1};
+  memset.dst = {5, 8};
+  memset.bytes = 16;
+  memset.value = 0xAB;
+  ProgramStep scalars;
+  scalars.kernel = 1;
+  scalars.core = 2;
+  scalars.deps = {2};
+  scalars.args = {{true, {}, 0x3FC00000u}, {true, {}, 0xFFFFFFFFu}};
+  ProgramStep from_constant;
+  from_constant.kind = StepKind::kCopy;
+  from_constant.dst = {3, 0};
+  from_constant.src = {1, 0};
+  from_constant.bytes = w.size();
+  p.steps = {relu, copy, memset, scalars, from_constant};
+  return p;
+}
+
 }  // namespace
 
 // A safetensors file: the header's 8-byte little-endian length, the header, `data` bytes.
@@ -145,15 +205,24 @@ bool write_safetensors_seeds(const std::filesystem::path &dir) {
   return true;
 }
 
+bool write_file(const std::filesystem::path &path, const std::vector<std::byte> &bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char *>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!f) std::fprintf(stderr, "%s: write failed\n", path.c_str());
+  return static_cast<bool>(f);
+}
+
 int main(int argc, char **argv) {
-  if (argc < 2 || argc > 4) {
-    std::fprintf(stderr, "usage: %s KERNEL_DIR [ASSEMBLY_DIR [SAFETENSORS_DIR]]\n", argv[0]);
+  if (argc < 2 || argc > 5) {
+    std::fprintf(stderr, "usage: %s KERNEL_DIR [ASSEMBLY_DIR [SAFETENSORS_DIR [PROGRAM_DIR]]]\n",
+                 argv[0]);
     return 2;
   }
   const std::filesystem::path dir = argv[1];
   const std::filesystem::path text_dir = argc >= 3 ? argv[2] : "";
-  const std::filesystem::path safetensors_dir = argc == 4 ? argv[3] : "";
-  for (const auto &d : {dir, text_dir, safetensors_dir}) {
+  const std::filesystem::path safetensors_dir = argc >= 4 ? argv[3] : "";
+  const std::filesystem::path program_dir = argc == 5 ? argv[4] : "";
+  for (const auto &d : {dir, text_dir, safetensors_dir, program_dir}) {
     if (d.empty()) continue;
     std::error_code ec;
     std::filesystem::create_directories(d, ec);
@@ -169,14 +238,7 @@ int main(int argc, char **argv) {
       {"scalars.trnk", scalar_kernel()},
       {"several_files.trnk", several_files_kernel()}};
   for (const auto &[name, program] : kernels) {
-    const auto bytes = write_kernel(program);
-    std::ofstream f(dir / name, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char *>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
-    if (!f) {
-      std::fprintf(stderr, "%s: write failed\n", (dir / name).c_str());
-      return 1;
-    }
+    if (!write_file(dir / name, write_kernel(program))) return 1;
     if (text_dir.empty()) continue;
     std::ofstream t(text_dir / (std::string(name) + ".s"), std::ios::trunc);
     t << disassemble(program);
@@ -186,5 +248,17 @@ int main(int argc, char **argv) {
     }
   }
   if (!safetensors_dir.empty() && !write_safetensors_seeds(safetensors_dir)) return 1;
+  if (program_dir.empty()) return 0;
+  for (const auto &[name, image] :
+       {std::pair{"relu.trnp", relu_program()}, std::pair{"mixed.trnp", mixed_program()}}) {
+    // The writer does not check: a seed the reader rejects would only test the first error.
+    const auto bytes = write_program(image);
+    ProgramImage back;
+    if (const auto err = read_program(bytes, back)) {
+      std::fprintf(stderr, "%s: not a valid program: %s\n", name, err->c_str());
+      return 1;
+    }
+    if (!write_file(program_dir / name, bytes)) return 1;
+  }
   return 0;
 }

@@ -63,12 +63,14 @@ struct ProgramTensor {
   std::vector<uint64_t> shape;  // rank 1..kMaxArgRank; bytes = product x dtype size
   std::vector<std::byte> data;  // constants: exactly bytes(); others: empty
   uint64_t bytes() const;
+  bool operator==(const ProgramTensor &) const = default;
 };
 
 // A range of a tensor from `offset`.
 struct TensorRef {
   uint32_t tensor = 0;
   uint64_t offset = 0;
+  bool operator==(const TensorRef &) const = default;
 };
 
 enum class StepKind : uint8_t { kLaunch = 1, kCopy = 2, kMemset = 3 };
@@ -79,6 +81,7 @@ struct StepArg {
   bool scalar = false;
   TensorRef ref;
   uint32_t scalar_bits = 0;
+  bool operator==(const StepArg &) const = default;
 };
 
 struct ProgramStep {
@@ -94,6 +97,7 @@ struct ProgramStep {
   TensorRef dst, src;
   uint64_t bytes = 0;
   uint8_t value = 0;
+  bool operator==(const ProgramStep &) const = default;
 };
 
 struct ProgramImage {
@@ -101,6 +105,9 @@ struct ProgramImage {
   std::vector<std::vector<std::byte>> kernels;  // each a kernel container (write_kernel)
   std::vector<ProgramTensor> tensors;
   std::vector<ProgramStep> steps;
+  // Field by field, including the fields a step's kind does not use: read_program leaves those
+  // at their defaults, so an image it produced compares equal to its own round trip.
+  bool operator==(const ProgramImage &) const = default;
 };
 
 // Serialises `p`, deterministically. The image must be one read_program accepts (the writer

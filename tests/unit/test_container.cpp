@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 
+#include "elf_bytes.hpp"
 #include "isa/assembler.hpp"
 #include "isa/builder.hpp"
 #include "isa/container.hpp"
@@ -16,10 +17,9 @@
 
 using namespace trn;
 using namespace trn::isa;
+using namespace trn::test;
 
 namespace {
-
-using Bytes = std::vector<std::byte>;
 
 // ----- field-by-field comparison -----------------------------------------------------------
 
@@ -253,61 +253,11 @@ Program relu_program() {
   return p;
 }
 
-// ----- byte surgery on an encoded kernel ---------------------------------------------------
-
-uint64_t get_le(const Bytes &b, size_t off, size_t n) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < n; ++i) v |= uint64_t{std::to_integer<uint8_t>(b.at(off + i))} << (8 * i);
-  return v;
-}
-
-void put_le(Bytes &b, size_t off, size_t n, uint64_t v) {
-  for (size_t i = 0; i < n; ++i) b.at(off + i) = static_cast<std::byte>(v >> (8 * i));
-}
-
-size_t shoff(const Bytes &b) {
-  return static_cast<size_t>(get_le(b, 40, 8));
-}
-size_t shnum(const Bytes &b) {
-  return static_cast<size_t>(get_le(b, 60, 2));
-}
-size_t shdr(const Bytes &b, size_t index) {
-  return shoff(b) + index * 64;
-}
-
-// Offset of the section header of the section called `name`.
-size_t header_of(const Bytes &b, const std::string &name) {
-  const size_t strtab = shdr(b, get_le(b, 62, 2));
-  const size_t names = static_cast<size_t>(get_le(b, strtab + 24, 8));
-  for (size_t i = 1; i < shnum(b); ++i) {
-    const size_t h = shdr(b, i);
-    const size_t at = names + static_cast<size_t>(get_le(b, h, 4));
-    std::string s;
-    for (size_t k = at; b.at(k) != std::byte{0}; ++k) s.push_back(static_cast<char>(b[k]));
-    if (s == name) return h;
-  }
-  FAIL("no section " << name);
-  return 0;
-}
-size_t offset_of(const Bytes &b, const std::string &name) {
-  return static_cast<size_t>(get_le(b, header_of(b, name) + 24, 8));
-}
-size_t size_of(const Bytes &b, const std::string &name) {
-  return static_cast<size_t>(get_le(b, header_of(b, name) + 32, 8));
-}
-
 std::string read_error(const Bytes &b) {
   Program p;
   auto e = read_kernel(b, p);
   return e ? *e : std::string("(read succeeded)");
 }
-
-#define CHECK_REJECTS(bytes, reason)                     \
-  do {                                                   \
-    const std::string why_ = read_error(bytes);          \
-    INFO("reason: " << why_);                            \
-    CHECK_THAT(why_, Catch::Matchers::Contains(reason)); \
-  } while (0)
 
 }  // namespace
 
