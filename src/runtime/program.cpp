@@ -47,6 +47,7 @@ trn_result_t Program::create(Device &device, isa::ProgramImage image,
     if (trn_result_t r = load_kernels(device, image, &kernels); r != TRN_SUCCESS) return r;
   }
   p->kernels = std::move(kernels);
+  for (const isa::ProgramStep &s : image.steps) p->launch_args += s.args.size();
   p->placement.resize(image.tensors.size(), 0);
   for (uint32_t i = 0; i < image.tensors.size(); ++i) {
     const isa::ProgramTensor &t = image.tensors[i];
@@ -111,12 +112,21 @@ ProgramRun::~ProgramRun() {
   if (internal) program->give_back(std::move(internal));
 }
 
+std::string ProgramRun::describe_mem(size_t index) const {
+  const int64_t t = mem_tensors[index];
+  if (t == kConstants) return "the program's constants";
+  if (t == kInternal) return "the program's internal buffers";
+  const isa::ProgramTensor &tensor = program->image.tensors[static_cast<size_t>(t)];
+  return std::string(isa::tensor_role_name(tensor.role)) + " tensor '" + tensor.name + "'";
+}
+
 uint32_t ProgramRun::command_count() const {
   return static_cast<uint32_t>(program->image.steps.size());
 }
 
 void ProgramRun::write_commands(trn_hal_command_t *out) {
   const isa::ProgramImage &image = program->image;
+  const trn_hal_binding_t *args = bindings.data();
   for (size_t i = 0; i < image.steps.size(); ++i) {
     const isa::ProgramStep &s = image.steps[i];
     trn_hal_command_t &c = out[i];
@@ -125,9 +135,10 @@ void ProgramRun::write_commands(trn_hal_command_t *out) {
       case isa::StepKind::kLaunch:
         c.kind = TRN_HAL_COMMAND_LAUNCH;
         c.u.launch.kernel = program->kernels[s.kernel]->hal;
-        c.u.launch.args = bindings[i].data();
-        c.u.launch.arg_count = static_cast<uint32_t>(bindings[i].size());
-        c.u.launch.result = &results[i];
+        c.u.launch.args = args;
+        c.u.launch.arg_count = static_cast<uint32_t>(s.args.size());
+        c.u.launch.result = nullptr;  // executions keep no launch counters
+        args += s.args.size();
         break;
       case isa::StepKind::kCopy:
         c.kind = TRN_HAL_COMMAND_COPY;
@@ -181,50 +192,54 @@ trn_result_t bind_program(Session &session, const std::shared_ptr<Program> &prog
     const isa::ProgramTensor &tensor = image.tensors[t];
     const auto *in = find_binding(inputs, tensor.name);
     const auto *outb = find_binding(outputs, tensor.name);
-    const std::string what =
-        std::string(isa::tensor_role_name(tensor.role)) + " tensor '" + tensor.name + "'";
+    auto what_of = [&] {  // only when a message needs it: executions are a hot path
+      return std::string(isa::tensor_role_name(tensor.role)) + " tensor '" + tensor.name + "'";
+    };
     if (in && outb)
       return fail(TRN_ERROR_INVALID_ARGUMENT,
-                  what + " is bound in both inputs and outputs: bind it once");
+                  what_of() + " is bound in both inputs and outputs: bind it once");
     if (tensor.role == isa::TensorRole::kInput && outb)
-      return fail(TRN_ERROR_INVALID_ARGUMENT, what + " is bound in outputs: bind it in inputs");
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  what_of() + " is bound in outputs: bind it in inputs");
     if (tensor.role == isa::TensorRole::kOutput && in)
-      return fail(TRN_ERROR_INVALID_ARGUMENT, what + " is bound in inputs: bind it in outputs");
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  what_of() + " is bound in inputs: bind it in outputs");
     const TensorSet::Binding *b = in ? in : outb;
     if (!b)
       return fail(TRN_ERROR_INVALID_ARGUMENT,
-                  what + " of program '" + image.name + "' is not bound: add it to " +
+                  what_of() + " of program '" + image.name + "' is not bound: add it to " +
                       (tensor.role == isa::TensorRole::kOutput ? "outputs" : "inputs") +
                       " (trn_tensor_set_add)");
     auto mem = session.mems.lookup(from_handle(b->mem));
     if (!mem) {
       invalid_handle(HandleKind::mem, from_handle(b->mem));
-      return fail(TRN_ERROR_INVALID_ARGUMENT, what + ": " + last_detail());
+      return fail(TRN_ERROR_INVALID_ARGUMENT, what_of() + ": " + last_detail());
     }
     if (mem->kind != TRN_POOL_KIND_DEVICE || mem->device != program->device)
-      return fail(TRN_ERROR_INVALID_ARGUMENT,
-                  what + " is bound to memory that is not device memory of the program's device");
+      return fail(
+          TRN_ERROR_INVALID_ARGUMENT,
+          what_of() + " is bound to memory that is not device memory of the program's device");
     const uint64_t need = tensor.bytes();
     if (b->offset > mem->size || mem->size - b->offset < need)
       return fail(TRN_ERROR_INVALID_ARGUMENT,
-                  what + " needs " + std::to_string(need) + " bytes, but its allocation has " +
+                  what_of() + " needs " + std::to_string(need) + " bytes, but its allocation has " +
                       std::to_string(b->offset > mem->size ? 0 : mem->size - b->offset) +
                       " bytes from offset " + std::to_string(b->offset));
     run->address[t] = mem->address + b->offset;
     if (std::none_of(run->mems.begin(), run->mems.end(),
                      [&](const std::weak_ptr<Mem> &m) { return m.lock() == mem; })) {
       run->mems.push_back(mem);
-      run->mem_names.push_back(what);
+      run->mem_tensors.push_back(t);
     }
   }
   if (trn_result_t r = program->take_internal_set(&run->internal); r != TRN_SUCCESS) return r;
   if (program->constants) {
     run->mems.push_back(program->constants);
-    run->mem_names.push_back("the program's constants");
+    run->mem_tensors.push_back(ProgramRun::kConstants);
   }
   if (run->internal) {
     run->mems.push_back(run->internal);
-    run->mem_names.push_back("the program's internal buffers");
+    run->mem_tensors.push_back(ProgramRun::kInternal);
   }
   for (uint32_t t = 0; t < image.tensors.size(); ++t) {
     const auto role = image.tensors[t].role;
@@ -233,10 +248,8 @@ trn_result_t bind_program(Session &session, const std::shared_ptr<Program> &prog
     else if (role == isa::TensorRole::kInternal)
       run->address[t] = run->internal->address + program->placement[t];
   }
-  run->bindings.resize(image.steps.size());
-  run->results.resize(image.steps.size(), trn_hal_run_result_t{});
-  for (size_t i = 0; i < image.steps.size(); ++i) {
-    const isa::ProgramStep &s = image.steps[i];
+  run->bindings.reserve(program->launch_args);
+  for (const isa::ProgramStep &s : image.steps) {
     if (s.kind != isa::StepKind::kLaunch) continue;
     for (const isa::StepArg &a : s.args) {
       trn_hal_binding_t hal{};
@@ -248,7 +261,7 @@ trn_result_t bind_program(Session &session, const std::shared_ptr<Program> &prog
         hal.device_address = run->address[a.ref.tensor] + a.ref.offset;
         hal.bytes = image.tensors[a.ref.tensor].bytes() - a.ref.offset;
       }
-      run->bindings[i].push_back(hal);
+      run->bindings.push_back(hal);
     }
   }
   *out = std::move(run);

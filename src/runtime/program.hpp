@@ -30,6 +30,7 @@ struct Program : std::enable_shared_from_this<Program> {
   std::shared_ptr<Mem> constants;   // every constant tensor, at placement[tensor]
   std::vector<uint64_t> placement;  // constants: offset in `constants`; internal: in a set
   uint64_t constant_bytes = 0, internal_bytes = 0;
+  size_t launch_args = 0;  // all launches' arguments together
 
   ~Program();  // returns its memory; executions hold the program until they retire
 
@@ -64,12 +65,16 @@ struct ProgramRun {
   std::shared_ptr<Program> program;
   std::shared_ptr<Mem> internal;  // this execution's internal set, given back when it retires
   // Every allocation a step uses (the bound ones, the constants, the internal set), each once,
-  // and what it is in messages.
+  // and the tensor it was bound for (kConstants, kInternal for the program's own): messages are
+  // made only when one is needed.
+  static constexpr int64_t kConstants = -1, kInternal = -2;
   std::vector<std::weak_ptr<Mem>> mems;
-  std::vector<std::string> mem_names;
-  std::vector<uint64_t> address;                         // per tensor: its device address
-  std::vector<std::vector<trn_hal_binding_t>> bindings;  // per step: a launch's arguments
-  std::vector<trn_hal_run_result_t> results;             // per step: a launch's result
+  std::vector<int64_t> mem_tensors;
+  std::string describe_mem(size_t index) const;  // "input tensor 'x'"
+  std::vector<uint64_t> address;                 // per tensor: its device address
+  // Every launch's arguments, one launch after another (launch_args[step] is where a step's
+  // start); one allocation per execution, not one per launch.
+  std::vector<trn_hal_binding_t> bindings;
 
   ~ProgramRun();
   uint32_t command_count() const;

@@ -106,7 +106,7 @@ trn_result_t Queue::Work::take_memory(std::string *why) {
     case Command::Kind::execute:
       for (size_t i = 0; i < mems.size() && why->empty(); ++i)
         if (gone(mems[i]))
-          *why = "the memory bound to " + command.run->mem_names[i] +
+          *why = "the memory bound to " + command.run->describe_mem(i) +
                  " was freed before the program ran" + kKeepAllocationsAlive;
       break;
     default: break;

@@ -57,5 +57,6 @@ int bench_copy(int argc, char **argv);
 int bench_matmul(int argc, char **argv);
 int bench_load(int argc, char **argv);
 int bench_kernels(int argc, char **argv);
+int bench_graph(int argc, char **argv);
 
 }  // namespace trn::bench

@@ -47,6 +47,11 @@ constexpr Entry kBenches[] = {
      "builder kernels (matmul, elementwise, softmax, layernorm, rmsnorm, transpose) in bf16 and "
      "f32: simulated time vs the roofline (compute- or HBM-bound, the larger)",
      {"--quick", "--trn1", "--trn3"}},
+    {"graph",
+     trn::bench::bench_graph,
+     "a captured sequence of 100 small ops replayed as a program (trn_queue_execute) vs issuing "
+     "them one by one: host time to issue",
+     {"--quick"}},
 };
 
 void usage() {
