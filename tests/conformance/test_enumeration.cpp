@@ -643,6 +643,7 @@ TEST_CASE("every result has a distinct name and description", "[enumeration][nam
       TRN_RESULT_ENTRY(TRN_ERROR_FILE),
       TRN_RESULT_ENTRY(TRN_ERROR_INVALID_KERNEL),
       TRN_RESULT_ENTRY(TRN_ERROR_KERNEL_FAULT),
+      TRN_RESULT_ENTRY(TRN_ERROR_INVALID_PROGRAM),
       TRN_RESULT_ENTRY(TRN_ERROR_KERNEL_DEADLOCK),
       TRN_RESULT_ENTRY(TRN_ERROR_CANCELLED),
       TRN_RESULT_ENTRY(TRN_ERROR_COLLECTIVE),
@@ -697,11 +698,11 @@ TEST_CASE("version and generation names", "[enumeration][names]") {
 
 TEST_CASE("the API version, the release string and the symbol nodes agree",
           "[enumeration][names]") {
-  // 0.2 added trn_core_get_all, trn_dtype_name, trn_dtype_size and trn_engine_name; the
-  // release is 0.2.x.
-  CHECK(TRN_API_VERSION == TRN_MAKE_VERSION(0, 2));
+  // 0.2 added trn_core_get_all, trn_dtype_name, trn_dtype_size and trn_engine_name; 0.3 the
+  // programs; the release is 0.3.x.
+  CHECK(TRN_API_VERSION == TRN_MAKE_VERSION(0, 3));
   const std::string release = trn_get_version_string();
-  CHECK(release.rfind("0.2.", 0) == 0);
+  CHECK(release.rfind("0.3.", 0) == 0);
   // A function of 0.1 and one of 0.2 resolve under their nodes, as a program linked against
   // each release would look them up.
   void *library = dlopen("libtrn.so.0.1", RTLD_NOW | RTLD_NOLOAD);
@@ -712,6 +713,9 @@ TEST_CASE("the API version, the release string and the symbol nodes agree",
   CHECK(dlvsym(library, "trn_engine_name", "TRN_0.2") != nullptr);
   CHECK(dlvsym(library, "trn_core_get_all", "TRN_0.2") != nullptr);
   CHECK(dlvsym(library, "trn_dtype_name", "TRN_0.1") == nullptr);
+  CHECK(dlvsym(library, "trn_queue_execute", "TRN_0.3") != nullptr);
+  CHECK(dlvsym(library, "trn_program_load_file", "TRN_0.3") != nullptr);
+  CHECK(dlvsym(library, "trn_queue_execute", "TRN_0.2") == nullptr);
 }
 
 TEST_CASE("data type and engine names and sizes", "[enumeration][names]") {

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -524,13 +525,24 @@ bool is_program_image(const std::vector<std::byte> &bytes) {
 // Programs carry their weights: allowed far larger than kernels.
 constexpr uint64_t kMaxProgramFileBytes = uint64_t{64} << 30;
 
-// The kernel binary's or program's bytes: a regular file, and not assembly source.
+// The first bytes of a file, enough to tell a program from a kernel (empty if unreadable: the
+// full read then says why).
+std::vector<std::byte> file_head(const std::string &path) {
+  std::vector<std::byte> head(64);
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char *>(head.data()), static_cast<std::streamsize>(head.size()));
+  head.resize(in ? head.size() : static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  return head;
+}
+
+// The kernel binary's or program's bytes: a regular file within the limit of its kind, and not
+// assembly source.
 std::vector<std::byte> read_kernel_file(const std::string &path) {
   std::vector<std::byte> bytes;
-  if (auto err = trn::common::read_regular_file(path, kMaxProgramFileBytes, bytes))
+  const uint64_t limit =
+      is_program_image(file_head(path)) ? kMaxProgramFileBytes : trn::common::kMaxKernelFileBytes;
+  if (auto err = trn::common::read_regular_file(path, limit, bytes))
     fail("cannot read kernel file " + path + ": " + err->reason);
-  if (!is_program_image(bytes) && bytes.size() > trn::common::kMaxKernelFileBytes)
-    fail("kernel file " + path + " is larger than a kernel binary can be (1 GiB)");
   const bool elf = bytes.size() >= 4 && bytes[0] == std::byte{0x7f} && bytes[1] == std::byte{'E'} &&
                    bytes[2] == std::byte{'L'} && bytes[3] == std::byte{'F'};
   if (!elf && looks_like_assembly(path, bytes)) {
