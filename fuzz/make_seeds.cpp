@@ -116,8 +116,8 @@ ProgramImage relu_program() {
   ProgramImage p;
   p.name = "relu";
   p.kernels = {write_kernel(relu_kernel())};
-  p.tensors = {{"x", TensorRole::kInput, DType::kF32, {128, 512}, {}},
-               {"y", TensorRole::kOutput, DType::kF32, {128, 512}, {}}};
+  p.tensors = {{"x", TensorRole::kInput, DType::kF32, {128, 512}, {}, {}, {}},
+               {"y", TensorRole::kOutput, DType::kF32, {128, 512}, {}, {}, {}}};
   ProgramStep launch;
   launch.args = {{false, {0, 0}, 0}, {false, {1, 0}, 0}};
   p.steps = {launch};
@@ -133,12 +133,12 @@ ProgramImage mixed_program() {
   std::vector<std::byte> w(4 * 4 * 4);
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<std::byte>(i * 7 + 1);
   const std::vector<std::byte> b = {std::byte{1}, std::byte{2}, std::byte{3}};
-  p.tensors = {{"in/x", TensorRole::kInput, DType::kF32, {128, 512}, {}},
-               {"w", TensorRole::kConstant, DType::kF32, {4, 4}, w},
-               {"b", TensorRole::kConstant, DType::kU8, {3}, b},
-               {"tmp", TensorRole::kInternal, DType::kF32, {2, 128, 512}, {}},
-               {"out:y", TensorRole::kOutput, DType::kF32, {128, 512}, {}},
-               {"state", TensorRole::kInOut, DType::kU8, {64}, {}}};
+  p.tensors = {{"in/x", TensorRole::kInput, DType::kF32, {128, 512}, {}, {}, {}},
+               {"w", TensorRole::kConstant, DType::kF32, {4, 4}, w, {}, {}},
+               {"b", TensorRole::kConstant, DType::kU8, {3}, b, {}, {}},
+               {"tmp", TensorRole::kInternal, DType::kF32, {2, 128, 512}, {}, {}, {}},
+               {"out:y", TensorRole::kOutput, DType::kF32, {128, 512}, {}, {}, {}},
+               {"state", TensorRole::kInOut, DType::kU8, {64}, {}, {}, {}}};
   ProgramStep relu;
   relu.args = {{false, {0, 0}, 0}, {false, {3, 128 * 512 * 4}, 0}};
   ProgramStep copy;
@@ -249,8 +249,14 @@ int main(int argc, char **argv) {
   }
   if (!safetensors_dir.empty() && !write_safetensors_seeds(safetensors_dir)) return 1;
   if (program_dir.empty()) return 0;
+  // Format version 2: a constant from a safetensors file.
+  ProgramImage from_file = mixed_program();
+  from_file.tensors[2].data.clear();
+  from_file.tensors[2].source_file = "weights.safetensors";
+  from_file.tensors[2].source_tensor = "layers.0.w";
   for (const auto &[name, image] :
-       {std::pair{"relu.trnp", relu_program()}, std::pair{"mixed.trnp", mixed_program()}}) {
+       {std::pair{"relu.trnp", relu_program()}, std::pair{"mixed.trnp", mixed_program()},
+        std::pair{"from_file.trnp", from_file}}) {
     // The writer does not check: a seed the reader rejects would only test the first error.
     const auto bytes = write_program(image);
     ProgramImage back;

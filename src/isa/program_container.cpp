@@ -3,7 +3,8 @@
 // rejects anything else. The ELF wrapping is elf_file's.
 //
 // .trn.program (32 bytes + name_len + 1, zero padding to 8)
-//   0 magic u32 "TRNP"   4 version u32 (1)   8 kernel_count u32   12 tensor_count u32
+//   0 magic u32 "TRNP"   4 version u32 (1; 2 with constants from safetensors files)   8
+//   kernel_count u32   12 tensor_count u32
 //  16 step_count u32    20 name_len u32 (0..63)   24 reserved u64
 //  32 the program's name, name_len bytes, NUL
 //
@@ -12,9 +13,12 @@
 //
 // .trn.tensors: tensor_count records of 16 + 8 * rank + pad8(name_len + 1) bytes
 //   0 name_len u32 (1..63)   4 role u8 (1 input, 2 output, 3 inout, 4 constant, 5 internal)
-//   5 dtype u8   6 rank u8 (1..8)   7 reserved u8
-//   8 data offset u64: a constant's bytes in .trn.data (0 for other roles)
+//   5 dtype u8   6 rank u8 (1..8)
+//   7 source u8: 0 inline, 1 a safetensors file (version 2, constants only; 0 in version 1)
+//   8 data offset u64: an inline constant's bytes in .trn.data (0 otherwise)
 //  16 shape u64 x rank, then the name, NUL, zero padding to a multiple of 8
+//     source 1, then: file_len u32 (1..4096), tensor_len u32 (1..4096), the file's path, NUL,
+//     the tensor's name in the file, NUL, zero padding to a multiple of 8
 //
 // .trn.data: each constant's bytes, in tensor order, each starting 8-byte aligned (zero padding
 //   between and after); nothing else
@@ -59,6 +63,7 @@ constexpr size_t kLaunchArgSize = 16;
 constexpr size_t kCopyRecordSize = 32;
 constexpr size_t kMemsetRecordSize = 24;
 constexpr uint32_t kArgTensor = 1, kArgScalar = 2;
+constexpr uint8_t kSourceInline = 0, kSourceFile = 1;
 constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 40;
 
 constexpr std::array<std::string_view, 5> kSections = {".trn.program", ".trn.tensors", ".trn.steps",
@@ -102,7 +107,9 @@ std::vector<std::byte> write_program(const ProgramImage &p) {
   std::array<Out, kSections.size()> sec;
   Out &m = sec[kMeta];
   m.u32(kProgramMagic);
-  m.u32(kProgramFormatVersion);
+  const bool files = std::any_of(p.tensors.begin(), p.tensors.end(),
+                                 [](const ProgramTensor &t) { return t.from_file(); });
+  m.u32(files ? kProgramFormatVersionFiles : kProgramFormatVersion);
   m.u32(static_cast<uint32_t>(p.kernels.size()));
   m.u32(static_cast<uint32_t>(p.tensors.size()));
   m.u32(static_cast<uint32_t>(p.steps.size()));
@@ -124,13 +131,23 @@ std::vector<std::byte> write_program(const ProgramImage &p) {
     o.u8(static_cast<uint8_t>(t.role));
     o.u8(static_cast<uint8_t>(t.dtype));
     o.u8(static_cast<uint8_t>(t.shape.size()));
-    o.u8(0);
-    o.u64(t.role == TensorRole::kConstant ? sec[kData].size() : 0);
+    o.u8(t.from_file() ? kSourceFile : kSourceInline);
+    const bool inline_data = t.role == TensorRole::kConstant && !t.from_file();
+    o.u64(inline_data ? sec[kData].size() : 0);
     for (uint64_t s : t.shape) o.u64(s);
     o.str(t.name);
     o.u8(0);
     o.pad(8);
-    if (t.role == TensorRole::kConstant) {
+    if (t.from_file()) {
+      o.u32(static_cast<uint32_t>(t.source_file.size()));
+      o.u32(static_cast<uint32_t>(t.source_tensor.size()));
+      o.str(t.source_file);
+      o.u8(0);
+      o.str(t.source_tensor);
+      o.u8(0);
+      o.pad(8);
+    }
+    if (inline_data) {
       sec[kData].bytes(t.data);
       sec[kData].pad(8);
     }
@@ -230,10 +247,12 @@ class ProgramReader {
                                    kProgramHeaderSize));
     if (const uint32_t magic = c.u32(); magic != kProgramMagic)
       return in(kMeta, fmt::format("magic 0x{:08x} is not \"TRNP\"", magic));
-    if (const uint32_t v = c.u32(); v != kProgramFormatVersion)
+    version_ = c.u32();
+    if (version_ != kProgramFormatVersion && version_ != kProgramFormatVersionFiles)
       return in(kMeta,
-                fmt::format("format version {}; this trn reads version {} (a later trn wrote it?)",
-                            v, kProgramFormatVersion));
+                fmt::format("format version {}; this trn reads versions {} and {} (a later trn "
+                            "wrote it?)",
+                            version_, kProgramFormatVersion, kProgramFormatVersionFiles));
     kernel_count_ = c.u32();
     tensor_count_ = c.u32();
     step_count_ = c.u32();
@@ -272,13 +291,14 @@ class ProgramReader {
   Error read_tensors() {
     Cursor c(sec_[kTensors]);
     std::set<std::string, std::less<>> names;
-    uint64_t data_end = 0;  // where the next constant's bytes start
+    uint64_t data_end = 0;  // where the next inline constant's bytes start
+    uint32_t file_constants = 0;
     for (uint32_t i = 0; i < tensor_count_; ++i) {
       const std::string what = fmt::format("tensor {}", i);
       if (!c.has(kTensorHeaderSize)) return in(kTensors, what + ": record runs past the end");
       ProgramTensor t;
       const uint32_t name_len = c.u32();
-      const uint8_t role = c.u8(), dtype = c.u8(), rank = c.u8(), reserved = c.u8();
+      const uint8_t role = c.u8(), dtype = c.u8(), rank = c.u8(), source = c.u8();
       const uint64_t data_offset = c.u64();
       if (role < 1 || role > 5)
         return in(kTensors,
@@ -290,7 +310,13 @@ class ProgramReader {
       if (rank < 1 || rank > kMaxArgRank)
         return in(kTensors, fmt::format("{}: rank {}; a tensor has 1 to {} dimensions", what, rank,
                                         kMaxArgRank));
-      if (reserved != 0) return in(kTensors, what + ": reserved byte is not zero");
+      if (source != kSourceInline &&
+          (source != kSourceFile || version_ < kProgramFormatVersionFiles))
+        return in(kTensors,
+                  version_ < kProgramFormatVersionFiles
+                      ? what + ": reserved byte is not zero"
+                      : fmt::format("{}: source {} is not 0 (inline) or 1 (a safetensors file)",
+                                    what, source));
       if (!c.has(uint64_t{rank} * 8)) return in(kTensors, what + ": shape runs past the end");
       uint64_t bytes = dtype_size(t.dtype);
       for (uint32_t d = 0; d < rank; ++d) {
@@ -311,7 +337,13 @@ class ProgramReader {
       if (!names.insert(t.name).second)
         return in(kTensors, fmt::format("{}: a tensor named '{}' comes before it", what, t.name));
       if (auto e = read_padding(c, 8, what)) return in(kTensors, e);
-      if (t.role == TensorRole::kConstant) {
+      if (source == kSourceFile) {
+        if (auto e = read_source(c, t, what)) return in(kTensors, e);
+        if (data_offset != 0)
+          return in(kTensors, fmt::format("{} ('{}'): data offset {}; its data is in a file", what,
+                                          t.name, data_offset));
+        ++file_constants;
+      } else if (t.role == TensorRole::kConstant) {
         if (data_offset != data_end)
           return in(kTensors,
                     fmt::format("{} ('{}'): its data is at offset {} of .trn.data; the next "
@@ -338,7 +370,29 @@ class ProgramReader {
     if (data_end != sec_[kData].size())
       return fmt::format("section .trn.data: {} bytes after the last constant",
                          sec_[kData].size() - data_end);
+    if (version_ == kProgramFormatVersionFiles && file_constants == 0)
+      return in(kMeta, fmt::format("format version {} without constants from files; such a "
+                                   "program is stored as version {}",
+                                   version_, kProgramFormatVersion));
     return finished(kTensors, c);
+  }
+
+  // Where a constant's bytes come from: a safetensors file and the tensor in it.
+  static Error read_source(Cursor &c, ProgramTensor &t, const std::string &what) {
+    if (t.role != TensorRole::kConstant)
+      return fmt::format("{} ('{}', {}) names a file; only constants come from files", what, t.name,
+                         tensor_role_name(t.role));
+    if (!c.has(8)) return what + ": its source runs past the end";
+    const uint32_t file_len = c.u32(), tensor_len = c.u32();
+    if (file_len == 0 || tensor_len == 0)
+      return fmt::format("{} ('{}'): an empty file path or tensor name", what, t.name);
+    if (auto e =
+            read_cstring(c, file_len, kMaxSourcePathLength, what + " source file", t.source_file))
+      return e;
+    if (auto e = read_cstring(c, tensor_len, kMaxSourceTensorLength, what + " source tensor",
+                              t.source_tensor))
+      return e;
+    return read_padding(c, 8, what + " source");
   }
 
   // A tensor range a step names: the tensor exists, the range lies inside it, and a written one
@@ -462,6 +516,7 @@ class ProgramReader {
   std::vector<Program> &kernels_;
   std::array<std::span<const std::byte>, kSections.size()> sec_;
   uint32_t kernel_count_ = 0, tensor_count_ = 0, step_count_ = 0;
+  uint32_t version_ = 0;
 };
 
 }  // namespace

@@ -32,7 +32,10 @@ namespace trn::isa {
 
 constexpr uint16_t kElfTypeTrnProgram = 0xFE50;  // ET_LOOS + 0x50 ('P')
 constexpr uint32_t kProgramMagic = 0x50524E54;   // "TRNP" as little-endian bytes
+// Version 1 holds constants inline; version 2 adds constants read from a safetensors file when
+// the program is loaded. The writer uses the lowest version that holds the program.
 constexpr uint32_t kProgramFormatVersion = 1;
+constexpr uint32_t kProgramFormatVersionFiles = 2;
 
 // Limits the reader enforces.
 constexpr uint32_t kMaxProgramNameLength = 63;  // fits trn_program_properties_t.name
@@ -42,6 +45,8 @@ constexpr uint32_t kMaxProgramTensors = 0xFFFF;
 constexpr uint32_t kMaxProgramSteps = 1u << 20;
 constexpr uint32_t kMaxStepDependencies = 0xFFFF;
 constexpr uint32_t kMaxProgramCores = 64;  // a step's core is an index below this
+constexpr uint32_t kMaxSourcePathLength = 4096;
+constexpr uint32_t kMaxSourceTensorLength = 4096;
 
 // What a tensor is to the program. External tensors are bound by name at each execution.
 enum class TensorRole : uint8_t {
@@ -61,7 +66,12 @@ struct ProgramTensor {
   TensorRole role = TensorRole::kInput;
   DType dtype = DType::kU8;
   std::vector<uint64_t> shape;  // rank 1..kMaxArgRank; bytes = product x dtype size
-  std::vector<std::byte> data;  // constants: exactly bytes(); others: empty
+  std::vector<std::byte> data;  // inline constants: exactly bytes(); others: empty
+  // A constant whose bytes are tensor `source_tensor` of the safetensors file `source_file`
+  // (relative paths are the program file's directory's), read when the program is loaded; its
+  // dtype and shape must be the file's. Both empty for inline constants and other roles.
+  std::string source_file, source_tensor;
+  bool from_file() const { return !source_file.empty(); }
   uint64_t bytes() const;
   bool operator==(const ProgramTensor &) const = default;
 };

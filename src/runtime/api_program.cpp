@@ -20,12 +20,13 @@ namespace {
 constexpr uint64_t kMaxProgramFileBytes = uint64_t{64} << 30;
 
 trn_result_t insert_program(Session &session, Device &device, std::span<const std::byte> bytes,
-                            trn_program_t *out) {
+                            const std::string &directory, trn_program_t *out) {
   trn::isa::ProgramImage image;
   if (auto why = trn::isa::read_program(bytes, image))
     return fail(TRN_ERROR_INVALID_PROGRAM, "the program image is malformed: " + *why);
   std::shared_ptr<Program> program;
-  if (trn_result_t r = Program::create(device, std::move(image), {}, &program); r != TRN_SUCCESS)
+  if (trn_result_t r = Program::create(device, std::move(image), {}, directory, &program);
+      r != TRN_SUCCESS)
     return r;
   *out = to_handle<trn_program_t>(session.programs.insert(std::move(program)));
   return TRN_SUCCESS;
@@ -72,7 +73,7 @@ TRN_API trn_result_t trn_program_load(trn_device_t device_handle, const void *im
     TRN_GET_SESSION(session);
     Device *device = lookup_device(*session, device_handle, &result);
     if (!device) return result;
-    return insert_program(*session, *device, {static_cast<const std::byte *>(image), size},
+    return insert_program(*session, *device, {static_cast<const std::byte *>(image), size}, "",
                           program);
   });
 }
@@ -92,7 +93,12 @@ TRN_API trn_result_t trn_program_load_file(trn_device_t device_handle, const cha
       return fail(err->too_large ? TRN_ERROR_INVALID_PROGRAM : TRN_ERROR_FILE,
                   std::string("cannot read program file ") + path + ": " + err->reason);
     }
-    if (trn_result_t r = insert_program(*session, *device, bytes, program); r != TRN_SUCCESS)
+    // Files a program names relative to itself are beside it.
+    const std::string p = path;
+    const size_t slash = p.rfind('/');
+    const std::string directory = slash == std::string::npos ? "" : p.substr(0, slash + 1);
+    if (trn_result_t r = insert_program(*session, *device, bytes, directory, program);
+        r != TRN_SUCCESS)
       return fail(r, std::string(path) + ": " + last_detail());
     return TRN_SUCCESS;
   });
@@ -170,7 +176,9 @@ TRN_API trn_result_t trn_program_save(trn_program_t handle, const char *path) {
     TRN_GET_SESSION(session);
     auto program = session->programs.find(handle, &result);
     if (!program) return result;
-    return write_file_atomically(path, trn::isa::write_program(program->image));
+    trn::isa::ProgramImage image;
+    if (trn_result_t r = program->image_with_constants(&image); r != TRN_SUCCESS) return r;
+    return write_file_atomically(path, trn::isa::write_program(image));
   });
 }
 

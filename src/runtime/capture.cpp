@@ -165,7 +165,7 @@ trn_result_t Capture::finish(Device &device, std::shared_ptr<Program> *out) {
   isa::ProgramImage checked;
   if (auto why = isa::read_program(bytes, checked))
     return fail(TRN_ERROR_INTERNAL, "the captured program does not read back: " + *why);
-  return Program::create(device, std::move(checked), kernels_, out);
+  return Program::create(device, std::move(checked), kernels_, "", out);
 }
 
 }  // namespace trn::rt

@@ -1,11 +1,18 @@
 #include "runtime/program.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
 
 #include "runtime/error.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/session.hpp"
+#include "trn/safetensors.hpp"
 
 namespace trn::rt {
 
@@ -31,6 +38,81 @@ trn_result_t load_kernels(Device &device, const isa::ProgramImage &image,
   return TRN_SUCCESS;
 }
 
+// A constant's bytes from its safetensors file, straight into the device memory's backing.
+class SourceFiles {
+ public:
+  explicit SourceFiles(std::string directory) : directory_(std::move(directory)) {}
+  ~SourceFiles() {
+    for (auto &[path, file] : files_) ::close(file.fd);
+  }
+  SourceFiles(const SourceFiles &) = delete;
+  SourceFiles &operator=(const SourceFiles &) = delete;
+
+  trn_result_t read(const isa::ProgramTensor &t, Mem &mem, uint64_t offset) {
+    const std::string path = t.source_file.front() == '/' || directory_.empty()
+                                 ? t.source_file
+                                 : directory_ + "/" + t.source_file;
+    const std::string what =
+        "constant '" + t.name + "' (tensor '" + t.source_tensor + "' of " + path + ")";
+    File *file = open(path, what);
+    if (!file) return TRN_ERROR_FILE;
+    const safetensors::TensorInfo *info = file->header.find(t.source_tensor);
+    if (!info)
+      return fail(TRN_ERROR_INVALID_PROGRAM, what + ": the file has no tensor of that name");
+    const std::vector<uint64_t> shape(t.shape.begin(), t.shape.end());
+    if (static_cast<uint32_t>(info->dtype) != static_cast<uint32_t>(t.dtype) ||
+        info->shape != shape)
+      return fail(TRN_ERROR_INVALID_PROGRAM,
+                  what + ": the file has it as " + info->dtype_name + " of " +
+                      std::to_string(info->shape.size()) + " dimensions (" +
+                      std::to_string(info->bytes()) + " bytes); the program needs " +
+                      isa::dtype_name(t.dtype) + " of " + std::to_string(t.shape.size()) +
+                      " dimensions (" + std::to_string(t.bytes()) + " bytes)");
+    if (trn_result_t r = map_for_write(mem, offset, t.bytes()); r != TRN_SUCCESS)
+      return fail(r, what + ": " + last_detail());
+    char *to = mem.host + offset;
+    uint64_t done = 0, at = file->header.data_offset + info->begin;
+    while (done < t.bytes()) {
+      const ssize_t n =
+          ::pread(file->fd, to + done, t.bytes() - done, static_cast<off_t>(at + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        return fail(TRN_ERROR_FILE, what + ": " +
+                                        (n == 0 ? std::string("the file ends at offset ") +
+                                                      std::to_string(at + done)
+                                                : std::string(std::strerror(errno))));
+      done += static_cast<uint64_t>(n);
+    }
+    return TRN_SUCCESS;
+  }
+
+ private:
+  struct File {
+    int fd = -1;
+    safetensors::Header header;
+  };
+  File *open(const std::string &path, const std::string &what) {
+    if (auto it = files_.find(path); it != files_.end()) return &it->second;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      fail(TRN_ERROR_FILE, what + ": cannot open the file: " + std::strerror(errno));
+      return nullptr;
+    }
+    File file{fd, {}};
+    try {
+      file.header = safetensors::read_header(fd);
+    } catch (const safetensors::Error &e) {
+      ::close(fd);
+      fail(TRN_ERROR_FILE, what + ": not a valid safetensors file: " + e.what());
+      return nullptr;
+    }
+    return &files_.emplace(path, std::move(file)).first->second;
+  }
+
+  const std::string directory_;
+  std::map<std::string, File> files_;
+};
+
 }  // namespace
 
 Program::~Program() {
@@ -40,7 +122,7 @@ Program::~Program() {
 
 trn_result_t Program::create(Device &device, isa::ProgramImage image,
                              std::vector<std::shared_ptr<Kernel>> kernels,
-                             std::shared_ptr<Program> *out) {
+                             const std::string &directory, std::shared_ptr<Program> *out) {
   auto p = std::make_shared<Program>();
   p->device = &device;
   if (kernels.empty()) {
@@ -72,16 +154,37 @@ trn_result_t Program::create(Device &device, isa::ProgramImage image,
         r != TRN_SUCCESS)
       return fail(r, "the program's " + std::to_string(p->constant_bytes) +
                          " bytes of constants: " + last_detail());
+    SourceFiles files(directory);
     for (uint32_t i = 0; i < image.tensors.size(); ++i) {
-      const isa::ProgramTensor &t = image.tensors[i];
+      isa::ProgramTensor &t = image.tensors[i];
       if (t.role != isa::TensorRole::kConstant) continue;
+      if (t.from_file()) {
+        if (trn_result_t r = files.read(t, *p->constants, p->placement[i]); r != TRN_SUCCESS)
+          return r;
+        continue;
+      }
       if (trn_result_t r = write_range(*p->constants, p->placement[i], t.data.data(), t.bytes());
           r != TRN_SUCCESS)
         return fail(r, "writing constant '" + t.name + "': " + last_detail());
+      // The weights live on the device from here; a save reads them back.
+      std::vector<std::byte>().swap(t.data);
     }
   }
   p->image = std::move(image);
   *out = std::move(p);
+  return TRN_SUCCESS;
+}
+
+trn_result_t Program::image_with_constants(isa::ProgramImage *out) const {
+  *out = image;
+  for (uint32_t i = 0; i < out->tensors.size(); ++i) {
+    isa::ProgramTensor &t = out->tensors[i];
+    if (t.role != isa::TensorRole::kConstant || t.from_file()) continue;
+    t.data.resize(t.bytes());
+    if (trn_result_t r = read_range(*constants, placement[i], t.data.data(), t.bytes());
+        r != TRN_SUCCESS)
+      return fail(r, "reading constant '" + t.name + "' back from the device: " + last_detail());
+  }
   return TRN_SUCCESS;
 }
 

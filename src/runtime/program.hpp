@@ -35,10 +35,15 @@ struct Program : std::enable_shared_from_this<Program> {
   ~Program();  // returns its memory; executions hold the program until they retire
 
   // Loads a checked image for `device`: `kernels` already loaded (a capture's), or loaded here
-  // from the image when empty.
+  // from the image when empty. Constants from safetensors files are read from `directory` when
+  // their paths are relative ("" for the current directory).
   static trn_result_t create(Device &device, isa::ProgramImage image,
                              std::vector<std::shared_ptr<Kernel>> kernels,
-                             std::shared_ptr<Program> *out);
+                             const std::string &directory, std::shared_ptr<Program> *out);
+
+  // The image with every inline constant's bytes, read back from the device (the program keeps
+  // them only there).
+  trn_result_t image_with_constants(isa::ProgramImage *out) const;
 
   // An internal set for one execution (reused once a previous execution gave it back).
   trn_result_t take_internal_set(std::shared_ptr<Mem> *out);

@@ -666,3 +666,110 @@ TEST_CASE("programs: capture records a queue's work and replays it", "[programs]
   trn_kernel_destroy(add);
   trn_kernel_destroy(scale);
 }
+
+namespace {
+
+// A safetensors file holding `tensors` (name, dtype name, shape, bytes), in order.
+struct StTensor {
+  std::string name, dtype;
+  std::vector<uint64_t> shape;
+  std::vector<std::byte> data;
+};
+void write_safetensors(const std::string &path, const std::vector<StTensor> &tensors) {
+  std::string json = "{";
+  uint64_t at = 0;
+  for (const auto &t : tensors) {
+    std::string shape;
+    for (uint64_t s : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(s);
+    json += (json.size() > 1 ? "," : "") + std::string("\"") + t.name + "\":{\"dtype\":\"" +
+            t.dtype + "\",\"shape\":[" + shape + "],\"data_offsets\":[" + std::to_string(at) + "," +
+            std::to_string(at + t.data.size()) + "]}";
+    at += t.data.size();
+  }
+  json += "}";
+  while (json.size() % 8) json += ' ';
+  std::ofstream out(path, std::ios::binary);
+  const uint64_t n = json.size();
+  out.write(reinterpret_cast<const char *>(&n), 8);
+  out.write(json.data(), static_cast<std::streamsize>(json.size()));
+  for (const auto &t : tensors)
+    out.write(reinterpret_cast<const char *>(t.data.data()),
+              static_cast<std::streamsize>(t.data.size()));
+}
+
+std::vector<std::byte> float_bytes(const std::vector<float> &v) {
+  std::vector<std::byte> b(v.size() * sizeof(float));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+void write_file(const std::string &path, const std::vector<std::byte> &bytes) {
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char *>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+}
+
+}  // namespace
+
+TEST_CASE("programs: constants read from a safetensors file beside the program",
+          "[programs][safetensors]") {
+  Fixture f;
+  trn::test::TempDir dir;
+  // c comes from the file (with another tensor before it, so its data is not at offset 0).
+  write_safetensors(dir.path() + "/weights.safetensors",
+                    {{"other", "F32", {4}, float_bytes({1, 2, 3, 4})},
+                     {"layers.0.c", "F32", {kAddRows, kAddCols}, float_bytes(pattern(-3.0f))}});
+  auto image = test_program();
+  image.tensors[2].data.clear();
+  image.tensors[2].source_file = "weights.safetensors";
+  image.tensors[2].source_tensor = "layers.0.c";
+  const auto bytes = isa::write_program(image);
+  const std::string path = dir.path() + "/program.trnp";
+  write_file(path, bytes);
+  trn_program_t program = nullptr;
+  INFO(last_error());
+  REQUIRE(trn_program_load_file(f.device, path.c_str(), &program) == TRN_SUCCESS);
+  Bound run(f, 0.25f);
+  REQUIRE(trn_queue_execute(f.queue, program, run.inputs, run.outputs, nullptr, nullptr) ==
+          TRN_SUCCESS);
+  REQUIRE(trn_queue_finish(f.queue, kLong) == TRN_SUCCESS);
+  check_result(run, 0.25f);
+  // Saved, it still names the file.
+  const std::string saved = dir.path() + "/saved.trnp";
+  REQUIRE(trn_program_save(program, saved.c_str()) == TRN_SUCCESS);
+  std::ifstream in(saved, std::ios::binary);
+  std::vector<char> back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(back.size() == bytes.size());
+  CHECK(std::memcmp(back.data(), bytes.data(), bytes.size()) == 0);
+  trn_program_destroy(program);
+
+  // From memory, a relative path is the current directory's: not found here.
+  CHECK(trn_program_load(f.device, bytes.data(), bytes.size(), &program) == TRN_ERROR_FILE);
+  CHECK(error_contains("tensor 'layers.0.c' of weights.safetensors"));
+  CHECK(error_contains("cannot open the file"));
+  // The tensor missing, another shape, a file that is not safetensors: each named.
+  auto refused = [&](isa::ProgramImage bad, trn_result_t want, const char *part) {
+    write_file(path, isa::write_program(bad));
+    CHECK(trn_program_load_file(f.device, path.c_str(), &program) == want);
+    INFO(last_error());
+    CHECK(error_contains(part));
+  };
+  auto missing = image;
+  missing.tensors[2].source_tensor = "layers.1.c";
+  refused(missing, TRN_ERROR_INVALID_PROGRAM, "the file has no tensor of that name");
+  write_safetensors(dir.path() + "/wrong.safetensors",
+                    {{"layers.0.c", "F32", {kAddCols, kAddRows}, float_bytes(pattern(0))}});
+  auto shape = image;
+  shape.tensors[2].source_file = "wrong.safetensors";
+  refused(shape, TRN_ERROR_INVALID_PROGRAM, "the program needs f32");
+  write_file(dir.path() + "/junk.safetensors", std::vector<std::byte>(64, std::byte{0x7f}));
+  auto junk = image;
+  junk.tensors[2].source_file = "junk.safetensors";
+  refused(junk, TRN_ERROR_FILE, "not a valid safetensors file");
+  // An absolute path works from anywhere.
+  auto absolute = image;
+  absolute.tensors[2].source_file = dir.path() + "/weights.safetensors";
+  const auto abs_bytes = isa::write_program(absolute);
+  REQUIRE(trn_program_load(f.device, abs_bytes.data(), abs_bytes.size(), &program) == TRN_SUCCESS);
+  trn_program_destroy(program);
+}

@@ -158,7 +158,7 @@ TEST_CASE("objdump program: memset, copy, offsets and scalars as the kernel decl
   isa::ProgramImage image;
   image.name = "steps";
   image.kernels.push_back(isa::write_kernel(std::get<isa::Program>(assembled)));
-  image.tensors.resize(3);
+  image.tensors.resize(4);
   image.tensors[0].name = "in";
   image.tensors[0].role = TensorRole::kInput;
   image.tensors[0].dtype = isa::DType::kF32;
@@ -171,6 +171,12 @@ TEST_CASE("objdump program: memset, copy, offsets and scalars as the kernel decl
   image.tensors[2].role = TensorRole::kInternal;
   image.tensors[2].dtype = isa::DType::kU8;
   image.tensors[2].shape = {64};
+  image.tensors[3].name = "w";  // read from a safetensors file when loaded
+  image.tensors[3].role = TensorRole::kConstant;
+  image.tensors[3].dtype = isa::DType::kF32;
+  image.tensors[3].shape = {4};
+  image.tensors[3].source_file = "weights.safetensors";
+  image.tensors[3].source_tensor = "layers.0.w";
   image.steps.resize(3);
   image.steps[0].kind = isa::StepKind::kMemset;
   image.steps[0].dst = {2, 16};
@@ -205,6 +211,7 @@ TEST_CASE("objdump program: memset, copy, offsets and scalars as the kernel decl
   const Result r = objdump({"-h", path});
   INFO(r.output);
   REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("from weights.safetensors 'layers.0.w'"));
   CHECK_THAT(r.output, Catch::Contains(
                            "      0  scale_bias(x:f32[128, 64] in, alpha:f32 scalar, n:i32 scalar, "
                            "y:f32[128, 64] out)\n"));

@@ -77,13 +77,13 @@ ProgramImage sample() {
   p.name = "prog";
   p.kernels = {write_kernel(scale_kernel()), write_kernel(bump_kernel())};
   p.tensors = {
-      {"in/x", TensorRole::kInput, DType::kF32, {4, 8}, {}},
-      {"w", TensorRole::kConstant, DType::kF32, {4, 8}, pattern_bytes(128, 7)},
-      {"b", TensorRole::kConstant, DType::kU8, {3}, pattern_bytes(3, 11)},
-      {"tmp", TensorRole::kInternal, DType::kF32, {2, 4, 8}, {}},
-      {"out:y", TensorRole::kOutput, DType::kF32, {4, 8}, {}},
-      {"state-1", TensorRole::kInOut, DType::kU8, {64}, {}},
-      {"k.v", TensorRole::kConstant, DType::kI32, {2}, pattern_bytes(8, 13)},
+      {"in/x", TensorRole::kInput, DType::kF32, {4, 8}, {}, {}, {}},
+      {"w", TensorRole::kConstant, DType::kF32, {4, 8}, pattern_bytes(128, 7), {}, {}},
+      {"b", TensorRole::kConstant, DType::kU8, {3}, pattern_bytes(3, 11), {}, {}},
+      {"tmp", TensorRole::kInternal, DType::kF32, {2, 4, 8}, {}, {}, {}},
+      {"out:y", TensorRole::kOutput, DType::kF32, {4, 8}, {}, {}, {}},
+      {"state-1", TensorRole::kInOut, DType::kU8, {64}, {}, {}, {}},
+      {"k.v", TensorRole::kConstant, DType::kI32, {2}, pattern_bytes(8, 13), {}, {}},
   };
   ProgramStep scale;
   scale.args = {tensor_arg(0, 0), scalar_bits(0x3FC00000u), tensor_arg(3, 128)};
@@ -294,8 +294,11 @@ TEST_CASE("program container: the header's magic, version, counts and padding") 
   put_le(b, meta, 4, 0x4B4E5254);  // "TRNK"
   CHECK_REJECTS(b, "section .trn.program: magic 0x4b4e5254 is not \"TRNP\"");
   b = good;
+  put_le(b, meta + 4, 4, 3);
+  CHECK_REJECTS(b, "format version 3; this trn reads versions 1 and 2");
+  b = good;  // version 2 is for programs with constants from files
   put_le(b, meta + 4, 4, 2);
-  CHECK_REJECTS(b, "format version 2; this trn reads version 1");
+  CHECK_REJECTS(b, "format version 2 without constants from files");
   b = good;
   put_le(b, meta + 24, 8, 1);
   CHECK_REJECTS(b, "section .trn.program: reserved field is not zero");
@@ -663,4 +666,40 @@ TEST_CASE("program container: copies and memsets move some bytes, inside their t
   p.steps[2].dst = {5, 48};  // the last 16 bytes exactly
   ProgramImage q;
   CHECK_FALSE(read_program(write_program(p), q));
+}
+
+TEST_CASE("program container: constants from safetensors files (format version 2)") {
+  ProgramImage p = sample();
+  p.tensors[1].data.clear();
+  p.tensors[1].source_file = "weights/model.safetensors";
+  p.tensors[1].source_tensor = "layers.0.w";
+  const Bytes bytes = write_program(p);
+  CHECK(get_le(bytes, offset_of(bytes, ".trn.program") + 4, 4) == 2);
+  ProgramImage back;
+  INFO(read_program(bytes, back).value_or(""));
+  REQUIRE_FALSE(read_program(bytes, back));
+  CHECK(back == p);
+  CHECK(write_program(back) == bytes);
+  // Inline programs stay version 1.
+  CHECK(get_le(write_program(sample()), offset_of(write_program(sample()), ".trn.program") + 4,
+               4) == 1);
+  // Only constants come from files, with a path and a tensor name.
+  ProgramImage internal = p;
+  internal.tensors[3].source_file = "x.safetensors";
+  internal.tensors[3].source_tensor = "t";
+  CHECK_REJECTS(write_program(internal), "only constants come from files");
+  ProgramImage no_name = p;
+  no_name.tensors[1].source_tensor.clear();
+  CHECK_REJECTS(write_program(no_name), "an empty file path or tensor name");
+  ProgramImage long_path = p;
+  long_path.tensors[1].source_file = std::string(kMaxSourcePathLength + 1, 'a');
+  CHECK_REJECTS(write_program(long_path), "source file is 4097 bytes long; at most 4096");
+  // An unknown source kind.
+  Bytes b = bytes;
+  const size_t tensors = offset_of(b, ".trn.tensors");
+  // Tensor 0's record: 16 bytes + 2 dims + "in/x" padded to 8; tensor 1 follows.
+  const size_t second = tensors + 16 + 16 + 8;
+  CHECK(get_le(b, second + 7, 1) == 1);
+  put_le(b, second + 7, 1, 2);
+  CHECK_REJECTS(b, "tensor 1: source 2 is not 0 (inline) or 1 (a safetensors file)");
 }

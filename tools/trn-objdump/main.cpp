@@ -105,9 +105,12 @@ std::string program_text(const ProgramImage &p, const std::vector<Program> &kern
                        "dtype", "shape", "bytes");
   for (size_t i = 0; i < p.tensors.size(); ++i) {
     const ProgramTensor &t = p.tensors[i];
-    out +=
-        fmt::format("  {:>5}  {:<24} {:<9} {:<8} {:<20} {:>14}\n", i, t.name,
-                    tensor_role_name(t.role), dtype_name(t.dtype), shape_text(t.shape), t.bytes());
+    // A constant read from a file at load names where from.
+    const std::string from =
+        t.from_file() ? fmt::format("  from {} '{}'", t.source_file, t.source_tensor) : "";
+    out += fmt::format("  {:>5}  {:<24} {:<9} {:<8} {:<20} {:>14}{}\n", i, t.name,
+                       tensor_role_name(t.role), dtype_name(t.dtype), shape_text(t.shape),
+                       t.bytes(), from);
   }
   out += fmt::format("\nkernels: {}\n", kernels.size());
   for (size_t i = 0; i < kernels.size(); ++i) {
