@@ -1108,8 +1108,9 @@ TRN_API trn_result_t trn_profile_write_trace(trn_profile_t profile, const char *
  * and a schedule of launches, copies and memsets (docs/programs.md has the file format). It is
  * loaded for one device; each execution runs the whole schedule on the queue it is given, in
  * schedule order, as one command with one sequence number. Internal buffers come from the
- * program's own pool: an execution takes a free set of them and gives it back when it retires,
- * so sequential executions reuse one set and concurrent ones (on several queues) get one each.
+ * program's own pool: the executions of one queue share a set (the queue runs them in order),
+ * executions on several queues at once get one each, and a set is reused once its executions
+ * retire; they are not cleared between executions.
  *
  * A queue can also record a program (as CUDA graphs do): between trn_queue_begin_capture and
  * trn_queue_end_capture its launches, copies and memsets are recorded instead of run, and each
@@ -1189,13 +1190,17 @@ TRN_API trn_result_t trn_tensor_set_destroy(trn_tensor_set_t set);
 
 /**
  * Runs `program` on a compute queue of its device: input tensors are bound in `inputs`, output
- * tensors in `outputs`, in-out tensors in either (not both). A missing tensor, a name the
- * program does not have, a binding smaller than the tensor's bytes, memory of another device or
- * an input bound in `outputs` is TRN_ERROR_INVALID_ARGUMENT naming the tensor; nothing is queued
- * then. Either set may be NULL when the program has no tensor that belongs in it. The whole
- * schedule is one command: `sync` waits before its first step and signals after its last, and
- * `sequence` is its number. A fault in a step fails the command; the queue's fault record names
- * the command "execute", the kernel, its engine, instruction and source line.
+ * tensors in `outputs`, in-out tensors in either (not both); one set passed as both binds
+ * every tensor. A missing tensor, a name the program does not have, a binding smaller than the
+ * tensor's bytes, memory that is not device memory of the program's device, an input bound in
+ * `outputs` or an output in `inputs` is TRN_ERROR_INVALID_ARGUMENT naming the tensor; nothing is
+ * queued then. Either set may be NULL when the program has no tensor that belongs in it.
+ * Bindings may overlap: the steps run on the memory as bound. The whole schedule is one
+ * command: `sync` waits before its first step and signals after its last, and `sequence` is its
+ * number. A fault in a step fails the command; the queue's fault record names the command
+ * "execute", the kernel, its engine, instruction and source line, and its reason ends with the
+ * step and the program ("(step 3, a launch, in program 'mlp')"); for a copy or memset step its
+ * addresses and size are the step's.
  */
 TRN_API trn_result_t trn_queue_execute(trn_queue_t queue, trn_program_t program,
                                        trn_tensor_set_t inputs, trn_tensor_set_t outputs,
@@ -1206,15 +1211,17 @@ TRN_API trn_result_t trn_queue_execute(trn_queue_t queue, trn_program_t program,
  * copies and memsets issued on the queue are checked as usual and recorded instead of run
  * (their `sequence` is set to 0; copies and memsets of 0 bytes are dropped); every other queue
  * command (executions, host copies, file transfers, host calls, frees, timestamps, barriers), a
- * sync list and a launch with a profile are refused with TRN_ERROR_INVALID_ARGUMENT, and the
- * capture goes on. Capturing a queue that captures
+ * sync list, a launch with a profile and work on host memory are refused with
+ * TRN_ERROR_INVALID_ARGUMENT, leaving the recording as it was, and the capture goes on. Capturing a queue that captures
  * already is TRN_ERROR_INVALID_ARGUMENT.
  */
 TRN_API trn_result_t trn_queue_begin_capture(trn_queue_t queue);
 /**
  * Ends the capture and returns what was recorded as a program of the queue's device. Each
- * allocation the recorded work names becomes an external tensor covering the bytes it used: a
- * tensor only read is an input, only written an output, else in-out; it is named after the
+ * allocation the recorded work names becomes an external tensor from the allocation's start to
+ * the last byte the work used (bind allocations at offset 0 to replay on the same bytes), in the
+ * order the work first used them: a tensor only read is an input, only written an output, else
+ * in-out; it is named after the
  * first kernel argument bound to it ("x", or "x_1" when that name is taken), or "mem<N>" when
  * only copies and memsets use it, and has the argument's dtype and shape when it is exactly one
  * argument's bytes (else u8 of its bytes). Launch scalars are recorded as given. Executing the

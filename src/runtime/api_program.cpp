@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -38,8 +39,11 @@ std::string system_error(const std::string &what, const std::string &path) {
 
 // All of `bytes` into a new file at `path`, through a temporary file beside it and a rename.
 trn_result_t write_file_atomically(const std::string &path, const std::vector<std::byte> &bytes) {
-  const std::string partial = path + ".partial." + std::to_string(::getpid());
-  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A name no other save (of this process or another) uses at the same time.
+  static std::atomic<uint64_t> saves{0};
+  const std::string partial = path + ".partial." + std::to_string(::getpid()) + "." +
+                              std::to_string(saves.fetch_add(1, std::memory_order_relaxed));
+  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return fail(TRN_ERROR_FILE, system_error("cannot create", partial));
   size_t done = 0;
   while (done < bytes.size()) {

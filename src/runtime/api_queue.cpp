@@ -609,7 +609,9 @@ TRN_API trn_result_t trn_queue_execute(trn_queue_t queue_handle, trn_program_t p
           if (outputs_handle && !(outputs = session.tensor_sets.find(outputs_handle, &r)))
             return fail(r, std::string("outputs: ") + last_detail());
           command.kind = Command::Kind::execute;
-          return bind_program(session, program, inputs.get(), outputs.get(), &command.run);
+          // One queue runs its executions in order: those in flight together share buffers.
+          return bind_program(session, program, queue.timeline_handle, inputs.get(), outputs.get(),
+                              &command.run);
         });
   });
 }

@@ -1,6 +1,7 @@
 // Recording a queue's work into a program (trn_queue_begin_capture / _end_capture), as CUDA
 // graphs record a stream: each launch, copy and memset becomes a step, each allocation they name
-// an external tensor covering the bytes used, each kernel one of the program's kernels.
+// an external tensor from its start to the last byte used, each kernel one of the program's
+// kernels.
 #pragma once
 
 #include <memory>
@@ -30,7 +31,7 @@ class Capture {
  private:
   struct Tensor {
     std::shared_ptr<Mem> mem;
-    uint64_t lo = UINT64_MAX, hi = 0;  // the bytes used
+    uint64_t hi = 0;  // the bytes used: from the allocation's start to the last one
     bool read = false, written = false;
     // The first kernel argument bound to it: its name, and dtype and shape if it covers lo..hi.
     std::string arg_name;
@@ -46,7 +47,7 @@ class Capture {
   std::unordered_map<const Mem *, uint32_t> tensor_of_;
   std::vector<std::shared_ptr<Kernel>> kernels_;
   std::unordered_map<const Kernel *, uint32_t> kernel_of_;
-  std::vector<isa::ProgramStep> steps_;  // offsets absolute in their allocation until finish
+  std::vector<isa::ProgramStep> steps_;  // offsets are the allocations' (tensors start at 0)
 };
 
 }  // namespace trn::rt

@@ -116,8 +116,11 @@ class SourceFiles {
 }  // namespace
 
 Program::~Program() {
+  if (abandoned_) return;
   if (constants) release_memory(*constants);
   for (auto &set : free_sets_) release_memory(*set);
+  // A pool gives its segments back only when told: nobody else knows this one.
+  if (pool) pool->release_all();
 }
 
 trn_result_t Program::create(Device &device, isa::ProgramImage image,
@@ -188,31 +191,50 @@ trn_result_t Program::image_with_constants(isa::ProgramImage *out) const {
   return TRN_SUCCESS;
 }
 
-trn_result_t Program::take_internal_set(std::shared_ptr<Mem> *out) {
+trn_result_t Program::take_internal_set(uint64_t queue_key, std::shared_ptr<InternalSet> *out) {
   if (internal_bytes == 0) return TRN_SUCCESS;
-  {
-    std::lock_guard lock(mu_);
-    if (!free_sets_.empty()) {
-      *out = std::move(free_sets_.back());
-      free_sets_.pop_back();
-      return TRN_SUCCESS;
-    }
+  std::lock_guard lock(mu_);
+  if (auto shared = in_flight_[queue_key].lock()) {
+    *out = std::move(shared);
+    return TRN_SUCCESS;
   }
-  if (trn_result_t r =
-          pool->allocate(internal_bytes, kTensorAlignment, TRN_MEM_CATEGORY_SCRATCH, 0, pool, out);
-      r != TRN_SUCCESS)
+  auto set = std::make_shared<InternalSet>();
+  set->program = this;
+  if (!free_sets_.empty()) {
+    set->mem = std::move(free_sets_.back());
+    free_sets_.pop_back();
+  } else if (trn_result_t r = pool->allocate(internal_bytes, kTensorAlignment,
+                                             TRN_MEM_CATEGORY_SCRATCH, 0, pool, &set->mem);
+             r != TRN_SUCCESS) {
     return fail(r, "the program's internal buffers (" + std::to_string(internal_bytes) +
-                       " bytes per execution in flight): " + last_detail());
+                       " bytes for each queue executing it at once): " + last_detail());
+  }
+  in_flight_[queue_key] = set;
+  *out = std::move(set);
   return TRN_SUCCESS;
 }
 
 void Program::give_back(std::shared_ptr<Mem> set) {
-  std::lock_guard lock(mu_);
-  free_sets_.push_back(std::move(set));
+  // Enough free sets for the queues that execute the program by turns; more go back to the pool.
+  constexpr size_t kFreeSetsKept = 2;
+  std::shared_ptr<Mem> surplus;
+  {
+    std::lock_guard lock(mu_);
+    std::erase_if(in_flight_, [](const auto &entry) { return entry.second.expired(); });
+    if (free_sets_.size() < kFreeSetsKept)
+      free_sets_.push_back(std::move(set));
+    else
+      surplus = std::move(set);
+  }
+  if (surplus) release_memory(*surplus);
+}
+
+InternalSet::~InternalSet() {
+  if (mem) program->give_back(std::move(mem));
 }
 
 ProgramRun::~ProgramRun() {
-  if (internal) program->give_back(std::move(internal));
+  internal.reset();  // before `program`, which it points into
 }
 
 std::string ProgramRun::describe_mem(size_t index) const {
@@ -272,9 +294,12 @@ const TensorSet::Binding *find_binding(const TensorSet *set, const std::string &
 }  // namespace
 
 trn_result_t bind_program(Session &session, const std::shared_ptr<Program> &program,
-                          const TensorSet *inputs, const TensorSet *outputs,
+                          uint64_t queue_key, const TensorSet *inputs, const TensorSet *outputs,
                           std::shared_ptr<ProgramRun> *out) {
   const isa::ProgramImage &image = program->image;
+  // One set passed as both binds every tensor, whatever its direction.
+  const bool one_set = inputs && inputs == outputs;
+  if (one_set) outputs = nullptr;
   auto run = std::make_shared<ProgramRun>();
   run->program = program;
   run->address.resize(image.tensors.size(), 0);
@@ -301,12 +326,12 @@ trn_result_t bind_program(Session &session, const std::shared_ptr<Program> &prog
     if (in && outb)
       return fail(TRN_ERROR_INVALID_ARGUMENT,
                   what_of() + " is bound in both inputs and outputs: bind it once");
+    if (!one_set && tensor.role == isa::TensorRole::kOutput && in)
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  what_of() + " is bound in inputs: bind it in outputs");
     if (tensor.role == isa::TensorRole::kInput && outb)
       return fail(TRN_ERROR_INVALID_ARGUMENT,
                   what_of() + " is bound in outputs: bind it in inputs");
-    if (tensor.role == isa::TensorRole::kOutput && in)
-      return fail(TRN_ERROR_INVALID_ARGUMENT,
-                  what_of() + " is bound in inputs: bind it in outputs");
     const TensorSet::Binding *b = in ? in : outb;
     if (!b)
       return fail(TRN_ERROR_INVALID_ARGUMENT,
@@ -335,13 +360,14 @@ trn_result_t bind_program(Session &session, const std::shared_ptr<Program> &prog
       run->mem_tensors.push_back(t);
     }
   }
-  if (trn_result_t r = program->take_internal_set(&run->internal); r != TRN_SUCCESS) return r;
+  if (trn_result_t r = program->take_internal_set(queue_key, &run->internal); r != TRN_SUCCESS)
+    return r;
   if (program->constants) {
     run->mems.push_back(program->constants);
     run->mem_tensors.push_back(ProgramRun::kConstants);
   }
   if (run->internal) {
-    run->mems.push_back(run->internal);
+    run->mems.push_back(run->internal->mem);
     run->mem_tensors.push_back(ProgramRun::kInternal);
   }
   for (uint32_t t = 0; t < image.tensors.size(); ++t) {
@@ -349,7 +375,7 @@ trn_result_t bind_program(Session &session, const std::shared_ptr<Program> &prog
     if (role == isa::TensorRole::kConstant)
       run->address[t] = program->constants->address + program->placement[t];
     else if (role == isa::TensorRole::kInternal)
-      run->address[t] = run->internal->address + program->placement[t];
+      run->address[t] = run->internal->mem->address + program->placement[t];
   }
   run->bindings.reserve(program->launch_args);
   for (const isa::ProgramStep &s : image.steps) {

@@ -4,6 +4,7 @@
 // the queue turns into a single command buffer.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,7 +22,18 @@ struct Kernel;
 struct Mem;
 class Pool;
 
-struct Program : std::enable_shared_from_this<Program> {
+struct Program;
+
+// One execution's internal buffers, shared by the executions of one queue that are in flight
+// together (a queue runs them one after another), given back to the program when the last of
+// them retires.
+struct InternalSet {
+  Program *program = nullptr;  // outlives the set: each execution holds both
+  std::shared_ptr<Mem> mem;
+  ~InternalSet();
+};
+
+struct Program {
   Device *device = nullptr;
   isa::ProgramImage image;  // as loaded or captured: what trn_program_save writes
   std::vector<std::shared_ptr<Kernel>> kernels;
@@ -32,7 +44,11 @@ struct Program : std::enable_shared_from_this<Program> {
   uint64_t constant_bytes = 0, internal_bytes = 0;
   size_t launch_args = 0;  // all launches' arguments together
 
-  ~Program();  // returns its memory; executions hold the program until they retire
+  // Returns its memory to the driver (its pool's segments too); executions hold the program
+  // until they retire.
+  ~Program();
+  // For a session that ends without returning memory (the driver's closing frees it).
+  void abandon() { abandoned_ = true; }
 
   // Loads a checked image for `device`: `kernels` already loaded (a capture's), or loaded here
   // from the image when empty. Constants from safetensors files are read from `directory` when
@@ -45,13 +61,16 @@ struct Program : std::enable_shared_from_this<Program> {
   // them only there).
   trn_result_t image_with_constants(isa::ProgramImage *out) const;
 
-  // An internal set for one execution (reused once a previous execution gave it back).
-  trn_result_t take_internal_set(std::shared_ptr<Mem> *out);
+  // The internal set for an execution on the queue `queue_key` names: the one its executions in
+  // flight use, else a free one, else a new one.
+  trn_result_t take_internal_set(uint64_t queue_key, std::shared_ptr<InternalSet> *out);
   void give_back(std::shared_ptr<Mem> set);
 
  private:
   std::mutex mu_;
-  std::vector<std::shared_ptr<Mem>> free_sets_;  // guarded by mu_
+  std::vector<std::shared_ptr<Mem>> free_sets_;               // guarded by mu_
+  std::map<uint64_t, std::weak_ptr<InternalSet>> in_flight_;  // by queue; guarded by mu_
+  bool abandoned_ = false;
 };
 
 // Named bindings for trn_queue_execute, by handle (checked when an execution uses them).
@@ -68,7 +87,7 @@ struct TensorSet {
 // while it is queued.
 struct ProgramRun {
   std::shared_ptr<Program> program;
-  std::shared_ptr<Mem> internal;  // this execution's internal set, given back when it retires
+  std::shared_ptr<InternalSet> internal;  // this execution's internal buffers
   // Every allocation a step uses (the bound ones, the constants, the internal set), each once,
   // and the tensor it was bound for (kConstants, kInternal for the program's own): messages are
   // made only when one is needed.
@@ -89,7 +108,7 @@ struct ProgramRun {
 
 // Resolves the tensor sets against the program into an execution, or fails naming the tensor.
 trn_result_t bind_program(Session &session, const std::shared_ptr<Program> &program,
-                          const TensorSet *inputs, const TensorSet *outputs,
+                          uint64_t queue_key, const TensorSet *inputs, const TensorSet *outputs,
                           std::shared_ptr<ProgramRun> *out);
 
 // The name of the program's kernel whose driver object is `hal` ("" if none is).

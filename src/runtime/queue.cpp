@@ -103,11 +103,20 @@ namespace {
 
 // A fault inside an execution: which kernel (the driver reports its object) and which step of
 // which program, appended to the reason.
-void describe_program_fault(const Program &program, const trn_hal_queue_fault_t &f,
+void describe_program_fault(const Queue::FaultOperands &operands, const trn_hal_queue_fault_t &f,
                             trn_queue_fault_t *out) {
-  if (f.kernel)
-    std::snprintf(out->kernel, sizeof out->kernel, "%s", kernel_name_of(program, f.kernel).c_str());
-  const std::string where = " (in program '" + program.image.name + "')";
+  std::string where = " (";
+  if (auto program = operands.program.lock()) {
+    if (f.kernel)
+      std::snprintf(out->kernel, sizeof out->kernel, "%s",
+                    kernel_name_of(*program, f.kernel).c_str());
+    const auto &steps = program->image.steps;
+    const uint32_t step = f.command_index - operands.first_step_command;
+    if (f.command_index >= operands.first_step_command && step < steps.size())
+      where +=
+          "step " + std::to_string(step) + ", a " + isa::step_kind_name(steps[step].kind) + ", ";
+  }
+  where += "in program '" + operands.program_name + "')";
   const size_t used = std::strlen(out->reason);
   std::snprintf(out->reason + used, sizeof out->reason - used, "%s", where.c_str());
 }
@@ -281,6 +290,7 @@ void Queue::note_failure(const Work &work, trn_result_t status) {
     if (c.kernel) operands_.kernel = c.kernel->name();
     if (c.run) {
       operands_.program = c.run->program;
+      operands_.program_name = c.run->program->image.name;
       operands_.first_step_command = static_cast<uint32_t>(c.waits.size()) + 1;
     }
   }
@@ -375,12 +385,14 @@ void Queue::fault(trn_queue_fault_t *out) {
     // The runtime knows the operands of every command, also of one that failed before its
     // operation ran (memory freed meanwhile).
     std::lock_guard lock(fault_mu_);
-    if (operands_.sequence == f.tag) {
+    if (operands_.sequence == f.tag && !operands_.program_name.empty()) {
+      // An execution: the driver's record has the failed step's operands.
+      describe_program_fault(operands_, f, out);
+    } else if (operands_.sequence == f.tag) {
       out->destination_address = operands_.destination_address;
       out->source_address = operands_.source_address;
       out->size = operands_.size;
       std::snprintf(out->kernel, sizeof out->kernel, "%s", operands_.kernel.c_str());
-      if (operands_.program) describe_program_fault(*operands_.program, f, out);
     }
   }
   if (f.kernel) {

@@ -119,8 +119,11 @@ class Queue {
     uint64_t sequence = 0;
     uint64_t destination_address = 0, source_address = 0, size = 0;
     std::string kernel;
-    std::shared_ptr<Program> program;  // execute: whose kernel and step faulted
-    uint32_t first_step_command = 0;   // execute: the buffer's command index of step 0
+    // execute: the program (not kept alive for the record) and the buffer's command index of
+    // its first step, to name the step and kernel that faulted
+    std::weak_ptr<Program> program;
+    std::string program_name;
+    uint32_t first_step_command = 0;
   };
   // A command retired with `status` (not success): the first one since the last reset is the
   // one that failed, the rest were cancelled after it.

@@ -77,8 +77,12 @@ Session::~Session() {
     queue->shutdown();
     queues.remove_object(queue.get());
   }
-  // Programs hold kernels, pools and memory of their own.
-  for (auto &program : programs.all()) programs.remove_object(program.get());
+  // Programs hold kernels, pools and memory of their own (left to the driver's closing, as the
+  // allocations below are).
+  for (auto &program : programs.all()) {
+    program->abandon();
+    programs.remove_object(program.get());
+  }
   for (auto &set : tensor_sets.all()) tensor_sets.remove_object(set.get());
   for (auto &kernel : kernels.all()) kernels.remove_object(kernel.get());  // unload first
   for (auto &profile : profiles.all()) profiles.remove_object(profile.get());
