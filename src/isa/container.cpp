@@ -70,10 +70,6 @@ using bytes::pad_to;
 using bytes::read_cstring;
 using bytes::read_padding;
 
-constexpr size_t kElfHeaderSize = 64;
-constexpr size_t kSectionHeaderSize = 64;
-constexpr uint32_t kShtProgbits = 1;
-constexpr uint32_t kShtStrtab = 3;
 constexpr uint64_t kShstrtabMaxSize = 4096;
 
 // The sections of a kernel, in file order (their section header index is 1 + the position,

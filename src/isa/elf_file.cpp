@@ -18,10 +18,6 @@ using bytes::fits;
 using bytes::Out;
 using bytes::pad_to;
 
-constexpr size_t kElfHeaderSize = 64;
-constexpr size_t kSectionHeaderSize = 64;
-constexpr uint32_t kShtProgbits = 1;
-constexpr uint32_t kShtStrtab = 3;
 constexpr uint32_t kMaxSections = 64;
 
 }  // namespace

@@ -13,6 +13,12 @@
 
 namespace trn::isa {
 
+// The ELF64 figures every trn binary uses.
+constexpr size_t kElfHeaderSize = 64;
+constexpr size_t kSectionHeaderSize = 64;
+constexpr uint32_t kShtProgbits = 1;  // SHT_PROGBITS
+constexpr uint32_t kShtStrtab = 3;    // SHT_STRTAB
+
 struct ElfSectionOut {
   std::string_view name;  // ".trn.meta"
   uint64_t entsize = 0;

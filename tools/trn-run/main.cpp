@@ -528,6 +528,9 @@ constexpr uint64_t kMaxProgramFileBytes = uint64_t{64} << 30;
 // The first bytes of a file, enough to tell a program from a kernel (empty if unreadable: the
 // full read then says why).
 std::vector<std::byte> file_head(const std::string &path) {
+  // Only a regular file: opening a FIFO would wait for a writer, /dev/zero never ends.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return {};
   std::vector<std::byte> head(64);
   std::ifstream in(path, std::ios::binary);
   in.read(reinterpret_cast<char *>(head.data()), static_cast<std::streamsize>(head.size()));
