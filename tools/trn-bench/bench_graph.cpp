@@ -105,7 +105,7 @@ int bench_graph(int argc, char **argv) {
                              tensors[i].name, mems[i], 0),
           "trn_tensor_set_add");
 
-  const int runs = quick ? 5 : 21;
+  const int runs = quick ? 5 : 41;
   std::vector<double> one_by_one, replay;
   for (int r = 0; r < runs + 1; ++r) {  // the first of each is a warm-up
     double t0 = now_ns();
