@@ -1212,8 +1212,8 @@ TRN_API trn_result_t trn_queue_execute(trn_queue_t queue, trn_program_t program,
  * (their `sequence` is set to 0; copies and memsets of 0 bytes are dropped); every other queue
  * command (executions, host copies, file transfers, host calls, frees, timestamps, barriers), a
  * sync list, a launch with a profile and work on host memory are refused with
- * TRN_ERROR_INVALID_ARGUMENT, leaving the recording as it was, and the capture goes on. Capturing a queue that captures
- * already is TRN_ERROR_INVALID_ARGUMENT.
+ * TRN_ERROR_INVALID_ARGUMENT, leaving the recording as it was, and the capture goes on. Capturing a
+ * queue that captures already is TRN_ERROR_INVALID_ARGUMENT.
  */
 TRN_API trn_result_t trn_queue_begin_capture(trn_queue_t queue);
 /**
