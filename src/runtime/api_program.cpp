@@ -1,14 +1,11 @@
 // C entry points for programs and tensor sets (executions and captures are queue calls, in
 // api_queue.cpp).
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
 #include "common/read_file.hpp"
+#include "common/write_file.hpp"
 #include "runtime/api_support.hpp"
 #include "runtime/program.hpp"
 #include "runtime/session.hpp"
@@ -30,38 +27,6 @@ trn_result_t insert_program(Session &session, Device &device, std::span<const st
       r != TRN_SUCCESS)
     return r;
   *out = to_handle<trn_program_t>(session.programs.insert(std::move(program)));
-  return TRN_SUCCESS;
-}
-
-std::string system_error(const std::string &what, const std::string &path) {
-  return what + " " + path + ": " + std::strerror(errno);
-}
-
-// All of `bytes` into a new file at `path`, through a temporary file beside it and a rename.
-trn_result_t write_file_atomically(const std::string &path, const std::vector<std::byte> &bytes) {
-  // A name no other save (of this process or another) uses at the same time.
-  static std::atomic<uint64_t> saves{0};
-  const std::string partial = path + ".partial." + std::to_string(::getpid()) + "." +
-                              std::to_string(saves.fetch_add(1, std::memory_order_relaxed));
-  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return fail(TRN_ERROR_FILE, system_error("cannot create", partial));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = system_error("cannot write", partial);
-      ::close(fd);
-      ::unlink(partial.c_str());
-      return fail(TRN_ERROR_FILE, why);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0 || ::rename(partial.c_str(), path.c_str()) != 0) {
-    const std::string why = system_error("cannot write", path);
-    ::unlink(partial.c_str());
-    return fail(TRN_ERROR_FILE, why);
-  }
   return TRN_SUCCESS;
 }
 
@@ -182,7 +147,12 @@ TRN_API trn_result_t trn_program_save(trn_program_t handle, const char *path) {
     if (!program) return result;
     trn::isa::ProgramImage image;
     if (trn_result_t r = program->image_with_constants(&image); r != TRN_SUCCESS) return r;
-    return write_file_atomically(path, trn::isa::write_program(image));
+    const auto bytes = trn::isa::write_program(image);
+    // A name of its own: saves of one path from several threads never share a temporary file.
+    if (auto why = trn::common::write_file_replacing(path, trn::common::unique_temp_path(path),
+                                                     bytes, true))
+      return fail(TRN_ERROR_FILE, *why);
+    return TRN_SUCCESS;
   });
 }
 
