@@ -70,11 +70,6 @@ constexpr std::array<std::string_view, 5> kSections = {".trn.program", ".trn.ten
                                                        ".trn.kernels", ".trn.data"};
 enum Section { kMeta, kTensors, kSteps, kKernels, kData };
 
-bool name_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '.' || c == ':' || c == '/' || c == '-';
-}
-
 }  // namespace
 
 const char *tensor_role_name(TensorRole role) {
@@ -86,6 +81,15 @@ const char *tensor_role_name(TensorRole role) {
     case TensorRole::kInternal: return "internal";
   }
   return "unknown";
+}
+
+bool is_tensor_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.' || c == ':' || c == '/' || c == '-';
+}
+
+std::string describe_tensor(const ProgramTensor &t) {
+  return std::string(tensor_role_name(t.role)) + " tensor '" + t.name + "'";
 }
 
 const char *step_kind_name(StepKind kind) {
@@ -331,7 +335,7 @@ class ProgramReader {
       if (auto e = read_cstring(c, name_len, kMaxTensorNameLength, what + " name", t.name))
         return in(kTensors, e);
       if (t.name.empty()) return in(kTensors, what + " has no name");
-      if (!std::all_of(t.name.begin(), t.name.end(), name_char))
+      if (!std::all_of(t.name.begin(), t.name.end(), is_tensor_name_char))
         return in(kTensors, fmt::format("{} name '{}' has a character outside [A-Za-z0-9_.:/-]",
                                         what, t.name));
       if (!names.insert(t.name).second)

@@ -57,6 +57,8 @@ enum class TensorRole : uint8_t {
   kInternal = 5,  // scratch of one execution, from the program's pool
 };
 const char *tensor_role_name(TensorRole role);  // "input", ..., "internal"
+// Whether `c` may stand in a tensor's name: [A-Za-z0-9_.:/-].
+bool is_tensor_name_char(char c);
 inline bool is_external(TensorRole r) {
   return r == TensorRole::kInput || r == TensorRole::kOutput || r == TensorRole::kInOut;
 }
@@ -75,6 +77,9 @@ struct ProgramTensor {
   uint64_t bytes() const;
   bool operator==(const ProgramTensor &) const = default;
 };
+
+// "input tensor 'x'", for messages.
+std::string describe_tensor(const ProgramTensor &t);
 
 // A range of a tensor from `offset`.
 struct TensorRef {

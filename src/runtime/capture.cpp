@@ -17,11 +17,9 @@ namespace {
 // A tensor name the program format accepts, from a kernel argument's name.
 std::string tensor_name(const std::string &arg) {
   std::string name;
-  for (char c : arg.substr(0, isa::kMaxTensorNameLength - 8)) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '.' || c == '-';
-    name.push_back(ok ? c : '_');
-  }
+  // Room for a "_N" suffix that makes it unique.
+  for (char c : arg.substr(0, isa::kMaxTensorNameLength - 8))
+    name.push_back(isa::is_tensor_name_char(c) ? c : '_');
   return name;
 }
 
@@ -102,7 +100,10 @@ trn_result_t Capture::record(const Command &c) {
   // Every check first: a refused command leaves the recording as it was.
   size_t new_tensors = 0;
   for (const PendingUse &u : uses) {
-    if (!u.mem) return fail(TRN_ERROR_INVALID_HANDLE, "the memory was freed meanwhile");
+    if (!u.mem)
+      return fail(TRN_ERROR_INVALID_HANDLE,
+                  "memory this command names was freed while the command was issued: keep "
+                  "allocations alive while capturing, then issue the command again");
     if (u.mem->kind != TRN_POOL_KIND_DEVICE)
       return fail(TRN_ERROR_INVALID_ARGUMENT,
                   "the queue is capturing, and a program's tensors are device memory: this "

@@ -49,9 +49,8 @@ class SourceFiles {
   SourceFiles &operator=(const SourceFiles &) = delete;
 
   trn_result_t read(const isa::ProgramTensor &t, Mem &mem, uint64_t offset) {
-    const std::string path = t.source_file.front() == '/' || directory_.empty()
-                                 ? t.source_file
-                                 : directory_ + "/" + t.source_file;
+    const std::string path =
+        t.source_file.front() == '/' ? t.source_file : directory_ + t.source_file;
     const std::string what =
         "constant '" + t.name + "' (tensor '" + t.source_tensor + "' of " + path + ")";
     File *file = open(path, what);
@@ -241,8 +240,7 @@ std::string ProgramRun::describe_mem(size_t index) const {
   const int64_t t = mem_tensors[index];
   if (t == kConstants) return "the program's constants";
   if (t == kInternal) return "the program's internal buffers";
-  const isa::ProgramTensor &tensor = program->image.tensors[static_cast<size_t>(t)];
-  return std::string(isa::tensor_role_name(tensor.role)) + " tensor '" + tensor.name + "'";
+  return isa::describe_tensor(program->image.tensors[static_cast<size_t>(t)]);
 }
 
 uint32_t ProgramRun::command_count() const {
@@ -320,9 +318,8 @@ trn_result_t bind_program(Session &session, const std::shared_ptr<Program> &prog
     const isa::ProgramTensor &tensor = image.tensors[t];
     const auto *in = find_binding(inputs, tensor.name);
     const auto *outb = find_binding(outputs, tensor.name);
-    auto what_of = [&] {  // only when a message needs it: executions are a hot path
-      return std::string(isa::tensor_role_name(tensor.role)) + " tensor '" + tensor.name + "'";
-    };
+    // Only when a message needs it: executions are a hot path.
+    auto what_of = [&] { return isa::describe_tensor(tensor); };
     if (in && outb)
       return fail(TRN_ERROR_INVALID_ARGUMENT,
                   what_of() + " is bound in both inputs and outputs: bind it once");

@@ -51,8 +51,8 @@ struct Program {
   void abandon() { abandoned_ = true; }
 
   // Loads a checked image for `device`: `kernels` already loaded (a capture's), or loaded here
-  // from the image when empty. Constants from safetensors files are read from `directory` when
-  // their paths are relative ("" for the current directory).
+  // from the image when empty. Constants from safetensors files with relative paths are read
+  // from `directory` ("dir/", with its slash; "" for the current directory).
   static trn_result_t create(Device &device, isa::ProgramImage image,
                              std::vector<std::shared_ptr<Kernel>> kernels,
                              const std::string &directory, std::shared_ptr<Program> *out);
