@@ -42,6 +42,73 @@ trn_hal_command_t host_call(trn_hal_host_fn fn, void *user) {
   return c;
 }
 
+// The driver command of a command's one operation (every kind but execute). A launch's trace
+// buffer and result live in its Work.
+trn_hal_command_t operation_of(const Command &c, Queue::Work &work) {
+  trn_hal_command_t op{};
+  switch (c.kind) {
+    case Command::Kind::copy:
+      op.kind = TRN_HAL_COMMAND_COPY;
+      op.u.copy.destination = c.destination_address;
+      op.u.copy.source = c.source_address;
+      op.u.copy.bytes = c.size;
+      break;
+    case Command::Kind::memset:
+      op.kind = TRN_HAL_COMMAND_MEMSET;
+      op.u.memset.destination = c.destination_address;
+      op.u.memset.bytes = c.size;
+      op.u.memset.value = c.value;
+      break;
+    case Command::Kind::launch: {
+      if (c.profile && c.profile->wants_trace()) {
+        // One record per instruction, plus one per DMA transfer.
+        work.trace.resize(2 * c.kernel->instruction_count + 16);
+        work.result.trace = work.trace.data();
+        work.result.trace_capacity = work.trace.size();
+      }
+      op.kind = TRN_HAL_COMMAND_LAUNCH;
+      op.u.launch.kernel = c.kernel->hal;
+      op.u.launch.args = c.bindings.data();
+      op.u.launch.arg_count = static_cast<uint32_t>(c.bindings.size());
+      op.u.launch.result = &work.result;
+      break;
+    }
+    case Command::Kind::write:
+      op.kind = TRN_HAL_COMMAND_COPY;
+      op.u.copy.destination = c.destination_address;
+      op.u.copy.source = reinterpret_cast<uintptr_t>(c.host);
+      op.u.copy.bytes = c.size;
+      op.u.copy.flags = TRN_HAL_COPY_HOST_SOURCE;
+      break;
+    case Command::Kind::read:
+      op.kind = TRN_HAL_COMMAND_COPY;
+      op.u.copy.destination = reinterpret_cast<uintptr_t>(c.host);
+      op.u.copy.source = c.source_address;
+      op.u.copy.bytes = c.size;
+      op.u.copy.flags = TRN_HAL_COPY_HOST_DESTINATION;
+      break;
+    case Command::Kind::read_file:
+    case Command::Kind::write_file: {
+      const bool read = c.kind == Command::Kind::read_file;
+      op.kind = read ? TRN_HAL_COMMAND_FILE_READ : TRN_HAL_COMMAND_FILE_WRITE;
+      op.u.file.fd = c.fd;
+      op.u.file.file_offset = c.file_offset;
+      op.u.file.device_address = read ? c.destination_address : c.source_address;
+      op.u.file.bytes = c.size;
+      break;
+    }
+    case Command::Kind::timestamp:
+      op.kind = TRN_HAL_COMMAND_TIMESTAMP;
+      op.u.timestamp.host = c.host;
+      break;
+    case Command::Kind::host_call: op = host_call(&Queue::Work::call_host_fn, &work); break;
+    case Command::Kind::free: op = host_call(&Queue::Work::release_freed, &work); break;
+    case Command::Kind::execute:  // many operations: ProgramRun::write_commands
+    case Command::Kind::barrier: break;
+  }
+  return op;
+}
+
 }  // namespace
 
 const char *command_name(Command::Kind kind) {
@@ -170,69 +237,8 @@ trn_result_t Queue::submit(Command command, uint64_t *sequence) {
       c.run->write_commands(commands + n);
       n += operations;
     } else {
-      trn_hal_command_t &op = commands[n++];
-      op = trn_hal_command_t{};
       // The call before checks that the memory was not freed by the time the operation runs.
-      switch (c.kind) {
-        case Command::Kind::copy:
-          op.kind = TRN_HAL_COMMAND_COPY;
-          op.u.copy.destination = c.destination_address;
-          op.u.copy.source = c.source_address;
-          op.u.copy.bytes = c.size;
-          break;
-        case Command::Kind::memset:
-          op.kind = TRN_HAL_COMMAND_MEMSET;
-          op.u.memset.destination = c.destination_address;
-          op.u.memset.bytes = c.size;
-          op.u.memset.value = c.value;
-          break;
-        case Command::Kind::launch: {
-          if (c.profile && c.profile->wants_trace()) {
-            // One record per instruction, plus one per DMA transfer.
-            work->trace.resize(2 * c.kernel->instruction_count + 16);
-            work->result.trace = work->trace.data();
-            work->result.trace_capacity = work->trace.size();
-          }
-          op.kind = TRN_HAL_COMMAND_LAUNCH;
-          op.u.launch.kernel = c.kernel->hal;
-          op.u.launch.args = c.bindings.data();
-          op.u.launch.arg_count = static_cast<uint32_t>(c.bindings.size());
-          op.u.launch.result = &work->result;
-          break;
-        }
-        case Command::Kind::write:
-          op.kind = TRN_HAL_COMMAND_COPY;
-          op.u.copy.destination = c.destination_address;
-          op.u.copy.source = reinterpret_cast<uintptr_t>(c.host);
-          op.u.copy.bytes = c.size;
-          op.u.copy.flags = TRN_HAL_COPY_HOST_SOURCE;
-          break;
-        case Command::Kind::read:
-          op.kind = TRN_HAL_COMMAND_COPY;
-          op.u.copy.destination = reinterpret_cast<uintptr_t>(c.host);
-          op.u.copy.source = c.source_address;
-          op.u.copy.bytes = c.size;
-          op.u.copy.flags = TRN_HAL_COPY_HOST_DESTINATION;
-          break;
-        case Command::Kind::read_file:
-        case Command::Kind::write_file: {
-          const bool read = c.kind == Command::Kind::read_file;
-          op.kind = read ? TRN_HAL_COMMAND_FILE_READ : TRN_HAL_COMMAND_FILE_WRITE;
-          op.u.file.fd = c.fd;
-          op.u.file.file_offset = c.file_offset;
-          op.u.file.device_address = read ? c.destination_address : c.source_address;
-          op.u.file.bytes = c.size;
-          break;
-        }
-        case Command::Kind::timestamp:
-          op.kind = TRN_HAL_COMMAND_TIMESTAMP;
-          op.u.timestamp.host = c.host;
-          break;
-        case Command::Kind::host_call: op = host_call(&Work::call_host_fn, work.get()); break;
-        case Command::Kind::free: op = host_call(&Work::release_freed, work.get()); break;
-        case Command::Kind::execute:  // written above
-        case Command::Kind::barrier: break;
-      }
+      commands[n++] = operation_of(c, *work);
     }
   }
   for (const SemRef &signal : c.signals)
