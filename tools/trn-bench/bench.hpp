@@ -33,6 +33,13 @@ void print(const Result &result, const Activity &activity = {});
 
 // The median of `runs` timings of `body`, in nanoseconds per `operations`.
 double median_ns_per_op(int runs, uint64_t operations, const std::function<void()> &body);
+// The median of samples; the host clock in nanoseconds (steady).
+double median(std::vector<double> samples);
+double now_ns();
+// The median of `runs` timings of `body` in nanoseconds, each run between an untimed `before`
+// and `after` (either may be empty).
+double median_ns_between(int runs, const std::function<void()> &before,
+                         const std::function<void()> &body, const std::function<void()> &after);
 
 // Whether `flag` is among the benchmark's arguments (main.cpp has already refused unknown ones).
 bool has_flag(int argc, char **argv, const char *flag);

@@ -26,17 +26,32 @@ void print(const Result &r, const Activity &activity_figures) {
   std::fflush(stdout);
 }
 
-double median_ns_per_op(int runs, uint64_t operations, const std::function<void()> &body) {
-  std::vector<double> samples;
-  for (int i = 0; i < runs; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    body();
-    const auto end = std::chrono::steady_clock::now();
-    samples.push_back(std::chrono::duration<double, std::nano>(end - start).count() /
-                      static_cast<double>(operations));
-  }
+double median(std::vector<double> samples) {
   std::sort(samples.begin(), samples.end());
   return samples[samples.size() / 2];
+}
+
+double now_ns() {
+  return std::chrono::duration<double, std::nano>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double median_ns_between(int runs, const std::function<void()> &before,
+                         const std::function<void()> &body, const std::function<void()> &after) {
+  std::vector<double> samples;
+  for (int i = 0; i < runs; ++i) {
+    if (before) before();
+    const double start = now_ns();
+    body();
+    samples.push_back(now_ns() - start);
+    if (after) after();
+  }
+  return median(std::move(samples));
+}
+
+double median_ns_per_op(int runs, uint64_t operations, const std::function<void()> &body) {
+  return median_ns_between(runs, {}, body, {}) / static_cast<double>(operations);
 }
 
 bool has_flag(int argc, char **argv, const char *flag) {

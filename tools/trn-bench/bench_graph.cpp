@@ -2,8 +2,6 @@
 // (trn_queue_execute) against issuing the same ops one by one, as CUDA graphs are measured
 // against stream launches. Only issuing is timed: completion is the simulated device's work,
 // the same either way.
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <variant>
@@ -22,17 +20,6 @@ namespace {
 constexpr int kOps = 100;
 constexpr uint64_t kRows = 128, kCols = 64, kBytes = kRows * kCols * sizeof(float);
 constexpr uint64_t kLong = 60'000'000'000;
-
-double now_ns() {
-  return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                 std::chrono::steady_clock::now().time_since_epoch())
-                                 .count());
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -106,8 +93,9 @@ int bench_graph(int argc, char **argv) {
           "trn_tensor_set_add");
 
   const int runs = quick ? 5 : 41;
+  // Interleaved, so that both see the same machine; the first of each is a warm-up.
   std::vector<double> one_by_one, replay;
-  for (int r = 0; r < runs + 1; ++r) {  // the first of each is a warm-up
+  for (int r = 0; r < runs + 1; ++r) {
     double t0 = now_ns();
     issue_ops();
     double t1 = now_ns();

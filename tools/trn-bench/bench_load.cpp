@@ -137,13 +137,8 @@ int bench_load(int argc, char **argv) {
     };
     // Cold: each run starts with the file's pages dropped (timed without the drop).
     auto cold = [&](const std::function<void()> &body) {
-      std::vector<double> samples;
-      for (int i = 0; i < runs; ++i) {
-        drop_cache(fd);
-        samples.push_back(median_ns_per_op(1, 1, body));
-      }
-      std::sort(samples.begin(), samples.end());
-      return static_cast<double>(size) / samples[samples.size() / 2];  // GB/s
+      return static_cast<double>(size) /
+             median_ns_between(runs, [&] { drop_cache(fd); }, body, {});  // GB/s
     };
     const double trn_cold = cold(load);
     const double host_cold = cold([&] { direct_read(fd, host); });
