@@ -559,3 +559,476 @@ TEST_CASE("reference rms_norm forward and backward", "[ops_reference]") {
       [] { rms_norm_backward(Array::zeros({2}), Array::zeros({2}), Array::zeros({}), 1, nullptr); },
       "rstd is [] but the expected statistics shape is [1]");
 }
+
+TEST_CASE("reference nll_loss forward", "[ops_reference]") {
+  const Array lp = arr({3, 4}, {-1, -2, -3, -4, -0.5, -1.5, -2.5, -3.5, -0.1, -0.2, -0.3, -0.4});
+  const Array t = arr({3}, {0, 3, 1});
+  const Array w = arr({4}, {1, 2, 3, 4});
+  NllResult r = nll_loss(lp, t, nullptr, Reduction::kNone, -100);
+  require_values(r.out, {3}, {1, 3.5, 0.2});
+  require_values(nll_loss(lp, t, nullptr, Reduction::kSum, -100).out, {}, {4.7});
+  require_values(nll_loss(lp, t, nullptr, Reduction::kMean, -100).out, {}, {4.7 / 3});
+  require_values(nll_loss(lp, t, &w, Reduction::kNone, -100).out, {3}, {1, 14, 0.4});
+  require_values(nll_loss(lp, t, &w, Reduction::kSum, -100).out, {}, {15.4});
+  r = nll_loss(lp, t, &w, Reduction::kMean, -100);
+  require_values(r.out, {}, {2.2});
+  require_values(r.total_weight, {}, {7});
+  // Ignored targets leave the loss and the total weight.
+  r = nll_loss(lp, t, &w, Reduction::kMean, 3);
+  require_values(r.out, {}, {1.4 / 3});
+  require_values(r.total_weight, {}, {3});
+  require_values(nll_loss(lp, t, &w, Reduction::kNone, 3).out, {3}, {1, 0, 0.4});
+  require_values(nll_loss(lp, arr({3}, {-100, 1, 2}), nullptr, Reduction::kSum, -100).out, {},
+                 {1.5 + 0.3});
+  r = nll_loss(lp, Array::full({3}, 2), nullptr, Reduction::kMean, 2);
+  require_values(r.out, {}, {kNan});
+  require_values(r.total_weight, {}, {0});
+  // [C] input with a scalar target.
+  const Array lp1 = arr({4}, {-1, -2, -3, -4});
+  require_values(nll_loss(lp1, scalar(2), nullptr, Reduction::kNone, -100).out, {}, {3});
+  require_values(nll_loss(lp1, scalar(2), &w, Reduction::kMean, -100).out, {}, {3});
+  require_values(nll_loss(lp1, scalar(2), &w, Reduction::kSum, -100).out, {}, {9});
+
+  require_invalid(
+      [&] {
+        nll_loss(lp, arr({3}, {0, 4, 1}), nullptr, Reduction::kMean, -100);
+      },
+      "nll_loss: target 4 at position 1 is out of range [0, 4)");
+  require_invalid(
+      [&] {
+        nll_loss(lp, arr({3}, {0, -1, 1}), nullptr, Reduction::kMean, -100);
+      },
+      "target -1 at position 1 is out of range");
+  require_invalid(
+      [&] {
+        nll_loss(lp, arr({3}, {0, 1.5, 1}), nullptr, Reduction::kMean, -100);
+      },
+      "target holds 1.500000, which is not an integer");
+  require_invalid(
+      [&] {
+        nll_loss(lp, arr({2}, {0, 1}), nullptr, Reduction::kMean, -100);
+      },
+      "log_probs is [3, 4] so target must be [3], but it is [2]");
+  require_invalid([&] { nll_loss(lp, t, &t, Reduction::kMean, -100); },
+                  "weight is [3] but there are 4 classes");
+  require_invalid(
+      [] {
+        nll_loss(Array::zeros({1, 2, 3}), Array::zeros({1}), nullptr, Reduction::kMean, -100);
+      },
+      "it must be [N, C] or [C]");
+}
+
+TEST_CASE("reference nll_loss_backward matches finite differences", "[ops_reference]") {
+  std::mt19937_64 rng(9);
+  const Array w = uniform({7}, rng, 0.5, 2);
+  for (const Reduction red : {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
+    for (const Array *wp : {static_cast<const Array *>(nullptr), &w}) {
+      for (const auto &[lp_shape, target] :
+           std::vector<std::pair<Shape, Array>>{{{5, 7}, arr({5}, {0, 6, 3, 6, 1})},
+                                                {{1, 7}, arr({1}, {4})},
+                                                {{7}, scalar(5)},
+                                                {{3, 7}, arr({3}, {2, 6, 6})}}) {
+        const int64_t ignore = 6;
+        const Array lp = uniform(lp_shape, rng, -3, 0);
+        const NllResult f = nll_loss(lp, target, wp, red, ignore);
+        const Array go = uniform(f.out.shape, rng);
+        check_grad(
+            "nll_loss", lp,
+            [&](const Array &v) { return nll_loss(v, target, wp, red, ignore).out; }, go,
+            nll_loss_backward(go, lp, target, wp, red, ignore, f.total_weight));
+      }
+    }
+  }
+  const Array lp = Array::zeros({2, 3});
+  const Array t = arr({2}, {0, 1});
+  require_invalid(
+      [&] {
+        nll_loss_backward(Array::zeros({2}), lp, t, nullptr, Reduction::kMean, -100, scalar(2));
+      },
+      "nll_loss_backward: grad_out is [2] but the loss is []");
+  require_invalid(
+      [&] {
+        nll_loss_backward(scalar(1), lp, t, nullptr, Reduction::kMean, -100, Array::zeros({1}));
+      },
+      "total_weight is [1] but a scalar is []");
+}
+
+TEST_CASE("reference embedding forward and backward", "[ops_reference]") {
+  const Array w = arr({3, 2}, {0, 1, 10, 11, 20, 21});
+  const Array idx = arr({2, 2}, {2, 0, 1, 2});
+  require_values(embedding(w, idx), {2, 2, 2}, {20, 21, 0, 1, 10, 11, 20, 21});
+  require_values(embedding(w, scalar(1)), {2}, {10, 11});
+  require_values(embedding(w, Array::zeros({0})), {0, 2}, {});
+  const Array go = arr({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  // Repeated indices accumulate; the padding row gets nothing.
+  require_values(embedding_backward(go, idx, 3, -1), {3, 2}, {3, 4, 5, 6, 8, 10});
+  require_values(embedding_backward(go, idx, 3, 2), {3, 2}, {3, 4, 5, 6, 0, 0});
+  require_values(embedding_backward(go, idx, 4, 0), {4, 2}, {0, 0, 5, 6, 8, 10, 0, 0});
+
+  std::mt19937_64 rng(10);
+  for (const auto &[v, d, indices] :
+       std::vector<std::tuple<int64_t, int64_t, Array>>{{7, 3, arr({3}, {6, 0, 6})},
+                                                        {1, 1, arr({1, 1}, {0})},
+                                                        {3, 7, arr({2, 3}, {0, 1, 2, 2, 1, 0})}}) {
+    const Array weight = uniform({v, d}, rng);
+    Shape out_shape = indices.shape;
+    out_shape.push_back(d);
+    const Array g = uniform(out_shape, rng);
+    check_grad(
+        "embedding", weight, [&](const Array &x) { return embedding(x, indices); }, g,
+        embedding_backward(g, indices, v, -1));
+  }
+  require_invalid(
+      [&] {
+        embedding(w, arr({2}, {0, 3}));
+      },
+      "embedding: index 3 is out of range [0, 3)");
+  require_invalid([&] { embedding(w, arr({1}, {-1})); }, "index -1 is out of range");
+  require_invalid([&] { embedding(w, arr({1}, {0.5})); }, "which is not an integer");
+  require_invalid([&] { embedding(arr({2}, {1, 2}), idx); }, "weight is [2]; it must be 2D");
+  require_invalid(
+      [&] {
+        embedding_backward(Array::zeros({2, 2}), idx, 3, -1);
+      },
+      "grad_out is [2, 2] but indices are [2, 2]; grad_out must be indices' shape + [D]");
+  require_invalid([&] { embedding_backward(go, idx, 2, -1); },
+                  "embedding_backward: index 2 is out of range [0, 2)");
+}
+
+namespace {
+
+Conv2dParams conv_params(std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
+                         std::array<int64_t, 2> dilation, int64_t groups) {
+  Conv2dParams p;
+  for (int i = 0; i < 2; ++i) {
+    p.stride[i] = stride[i];
+    p.padding[i] = padding[i];
+    p.dilation[i] = dilation[i];
+  }
+  p.groups = groups;
+  return p;
+}
+
+Array iota(Shape shape, double start = 0) {
+  Array a = Array::zeros(std::move(shape));
+  for (size_t i = 0; i < a.data.size(); ++i) a.data[i] = start + static_cast<double>(i);
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("reference conv2d forward", "[ops_reference]") {
+  const Array x = iota({1, 1, 3, 3}, 1);
+  const Array ones = Array::full({1, 1, 2, 2}, 1);
+  const Array bias = arr({1}, {0.5});
+  require_values(conv2d(x, ones, nullptr, {}), {1, 1, 2, 2}, {12, 16, 24, 28});
+  require_values(conv2d(x, ones, &bias, {}), {1, 1, 2, 2}, {12.5, 16.5, 24.5, 28.5});
+  require_values(conv2d(x, ones, nullptr, conv_params({1, 1}, {1, 1}, {1, 1}, 1)), {1, 1, 4, 4},
+                 {1, 3, 5, 3, 5, 12, 16, 9, 11, 24, 28, 15, 7, 15, 17, 9});
+  require_values(conv2d(x, ones, nullptr, conv_params({2, 2}, {1, 1}, {1, 1}, 1)), {1, 1, 2, 2},
+                 {1, 5, 11, 28});
+  require_values(conv2d(x, ones, nullptr, conv_params({1, 1}, {0, 0}, {2, 2}, 1)), {1, 1, 1, 1},
+                 {20});
+  const Array x2 = arr({1, 2, 2, 2}, {1, 1, 1, 1, 2, 2, 2, 2});
+  const Array w2 = arr({2, 1, 1, 1}, {3, 5});
+  require_values(conv2d(x2, w2, nullptr, conv_params({1, 1}, {0, 0}, {1, 1}, 2)), {1, 2, 2, 2},
+                 {3, 3, 3, 3, 10, 10, 10, 10});
+
+  require_invalid(
+      [&] {
+        conv2d(Array::zeros({1, 3, 3}), ones, nullptr, {});
+      },
+      "conv2d: x is [1, 3, 3]; it must be [N, C, H, W]");
+  require_invalid([&] { conv2d(x2, ones, nullptr, {}); },
+                  "x is [1, 2, 2, 2] and w is [1, 1, 2, 2]; with groups 1 w's dim 1 must be 2");
+  require_invalid(
+      [&] {
+        conv2d(x2, Array::zeros({3, 1, 1, 1}), nullptr, conv_params({1, 1}, {0, 0}, {1, 1}, 2));
+      },
+      "must be divisible by groups (2)");
+  require_invalid(
+      [&] {
+        conv2d(x, Array::zeros({1, 1, 4, 1}), nullptr, {});
+      },
+      "the kernel [4, 1] (dilated [4, 1]) does not fit the padded input [3, 3]");
+  require_invalid(
+      [&] {
+        conv2d(x, ones, nullptr, conv_params({0, 1}, {0, 0}, {1, 1}, 1));
+      },
+      "stride (0, 1) must be positive");
+  require_invalid(
+      [&] {
+        conv2d(x, ones, nullptr, conv_params({1, 1}, {-1, 0}, {1, 1}, 1));
+      },
+      "padding (-1, 0) must not be negative");
+  require_invalid([&] { conv2d(x, ones, &x, {}); }, "bias is [1, 1, 3, 3]; it must be [1]");
+  require_invalid(
+      [&] {
+        conv2d_backward(Array::zeros({1, 1, 3, 3}), x, ones, false, {});
+      },
+      "grad_out is [1, 1, 3, 3] but the conv output is [1, 1, 2, 2]");
+}
+
+TEST_CASE("reference conv2d_backward matches finite differences", "[ops_reference]") {
+  std::mt19937_64 rng(11);
+  struct Case {
+    Shape x, w;
+    Conv2dParams p;
+    bool bias;
+  };
+  for (const Case &c :
+       {Case{{2, 4, 7, 5}, {6, 2, 3, 2}, conv_params({2, 1}, {1, 2}, {2, 1}, 2), true},
+        Case{{1, 3, 5, 7}, {2, 3, 3, 3}, {}, true}, Case{{1, 1, 1, 1}, {1, 1, 1, 1}, {}, false},
+        Case{{3, 1, 7, 3}, {1, 1, 1, 3}, conv_params({3, 1}, {0, 1}, {1, 1}, 1), false},
+        Case{{1, 3, 3, 3}, {3, 1, 2, 2}, conv_params({1, 2}, {1, 1}, {1, 1}, 3), true}}) {
+    const Array x = uniform(c.x, rng), w = uniform(c.w, rng), b = uniform({c.w[0]}, rng);
+    const Array *bp = c.bias ? &b : nullptr;
+    const Array out = conv2d(x, w, bp, c.p);
+    const Array go = uniform(out.shape, rng);
+    const Conv2dGrads g = conv2d_backward(go, x, w, c.bias, c.p);
+    check_grad(
+        "conv2d x", x, [&](const Array &v) { return conv2d(v, w, bp, c.p); }, go, g.grad_x);
+    check_grad(
+        "conv2d w", w, [&](const Array &v) { return conv2d(x, v, bp, c.p); }, go, g.grad_w);
+    if (c.bias) {
+      check_grad(
+          "conv2d bias", b, [&](const Array &v) { return conv2d(x, w, &v, c.p); }, go, g.grad_bias);
+    } else {
+      CHECK(g.grad_bias.data.empty());
+    }
+  }
+
+  SECTION("a [2,4,16,16] conv and its backward run quickly") {
+    const Array x = uniform({2, 4, 16, 16}, rng), w = uniform({8, 4, 3, 3}, rng);
+    const Conv2dParams p = conv_params({1, 1}, {1, 1}, {1, 1}, 1);
+    const Array out = conv2d(x, w, nullptr, p);
+    REQUIRE(out.shape == Shape{2, 8, 16, 16});
+    const Conv2dGrads g = conv2d_backward(out, x, w, true, p);
+    CHECK(g.grad_bias.shape == Shape{8});
+  }
+}
+
+namespace {
+
+Pool2dParams pool_params(std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
+                         std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation,
+                         bool ceil_mode) {
+  Pool2dParams p;
+  for (int i = 0; i < 2; ++i) {
+    p.kernel[i] = kernel[i];
+    p.stride[i] = stride[i];
+    p.padding[i] = padding[i];
+    p.dilation[i] = dilation[i];
+  }
+  p.ceil_mode = ceil_mode;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("reference max_pool2d forward", "[ops_reference]") {
+  const Array x = iota({1, 1, 4, 4});
+  PoolResult r = max_pool2d(x, {});
+  require_values(r.out, {1, 1, 2, 2}, {5, 7, 13, 15});
+  require_values(r.indices, {1, 1, 2, 2}, {5, 7, 13, 15});
+  r = max_pool2d(iota({1, 4, 4}), {});
+  require_values(r.out, {1, 2, 2}, {5, 7, 13, 15});
+  r = max_pool2d(x, pool_params({3, 3}, {2, 2}, {1, 1}, {1, 1}, false));
+  require_values(r.out, {1, 1, 2, 2}, {5, 7, 13, 15});
+  r = max_pool2d(x, pool_params({3, 3}, {2, 2}, {1, 1}, {1, 1}, true));
+  require_values(r.out, {1, 1, 3, 3}, {5, 7, 7, 13, 15, 15, 13, 15, 15});
+  require_values(r.indices, {1, 1, 3, 3}, {5, 7, 7, 13, 15, 15, 13, 15, 15});
+  CHECK(max_pool2d(Array::zeros({1, 1, 5, 5}), {}).out.shape == Shape{1, 1, 2, 2});
+  CHECK(max_pool2d(Array::zeros({1, 1, 5, 5}), pool_params({2, 2}, {0, 0}, {0, 0}, {1, 1}, true))
+            .out.shape == Shape{1, 1, 3, 3});
+  r = max_pool2d(x, pool_params({2, 2}, {1, 1}, {0, 0}, {2, 2}, false));
+  require_values(r.out, {1, 1, 2, 2}, {10, 11, 14, 15});
+  require_values(r.indices, {1, 1, 2, 2}, {10, 11, 14, 15});
+  // NaN wins and the last NaN's index is kept, as torch's CPU kernel; an all -inf window points at
+  // its first element.
+  r = max_pool2d(arr({1, 1, 1, 4}, {1, kNan, 3, kNan}),
+                 pool_params({1, 4}, {0, 0}, {0, 0}, {1, 1}, false));
+  require_values(r.out, {1, 1, 1, 1}, {kNan});
+  require_values(r.indices, {1, 1, 1, 1}, {3});
+  r = max_pool2d(arr({1, 1, 1, 2}, {-kInf, -kInf}),
+                 pool_params({1, 2}, {0, 0}, {0, 0}, {1, 1}, false));
+  require_values(r.out, {1, 1, 1, 1}, {-kInf});
+  require_values(r.indices, {1, 1, 1, 1}, {0});
+
+  require_invalid(
+      [&] {
+        max_pool2d(x, pool_params({3, 3}, {1, 1}, {2, 0}, {1, 1}, false));
+      },
+      "max_pool2d: padding (2, 0) must be at most half the kernel (3, 3)");
+  require_invalid(
+      [] {
+        max_pool2d(Array::zeros({4, 4}), {});
+      },
+      "x is [4, 4]; it must be [N, C, H, W] or [C, H, W]");
+  require_invalid(
+      [] {
+        max_pool2d(Array::zeros({1, 1, 1, 1}), {});
+      },
+      "the output would be [0, 0]; the input is too small");
+  require_invalid(
+      [&] {
+        max_pool2d(x, pool_params({0, 2}, {0, 0}, {0, 0}, {1, 1}, false));
+      },
+      "kernel (0, 2) must be positive");
+}
+
+TEST_CASE("reference max_pool2d_backward matches finite differences", "[ops_reference]") {
+  std::mt19937_64 rng(12);
+  for (const auto &[shape, p] : std::vector<std::pair<Shape, Pool2dParams>>{
+           {{2, 3, 7, 5}, pool_params({3, 3}, {2, 2}, {1, 1}, {1, 1}, false)},
+           {{2, 3, 7, 5}, pool_params({3, 3}, {2, 2}, {1, 1}, {1, 1}, true)},
+           {{1, 7, 3}, pool_params({2, 2}, {1, 1}, {0, 0}, {1, 1}, false)},
+           {{1, 1, 7, 7}, pool_params({2, 3}, {1, 2}, {1, 1}, {2, 2}, true)},
+           {{1, 1, 1, 1}, pool_params({1, 1}, {0, 0}, {0, 0}, {1, 1}, false)}}) {
+    const Array x = uniform(shape, rng);
+    const PoolResult f = max_pool2d(x, p);
+    const Array go = uniform(f.out.shape, rng);
+    check_grad(
+        "max_pool2d", x, [&](const Array &v) { return max_pool2d(v, p).out; }, go,
+        max_pool2d_backward(go, x.shape, f.indices));
+  }
+  const PoolResult f = max_pool2d(iota({1, 1, 4, 4}), {});
+  require_invalid(
+      [&] {
+        max_pool2d_backward(f.out, {1, 1, 4, 4}, arr({1, 1, 2, 2}, {0, 1, 2, 16}));
+      },
+      "max_pool2d_backward: index 16 is outside the input plane of 16 elements");
+  require_invalid(
+      [&] {
+        max_pool2d_backward(f.out, {1, 2, 4, 4}, f.indices);
+      },
+      "they must agree in every dim but the last two");
+  require_invalid(
+      [&] {
+        max_pool2d_backward(f.out, {1, 1, 4, 4}, Array::zeros({1, 1, 2, 1}));
+      },
+      "grad_out is [1, 1, 2, 2] but indices is [1, 1, 2, 1]");
+}
+
+namespace {
+
+const std::vector<Array> kGrads = {arr({3}, {0.5, 1.0, -0.25}), arr({3}, {0.1, -0.3, 0.2}),
+                                   arr({3}, {-0.4, 0.2, 0.05})};
+
+}  // namespace
+
+TEST_CASE("reference sgd_step follows torch.optim.SGD", "[ops_reference]") {
+  SECTION("momentum, dampening and weight decay") {
+    Array param = arr({3}, {1.0, -2.0, 0.5}), buf;
+    SgdParams p;
+    p.lr = 0.1;
+    p.momentum = 0.9;
+    p.dampening = 0.1;
+    p.weight_decay = 0.01;
+    const std::vector<std::vector<double>> want = {
+        {0.949, -2.098, 0.5245},
+        {0.8932458999999999, -2.1573118, 0.52807795},
+        {0.8782632886899999, -2.22675083938, 0.526322834845}};
+    for (size_t s = 0; s < want.size(); ++s) {
+      sgd_step(param, kGrads[s], &buf, s == 0, p);
+      require_values(param, {3}, want[s]);
+    }
+  }
+  SECTION("nesterov and maximize") {
+    Array param = arr({3}, {1.0, -2.0, 0.5}), buf;
+    SgdParams p;
+    p.lr = 0.1;
+    p.momentum = 0.9;
+    p.nesterov = true;
+    p.maximize = true;
+    sgd_step(param, kGrads[0], &buf, true, p);
+    require_values(param, {3}, {1.095, -1.81, 0.4525});
+    require_values(buf, {3}, {-0.5, -1.0, 0.25});
+    sgd_step(param, kGrads[1], &buf, false, p);
+    require_values(param, {3}, {1.1545, -1.786, 0.47025});
+  }
+  SECTION("plain SGD needs no buffer") {
+    Array param = arr({3}, {1.0, -2.0, 0.5});
+    SgdParams p;
+    p.lr = 0.5;
+    sgd_step(param, kGrads[0], nullptr, true, p);
+    require_values(param, {3}, {0.75, -2.5, 0.625});
+  }
+  Array param = arr({3}, {1, 2, 3});
+  SgdParams p;
+  p.momentum = 0.9;
+  require_invalid([&] { sgd_step(param, kGrads[0], nullptr, true, p); },
+                  "sgd_step: momentum is nonzero but momentum_buf is null");
+  Array short_buf = Array::zeros({2});
+  require_invalid([&] { sgd_step(param, kGrads[0], &short_buf, false, p); },
+                  "momentum_buf is [2] but param is [3]");
+  require_invalid([&] { sgd_step(param, Array::zeros({2}), nullptr, true, {}); },
+                  "grad is [2] but param is [3]");
+  p.nesterov = true;
+  p.dampening = 0.5;
+  require_invalid([&] { sgd_step(param, kGrads[0], &short_buf, true, p); },
+                  "nesterov needs momentum > 0 and dampening == 0");
+}
+
+TEST_CASE("reference adam_step follows torch.optim.Adam and AdamW", "[ops_reference]") {
+  const auto run = [](const AdamParams &p, const std::vector<Array> &grads,
+                      const std::vector<std::vector<double>> &want) {
+    Array param = arr({3}, {1.0, -2.0, 0.5});
+    Array m = Array::zeros({3}), v = Array::zeros({3}), vmax = Array::zeros({3});
+    for (size_t s = 0; s < want.size(); ++s) {
+      adam_step(param, grads[s], m, v, p.amsgrad ? &vmax : nullptr, static_cast<int64_t>(s + 1), p);
+      INFO("step " << s + 1);
+      require_values(param, {3}, want[s]);
+    }
+  };
+  AdamParams p;
+  p.lr = 0.01;
+  p.weight_decay = 0.1;
+  SECTION("Adam with L2 weight decay") {
+    // Step 1 moves each coordinate by lr against the sign of its gradient.
+    run(p, kGrads,
+        {{0.9900000001666667, -2.009999999875, 0.5099999995},
+         {0.981296786265348, -2.0117270853836335, 0.5083534501589629},
+         {0.9779818754082865, -2.013054183203479, 0.5052232499619173}});
+  }
+  SECTION("AdamW with decoupled weight decay") {
+    p.decoupled = true;
+    run(p, kGrads,
+        {{0.9890000002, -2.0079999999, 0.5094999996},
+         {0.9799805906382653, -2.0102704857571774, 0.5095717500477368},
+         {0.9780636160449829, -2.012711326527149, 0.5085196110867279}});
+  }
+  const std::vector<Array> shrinking = {arr({3}, {1.0, -0.5, 2.0}), arr({3}, {0.01, 0.02, -0.01}),
+                                        arr({3}, {0.0, 0.1, 0.0})};
+  AdamParams q;
+  q.lr = 0.1;
+  q.beta1 = 0.8;
+  q.beta2 = 0.9;
+  q.eps = 1e-6;
+  q.maximize = true;
+  SECTION("maximize without amsgrad") {
+    run(q, shrinking,
+        {{1.0999999000001, -2.0999998000004, 0.599999950000025},
+         {1.1653796570507895, -2.161292630177598, 0.6641716910033603},
+         {1.213953492256046, -2.19112422062286, 0.7118480406738423}});
+  }
+  SECTION("amsgrad keeps the largest second moment") {
+    q.amsgrad = true;
+    run(q, shrinking,
+        {{1.0999999000001, -2.0999998000004, 0.599999950000025},
+         {1.1620280338846238, -2.158198956509668, 0.6608794566967858},
+         {1.2057469221859063, -2.1857256186440934, 0.7037887712742171}});
+  }
+  Array param = arr({3}, {1, 2, 3}), m = Array::zeros({3}), v = Array::zeros({3});
+  AdamParams ams;
+  ams.amsgrad = true;
+  require_invalid([&] { adam_step(param, kGrads[0], m, v, nullptr, 1, ams); },
+                  "adam_step: amsgrad needs max_exp_avg_sq, which is null");
+  require_invalid([&] { adam_step(param, kGrads[0], m, v, nullptr, 0, {}); },
+                  "step 0 must be at least 1");
+  Array short_m = Array::zeros({2});
+  AdamParams w;
+  w.decoupled = true;
+  require_invalid([&] { adam_step(param, kGrads[0], short_m, v, nullptr, 1, w); },
+                  "adamw_step: exp_avg is [2] but param is [3]");
+}
