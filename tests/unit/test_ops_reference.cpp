@@ -1,3 +1,5 @@
+// The float64 host reference ops: hand-computed cases, error messages, and every backward checked
+// against central finite differences of its forward.
 #include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>

@@ -1,6 +1,5 @@
 // sum / mean / max / min / argmax / argmin over dims.
 #include <cmath>
-#include <limits>
 #include <string>
 
 #include "ops/host/internal.hpp"
