@@ -1,0 +1,204 @@
+// The op library's kernels, run on simulated cores of trn1 and trn2 and compared with
+// double-precision host arithmetic over awkward shapes (1, 127, 129, 4097: no multiples of the
+// 128-partition tiles): general matmul (transposes, batches, bias, launch-time alpha and beta).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <variant>
+
+#include "ops/kernels/matmul.hpp"
+#include "support/kbuild_helpers.hpp"
+
+using namespace trn;
+using namespace trn::ops::kernels;
+using isa::DType;
+using sim::exec::Executor;
+using sim::exec::RunStatus;
+using test::HostBuffer;
+
+namespace {
+
+// A tensor of fp32 values, with its bytes in some dtype.
+struct Tensor {
+  DType dtype;
+  std::vector<float> values;  // as the dtype holds them
+  HostBuffer buffer;
+
+  Tensor(uint64_t size, DType t) : dtype(t), values(size), buffer(size * isa::dtype_size(t)) {}
+  void fill(std::mt19937 &rng, float lo, float hi) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    for (float &v : values) v = d(rng);
+    isa::store_f32(dtype, values.data(), buffer.bytes.data(), values.size());
+    isa::load_f32(dtype, buffer.bytes.data(), values.data(), values.size());
+  }
+  std::vector<float> read() const {
+    std::vector<float> out(values.size());
+    isa::load_f32(dtype, buffer.bytes.data(), out.data(), out.size());
+    return out;
+  }
+};
+
+// A kernel argument: a tensor, or an f32 scalar.
+using Arg = std::variant<Tensor *, float>;
+
+void run(const isa::Program &p, trn_generation_t g, std::vector<Arg> args) {
+  std::vector<sim::exec::HbmBinding> bindings;
+  for (const Arg &a : args) {
+    if (auto *t = std::get_if<Tensor *>(&a)) {
+      bindings.push_back((*t)->buffer.binding());
+    } else {
+      uint32_t bits;
+      const float v = std::get<float>(a);
+      std::memcpy(&bits, &v, 4);
+      bindings.push_back({nullptr, 0, bits});
+    }
+  }
+  Executor ex(sim::core_spec(g));
+  const auto r = test::run_checked(ex, p, bindings);
+  INFO(r.report.message);
+  REQUIRE(r.report.status == RunStatus::kOk);
+}
+
+// The unit roundoff of a float dtype: the relative error of one rounding to it.
+double roundoff(DType t) {
+  switch (t) {
+    case DType::kBf16: return std::ldexp(1.0, -8);
+    case DType::kF16: return std::ldexp(1.0, -11);
+    default: return std::ldexp(1.0, -24);
+  }
+}
+
+const trn_generation_t kGenerations[] = {TRN_GENERATION_TRN1, TRN_GENERATION_TRN2};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// General matmul
+
+namespace {
+
+struct MatmulCase {
+  uint64_t m, n, k, batch;
+  bool trans_a, trans_b, b_batched;
+  DType in, out;
+  MatmulBias bias;
+  DType bias_dtype;
+  uint32_t sbuf_usable = 0;  // nonzero: a small SBUF, so that the operands are streamed
+};
+
+// Runs `mc` with alpha and beta and checks every element against the double-precision result.
+void check_matmul(const MatmulCase &mc, trn_generation_t g, const isa::Program &p,
+                  std::mt19937 &rng, float alpha, float beta) {
+  const uint64_t m = mc.m, n = mc.n, k = mc.k, batches = mc.batch;
+  Tensor a(batches * m * k, mc.in), b((mc.b_batched ? batches : 1) * k * n, mc.in),
+      out(batches * m * n, mc.out);
+  Tensor bias(mc.bias == MatmulBias::kRow      ? n
+              : mc.bias == MatmulBias::kMatrix ? m * n
+                                               : 1,
+              mc.bias_dtype);
+  a.fill(rng, -1, 1);
+  b.fill(rng, -1, 1);
+  bias.fill(rng, -4, 4);
+  std::vector<Arg> args = {&a, &b};
+  if (mc.bias != MatmulBias::kNone) args.push_back(&bias);
+  args.push_back(&out);
+  args.push_back(alpha);
+  if (mc.bias != MatmulBias::kNone) args.push_back(beta);
+  run(p, g, args);
+  const auto got = out.read();
+  for (uint64_t bt = 0; bt < batches; ++bt) {
+    const float *ab = a.values.data() + bt * m * k;
+    const float *bb = b.values.data() + (mc.b_batched ? bt : 0) * k * n;
+    for (uint64_t i = 0; i < m; ++i)
+      for (uint64_t j = 0; j < n; ++j) {
+        double sum = 0, magnitude = 0;
+        for (uint64_t x = 0; x < k; ++x) {
+          const double av = mc.trans_a ? ab[x * m + i] : ab[i * k + x];
+          const double bv = mc.trans_b ? bb[j * k + x] : bb[x * n + j];
+          sum += av * bv;
+          magnitude += std::abs(av * bv);
+        }
+        double want = double(alpha) * sum, scale = std::abs(double(alpha)) * magnitude;
+        if (mc.bias != MatmulBias::kNone) {
+          const double bv = bias.values[mc.bias == MatmulBias::kRow ? j : i * n + j];
+          want += double(beta) * bv;
+          scale += std::abs(double(beta) * bv);
+        }
+        // fp32 accumulation over K (and the fp32 epilogue), then one rounding to the output.
+        const double tol = roundoff(mc.out) * std::abs(want) +
+                           std::ldexp(1.0, -24) * double(k + 4) * scale + 1e-30;
+        const double v = got[(bt * m + i) * n + j];
+        if (std::abs(v - want) > tol) {
+          CAPTURE(bt, i, j, v, want, tol);
+          FAIL("matmul result out of tolerance");
+        }
+      }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ops kernels: general matmul matches double precision over awkward shapes") {
+  using B = MatmulBias;
+  const MatmulCase cases[] = {
+      {1, 1, 1, 1, false, false, true, DType::kF32, DType::kF32, B::kNone, DType::kF32},
+      {127, 129, 4097, 1, false, false, true, DType::kBf16, DType::kF32, B::kNone, DType::kF32},
+      {129, 513, 127, 1, true, true, true, DType::kF32, DType::kF32, B::kRow, DType::kF32},
+      {130, 600, 200, 3, false, true, true, DType::kBf16, DType::kBf16, B::kMatrix, DType::kBf16},
+      {64, 1000, 300, 2, true, false, false, DType::kF16, DType::kF32, B::kRow, DType::kF32},
+      {4097, 1, 129, 1, false, true, true, DType::kF32, DType::kF32, B::kNone, DType::kF32},
+      {1, 4097, 129, 1, true, false, true, DType::kBf16, DType::kF16, B::kRow, DType::kF16},
+      // Small SBUF: neither operand fits resident, both stream (and are transposed) per tile.
+      {200, 700, 2000, 2, false, true, false, DType::kF32, DType::kBf16, B::kMatrix, DType::kF32,
+       40000},
+  };
+  std::mt19937 rng(11);
+  for (auto g : kGenerations)
+    for (const MatmulCase &mc : cases) {
+      CAPTURE(g, mc.m, mc.n, mc.k, mc.batch, mc.trans_a, mc.trans_b, mc.b_batched,
+              isa::dtype_name(mc.in), isa::dtype_name(mc.out), int(mc.bias));
+      MatmulOpConfig c;
+      c.m = mc.m, c.n = mc.n, c.k = mc.k, c.batch = mc.batch;
+      c.trans_a = mc.trans_a, c.trans_b = mc.trans_b, c.b_batched = mc.b_batched;
+      c.in_dtype = mc.in, c.out_dtype = mc.out, c.bias = mc.bias, c.bias_dtype = mc.bias_dtype;
+      c.target = test::build_target(g);
+      c.target.sbuf_usable_bytes = mc.sbuf_usable;
+      const isa::Program p = test::built(build_matmul(c));
+      check_matmul(mc, g, p, rng, 0.75f, -1.5f);
+    }
+}
+
+TEST_CASE("ops kernels: matmul takes alpha and beta at launch, one binary for every value") {
+  const MatmulCase mc{
+      65, 70, 33, 2, false, false, true, DType::kF32, DType::kF32, MatmulBias::kRow, DType::kF32};
+  MatmulOpConfig c;
+  c.m = mc.m, c.n = mc.n, c.k = mc.k, c.batch = mc.batch, c.bias = mc.bias;
+  c.target = test::build_target(TRN_GENERATION_TRN2);
+  const isa::Program p = test::built(build_matmul(c));
+  CHECK(p.name == "matmul_f32_65x70x33_batch2_row_bias");
+  std::mt19937 rng(12);
+  for (auto [alpha, beta] : {std::pair{1.0f, 0.0f}, {0.0f, 1.0f}, {-2.5f, 3.0f}})
+    check_matmul(mc, TRN_GENERATION_TRN2, p, rng, alpha, beta);
+}
+
+TEST_CASE("ops kernels: matmul refuses what it cannot build, saying why") {
+  MatmulOpConfig c;
+  c.m = 4, c.n = 4, c.k = 0;
+  c.target = test::build_target(TRN_GENERATION_TRN2);
+  auto r = build_matmul(c);
+  REQUIRE(std::holds_alternative<std::string>(r));
+  CHECK_THAT(std::get<std::string>(r), Catch::Contains("empty"));
+  c.k = 4;
+  c.in_dtype = DType::kI32;
+  r = build_matmul(c);
+  REQUIRE(std::holds_alternative<std::string>(r));
+  CHECK_THAT(std::get<std::string>(r), Catch::Contains("f32, bf16 and f16"));
+  c.in_dtype = DType::kBf16;
+  c.out_dtype = DType::kBf16;
+  c.bias = MatmulBias::kRow;
+  c.bias_dtype = DType::kF16;
+  r = build_matmul(c);
+  REQUIRE(std::holds_alternative<std::string>(r));
+  CHECK_THAT(std::get<std::string>(r), Catch::Contains("output's dtype"));
+}
