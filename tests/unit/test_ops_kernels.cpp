@@ -1,13 +1,16 @@
 // The op library's kernels, run on simulated cores of trn1 and trn2 and compared with
 // double-precision host arithmetic over awkward shapes (1, 127, 129, 4097: no multiples of the
-// 128-partition tiles): general matmul (transposes, batches, bias, launch-time alpha and beta).
+// 128-partition tiles): general matmul (transposes, batches, bias, launch-time alpha and beta),
+// row log softmax and the softmax gradients.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <variant>
 
+#include "ops/kernels/log_softmax.hpp"
 #include "ops/kernels/matmul.hpp"
+#include "ops/kernels/softmax_grad.hpp"
 #include "support/kbuild_helpers.hpp"
 
 using namespace trn;
@@ -201,4 +204,117 @@ TEST_CASE("ops kernels: matmul refuses what it cannot build, saying why") {
   r = build_matmul(c);
   REQUIRE(std::holds_alternative<std::string>(r));
   CHECK_THAT(std::get<std::string>(r), Catch::Contains("output's dtype"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Log softmax and the softmax gradients
+
+namespace {
+
+struct RowCase {
+  uint64_t rows, cols;
+  DType dtype, out_dtype;
+};
+
+const RowCase kRowCases[] = {
+    {1, 1, DType::kF32, DType::kF32},      {127, 4097, DType::kF32, DType::kF32},
+    {129, 129, DType::kBf16, DType::kF32}, {300, 1000, DType::kBf16, DType::kBf16},
+    {130, 77, DType::kF16, DType::kF32},
+};
+
+// log softmax of each row of x, in double.
+std::vector<double> host_log_softmax(const std::vector<float> &x, uint64_t rows, uint64_t cols) {
+  std::vector<double> y(x.size());
+  for (uint64_t r = 0; r < rows; ++r) {
+    const float *row = x.data() + r * cols;
+    double mx = row[0], sum = 0;
+    for (uint64_t i = 0; i < cols; ++i) mx = std::max(mx, double(row[i]));
+    for (uint64_t i = 0; i < cols; ++i) sum += std::exp(double(row[i]) - mx);
+    for (uint64_t i = 0; i < cols; ++i) y[r * cols + i] = double(row[i]) - mx - std::log(sum);
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("ops kernels: row log softmax is stable and matches double precision") {
+  std::mt19937 rng(21);
+  for (auto g : kGenerations)
+    for (const RowCase &rc : kRowCases) {
+      CAPTURE(g, rc.rows, rc.cols, isa::dtype_name(rc.dtype), isa::dtype_name(rc.out_dtype));
+      const isa::Program p = test::built(
+          build_log_softmax(rc.rows, rc.cols, rc.dtype, rc.out_dtype, test::build_target(g)));
+      Tensor x(rc.rows * rc.cols, rc.dtype), y(rc.rows * rc.cols, rc.out_dtype);
+      x.fill(rng, -30, 90);  // large values: exp without the max would overflow
+      run(p, g, {&x, &y});
+      const auto got = y.read();
+      const auto want = host_log_softmax(x.values, rc.rows, rc.cols);
+      for (size_t i = 0; i < got.size(); ++i) {
+        // fp32 rounding of values up to ~|x| + log(cols), then the output's rounding.
+        const double tol = roundoff(rc.out_dtype) * std::abs(want[i]) +
+                           1e-6 * (std::abs(double(x.values[i])) + std::abs(want[i]) + 1);
+        if (std::abs(got[i] - want[i]) > tol) {
+          CAPTURE(i, got[i], want[i], tol);
+          FAIL("log softmax out of tolerance");
+        }
+      }
+    }
+}
+
+TEST_CASE("ops kernels: softmax and log softmax gradients match double precision") {
+  std::mt19937 rng(22);
+  for (auto g : kGenerations)
+    for (bool log : {false, true})
+      for (const RowCase &rc : kRowCases) {
+        CAPTURE(g, log, rc.rows, rc.cols, isa::dtype_name(rc.dtype), isa::dtype_name(rc.out_dtype));
+        const uint64_t rows = rc.rows, cols = rc.cols;
+        const isa::Program p = test::built(
+            build_softmax_backward(rows, cols, log, rc.dtype, rc.out_dtype, test::build_target(g)));
+        // y: a real forward output (softmax or log softmax of random logits), in the dtype.
+        Tensor logits(rows * cols, DType::kF32), y(rows * cols, rc.dtype),
+            grad(rows * cols, rc.dtype), result(rows * cols, rc.out_dtype);
+        logits.fill(rng, -4, 4);
+        grad.fill(rng, -1, 1);
+        const auto ls = host_log_softmax(logits.values, rows, cols);
+        for (size_t i = 0; i < ls.size(); ++i) y.values[i] = float(log ? ls[i] : std::exp(ls[i]));
+        isa::store_f32(y.dtype, y.values.data(), y.buffer.bytes.data(), y.values.size());
+        y.values = y.read();
+        run(p, g, {&grad, &y, &result});
+        const auto got = result.read();
+        for (uint64_t r = 0; r < rows; ++r) {
+          const float *gr = grad.values.data() + r * cols, *yr = y.values.data() + r * cols;
+          double sum = 0, magnitude = 0;
+          for (uint64_t i = 0; i < cols; ++i) {
+            const double term = log ? double(gr[i]) : double(gr[i]) * yr[i];
+            sum += term;
+            magnitude += std::abs(term);
+          }
+          for (uint64_t i = 0; i < cols; ++i) {
+            const double want = log ? gr[i] - std::exp(double(yr[i])) * sum : yr[i] * (gr[i] - sum);
+            const double weight = log ? std::exp(double(yr[i])) : std::abs(double(yr[i]));
+            const double scale = std::abs(double(gr[i])) * (log ? 1 : weight) + weight * magnitude;
+            // fp32 sums over the row (and exp), then the output's rounding.
+            const double tol = roundoff(rc.out_dtype) * std::abs(want) +
+                               8 * std::ldexp(1.0, -24) * double(cols + 8) * scale + 1e-30;
+            const double v = got[r * cols + i];
+            if (std::abs(v - want) > tol) {
+              CAPTURE(r, i, v, want, tol);
+              FAIL("softmax gradient out of tolerance");
+            }
+          }
+        }
+      }
+}
+
+TEST_CASE("ops kernels: the row kernels refuse rows wider than SBUF holds, and empty shapes") {
+  const auto target = test::build_target(TRN_GENERATION_TRN1);
+  const std::pair<kbuild::Built, const char *> results[] = {
+      {build_log_softmax(4, 70000, DType::kF32, DType::kF32, target), "at most"},
+      {build_softmax_backward(4, 70000, true, DType::kF32, DType::kF32, target), "at most"},
+      {build_log_softmax(0, 4, DType::kF32, DType::kF32, target), "empty"},
+  };
+  for (const auto &[r, why] : results) {
+    REQUIRE(std::holds_alternative<std::string>(r));
+    CHECK_THAT(std::get<std::string>(r), Catch::Contains(why));
+  }
 }
