@@ -1,7 +1,8 @@
 // The op library's kernels, run on simulated cores of trn1 and trn2 and compared with
 // double-precision host arithmetic over awkward shapes (1, 127, 129, 4097: no multiples of the
 // 128-partition tiles): general matmul (transposes, batches, bias, launch-time alpha and beta),
-// row log softmax and the softmax gradients.
+// row log softmax and the softmax gradients, layer and RMS norm with their statistics and
+// their gradients.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -10,6 +11,8 @@
 
 #include "ops/kernels/log_softmax.hpp"
 #include "ops/kernels/matmul.hpp"
+#include "ops/kernels/norm_grad.hpp"
+#include "ops/kernels/norm_stats.hpp"
 #include "ops/kernels/softmax_grad.hpp"
 #include "support/kbuild_helpers.hpp"
 
@@ -316,5 +319,194 @@ TEST_CASE("ops kernels: the row kernels refuse rows wider than SBUF holds, and e
   for (const auto &[r, why] : results) {
     REQUIRE(std::holds_alternative<std::string>(r));
     CHECK_THAT(std::get<std::string>(r), Catch::Contains(why));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layer and RMS norm with statistics, and their gradients
+
+namespace {
+
+struct NormCase {
+  uint64_t rows, cols;
+  DType dtype, out_dtype;
+  bool affine;
+};
+
+const NormCase kNormCases[] = {
+    {1, 1, DType::kF32, DType::kF32, true},       {127, 4097, DType::kF32, DType::kF32, true},
+    {129, 129, DType::kBf16, DType::kBf16, true}, {300, 1000, DType::kBf16, DType::kF32, false},
+    {130, 77, DType::kF16, DType::kF32, true},    {4097, 33, DType::kBf16, DType::kF32, true},
+};
+
+const char *kind_name(NormKind k) {
+  return k == NormKind::kLayer ? "layer" : "rms";
+}
+
+constexpr double kU = 1.0 / (1 << 24);  // fp32's unit roundoff
+
+// Per-row statistics in double: mean (0 for RMS norm) and rstd.
+void host_stats(NormKind kind, const std::vector<float> &x, uint64_t rows, uint64_t cols, float eps,
+                std::vector<double> &mean, std::vector<double> &rstd) {
+  mean.assign(rows, 0);
+  rstd.assign(rows, 0);
+  for (uint64_t r = 0; r < rows; ++r) {
+    const float *row = x.data() + r * cols;
+    double mu = 0, sq = 0;
+    if (kind == NormKind::kLayer) {
+      for (uint64_t i = 0; i < cols; ++i) mu += row[i];
+      mu /= double(cols);
+    }
+    for (uint64_t i = 0; i < cols; ++i) sq += (row[i] - mu) * (row[i] - mu);
+    mean[r] = mu;
+    rstd[r] = 1 / std::sqrt(sq / double(cols) + eps);
+  }
+}
+
+void require_near(double got, double want, double tol, const char *what, uint64_t i) {
+  if (std::abs(got - want) > tol) {
+    CAPTURE(what, i, got, want, tol);
+    FAIL("out of tolerance");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ops kernels: layer and RMS norm write y, mean and rstd matching double precision") {
+  std::mt19937 rng(31);
+  const float eps = 1e-5f;
+  for (auto g : kGenerations)
+    for (NormKind kind : {NormKind::kLayer, NormKind::kRms})
+      for (const NormCase &nc : kNormCases) {
+        CAPTURE(g, kind_name(kind), nc.rows, nc.cols, isa::dtype_name(nc.dtype),
+                isa::dtype_name(nc.out_dtype), nc.affine);
+        const bool layer = kind == NormKind::kLayer;
+        NormStatsConfig c{kind,         nc.rows, nc.cols,   nc.dtype,
+                          nc.out_dtype, eps,     nc.affine, test::build_target(g)};
+        const isa::Program p = test::built(build_norm_forward(c));
+        const uint64_t rows = nc.rows, cols = nc.cols;
+        Tensor x(rows * cols, nc.dtype), gamma(cols, nc.dtype), beta(cols, nc.dtype),
+            y(rows * cols, nc.out_dtype), mean(rows, DType::kF32), rstd(rows, DType::kF32);
+        x.fill(rng, -2, 4);  // a mean away from zero
+        gamma.fill(rng, -2, 2);
+        beta.fill(rng, -1, 1);
+        std::vector<Arg> args = {&x};
+        if (nc.affine) args.push_back(&gamma);
+        if (nc.affine && layer) args.push_back(&beta);
+        args.push_back(&y);
+        if (layer) args.push_back(&mean);
+        args.push_back(&rstd);
+        run(p, g, args);
+        std::vector<double> want_mean, want_rstd;
+        host_stats(kind, x.values, rows, cols, eps, want_mean, want_rstd);
+        const auto got_y = y.read(), got_mean = mean.read(), got_rstd = rstd.read();
+        for (uint64_t r = 0; r < rows; ++r) {
+          double mean_abs = 0;
+          for (uint64_t i = 0; i < cols; ++i) mean_abs += std::abs(x.values[r * cols + i]);
+          mean_abs /= double(cols);
+          // fp32 sums over the row.
+          const double tol_mean = 4 * kU * double(cols + 4) * mean_abs;
+          const double rel_rstd = 8 * kU * double(cols + 8);
+          if (layer) require_near(got_mean[r], want_mean[r], tol_mean, "mean", r);
+          require_near(got_rstd[r], want_rstd[r], rel_rstd * want_rstd[r], "rstd", r);
+          for (uint64_t i = 0; i < cols; ++i) {
+            const double xv = x.values[r * cols + i], xhat = (xv - want_mean[r]) * want_rstd[r];
+            const double gm = nc.affine ? gamma.values[i] : 1,
+                         bt = nc.affine && layer ? beta.values[i] : 0;
+            const double want = xhat * gm + bt;
+            const double tol =
+                roundoff(nc.out_dtype) * std::abs(want) +
+                (rel_rstd * std::abs(xhat) + (4 * kU * std::abs(xv) + tol_mean) * want_rstd[r]) *
+                    std::abs(gm) +
+                8 * kU * (std::abs(xhat * gm) + std::abs(bt)) + 1e-30;
+            require_near(got_y[r * cols + i], want, tol, "y", r * cols + i);
+          }
+        }
+      }
+}
+
+TEST_CASE("ops kernels: layer and RMS norm gradients match double precision") {
+  std::mt19937 rng(32);
+  for (auto g : kGenerations)
+    for (NormKind kind : {NormKind::kLayer, NormKind::kRms})
+      for (const NormCase &nc : kNormCases) {
+        CAPTURE(g, kind_name(kind), nc.rows, nc.cols, isa::dtype_name(nc.dtype),
+                isa::dtype_name(nc.out_dtype), nc.affine);
+        const bool layer = kind == NormKind::kLayer;
+        NormGradConfig c{
+            kind, nc.rows, nc.cols, nc.dtype, nc.out_dtype, nc.affine, test::build_target(g)};
+        const isa::Program p = test::built(build_norm_backward(c));
+        const uint64_t rows = nc.rows, cols = nc.cols;
+        Tensor grad(rows * cols, nc.dtype), x(rows * cols, nc.dtype), gamma(cols, nc.dtype),
+            mean(rows, DType::kF32), rstd(rows, DType::kF32), grad_x(rows * cols, nc.out_dtype),
+            grad_gamma(cols, DType::kF32), grad_beta(cols, DType::kF32);
+        grad.fill(rng, -1, 1);
+        x.fill(rng, -2, 4);
+        gamma.fill(rng, -2, 2);
+        // The statistics as the forward pass would write them (f32); the reference uses them too.
+        std::vector<double> mu, rs;
+        host_stats(kind, x.values, rows, cols, 1e-5f, mu, rs);
+        for (uint64_t r = 0; r < rows; ++r)
+          mean.values[r] = float(mu[r]), rstd.values[r] = float(rs[r]);
+        for (Tensor *t : {&mean, &rstd})
+          isa::store_f32(DType::kF32, t->values.data(), t->buffer.bytes.data(), rows);
+        std::vector<Arg> args = {&grad, &x};
+        if (layer) args.push_back(&mean);
+        args.push_back(&rstd);
+        if (nc.affine) args.push_back(&gamma);
+        args.push_back(&grad_x);
+        if (nc.affine) args.push_back(&grad_gamma);
+        if (nc.affine && layer) args.push_back(&grad_beta);
+        run(p, g, args);
+        const auto got = grad_x.read(), got_gamma = grad_gamma.read(), got_beta = grad_beta.read();
+        std::vector<double> sum_gx(cols, 0), abs_gx(cols, 0), sum_g(cols, 0), abs_g(cols, 0);
+        for (uint64_t r = 0; r < rows; ++r) {
+          const double m = layer ? mean.values[r] : 0, s = rstd.values[r];
+          std::vector<double> xhat(cols), gg(cols);
+          double mean_gg = 0, mean_ggx = 0, abs_gg = 0, abs_ggx = 0;
+          for (uint64_t i = 0; i < cols; ++i) {
+            const double gv = grad.values[r * cols + i];
+            xhat[i] = (x.values[r * cols + i] - m) * s;
+            gg[i] = gv * (nc.affine ? gamma.values[i] : 1);
+            mean_gg += gg[i];
+            mean_ggx += gg[i] * xhat[i];
+            abs_gg += std::abs(gg[i]);
+            abs_ggx += std::abs(gg[i] * xhat[i]);
+            sum_gx[i] += gv * xhat[i];
+            abs_gx[i] += std::abs(gv * xhat[i]);
+            sum_g[i] += gv;
+            abs_g[i] += std::abs(gv);
+          }
+          mean_gg /= double(cols), mean_ggx /= double(cols);
+          abs_gg /= double(cols), abs_ggx /= double(cols);
+          for (uint64_t i = 0; i < cols; ++i) {
+            const double want = s * (gg[i] - (layer ? mean_gg : 0) - xhat[i] * mean_ggx);
+            const double scale = s * (std::abs(gg[i]) + abs_gg + std::abs(xhat[i]) * abs_ggx) + 0.0;
+            const double tol =
+                roundoff(nc.out_dtype) * std::abs(want) + 8 * kU * double(cols + 8) * scale + 1e-30;
+            require_near(got[r * cols + i], want, tol, "grad_x", r * cols + i);
+          }
+        }
+        if (!nc.affine) continue;
+        for (uint64_t i = 0; i < cols; ++i) {
+          require_near(got_gamma[i], sum_gx[i], 8 * kU * double(rows + 8) * abs_gx[i] + 1e-30,
+                       "grad_gamma", i);
+          if (layer)
+            require_near(got_beta[i], sum_g[i], 8 * kU * double(rows + 8) * abs_g[i] + 1e-30,
+                         "grad_beta", i);
+        }
+      }
+}
+
+TEST_CASE("ops kernels: the norm kernels refuse rows wider than SBUF holds") {
+  for (NormKind kind : {NormKind::kLayer, NormKind::kRms}) {
+    NormStatsConfig f{kind,        4,     60000, DType::kF32,
+                      DType::kF32, 1e-5f, true,  test::build_target(TRN_GENERATION_TRN1)};
+    NormGradConfig b{
+        kind, 4, 60000, DType::kF32, DType::kF32, true, test::build_target(TRN_GENERATION_TRN1)};
+    for (auto r : {build_norm_forward(f), build_norm_backward(b)}) {
+      REQUIRE(std::holds_alternative<std::string>(r));
+      CHECK_THAT(std::get<std::string>(r), Catch::Contains("at most"));
+    }
   }
 }

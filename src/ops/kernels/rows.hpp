@@ -12,6 +12,7 @@
 
 #include "kbuild/build_target.hpp"
 #include "kbuild/kernels/tiling.hpp"
+#include "kbuild/tile.hpp"
 
 namespace trn::ops::kernels {
 
@@ -28,6 +29,12 @@ inline uint64_t row_blocks(uint64_t rows) {
 inline RowBlock row_block(uint64_t rows, uint64_t t) {
   const uint64_t r0 = t * kbuild::kRowTile;
   return {r0, static_cast<uint32_t>(std::min<uint64_t>(kbuild::kRowTile, rows - r0))};
+}
+
+// Elements [r0, r0 + p) of a vector argument ([n]), as the column DMA of a [p, 1] tile: one value
+// per row, for the per-row statistics.
+inline kbuild::HbmView rows_of(const kbuild::HbmTensor &vector, const RowBlock &rb) {
+  return vector.as_matrix(vector.shape()[0], 1).row_slice(rb.r0, rb.p);
 }
 
 // Why rows of `cols` columns do not fit, when the tiles of the two row tiles in flight take
