@@ -62,11 +62,20 @@ std::variant<isa::Program, std::string> build_matmul(const MatmulOpConfig &c) {
   if (auto e = check(c)) return *e;
   const DType in = c.in_dtype;
   const uint64_t sbuf = c.target.sbuf_bytes();
-  // A quarter of SBUF stays for streamed operand tiles and the epilogue; the rest holds what can
-  // stay resident: two panels of op(A)^T (this output row tile's and the next one's, which loads
-  // meanwhile), then op(B) (two when each batch has its own), so that neither is loaded (or
-  // transposed) again for every tile of the other. What does not fit is streamed.
-  const uint64_t for_panels = sbuf - sbuf / 4;
+  // Output rows are staged in SBUF across a window of columns and stored in one transfer per
+  // window: the builder splits it by partitions, so its parts (and the next row tile's store)
+  // write disjoint HBM rows. Stores of neighbouring 512-column blocks of the same rows would
+  // overlap in their bounding byte ranges and be ordered one after another.
+  const uint32_t out_size = isa::dtype_size(c.out_dtype);
+  const auto stage_cols =
+      static_cast<uint32_t>(std::max<uint64_t>(kTileN, sbuf / 16 / out_size / kTileN * kTileN));
+  // A quarter of SBUF and two staging windows stay for streamed operand tiles and the epilogue;
+  // the rest holds what can stay resident: two panels of op(A)^T (this output row tile's and the
+  // next one's, which loads meanwhile), then op(B) (two when each batch has its own), so that
+  // neither is loaded (or transposed) again for every tile of the other. What does not fit is
+  // streamed.
+  const uint64_t reserved = sbuf / 4 + 2ull * stage_cols * out_size;
+  const uint64_t for_panels = sbuf > reserved ? sbuf - reserved : 0;
   const uint64_t a_bytes = 2 * OperandPanel::resident_bytes(in, c.k, kTileM);
   const bool a_resident = a_bytes <= for_panels / 2;
   const uint64_t b_bytes = OperandPanel::resident_bytes(in, c.k, static_cast<uint32_t>(c.n)) *
@@ -118,10 +127,10 @@ std::variant<isa::Program, std::string> build_matmul(const MatmulOpConfig &c) {
                        !c.trans_a);
         });
   };
-  // out = alpha * sum (+ beta * bias), rounded once to the output dtype at the end.
-  auto epilogue = [&](const Tile &sum, uint64_t bb, uint64_t m0, uint64_t n0) {
+  // result = alpha * sum (+ beta * bias) for output rows [m0, ...) and columns [n0, ...), rounded
+  // once to the output dtype at the end.
+  auto epilogue = [&](const Tile &result, const Tile &sum, uint64_t m0, uint64_t n0) {
     const uint32_t rows = sum.partitions(), cols = static_cast<uint32_t>(sum.free_size());
-    const Tile result = kb.sbuf(c.out_dtype, rows, {cols}, "out");
     if (c.bias == MatmulBias::kNone) {
       kb.tensor_scalar(result, sum, AluOp::kMultiply, alpha);
     } else {
@@ -135,9 +144,9 @@ std::variant<isa::Program, std::string> build_matmul(const MatmulOpConfig &c) {
       kb.tensor_scalar(scaled, sum, AluOp::kMultiply, alpha);
       kb.tensor_tensor(result, scaled, scaled_bias, AluOp::kAdd);
     }
-    kb.store(out.tile(bb * m + m0, rows, n0, cols), result);
   };
 
+  const uint64_t k_tiles = (k + kbuild::kRowTile - 1) / kbuild::kRowTile;
   struct RowTile {
     uint64_t m0;
     uint32_t rows;
@@ -158,14 +167,18 @@ std::variant<isa::Program, std::string> build_matmul(const MatmulOpConfig &c) {
                         return RowTile{m0, rows, a_panel(bb, m0, rows)};
                       },
                       [&](const RowTile &r) {
-                        kbuild::for_col_chunks(n, kTileN, [&](uint64_t n0, uint32_t cols) {
-                          const Tile sum = acc.next().partition_slice(0, r.rows).cols(0, cols);
-                          const uint64_t k_tiles = (k + kbuild::kRowTile - 1) / kbuild::kRowTile;
-                          for (uint64_t kt = 0; kt < k_tiles; ++kt)
-                            kb.matmul(sum, r.a.tile(kt, 0, r.rows),
-                                      bp.tile(kt, static_cast<uint32_t>(n0), cols),
-                                      /*accumulate=*/kt != 0);
-                          epilogue(sum, bb, r.m0, n0);
+                        kbuild::for_col_chunks(n, stage_cols, [&](uint64_t w0, uint32_t width) {
+                          const Tile staged = kb.sbuf(c.out_dtype, r.rows, {width}, "out");
+                          kbuild::for_col_chunks(width, kTileN, [&](uint64_t off, uint32_t cols) {
+                            const Tile sum = acc.next().partition_slice(0, r.rows).cols(0, cols);
+                            for (uint64_t kt = 0; kt < k_tiles; ++kt)
+                              kb.matmul(sum, r.a.tile(kt, 0, r.rows),
+                                        bp.tile(kt, static_cast<uint32_t>(w0 + off), cols),
+                                        /*accumulate=*/kt != 0);
+                            epilogue(staged.cols(static_cast<uint32_t>(off), cols), sum, r.m0,
+                                     w0 + off);
+                          });
+                          kb.store(out.tile(bb * m + r.m0, r.rows, w0, width), staged);
                         });
                       });
   }

@@ -28,12 +28,14 @@ OperandPanel::OperandPanel(kbuild::KernelBuilder &kb, isa::DType dtype, uint64_t
   whole_ = kb.sbuf(dtype, static_cast<uint32_t>(std::min<uint64_t>(kRowTile, k)),
                    {static_cast<uint32_t>(tiles * width)}, "panel");
   if (!whole_.valid()) return;
-  for (uint64_t kt = 0; kt < tiles; ++kt)
-    kbuild::for_col_chunks(width, kFillColumns, [&](uint64_t c0, uint32_t cols) {
+  // Column block by column block, all of K for each: the first matmuls need every K tile of the
+  // first columns, not the first K tile of every column.
+  kbuild::for_col_chunks(width, kFillColumns, [&](uint64_t c0, uint32_t cols) {
+    for (uint64_t kt = 0; kt < tiles; ++kt)
       fill_(
           whole_.partition_slice(0, k_rows(kt)).cols(static_cast<uint32_t>(kt * width + c0), cols),
           kt, c0);
-    });
+  });
 }
 
 uint32_t OperandPanel::k_rows(uint64_t kt) const {
