@@ -157,7 +157,7 @@ std::variant<isa::Program, std::string> build_matmul(const MatmulOpConfig &c) {
   for (uint64_t bb = 0; bb < c.batch; ++bb) {
     std::optional<OperandPanel> own_b;
     if (c.b_batched) own_b.emplace(b_panel(bb));
-    const OperandPanel &bp = own_b ? *own_b : *shared_b;
+    OperandPanel &bp = own_b ? *own_b : *shared_b;
     // The next row tile's op(A)^T panel is emitted before this one's matmuls, so its loads and
     // transposes are not queued behind this tile's epilogue.
     kbuild::pipelined((m + kTileM - 1) / kTileM,
@@ -166,7 +166,7 @@ std::variant<isa::Program, std::string> build_matmul(const MatmulOpConfig &c) {
                         const auto rows = static_cast<uint32_t>(std::min<uint64_t>(kTileM, m - m0));
                         return RowTile{m0, rows, a_panel(bb, m0, rows)};
                       },
-                      [&](const RowTile &r) {
+                      [&](RowTile &r) {
                         kbuild::for_col_chunks(n, stage_cols, [&](uint64_t w0, uint32_t width) {
                           const Tile staged = kb.sbuf(c.out_dtype, r.rows, {width}, "out");
                           kbuild::for_col_chunks(width, kTileN, [&](uint64_t off, uint32_t cols) {

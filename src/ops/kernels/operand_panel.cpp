@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kbuild/kernels/tiling.hpp"
+#include "kbuild/kernels/tiling.hpp"  // kRowTile
 
 namespace trn::ops::kernels {
 
@@ -24,28 +24,28 @@ OperandPanel::OperandPanel(kbuild::KernelBuilder &kb, isa::DType dtype, uint64_t
                            bool resident, Fill fill)
     : kb_(&kb), dtype_(dtype), k_(k), width_(width), fill_(std::move(fill)) {
   if (!resident) return;
-  const uint64_t tiles = k_tiles(k);
   whole_ = kb.sbuf(dtype, static_cast<uint32_t>(std::min<uint64_t>(kRowTile, k)),
-                   {static_cast<uint32_t>(tiles * width)}, "panel");
-  if (!whole_.valid()) return;
-  // Column block by column block, all of K for each: the first matmuls need every K tile of the
-  // first columns, not the first K tile of every column.
-  kbuild::for_col_chunks(width, kFillColumns, [&](uint64_t c0, uint32_t cols) {
-    for (uint64_t kt = 0; kt < tiles; ++kt)
-      fill_(
-          whole_.partition_slice(0, k_rows(kt)).cols(static_cast<uint32_t>(kt * width + c0), cols),
-          kt, c0);
-  });
+                   {static_cast<uint32_t>(k_tiles(k) * width)}, "panel");
+  filled_.assign((width + kFillColumns - 1) / kFillColumns, false);
 }
 
 uint32_t OperandPanel::k_rows(uint64_t kt) const {
   return static_cast<uint32_t>(std::min<uint64_t>(kRowTile, k_ - kt * kRowTile));
 }
 
-Tile OperandPanel::tile(uint64_t kt, uint32_t col0, uint32_t cols) const {
-  if (whole_.valid())
+Tile OperandPanel::tile(uint64_t kt, uint32_t col0, uint32_t cols) {
+  if (whole_.valid()) {
+    const uint32_t block = col0 / kFillColumns;
+    if (!filled_[block]) {
+      const uint32_t c0 = block * kFillColumns, n = std::min(kFillColumns, width_ - c0);
+      for (uint64_t t = 0; t < k_tiles(k_); ++t)
+        fill_(whole_.partition_slice(0, k_rows(t)).cols(static_cast<uint32_t>(t * width_ + c0), n),
+              t, c0);
+      filled_[block] = true;
+    }
     return whole_.partition_slice(0, k_rows(kt))
         .cols(static_cast<uint32_t>(kt * width_ + col0), cols);
+  }
   const Tile t = kb_->sbuf(dtype_, k_rows(kt), {cols}, "operand");
   if (t.valid()) fill_(t, kt, col0);
   return t;

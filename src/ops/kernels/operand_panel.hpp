@@ -1,12 +1,16 @@
 // One matmul operand as the tensor engine takes it: K along partitions, in tiles of up to 128
-// rows of K, each `width` columns wide. A panel is either resident (filled once, whole, and read
-// by every matmul that needs it) or streamed (each tile filled into a fresh SBUF tile when it is
-// asked for; the builder's next-fit placement rotates those, so the next tile's load overlaps
-// this one's matmuls). The caller decides which from the SBUF the resident copy would take.
+// rows of K, each `width` columns wide. A panel is either resident (each 512-column block filled,
+// for all of K, when it is first asked for, and read from there by every later matmul) or
+// streamed (each tile filled into a fresh SBUF tile when it is asked for; the builder's next-fit
+// placement rotates those, so the next tile's load overlaps this one's matmuls). Filling on first
+// use keeps the loads in the order the matmuls need them: a whole panel loaded up front would
+// queue ahead of the other operand's first tiles. The caller decides which from the SBUF the
+// resident copy would take.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "kbuild/kernel_builder.hpp"
 
@@ -22,8 +26,9 @@ class OperandPanel {
 
   // The rows of K in tile kt (128, or what is left at the end).
   uint32_t k_rows(uint64_t kt) const;
-  // Columns [col0, col0 + cols) of K tile kt, ready for a matmul.
-  kbuild::Tile tile(uint64_t kt, uint32_t col0, uint32_t cols) const;
+  // Columns [col0, col0 + cols) of K tile kt, ready for a matmul; they lie in one block of 512
+  // columns (col0 / 512 == (col0 + cols - 1) / 512).
+  kbuild::Tile tile(uint64_t kt, uint32_t col0, uint32_t cols);
 
   // SBUF bytes per partition a resident panel of this shape takes.
   static uint64_t resident_bytes(isa::DType dtype, uint64_t k, uint32_t width);
@@ -34,7 +39,8 @@ class OperandPanel {
   uint64_t k_;
   uint32_t width_;
   Fill fill_;
-  kbuild::Tile whole_;  // resident panels: every K tile side by side
+  kbuild::Tile whole_;        // resident panels: every K tile side by side
+  std::vector<bool> filled_;  // resident panels: which 512-column blocks are loaded
 };
 
 }  // namespace trn::ops::kernels
