@@ -33,6 +33,8 @@ std::optional<std::string> check(const MatmulOpConfig &c) {
   if (!c.m || !c.n || !c.k || !c.batch)
     return fmt::format("matmul: the shape batch {} of [{}, {}] @ [{}, {}] is empty", c.batch, c.m,
                        c.k, c.k, c.n);
+  if (c.m > UINT32_MAX || c.n > UINT32_MAX)
+    return fmt::format("matmul: M = {} or N = {} is 2^32 or more", c.m, c.n);
   if (c.in_dtype != DType::kF32 && c.in_dtype != DType::kBf16 && c.in_dtype != DType::kF16)
     return fmt::format("matmul: inputs of {}; f32, bf16 and f16 are supported",
                        isa::dtype_name(c.in_dtype));
@@ -80,9 +82,7 @@ std::variant<isa::Program, std::string> build_matmul(const MatmulOpConfig &c) {
   const bool a_resident = a_bytes <= for_panels / 2;
   const uint64_t b_bytes = OperandPanel::resident_bytes(in, c.k, static_cast<uint32_t>(c.n)) *
                            (c.b_batched && c.batch > 1 ? 2 : 1);
-  const bool b_resident = c.n <= UINT32_MAX && b_bytes <= for_panels - (a_resident ? a_bytes : 0);
-  if (c.n > UINT32_MAX || c.m > UINT32_MAX)
-    return fmt::format("matmul: M = {} or N = {} is beyond 2^32", c.m, c.n);
+  const bool b_resident = b_bytes <= for_panels - (a_resident ? a_bytes : 0);
 
   KernelBuilder kb(kernel_name(c), c.target);
   const uint64_t m = c.m, n = c.n, k = c.k;
@@ -158,13 +158,15 @@ std::variant<isa::Program, std::string> build_matmul(const MatmulOpConfig &c) {
     std::optional<OperandPanel> own_b;
     if (c.b_batched) own_b.emplace(b_panel(bb));
     OperandPanel &bp = own_b ? *own_b : *shared_b;
-    // The next row tile's op(A)^T panel is emitted before this one's matmuls, so its loads and
-    // transposes are not queued behind this tile's epilogue.
+    // The next row tile's op(A)^T panel is loaded (prefetched) before this one's matmuls are
+    // emitted, so its loads and transposes are not queued behind this tile's epilogue.
     kbuild::pipelined((m + kTileM - 1) / kTileM,
                       [&](uint64_t t) {
                         const uint64_t m0 = t * kTileM;
                         const auto rows = static_cast<uint32_t>(std::min<uint64_t>(kTileM, m - m0));
-                        return RowTile{m0, rows, a_panel(bb, m0, rows)};
+                        RowTile r{m0, rows, a_panel(bb, m0, rows)};
+                        r.a.prefetch();
+                        return r;
                       },
                       [&](RowTile &r) {
                         kbuild::for_col_chunks(n, stage_cols, [&](uint64_t w0, uint32_t width) {

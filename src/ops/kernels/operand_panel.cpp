@@ -35,20 +35,27 @@ uint32_t OperandPanel::k_rows(uint64_t kt) const {
 
 Tile OperandPanel::tile(uint64_t kt, uint32_t col0, uint32_t cols) {
   if (whole_.valid()) {
-    const uint32_t block = col0 / kFillColumns;
-    if (!filled_[block]) {
-      const uint32_t c0 = block * kFillColumns, n = std::min(kFillColumns, width_ - c0);
-      for (uint64_t t = 0; t < k_tiles(k_); ++t)
-        fill_(whole_.partition_slice(0, k_rows(t)).cols(static_cast<uint32_t>(t * width_ + c0), n),
-              t, c0);
-      filled_[block] = true;
-    }
+    fill_block(col0 / kFillColumns);
     return whole_.partition_slice(0, k_rows(kt))
         .cols(static_cast<uint32_t>(kt * width_ + col0), cols);
   }
   const Tile t = kb_->sbuf(dtype_, k_rows(kt), {cols}, "operand");
   if (t.valid()) fill_(t, kt, col0);
   return t;
+}
+
+void OperandPanel::prefetch() {
+  if (whole_.valid())
+    for (uint32_t block = 0; block < filled_.size(); ++block) fill_block(block);
+}
+
+void OperandPanel::fill_block(uint32_t block) {
+  if (filled_[block]) return;
+  const uint32_t c0 = block * kFillColumns, cols = std::min(kFillColumns, width_ - c0);
+  for (uint64_t kt = 0; kt < k_tiles(k_); ++kt)
+    fill_(whole_.partition_slice(0, k_rows(kt)).cols(static_cast<uint32_t>(kt * width_ + c0), cols),
+          kt, c0);
+  filled_[block] = true;
 }
 
 uint64_t OperandPanel::resident_bytes(isa::DType dtype, uint64_t k, uint32_t width) {

@@ -30,10 +30,15 @@ class OperandPanel {
   // columns (col0 / 512 == (col0 + cols - 1) / 512).
   kbuild::Tile tile(uint64_t kt, uint32_t col0, uint32_t cols);
 
+  // Fills every block of a resident panel now (a streamed one fills nothing ahead).
+  void prefetch();
+
   // SBUF bytes per partition a resident panel of this shape takes.
   static uint64_t resident_bytes(isa::DType dtype, uint64_t k, uint32_t width);
 
  private:
+  void fill_block(uint32_t block);
+
   kbuild::KernelBuilder *kb_;
   isa::DType dtype_;
   uint64_t k_;
