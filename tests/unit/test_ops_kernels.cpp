@@ -155,7 +155,12 @@ TEST_CASE("ops kernels: general matmul matches double precision over awkward sha
       {64, 1000, 300, 2, true, false, false, DType::kF16, DType::kF32, B::kRow, DType::kF32},
       {4097, 1, 129, 1, false, true, true, DType::kF32, DType::kF32, B::kNone, DType::kF32},
       {1, 4097, 129, 1, true, false, true, DType::kBf16, DType::kF16, B::kRow, DType::kF16},
-      // Small SBUF: neither operand fits resident, both stream (and are transposed) per tile.
+      // Smaller SBUF: op(A)^T stays resident and B streams (transposed per tile), then the other
+      // way round, then neither fits resident and both stream (and are transposed) per tile.
+      {130, 1500, 1000, 1, false, true, true, DType::kF32, DType::kF32, B::kRow, DType::kF32,
+       60000},
+      {300, 100, 2600, 2, true, false, true, DType::kF32, DType::kF32, B::kNone, DType::kF32,
+       60000},
       {200, 700, 2000, 2, false, true, false, DType::kF32, DType::kBf16, B::kMatrix, DType::kF32,
        40000},
   };
