@@ -157,6 +157,9 @@ typedef enum trn_struct_type {
   TRN_STRUCT_PROFILE_SUMMARY = 15,
   TRN_STRUCT_PROGRAM_TENSOR = 16,     /**< since 0.3 */
   TRN_STRUCT_PROGRAM_PROPERTIES = 17, /**< since 0.3 */
+  TRN_STRUCT_OPS_CONFIG = 18,         /**< trn_ops.h */
+  TRN_STRUCT_OPS_CACHE_STATS = 19,    /**< trn_ops.h */
+  TRN_STRUCT_OPS_FALLBACK = 20,       /**< trn_ops.h */
   TRN_STRUCT_FORCE_INT32 = 0x7fffffff
 } trn_struct_type_t;
 
@@ -921,6 +924,9 @@ typedef enum trn_dtype {
   TRN_DTYPE_I16 = 7,
   TRN_DTYPE_I8 = 8,
   TRN_DTYPE_U8 = 9,
+  /* Host-only types (no kernel takes them; trn_ops.h runs their ops on the host). Since 0.3. */
+  TRN_DTYPE_F64 = 64,
+  TRN_DTYPE_I64 = 65,
   TRN_DTYPE_FORCE_INT32 = 0x7fffffff
 } trn_dtype_t;
 
@@ -956,10 +962,10 @@ typedef enum trn_engine {
 
 /**
  * "f32", "bf16", "f16", "fp8e4m3", "fp8e5m2", "i32", "i16", "i8", "u8" (the names the assembly
- * and trn-run use); "unknown" for a value not in the enum. Static storage. Since 0.2.
+ * and trn-run use), "f64", "i64"; "unknown" for a value not in the enum. Static storage. Since 0.2.
  */
 TRN_API const char *trn_dtype_name(trn_dtype_t dtype);
-/** Bytes per element (4, 2, 2, 1, 1, 4, 2, 1, 1); 0 for a value not in the enum. Since 0.2. */
+/** Bytes per element (4, 2, 2, 1, 1, 4, 2, 1, 1, 8, 8); 0 for a value not in the enum. Since 0.2. */
 TRN_API uint32_t trn_dtype_size(trn_dtype_t dtype);
 /**
  * "tensor", "vector", "scalar", "gpsimd", "sync"; "unknown" for a value not in the enum.

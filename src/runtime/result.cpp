@@ -132,6 +132,8 @@ static_assert(TRN_ENGINE_TENSOR == static_cast<int>(trn::isa::Engine::kTensor) &
               TRN_ENGINE_COUNT == trn::isa::kEngineCount);
 
 TRN_API const char *trn_dtype_name(trn_dtype_t dtype) {
+  if (dtype == TRN_DTYPE_F64) return "f64";
+  if (dtype == TRN_DTYPE_I64) return "i64";
   const auto value = static_cast<uint32_t>(dtype);
   return value > 0 && value < trn::isa::kDTypeCount
              ? trn::isa::dtype_name(static_cast<trn::isa::DType>(value))
@@ -139,6 +141,7 @@ TRN_API const char *trn_dtype_name(trn_dtype_t dtype) {
 }
 
 TRN_API uint32_t trn_dtype_size(trn_dtype_t dtype) {
+  if (dtype == TRN_DTYPE_F64 || dtype == TRN_DTYPE_I64) return 8;
   const auto value = static_cast<uint32_t>(dtype);
   return value > 0 && value < trn::isa::kDTypeCount
              ? trn::isa::dtype_size(static_cast<trn::isa::DType>(value))

@@ -731,13 +731,15 @@ TEST_CASE("data type and engine names and sizes", "[enumeration][names]") {
                 {TRN_DTYPE_I32, "i32", 4},
                 {TRN_DTYPE_I16, "i16", 2},
                 {TRN_DTYPE_I8, "i8", 1},
-                {TRN_DTYPE_U8, "u8", 1}};
+                {TRN_DTYPE_U8, "u8", 1},
+                {TRN_DTYPE_F64, "f64", 8},
+                {TRN_DTYPE_I64, "i64", 8}};
   for (const auto &d : dtypes) {
     INFO(d.name);
     CHECK(std::string(trn_dtype_name(d.dtype)) == d.name);
     CHECK(trn_dtype_size(d.dtype) == d.size);
   }
-  for (int bad : {0, 10, 255, 0x7ffffffe}) {
+  for (int bad : {0, 10, 63, 66, 255, 0x7ffffffe}) {
     INFO("dtype " << bad);
     CHECK(std::string(trn_dtype_name(static_cast<trn_dtype_t>(bad))) == "unknown");
     CHECK(trn_dtype_size(static_cast<trn_dtype_t>(bad)) == 0);
