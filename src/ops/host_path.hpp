@@ -1,0 +1,30 @@
+// Running an op on the host, in queue order: each input's bytes are read out of device memory,
+// the op is computed in float64 (src/ops/host), and the outputs are written back, all as commands
+// of the op's queue, so that the op is ordered with the device ops around it exactly as a kernel
+// would be. The staging buffers live until the last command has run.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ops/host/reference.hpp"
+#include "ops/tensor.hpp"
+
+namespace trn::ops {
+
+using Arrays = std::vector<host::Array>;
+// From the inputs (an absent input is an empty Array) to one Array per present output.
+using HostCompute = std::function<Arrays(const Arrays &inputs)>;
+
+// Queues the op. `inputs` and `outputs` may hold absent tensors. `op` and `signature` name it in
+// messages; `reason` is why it is not on the device (recorded as a fallback unless empty).
+void run_on_host(trn_queue_t queue, const trn_sync_t *sync, const std::string &op,
+                 const std::string &signature, const std::string &reason,
+                 std::vector<Tensor> inputs, std::vector<Tensor> outputs, HostCompute compute);
+
+// Conversions between a tensor's bytes (its span, starting at span_begin) and float64 arrays.
+host::Array gather(const Tensor &t, const std::byte *span);
+void scatter(const host::Array &a, const Tensor &t, std::byte *span);
+
+}  // namespace trn::ops

@@ -1,0 +1,418 @@
+// The elementwise ops of trn_ops.h: unary ops and their backward, binary ops with broadcasting
+// and scalar variants, where, copy/cast, fill and arange. Each is an expression kernel when its
+// tensors allow (docs/ops.md), and the float64 host reference otherwise.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "ops/expression_op.hpp"
+#include "ops/host_path.hpp"
+#include "ops/op_support.hpp"
+
+namespace trn::ops {
+
+namespace {
+
+using isa::ActFunc;
+using isa::AluOp;
+
+const char *const kUnaryNames[] = {"neg",       "abs",  "exp",        "log",   "sqrt",
+                                   "rsqrt",     "tanh", "sigmoid",    "relu",  "gelu",
+                                   "gelu_tanh", "silu", "reciprocal", "square"};
+const char *const kBinaryNames[] = {"add", "sub", "mul", "div", "maximum", "minimum", "pow",
+                                    "eq",  "ne",  "lt",  "le",  "gt",      "ge"};
+
+bool valid_unary(trn_ops_unary_op_t op) {
+  return op >= TRN_OPS_NEG && op <= TRN_OPS_SQUARE;
+}
+bool valid_binary(trn_ops_binary_op_t op) {
+  return op >= TRN_OPS_ADD && op <= TRN_OPS_GE;
+}
+bool is_comparison(trn_ops_binary_op_t op) {
+  return op >= TRN_OPS_EQ;
+}
+
+host::Unary host_unary(trn_ops_unary_op_t op) {
+  return static_cast<host::Unary>(op - TRN_OPS_NEG);
+}
+host::Binary host_binary(trn_ops_binary_op_t op) {
+  return static_cast<host::Binary>(op - TRN_OPS_ADD);
+}
+
+AluOp alu_of(trn_ops_binary_op_t op) {
+  static const AluOp kOps[] = {
+      AluOp::kAdd,       AluOp::kSubtract, AluOp::kMultiply,    AluOp::kDivide,   AluOp::kMax,
+      AluOp::kMin,       AluOp::kPower,    AluOp::kEqual,       AluOp::kNotEqual, AluOp::kLess,
+      AluOp::kLessEqual, AluOp::kGreater,  AluOp::kGreaterEqual};
+  return kOps[op - TRN_OPS_ADD];
+}
+
+// Values the device's fp32 arithmetic holds exactly.
+bool exact_in_f32(trn_dtype_t t) {
+  return dtype_is_float(t) || t == TRN_DTYPE_I16 || t == TRN_DTYPE_I8 || t == TRN_DTYPE_U8;
+}
+
+// Why the device cannot compute this elementwise op, if it cannot.
+std::optional<std::string> elementwise_reason(const std::vector<const Tensor *> &inputs,
+                                              const Tensor &out, bool integer_result) {
+  std::vector<const Tensor *> all = inputs;
+  all.push_back(&out);
+  if (auto r = host_reason(all)) return r;
+  if (!out.contiguous()) return fmt::format("the output {} is not contiguous", out.describe());
+  for (const Tensor *t : inputs)
+    if (!exact_in_f32(t->dtype))
+      return fmt::format("{} holds integers the device's fp32 arithmetic would round",
+                         t->describe());
+  if (!dtype_is_float(out.dtype) && !integer_result)
+    return fmt::format(
+        "an integer result ({}) must be exact; the device computes in fp32 and "
+        "rounds",
+        out.describe());
+  return std::nullopt;
+}
+
+// The common path: validate shapes, pick device or host, queue.
+struct Elementwise {
+  const char *name;
+  std::vector<const Tensor *> inputs;
+  const Tensor *out;
+  bool integer_result = false;  // the result is an exact integer (comparisons)
+  // The steps on the device, returning the result's value (inputs are values 0..n-1).
+  std::function<uint16_t(ExpressionOp &)> device;
+  std::function<host::Array(const Arrays &)> host;
+  std::optional<std::string> not_on_device = std::nullopt;  // a reason of the op's own
+  std::vector<float> scalars = {};
+};
+
+void run_elementwise(trn_queue_t queue, const trn_sync_t *sync, const Elementwise &e) {
+  Shape shape = e.out->shape;
+  for (const Tensor *t : e.inputs) {
+    const Shape b = broadcast_shapes(shape, t->shape, e.name);
+    if (b != e.out->shape)
+      invalid(fmt::format("{}: input {} does not broadcast to the output {}", e.name, t->describe(),
+                          e.out->describe()));
+  }
+  for (const Tensor *t : e.inputs)
+    if (t->device_index != e.out->device_index)
+      invalid(fmt::format("{}: {} is on device {}, the output on device {}", e.name, t->describe(),
+                          t->device_index, e.out->device_index));
+  if (e.out->numel() == 0) return queue_empty_op(queue, sync);
+  std::optional<std::string> reason = e.not_on_device;
+  if (!reason) reason = elementwise_reason(e.inputs, *e.out, e.integer_result);
+  std::optional<ElementwisePlan> plan;
+  if (!reason) {
+    plan = plan_elementwise(e.out->shape, e.inputs);
+    if (!plan) reason = "the inputs broadcast in more than one place";
+  }
+  if (!reason) {
+    ExpressionOp op;
+    op.name = e.name;
+    op.inputs = e.inputs;
+    op.scalars = e.scalars;
+    op.outputs.push_back({e.out, e.device(op)});
+    reason = try_device([&] { launch_expression(queue, sync, op, *plan); });
+  }
+  if (reason) {
+    std::vector<Tensor> in;
+    for (const Tensor *t : e.inputs) in.push_back(*t);
+    const Shape out_shape = e.out->shape;
+    auto host = e.host;
+    run_on_host(queue, sync, e.name, signature_of(e.inputs, {e.out}), *reason, in, {*e.out},
+                [host, out_shape](const Arrays &a) {
+                  return Arrays{host::broadcast_to(host(a), out_shape)};
+                });
+  }
+}
+
+// The unary op's steps on value `x`.
+uint16_t unary_steps(ExpressionOp &op, trn_ops_unary_op_t u, uint16_t x) {
+  switch (u) {
+    case TRN_OPS_NEG: return op.alu_constant(AluOp::kMultiply, x, -1.0f);
+    case TRN_OPS_ABS: return op.alu_constant(AluOp::kAbsMax, x, 0.0f);
+    case TRN_OPS_EXP: return op.act(ActFunc::kExp, x);
+    case TRN_OPS_LOG: return op.act(ActFunc::kLog, x);
+    case TRN_OPS_SQRT: return op.act(ActFunc::kSqrt, x);
+    case TRN_OPS_RSQRT: return op.act(ActFunc::kRsqrt, x);
+    case TRN_OPS_TANH: return op.act(ActFunc::kTanh, x);
+    case TRN_OPS_SIGMOID: return op.act(ActFunc::kSigmoid, x);
+    case TRN_OPS_RELU: return op.act(ActFunc::kRelu, x);
+    case TRN_OPS_GELU: return op.act(ActFunc::kGelu, x);
+    case TRN_OPS_GELU_TANH: return op.act(ActFunc::kGeluTanh, x);
+    case TRN_OPS_SILU: return op.act(ActFunc::kSilu, x);
+    case TRN_OPS_RECIPROCAL: return op.act(ActFunc::kReciprocal, x);
+    default: return op.act(ActFunc::kSquare, x);
+  }
+}
+
+// d op(x)/dx * g, on values g and x; nullopt when the device has no way (gelu's erf).
+std::optional<uint16_t> unary_backward_steps(ExpressionOp &op, trn_ops_unary_op_t u, uint16_t g,
+                                             uint16_t x) {
+  auto mul = [&](uint16_t a, uint16_t b) { return op.alu(AluOp::kMultiply, a, b); };
+  auto scale = [&](uint16_t a, float k) { return op.alu_constant(AluOp::kMultiply, a, k); };
+  auto one_minus = [&](uint16_t a) { return op.alu_constant(AluOp::kSubtract, a, 1.0f, true); };
+  switch (u) {
+    case TRN_OPS_NEG: return scale(g, -1.0f);
+    case TRN_OPS_ABS: {
+      const uint16_t pos = op.alu_constant(AluOp::kGreater, x, 0.0f);
+      const uint16_t neg = op.alu_constant(AluOp::kLess, x, 0.0f);
+      return mul(g, op.alu(AluOp::kSubtract, pos, neg));
+    }
+    case TRN_OPS_EXP: return mul(g, op.act(ActFunc::kExp, x));
+    case TRN_OPS_LOG: return op.alu(AluOp::kDivide, g, x);
+    case TRN_OPS_SQRT: return scale(mul(g, op.act(ActFunc::kRsqrt, x)), 0.5f);
+    case TRN_OPS_RSQRT: {
+      const uint16_t r = op.act(ActFunc::kRsqrt, x);
+      return scale(mul(g, mul(mul(r, r), r)), -0.5f);
+    }
+    case TRN_OPS_TANH: {
+      const uint16_t t = op.act(ActFunc::kTanh, x);
+      return mul(g, one_minus(mul(t, t)));
+    }
+    case TRN_OPS_SIGMOID: {
+      const uint16_t s = op.act(ActFunc::kSigmoid, x);
+      return mul(g, mul(s, one_minus(s)));
+    }
+    case TRN_OPS_RELU: return mul(g, op.alu_constant(AluOp::kGreater, x, 0.0f));
+    case TRN_OPS_SILU: {  // s (1 + x (1 - s))
+      const uint16_t s = op.act(ActFunc::kSigmoid, x);
+      const uint16_t w = op.alu_constant(AluOp::kAdd, mul(x, one_minus(s)), 1.0f);
+      return mul(g, mul(s, w));
+    }
+    case TRN_OPS_GELU_TANH: {  // 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c
+                               // x^3))
+      const float k = 0.7978845608028654f, c = 0.044715f;
+      const uint16_t x2 = mul(x, x);
+      const uint16_t inner = op.alu(AluOp::kAdd, x, scale(mul(x2, x), c));
+      const uint16_t t = op.act(ActFunc::kTanh, scale(inner, k));
+      const uint16_t left = scale(op.alu_constant(AluOp::kAdd, t, 1.0f), 0.5f);
+      const uint16_t slope = op.alu_constant(AluOp::kAdd, scale(x2, 3.0f * c), 1.0f);
+      const uint16_t right = mul(scale(mul(x, one_minus(mul(t, t))), 0.5f * k), slope);
+      return mul(g, op.alu(AluOp::kAdd, left, right));
+    }
+    case TRN_OPS_RECIPROCAL: return scale(op.alu(AluOp::kDivide, g, mul(x, x)), -1.0f);
+    case TRN_OPS_SQUARE: return scale(mul(g, x), 2.0f);
+    default: return std::nullopt;  // gelu (erf form): no erf on the device
+  }
+}
+
+void check_unary(trn_ops_unary_op_t op) {
+  if (!valid_unary(op))
+    fail(TRN_ERROR_INVALID_ENUM,
+         fmt::format("op {} is not a trn_ops_unary_op_t (TRN_OPS_NEG..TRN_OPS_SQUARE)",
+                     static_cast<int>(op)));
+}
+void check_binary(trn_ops_binary_op_t op) {
+  if (!valid_binary(op))
+    fail(TRN_ERROR_INVALID_ENUM,
+         fmt::format("op {} is not a trn_ops_binary_op_t (TRN_OPS_ADD..TRN_OPS_GE)",
+                     static_cast<int>(op)));
+}
+
+// A dtype's exact integers stay exact in fp32 up to 2^24.
+bool exact_integer(double v) {
+  return std::nearbyint(v) == v && std::fabs(v) <= 16777216.0;
+}
+
+}  // namespace
+
+}  // namespace trn::ops
+
+using namespace trn;
+using namespace trn::ops;
+
+extern "C" {
+
+TRN_OPS_API const char *trn_ops_unary_op_name(trn_ops_unary_op_t op) {
+  return valid_unary(op) ? kUnaryNames[op - TRN_OPS_NEG] : "unknown";
+}
+
+TRN_OPS_API const char *trn_ops_binary_op_name(trn_ops_binary_op_t op) {
+  return valid_binary(op) ? kBinaryNames[op - TRN_OPS_ADD] : "unknown";
+}
+
+TRN_OPS_API trn_result_t trn_ops_unary(trn_queue_t queue, trn_ops_unary_op_t op,
+                                       const trn_ops_tensor_t *out, const trn_ops_tensor_t *x,
+                                       const trn_sync_t *sync) {
+  return run_op("trn_ops_unary", queue, [&] {
+    check_unary(op);
+    const Tensor o = tensor_arg(out, "out"), in = tensor_arg(x, "x");
+    run_elementwise(queue, sync,
+                    {trn_ops_unary_op_name(op),
+                     {&in},
+                     &o,
+                     false,
+                     [op](ExpressionOp &e) { return unary_steps(e, op, 0); },
+                     [op](const Arrays &a) { return host::unary(host_unary(op), a[0]); }});
+  });
+}
+
+TRN_OPS_API trn_result_t trn_ops_unary_backward(trn_queue_t queue, trn_ops_unary_op_t op,
+                                                const trn_ops_tensor_t *grad_x,
+                                                const trn_ops_tensor_t *grad_out,
+                                                const trn_ops_tensor_t *x, const trn_sync_t *sync) {
+  return run_op("trn_ops_unary_backward", queue, [&] {
+    check_unary(op);
+    const Tensor gx = tensor_arg(grad_x, "grad_x"), g = tensor_arg(grad_out, "grad_out"),
+                 in = tensor_arg(x, "x");
+    check_shape(g, gx.shape, "grad_out", "unary_backward");
+    check_shape(in, gx.shape, "x", "unary_backward");
+    ExpressionOp probe;
+    probe.inputs = {&g, &in};
+    const bool device_has_it = unary_backward_steps(probe, op, 0, 1).has_value();
+    run_elementwise(
+        queue, sync,
+        {"unary_backward",
+         {&g, &in},
+         &gx,
+         false,
+         [op](ExpressionOp &e) { return *unary_backward_steps(e, op, 0, 1); },
+         [op](const Arrays &a) { return host::unary_backward(host_unary(op), a[0], a[1]); },
+         device_has_it ? std::nullopt
+                       : std::optional<std::string>(fmt::format(
+                             "no device kernel for {}'s backward (the device has no erf)",
+                             trn_ops_unary_op_name(op)))});
+  });
+}
+
+TRN_OPS_API trn_result_t trn_ops_binary(trn_queue_t queue, trn_ops_binary_op_t op,
+                                        const trn_ops_tensor_t *out, const trn_ops_tensor_t *a,
+                                        const trn_ops_tensor_t *b, const trn_sync_t *sync) {
+  return run_op("trn_ops_binary", queue, [&] {
+    check_binary(op);
+    const Tensor o = tensor_arg(out, "out"), ta = tensor_arg(a, "a"), tb = tensor_arg(b, "b");
+    run_elementwise(queue, sync,
+                    {trn_ops_binary_op_name(op),
+                     {&ta, &tb},
+                     &o,
+                     is_comparison(op),
+                     [op](ExpressionOp &e) { return e.alu(alu_of(op), 0, 1); },
+                     [op](const Arrays &v) { return host::binary(host_binary(op), v[0], v[1]); }});
+  });
+}
+
+TRN_OPS_API trn_result_t trn_ops_binary_scalar(trn_queue_t queue, trn_ops_binary_op_t op,
+                                               const trn_ops_tensor_t *out,
+                                               const trn_ops_tensor_t *a, double scalar,
+                                               int scalar_first, const trn_sync_t *sync) {
+  return run_op("trn_ops_binary_scalar", queue, [&] {
+    check_binary(op);
+    const Tensor o = tensor_arg(out, "out"), ta = tensor_arg(a, "a");
+    const bool first = scalar_first != 0;
+    const std::string name = fmt::format("{}_scalar", trn_ops_binary_op_name(op));
+    Elementwise e{name.c_str(),
+                  {&ta},
+                  &o,
+                  is_comparison(op),
+                  [op, first](ExpressionOp &x) { return x.alu_scalar(alu_of(op), 0, 0, first); },
+                  [op, first, scalar](const Arrays &v) {
+                    const host::Array s = host::Array::full({}, scalar);
+                    return first ? host::binary(host_binary(op), s, v[0])
+                                 : host::binary(host_binary(op), v[0], s);
+                  }};
+    e.scalars = {static_cast<float>(scalar)};
+    run_elementwise(queue, sync, e);
+  });
+}
+
+TRN_OPS_API trn_result_t trn_ops_where(trn_queue_t queue, const trn_ops_tensor_t *out,
+                                       const trn_ops_tensor_t *cond, const trn_ops_tensor_t *a,
+                                       const trn_ops_tensor_t *b, const trn_sync_t *sync) {
+  return run_op("trn_ops_where", queue, [&] {
+    const Tensor o = tensor_arg(out, "out"), c = tensor_arg(cond, "cond"), ta = tensor_arg(a, "a"),
+                 tb = tensor_arg(b, "b");
+    // a * m + b * (1 - m) would turn an infinite a or b into NaN where it is not chosen (masks of
+    // -inf are the common case), and the device has no per-element select: the host is exact.
+    run_elementwise(queue, sync,
+                    {"where",
+                     {&c, &ta, &tb},
+                     &o,
+                     false,
+                     nullptr,
+                     [](const Arrays &v) { return host::where(v[0], v[1], v[2]); },
+                     "no device kernel for where (the device has no per-element select)"});
+  });
+}
+
+TRN_OPS_API trn_result_t trn_ops_copy(trn_queue_t queue, const trn_ops_tensor_t *out,
+                                      const trn_ops_tensor_t *x, const trn_sync_t *sync) {
+  return run_op("trn_ops_copy", queue, [&] {
+    const Tensor o = tensor_arg(out, "out"), in = tensor_arg(x, "x");
+    // The same dtype, both contiguous and of one size: a DMA copy.
+    if (o.dtype == in.dtype && o.contiguous() && in.contiguous() && o.shape == in.shape &&
+        !config().host_only && o.device_index == in.device_index && o.numel() > 0) {
+      check(trn_queue_copy(queue, o.mem, o.offset, in.mem, in.offset,
+                           static_cast<uint64_t>(o.numel()) * o.element_size(), sync, nullptr),
+            "queueing the copy");
+      return;
+    }
+    // Casts to integers go through the host: PyTorch truncates toward zero (and wraps), the
+    // device's conversion rounds to nearest and saturates.
+    std::optional<std::string> reason;
+    if (!dtype_is_float(o.dtype) && o.dtype != in.dtype)
+      reason = fmt::format("a cast to {} truncates as PyTorch does; the device rounds",
+                           dtype_name(o.dtype));
+    Elementwise e{"copy",
+                  {&in},
+                  &o,
+                  in.dtype == o.dtype,
+                  [](ExpressionOp &) -> uint16_t { return 0; },
+                  [](const Arrays &v) { return v[0]; },
+                  reason};
+    run_elementwise(queue, sync, e);
+  });
+}
+
+TRN_OPS_API trn_result_t trn_ops_fill(trn_queue_t queue, const trn_ops_tensor_t *out, double value,
+                                      const trn_sync_t *sync) {
+  return run_op("trn_ops_fill", queue, [&] {
+    const Tensor o = tensor_arg(out, "out");
+    std::optional<std::string> reason;
+    if (!dtype_is_float(o.dtype) && !exact_integer(value))
+      reason = fmt::format("{} is not an integer the device holds exactly", value);
+    const Shape shape = o.shape;
+    Elementwise e{"fill",
+                  {},
+                  &o,
+                  true,
+                  [](ExpressionOp &x) { return x.scalar_value(0); },
+                  [value, shape](const Arrays &) { return host::Array::full(shape, value); },
+                  reason};
+    e.scalars = {static_cast<float>(value)};
+    run_elementwise(queue, sync, e);
+  });
+}
+
+TRN_OPS_API trn_result_t trn_ops_arange(trn_queue_t queue, const trn_ops_tensor_t *out,
+                                        double start, double step, const trn_sync_t *sync) {
+  return run_op("trn_ops_arange", queue, [&] {
+    const Tensor o = tensor_arg(out, "out");
+    if (o.rank() != 1) invalid(fmt::format("arange: out is {}; it must have rank 1", o.describe()));
+    std::optional<std::string> reason;
+    const double last = start + step * static_cast<double>(std::max<int64_t>(o.numel() - 1, 0));
+    if (o.numel() > (int64_t{1} << 24))
+      reason = "over 2^24 elements: the device's fp32 index would round";
+    else if (!dtype_is_float(o.dtype) &&
+             !(exact_integer(start) && exact_integer(step) && exact_integer(last)))
+      reason = "integer values the device would not hold exactly";
+    const int64_t n = o.numel();
+    Elementwise e{"arange",
+                  {},
+                  &o,
+                  true,
+                  [](ExpressionOp &x) {
+                    return x.alu_scalar(AluOp::kAdd, x.alu_scalar(AluOp::kMultiply, x.index(), 1),
+                                        0);
+                  },
+                  [start, step, n](const Arrays &) {
+                    host::Array a = host::Array::zeros({n});
+                    for (int64_t i = 0; i < n; ++i)
+                      a.data[i] = start + step * static_cast<double>(i);
+                    return a;
+                  },
+                  reason};
+    e.scalars = {static_cast<float>(start), static_cast<float>(step)};
+    run_elementwise(queue, sync, e);
+  });
+}
+
+}  // extern "C"

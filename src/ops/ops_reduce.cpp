@@ -1,0 +1,245 @@
+// Reductions (sum, mean, max, min, argmax, argmin over dims) and softmax / log_softmax with their
+// backward. On the device: reductions over trailing or leading dims of a contiguous tensor (the
+// builder's row and column reductions), softmax over the last dim; the rest on the host.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "kbuild/kernels/reduce.hpp"
+#include "kbuild/kernels/softmax.hpp"
+#include "ops/expression_op.hpp"
+#include "ops/host_path.hpp"
+#include "ops/kernel_op.hpp"
+#include "ops/kernels/log_softmax.hpp"
+#include "ops/kernels/softmax_grad.hpp"
+#include "ops/op_support.hpp"
+
+namespace trn::ops {
+
+namespace {
+
+const char *const kReduceNames[] = {"sum", "mean", "max", "min", "argmax", "argmin"};
+
+bool valid_reduce(trn_ops_reduce_op_t op) {
+  return op >= TRN_OPS_SUM && op <= TRN_OPS_ARGMIN;
+}
+
+isa::DType device_dtype(trn_dtype_t t) {
+  return static_cast<isa::DType>(t);
+}
+
+// The reduced dims, in order, without repeats; every dim when none are given.
+std::vector<int64_t> reduced_dims(const Tensor &x, const int64_t *dims, uint32_t count,
+                                  bool single) {
+  if (count && !dims) fail(TRN_ERROR_NULL_POINTER, "dims is NULL with a dim_count above 0");
+  if (single && count > 1)
+    invalid(fmt::format("argmax and argmin take one dim or none, not {}", count));
+  std::set<int64_t> set;
+  for (uint32_t i = 0; i < count; ++i) {
+    const int64_t d = normalize_dim(dims[i], x.rank(), "reduce");
+    if (!set.insert(d).second) invalid(fmt::format("reduce: dim {} is given twice", dims[i]));
+  }
+  if (!count)
+    for (int64_t d = 0; d < x.rank(); ++d) set.insert(d);
+  return {set.begin(), set.end()};
+}
+
+Shape reduced_shape(const Tensor &x, const std::vector<int64_t> &dims, bool keepdim) {
+  Shape out;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+    if (!reduced)
+      out.push_back(x.shape[d]);
+    else if (keepdim)
+      out.push_back(1);
+  }
+  return out;
+}
+
+}  // namespace
+
+}  // namespace trn::ops
+
+using namespace trn;
+using namespace trn::ops;
+
+extern "C" {
+
+TRN_OPS_API const char *trn_ops_reduce_op_name(trn_ops_reduce_op_t op) {
+  return valid_reduce(op) ? kReduceNames[op - TRN_OPS_SUM] : "unknown";
+}
+
+TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t op,
+                                        const trn_ops_tensor_t *out, const trn_ops_tensor_t *x,
+                                        const int64_t *dims, uint32_t dim_count, int keepdim,
+                                        const trn_sync_t *sync) {
+  return run_op("trn_ops_reduce", queue, [&] {
+    if (!valid_reduce(op))
+      fail(TRN_ERROR_INVALID_ENUM,
+           fmt::format("op {} is not a trn_ops_reduce_op_t", static_cast<int>(op)));
+    const Tensor o = tensor_arg(out, "out"), in = tensor_arg(x, "x");
+    const char *name = trn_ops_reduce_op_name(op);
+    const bool index_op = op == TRN_OPS_ARGMAX || op == TRN_OPS_ARGMIN;
+    const std::vector<int64_t> reduced = reduced_dims(in, dims, dim_count, index_op);
+    check_shape(o, reduced_shape(in, reduced, keepdim != 0), "out", name);
+    if (o.device_index != in.device_index)
+      invalid(fmt::format("{}: x and out are on different devices", name));
+    if (in.numel() == 0 && (op != TRN_OPS_SUM && op != TRN_OPS_MEAN))
+      invalid(fmt::format("{}: x {} has no elements to reduce", name, in.describe()));
+    if (o.numel() == 0) return queue_empty_op(queue, sync);
+
+    // The device reduces a contiguous [rows, cols] along one axis: trailing dims (axis 1) or
+    // leading dims (axis 0).
+    std::optional<std::string> reason = host_reason({&in, &o}, false);
+    uint32_t axis = 1;
+    uint64_t rows = 1, cols = 1;
+    if (!reason) {
+      if (index_op)
+        reason = fmt::format("no device kernel for {} yet", name);
+      else if (!dtype_is_float(in.dtype) || !dtype_is_float(o.dtype))
+        reason = "integer reductions must be exact; the device computes in fp32";
+    }
+    if (!reason) {
+      const int64_t n = in.rank(), k = static_cast<int64_t>(reduced.size());
+      const bool suffix = k == 0 || (reduced.front() == n - k && reduced.back() == n - 1);
+      const bool prefix = k > 0 && reduced.front() == 0 && reduced.back() == k - 1;
+      if (suffix) {
+        for (int64_t d = 0; d < n - k; ++d) rows *= in.shape[d];
+        cols = static_cast<uint64_t>(in.numel()) / rows;
+      } else if (prefix) {
+        axis = 0;
+        for (int64_t d = 0; d < k; ++d) rows *= in.shape[d];
+        cols = static_cast<uint64_t>(in.numel()) / rows;
+      } else {
+        reason = "a reduction over dims that are neither leading nor trailing";
+      }
+      if (!reason && in.numel() == 0) reason = "an empty reduction";
+    }
+    if (!reason)
+      reason = try_device([&] {
+        kbuild::ReduceConfig c;
+        c.rows = rows;
+        c.cols = cols;
+        c.axis = axis;
+        c.dtype = device_dtype(in.dtype);
+        c.out_dtype = device_dtype(o.dtype);
+        c.op = op == TRN_OPS_MAX   ? isa::AluOp::kMax
+               : op == TRN_OPS_MIN ? isa::AluOp::kMin
+                                   : isa::AluOp::kAdd;
+        std::vector<KernelLaunch> launches;
+        launches.push_back(
+            {fmt::format("reduce {} axis{} [{}, {}] {}>{}", isa::alu_op_name(c.op), axis, rows,
+                         cols, dtype_name(in.dtype), dtype_name(o.dtype)),
+             [c](const kbuild::BuildTarget &t) mutable {
+               c.target = t;
+               return kbuild::build_reduce(c);
+             },
+             {bind(in), bind(o)}});
+        Commands commands(queue, sync);
+        add_kernels(commands, o.device_index, launches);
+        if (op == TRN_OPS_MEAN) {
+          // The sum, scaled in place by 1 / n (a launch argument: one kernel for every n).
+          ExpressionOp scale;
+          scale.name = "mean_scale";
+          scale.inputs = {&o};
+          scale.scalars = {static_cast<float>(1.0 / static_cast<double>(axis ? cols : rows))};
+          scale.outputs = {{&o, scale.alu_scalar(isa::AluOp::kMultiply, 0, 0), 0}};
+          add_expression(commands, scale, *plan_elementwise(o.shape, {&o}));
+        }
+        commands.submit();
+      });
+    if (reason) {
+      const std::vector<int64_t> d = reduced;
+      const bool all = dim_count == 0, keep = keepdim != 0;
+      run_on_host(queue, sync, name, signature_of({&in}, {&o}), *reason, {in}, {o},
+                  [op, d, all, keep](const Arrays &a) {
+                    return Arrays{host::reduce(static_cast<host::Reduce>(op - TRN_OPS_SUM), a[0],
+                                               all ? std::vector<int64_t>{} : d, keep)};
+                  });
+      return;
+    }
+  });
+}
+
+TRN_OPS_API trn_result_t trn_ops_softmax(trn_queue_t queue, const trn_ops_tensor_t *out,
+                                         const trn_ops_tensor_t *x, int64_t dim, int log,
+                                         const trn_sync_t *sync) {
+  return run_op("trn_ops_softmax", queue, [&] {
+    const Tensor o = tensor_arg(out, "out"), in = tensor_arg(x, "x");
+    const char *name = log ? "log_softmax" : "softmax";
+    check_shape(o, in.shape, "out", name);
+    const int64_t d = normalize_dim(dim, in.rank(), name);
+    if (o.numel() == 0) return queue_empty_op(queue, sync);
+    std::optional<std::string> reason = host_reason({&in, &o}, false);
+    if (!reason && in.rank() > 0 && d != in.rank() - 1)
+      reason = "softmax over a dim other than the last";
+    if (!reason && (!dtype_is_float(in.dtype) || !dtype_is_float(o.dtype)))
+      reason = "softmax of integers";
+    const uint64_t cols = in.rank() ? static_cast<uint64_t>(in.shape[d]) : 1;
+    if (!reason)
+      reason = try_device([&] {
+        kbuild::SoftmaxConfig c;
+        c.rows = static_cast<uint64_t>(in.numel()) / cols;
+        c.cols = cols;
+        c.dtype = device_dtype(in.dtype);
+        c.out_dtype = device_dtype(o.dtype);
+        launch_kernels(queue, sync, o.device_index,
+                       {{fmt::format("{} [{}, {}] {}>{}", name, c.rows, cols, dtype_name(in.dtype),
+                                     dtype_name(o.dtype)),
+                         [c, log](const kbuild::BuildTarget &t) mutable {
+                           c.target = t;
+                           return log ? kernels::build_log_softmax(c.rows, c.cols, c.dtype,
+                                                                   c.out_dtype, t)
+                                      : kbuild::build_softmax(c);
+                         },
+                         {bind(in), bind(o)}}});
+      });
+    if (reason) {
+      const bool l = log != 0;
+      run_on_host(queue, sync, name, signature_of({&in}, {&o}), *reason, {in}, {o},
+                  [d, l](const Arrays &a) { return Arrays{host::softmax(a[0], d, l)}; });
+      return;
+    }
+  });
+}
+
+TRN_OPS_API trn_result_t trn_ops_softmax_backward(trn_queue_t queue, const trn_ops_tensor_t *grad_x,
+                                                  const trn_ops_tensor_t *grad_out,
+                                                  const trn_ops_tensor_t *out, int64_t dim, int log,
+                                                  const trn_sync_t *sync) {
+  return run_op("trn_ops_softmax_backward", queue, [&] {
+    const Tensor gx = tensor_arg(grad_x, "grad_x"), g = tensor_arg(grad_out, "grad_out"),
+                 y = tensor_arg(out, "out");
+    const char *name = log ? "log_softmax_backward" : "softmax_backward";
+    check_shape(g, gx.shape, "grad_out", name);
+    check_shape(y, gx.shape, "out", name);
+    const int64_t d = normalize_dim(dim, gx.rank(), name);
+    if (gx.numel() == 0) return queue_empty_op(queue, sync);
+    std::optional<std::string> reason = host_reason({&g, &y, &gx}, false);
+    if (!reason && gx.rank() > 0 && d != gx.rank() - 1)
+      reason = "softmax over a dim other than the last";
+    if (!reason && (g.dtype != y.dtype || !dtype_is_float(g.dtype) || !dtype_is_float(gx.dtype)))
+      reason = "grad_out and out of different or integer dtypes";
+    const bool l = log != 0;
+    if (!reason)
+      reason = try_device([&] {
+        const uint64_t cols = gx.rank() ? static_cast<uint64_t>(gx.shape[d]) : 1;
+        const uint64_t rows = static_cast<uint64_t>(gx.numel()) / cols;
+        const isa::DType dt = device_dtype(g.dtype), gdt = device_dtype(gx.dtype);
+        launch_kernels(queue, sync, gx.device_index,
+                       {{fmt::format("{} [{}, {}] {}>{}", name, rows, cols, dtype_name(g.dtype),
+                                     dtype_name(gx.dtype)),
+                         [rows, cols, l, dt, gdt](const kbuild::BuildTarget &t) {
+                           return kernels::build_softmax_backward(rows, cols, l, dt, gdt, t);
+                         },
+                         {bind(g), bind(y), bind(gx)}}});
+      });
+    if (!reason) return;
+    run_on_host(
+        queue, sync, name, signature_of({&g, &y}, {&gx}), *reason, {g, y}, {gx},
+        [d, l](const Arrays &a) { return Arrays{host::softmax_backward(a[0], a[1], d, l)}; });
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,108 @@
+#include "ops/submit.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <thread>
+
+#include "ops/error.hpp"
+
+namespace trn::ops {
+
+namespace {
+
+// How long a full queue is waited out before the op gives up.
+constexpr auto kQueueFullDeadline = std::chrono::seconds(30);
+
+}  // namespace
+
+trn_kernel_binding_t scalar_f32(float value) {
+  trn_kernel_binding_t b{};
+  b.mem = nullptr;
+  b.value.bits = 0;
+  b.value.f32 = value;
+  return b;
+}
+
+trn_kernel_binding_t tensor_binding(trn_mem_t mem, uint64_t offset) {
+  trn_kernel_binding_t b{};
+  b.mem = mem;
+  b.offset = offset;
+  return b;
+}
+
+void Commands::launch(const KernelPtr &kernel, std::vector<trn_kernel_binding_t> args) {
+  kernels_.push_back(kernel);
+  trn_queue_t q = queue_;
+  commands_.push_back([q, k = kernel.get(), args = std::move(args)](const trn_sync_t *sync) {
+    trn_launch_desc_t desc = TRN_LAUNCH_DESC_INIT;
+    desc.kernel = k->kernel;
+    desc.args = args.data();
+    desc.arg_count = static_cast<uint32_t>(args.size());
+    return trn_queue_launch(q, &desc, sync, nullptr);
+  });
+}
+
+void Commands::read(void *destination, trn_mem_t source, uint64_t offset, uint64_t size) {
+  trn_queue_t q = queue_;
+  commands_.push_back([=](const trn_sync_t *sync) {
+    return trn_queue_read(q, destination, source, offset, size, sync, nullptr);
+  });
+}
+
+void Commands::write(trn_mem_t destination, uint64_t offset, const void *source, uint64_t size) {
+  trn_queue_t q = queue_;
+  commands_.push_back([=](const trn_sync_t *sync) {
+    return trn_queue_write(q, destination, offset, source, size, sync, nullptr);
+  });
+}
+
+void Commands::host_call(trn_host_fn_t fn, void *user) {
+  trn_queue_t q = queue_;
+  commands_.push_back(
+      [=](const trn_sync_t *sync) { return trn_queue_host_call(q, fn, user, sync, nullptr); });
+}
+
+void Commands::submit() {
+  const trn_sync_t none{};
+  const trn_sync_t *sync = sync_ ? sync_ : &none;
+  for (size_t i = 0; i < commands_.size(); ++i) {
+    // Waits on the first command, signals on the last, nothing between.
+    trn_sync_t part{};
+    if (i == 0) {
+      part.waits = sync->waits;
+      part.wait_count = sync->wait_count;
+    }
+    if (i + 1 == commands_.size()) {
+      part.signals = sync->signals;
+      part.signal_count = sync->signal_count;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + kQueueFullDeadline;
+    trn_result_t r;
+    while ((r = commands_[i](&part)) == TRN_ERROR_QUEUE_FULL &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (r == TRN_SUCCESS) {
+      ++submitted_;
+      continue;
+    }
+    if (r == TRN_ERROR_INVALID_HANDLE && i == 0) {
+      // A kernel loaded before the runtime restarted: look it up again.
+      for (const KernelPtr &k : kernels_) {
+        trn_kernel_properties_t p = TRN_KERNEL_PROPERTIES_INIT;
+        if (trn_kernel_get_properties(k->kernel, &p) != TRN_SUCCESS) {
+          forget_kernel(k);
+          forget_device(k->device_index);
+          throw StaleHandle{};
+        }
+      }
+    }
+    if (i == 0) check(r, "submitting the op");
+    check(r, fmt::format("submitting command {} of the op's {} (the commands before it are queued "
+                         "and will run; its signals will not be given)",
+                         i + 1, commands_.size())
+                 .c_str());
+  }
+}
+
+}  // namespace trn::ops

@@ -1,0 +1,43 @@
+// Putting an op's commands on its queue: the op's sync belongs to the op as a whole, so its waits
+// go on the first command and its signals on the last. Commands are collected first and
+// submitted together; a full queue is waited out (bounded), a kernel or device handle found stale
+// (the runtime was restarted) before anything was submitted is reported as StaleHandle so that
+// the op can look its kernels up again and retry once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "ops/kernel_cache.hpp"
+#include "trn/trn.h"
+
+namespace trn::ops {
+
+class Commands {
+ public:
+  Commands(trn_queue_t queue, const trn_sync_t *sync) : queue_(queue), sync_(sync) {}
+
+  void launch(const KernelPtr &kernel, std::vector<trn_kernel_binding_t> args);
+  void read(void *destination, trn_mem_t source, uint64_t offset, uint64_t size);
+  void write(trn_mem_t destination, uint64_t offset, const void *source, uint64_t size);
+  void host_call(trn_host_fn_t fn, void *user);
+  bool empty() const { return commands_.empty(); }
+  size_t submitted() const { return submitted_; }
+  // Submits everything in order. On a failure after some commands went in, the error says so.
+  void submit();
+
+ private:
+  using Command = std::function<trn_result_t(const trn_sync_t *sync)>;
+  trn_queue_t queue_;
+  const trn_sync_t *sync_;
+  std::vector<Command> commands_;
+  size_t submitted_ = 0;
+  std::vector<KernelPtr> kernels_;  // kept alive until submitted (the queue keeps them after)
+};
+
+// Scalar bindings.
+trn_kernel_binding_t scalar_f32(float value);
+trn_kernel_binding_t tensor_binding(trn_mem_t mem, uint64_t offset);
+
+}  // namespace trn::ops
