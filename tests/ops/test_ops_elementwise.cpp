@@ -1,0 +1,300 @@
+// Elementwise ops on the simulated device against the float64 host reference: every unary op and
+// its backward, every binary op with broadcasting and scalar variants, where, copy/cast, fill and
+// arange, at awkward sizes; and the same ops run on the host (TRN_OPS_CONFIG_HOST_ONLY) giving the
+// same answers.
+#include "ops_fixture.hpp"
+
+using namespace trn::test;
+namespace host = trn::ops::host;
+
+namespace {
+
+const Shape kSizes[] = {{1}, {127}, {129}, {4097}, {3, 129}, {2, 3, 130}};
+
+// Inputs inside each op's domain (log, sqrt, rsqrt, reciprocal need x > 0).
+bool positive_domain(trn_ops_unary_op_t op) {
+  return op == TRN_OPS_LOG || op == TRN_OPS_SQRT || op == TRN_OPS_RSQRT || op == TRN_OPS_RECIPROCAL;
+}
+
+}  // namespace
+
+TEST_CASE("every unary op matches the float64 reference at awkward sizes", "[ops][unary]") {
+  OpsFixture f;
+  std::mt19937 rng(1);
+  const trn_dtype_t dtype = GENERATE(TRN_DTYPE_F32, TRN_DTYPE_BF16);
+  for (int op = TRN_OPS_NEG; op <= TRN_OPS_SQUARE; ++op) {
+    const auto u = static_cast<trn_ops_unary_op_t>(op);
+    for (const Shape &shape : kSizes) {
+      const bool pos = positive_domain(u);
+      const host_array x = random_array(rng, shape, dtype, pos ? 0.1 : -3.0, 3.0);
+      DeviceTensor tx = f.tensor(dtype, x), ty = f.tensor(dtype, shape);
+      INFO(trn_ops_unary_op_name(u)
+           << " " << trn_dtype_name(dtype) << " numel " << x.data.size() << ": " << ops_error());
+      REQUIRE(trn_ops_unary(f.queue(), u, ty.get(), tx.get(), nullptr) == TRN_SUCCESS);
+      host_array want = host::unary(static_cast<host::Unary>(op - 1), x);
+      for (double &v : want.data) v = as_dtype(dtype, v);
+      require_close(f.read(ty), want, tolerance(dtype) * 4, trn_ops_unary_op_name(u));
+    }
+  }
+  // Everything ran on the device: nothing was recorded as a fallback.
+  uint32_t n = 0;
+  REQUIRE(trn_ops_get_fallbacks(&n, nullptr) == TRN_SUCCESS);
+  CHECK(n == 0);
+}
+
+TEST_CASE("unary backward ops match the reference; gelu's runs on the host, recorded",
+          "[ops][unary]") {
+  OpsFixture f;
+  std::mt19937 rng(2);
+  for (int op = TRN_OPS_NEG; op <= TRN_OPS_SQUARE; ++op) {
+    const auto u = static_cast<trn_ops_unary_op_t>(op);
+    const Shape shape = {129, 5};
+    const bool pos = positive_domain(u);
+    const host_array x = random_array(rng, shape, TRN_DTYPE_F32, pos ? 0.2 : -3.0, 3.0);
+    const host_array g = random_array(rng, shape, TRN_DTYPE_F32);
+    DeviceTensor tx = f.tensor(TRN_DTYPE_F32, x), tg = f.tensor(TRN_DTYPE_F32, g),
+                 tgx = f.tensor(TRN_DTYPE_F32, shape);
+    INFO(trn_ops_unary_op_name(u) << ": " << ops_error());
+    REQUIRE(trn_ops_unary_backward(f.queue(), u, tgx.get(), tg.get(), tx.get(), nullptr) ==
+            TRN_SUCCESS);
+    require_close(f.read(tgx), host::unary_backward(static_cast<host::Unary>(op - 1), g, x), 1e-4,
+                  trn_ops_unary_op_name(u));
+  }
+  CHECK(fallback_count("unary_backward") == 1);  // gelu, the erf form
+}
+
+TEST_CASE("binary ops broadcast as numpy does, on the device where one split expresses it",
+          "[ops][binary]") {
+  OpsFixture f;
+  std::mt19937 rng(3);
+  struct Case {
+    Shape a, b;
+    bool device;
+  } cases[] = {{{129, 33}, {129, 33}, true}, {{7, 129}, {129}, true},
+               {{129, 7}, {129, 1}, true},   {{}, {5, 7}, true},
+               {{4, 1, 5}, {3, 1}, false},   {{2, 3, 4}, {2, 1, 4}, false},
+               {{4097}, {1}, true},          {{1, 130}, {127, 1}, true}};
+  for (int op = TRN_OPS_ADD; op <= TRN_OPS_GE; ++op) {
+    const auto b = static_cast<trn_ops_binary_op_t>(op);
+    const bool comparison = op >= TRN_OPS_EQ;
+    for (const Case &c : cases) {
+      REQUIRE(trn_ops_reset_fallbacks() == TRN_SUCCESS);
+      const bool pow = b == TRN_OPS_POW;
+      host_array va = random_array(rng, c.a, TRN_DTYPE_F32, pow ? 0.5 : -3.0, 3.0);
+      host_array vb = random_array(rng, c.b, TRN_DTYPE_F32, pow ? -2.0 : -3.0, 3.0);
+      if (comparison)  // some equal elements, so that eq and ne see both answers
+        for (size_t i = 0; i < va.data.size(); i += 3) va.data[i] = std::round(va.data[i]);
+      if (comparison)
+        for (size_t i = 0; i < vb.data.size(); i += 2) vb.data[i] = std::round(vb.data[i]);
+      if (b == TRN_OPS_DIV)
+        for (double &v : vb.data)
+          if (std::fabs(v) < 0.1) v = 0.5;
+      const host_array want = host::binary(static_cast<host::Binary>(op - 1), va, vb);
+      const trn_dtype_t out_dtype = comparison ? TRN_DTYPE_U8 : TRN_DTYPE_F32;
+      DeviceTensor ta = f.tensor(TRN_DTYPE_F32, va), tb = f.tensor(TRN_DTYPE_F32, vb),
+                   to = f.tensor(out_dtype, want.shape);
+      INFO(trn_ops_binary_op_name(b)
+           << " " << va.shape.size() << "-d vs " << vb.shape.size() << "-d: " << ops_error());
+      REQUIRE(trn_ops_binary(f.queue(), b, to.get(), ta.get(), tb.get(), nullptr) == TRN_SUCCESS);
+      require_close(f.read(to), want, pow ? 1e-4 : 2e-6, trn_ops_binary_op_name(b));
+      CHECK(fallback_count(trn_ops_binary_op_name(b)) == (c.device ? 0u : 1u));
+    }
+  }
+}
+
+TEST_CASE("scalar variants pass the scalar at launch: one kernel serves every value",
+          "[ops][binary]") {
+  OpsFixture f;
+  std::mt19937 rng(4);
+  const host_array x = random_array(rng, {128, 9}, TRN_DTYPE_F32, 0.5, 3.0);  // one launch
+  DeviceTensor tx = f.tensor(TRN_DTYPE_F32, x), ty = f.tensor(TRN_DTYPE_F32, x.shape);
+  for (double s : {2.5, -1.25, 7.0}) {
+    for (int first = 0; first < 2; ++first) {
+      REQUIRE(trn_ops_binary_scalar(f.queue(), TRN_OPS_SUB, ty.get(), tx.get(), s, first,
+                                    nullptr) == TRN_SUCCESS);
+      const host_array sv = host_array::full({}, s);
+      require_close(
+          f.read(ty),
+          first ? host::binary(host::Binary::kSub, sv, x) : host::binary(host::Binary::kSub, x, sv),
+          2e-6, "sub scalar");
+    }
+  }
+  // Two kernels (x - s and s - x), each built once, then hit for the other values.
+  const trn_ops_cache_stats_t s = cache_stats();
+  CHECK(s.builds == 2);
+  CHECK(s.memory_hits == 4);
+}
+
+TEST_CASE("where picks exactly, infinities included", "[ops][binary]") {
+  OpsFixture f;
+  host_array cond{{2, 3}, {1, 0, 1, 0, 0, 1}};
+  host_array a{{3}, {1, -INFINITY, 3}};
+  host_array b{{2, 1}, {INFINITY, -5}};
+  DeviceTensor tc = f.tensor(TRN_DTYPE_U8, cond), ta = f.tensor(TRN_DTYPE_F32, a),
+               tb = f.tensor(TRN_DTYPE_F32, b), to = f.tensor(TRN_DTYPE_F32, {2, 3});
+  REQUIRE(trn_ops_where(f.queue(), to.get(), tc.get(), ta.get(), tb.get(), nullptr) == TRN_SUCCESS);
+  const host_array got = f.read(to);
+  CHECK(got.data == std::vector<double>{1, INFINITY, 3, -5, -5, 3});
+}
+
+TEST_CASE("copy casts between dtypes, makes views contiguous and expands broadcasts",
+          "[ops][copy]") {
+  OpsFixture f;
+  std::mt19937 rng(5);
+  SECTION("float casts on the device") {
+    const host_array x = random_array(rng, {129, 17}, TRN_DTYPE_F32, -100, 100);
+    for (trn_dtype_t to : {TRN_DTYPE_BF16, TRN_DTYPE_F16, TRN_DTYPE_F32}) {
+      DeviceTensor tx = f.tensor(TRN_DTYPE_F32, x), ty = f.tensor(to, x.shape);
+      REQUIRE(trn_ops_copy(f.queue(), ty.get(), tx.get(), nullptr) == TRN_SUCCESS);
+      host_array want = x;
+      for (double &v : want.data) v = as_dtype(to, v);
+      require_close(f.read(ty), want, 0, trn_dtype_name(to));
+    }
+    CHECK(fallback_count("copy") == 0);
+  }
+  SECTION("casts to integers truncate toward zero, as PyTorch's do") {
+    DeviceTensor tx = f.tensor(TRN_DTYPE_F32, host_array{{4}, {2.7, -2.7, 0.5, 1e10}});
+    DeviceTensor ty = f.tensor(TRN_DTYPE_I32, {4});
+    REQUIRE(trn_ops_copy(f.queue(), ty.get(), tx.get(), nullptr) == TRN_SUCCESS);
+    CHECK(f.read(ty).data == std::vector<double>{2, -2, 0, 2147483647});
+    CHECK(fallback_count("copy") == 1);
+  }
+  SECTION("a transposed view becomes contiguous; a broadcast view is expanded") {
+    const host_array x = random_array(rng, {5, 7}, TRN_DTYPE_F32);
+    DeviceTensor tx = f.tensor(TRN_DTYPE_F32, x), ty = f.tensor(TRN_DTYPE_F32, {7, 5});
+    trn_ops_tensor_t view = tx.t;  // x^T as a view: shape [7, 5], strides [1, 7]
+    view.shape[0] = 7;
+    view.shape[1] = 5;
+    view.strides[0] = 1;
+    view.strides[1] = 7;
+    REQUIRE(trn_ops_copy(f.queue(), ty.get(), &view, nullptr) == TRN_SUCCESS);
+    const host_array got = f.read(ty);
+    for (int64_t i = 0; i < 7; ++i)
+      for (int64_t j = 0; j < 5; ++j) CHECK(got.data[i * 5 + j] == x.data[j * 7 + i]);
+    DeviceTensor row = f.tensor(TRN_DTYPE_F32, host_array{{1, 3}, {1, 2, 3}});
+    trn_ops_tensor_t expanded = row.t;
+    expanded.shape[0] = 129;
+    expanded.strides[0] = 0;
+    DeviceTensor big = f.tensor(TRN_DTYPE_F32, {129, 3});
+    REQUIRE(trn_ops_copy(f.queue(), big.get(), &expanded, nullptr) == TRN_SUCCESS);
+    const host_array e = f.read(big);
+    for (int64_t i = 0; i < 129; ++i)
+      CHECK(std::vector<double>(e.data.begin() + i * 3, e.data.begin() + i * 3 + 3) ==
+            std::vector<double>{1, 2, 3});
+  }
+}
+
+TEST_CASE("fill and arange, floats and integers", "[ops][fill]") {
+  OpsFixture f;
+  DeviceTensor a = f.tensor(TRN_DTYPE_F32, {4097});
+  REQUIRE(trn_ops_fill(f.queue(), a.get(), -1.5, nullptr) == TRN_SUCCESS);
+  for (double v : f.read(a).data) REQUIRE(v == -1.5);
+  DeviceTensor b = f.tensor(TRN_DTYPE_I32, {129, 2});
+  REQUIRE(trn_ops_fill(f.queue(), b.get(), 7, nullptr) == TRN_SUCCESS);
+  for (double v : f.read(b).data) REQUIRE(v == 7);
+  for (trn_dtype_t d : {TRN_DTYPE_F32, TRN_DTYPE_I32}) {
+    DeviceTensor r = f.tensor(d, {4097});
+    REQUIRE(trn_ops_arange(f.queue(), r.get(), 3, 2, nullptr) == TRN_SUCCESS);
+    const host_array got = f.read(r);
+    for (int64_t i = 0; i < 4097; ++i) REQUIRE(got.data[i] == static_cast<double>(3 + 2 * i));
+  }
+  CHECK(fallback_count("fill") == 0);
+  CHECK(fallback_count("arange") == 0);
+}
+
+TEST_CASE("float64 tensors run on the host, recorded once per signature with a count",
+          "[ops][fallback]") {
+  OpsFixture f;
+  std::mt19937 rng(6);
+  const host_array x = random_array(rng, {33, 3}, TRN_DTYPE_F64);
+  DeviceTensor tx = f.tensor(TRN_DTYPE_F64, x), ty = f.tensor(TRN_DTYPE_F64, x.shape);
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(trn_ops_unary(f.queue(), TRN_OPS_TANH, ty.get(), tx.get(), nullptr) == TRN_SUCCESS);
+  require_close(f.read(ty), host::unary(host::Unary::kTanh, x), 1e-15, "f64 tanh");
+  uint32_t n = 0;
+  REQUIRE(trn_ops_get_fallbacks(&n, nullptr) == TRN_SUCCESS);
+  REQUIRE(n == 1);
+  trn_ops_fallback_t fb = TRN_OPS_FALLBACK_INIT;
+  REQUIRE(trn_ops_get_fallbacks(&n, &fb) == TRN_SUCCESS);
+  CHECK(std::string(fb.op) == "tanh");
+  CHECK(std::string(fb.signature) == "f64[33, 3] -> f64[33, 3]");
+  CHECK(std::string(fb.reason).find("f64") != std::string::npos);
+  CHECK(fb.count == 3);
+}
+
+TEST_CASE("host-only mode gives the device's answers", "[ops][fallback]") {
+  OpsFixture f;
+  std::mt19937 rng(7);
+  const host_array a = random_array(rng, {129, 65}, TRN_DTYPE_F32);
+  const host_array b = random_array(rng, {65}, TRN_DTYPE_F32);
+  auto run = [&](bool host_only) {
+    f.configure(host_only ? TRN_OPS_CONFIG_HOST_ONLY : 0);
+    DeviceTensor ta = f.tensor(TRN_DTYPE_F32, a), tb = f.tensor(TRN_DTYPE_F32, b),
+                 t1 = f.tensor(TRN_DTYPE_F32, a.shape), t2 = f.tensor(TRN_DTYPE_BF16, a.shape);
+    REQUIRE(trn_ops_binary(f.queue(), TRN_OPS_MUL, t1.get(), ta.get(), tb.get(), nullptr) ==
+            TRN_SUCCESS);
+    REQUIRE(trn_ops_unary(f.queue(), TRN_OPS_SILU, t2.get(), t1.get(), nullptr) == TRN_SUCCESS);
+    return f.read(t2);
+  };
+  const host_array device = run(false);
+  CHECK(fallback_count("silu") == 0);
+  const host_array on_host = run(true);
+  CHECK(fallback_count("silu") == 1);
+  require_close(device, on_host, tolerance(TRN_DTYPE_BF16), "device vs host");
+}
+
+TEST_CASE("ops are ordered by their sync: waits before the first command, signals after the last",
+          "[ops][sync]") {
+  OpsFixture f;
+  trn_sem_t gate = make_sem(f.device()), done = make_sem(f.device());
+  DeviceTensor x = f.tensor(TRN_DTYPE_F32, host_array::full({4097}, 2.0)),
+               y = f.tensor(TRN_DTYPE_F32, {4097});
+  const trn_sem_point_t wait = {gate, 1}, signal = {done, 1};
+  const trn_sync_t sync = {&wait, 1, &signal, 1};
+  // Two launches (4096 + 1 elements) and, for f64, a host round trip: both wait for the gate.
+  REQUIRE(trn_ops_unary(f.queue(), TRN_OPS_SQUARE, y.get(), x.get(), &sync) == TRN_SUCCESS);
+  uint64_t value = 0;
+  REQUIRE(trn_sem_query(done, &value) == TRN_SUCCESS);
+  CHECK(value == 0);
+  REQUIRE(trn_sem_signal(gate, 1) == TRN_SUCCESS);
+  REQUIRE(trn_sem_wait(done, 1, 30'000'000'000ull) == TRN_SUCCESS);
+  for (double v : f.read(y).data) REQUIRE(v == 4.0);
+  trn_sem_destroy(gate);
+  trn_sem_destroy(done);
+}
+
+TEST_CASE("bad arguments are refused with a message, and nothing is queued", "[ops][negative]") {
+  OpsFixture f;
+  DeviceTensor a = f.tensor(TRN_DTYPE_F32, {4, 5}), b = f.tensor(TRN_DTYPE_F32, {3, 5}),
+               o = f.tensor(TRN_DTYPE_F32, {4, 5});
+  CHECK(trn_ops_binary(f.queue(), TRN_OPS_ADD, o.get(), a.get(), b.get(), nullptr) ==
+        TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(ops_error().find("do not broadcast") != std::string::npos);
+  CHECK(trn_ops_binary(f.queue(), static_cast<trn_ops_binary_op_t>(99), o.get(), a.get(), a.get(),
+                       nullptr) == TRN_ERROR_INVALID_ENUM);
+  CHECK(trn_ops_unary(nullptr, TRN_OPS_EXP, o.get(), a.get(), nullptr) == TRN_ERROR_INVALID_HANDLE);
+  CHECK(trn_ops_unary(f.queue(), TRN_OPS_EXP, nullptr, a.get(), nullptr) == TRN_ERROR_NULL_POINTER);
+  trn_ops_tensor_t past = a.t;
+  past.offset = 8;  // 20 floats from byte 8 run past the 80-byte allocation
+  CHECK(trn_ops_unary(f.queue(), TRN_OPS_EXP, o.get(), &past, nullptr) ==
+        TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(ops_error().find("past the end") != std::string::npos);
+  trn_ops_tensor_t negative = a.t;
+  negative.strides[0] = -5;
+  CHECK(trn_ops_unary(f.queue(), TRN_OPS_EXP, o.get(), &negative, nullptr) ==
+        TRN_ERROR_INVALID_ARGUMENT);
+  trn_ops_tensor_t bad_dtype = a.t;
+  bad_dtype.dtype = static_cast<trn_dtype_t>(77);
+  CHECK(trn_ops_unary(f.queue(), TRN_OPS_EXP, o.get(), &bad_dtype, nullptr) ==
+        TRN_ERROR_INVALID_ENUM);
+  DeviceTensor small = f.tensor(TRN_DTYPE_F32, {4});
+  CHECK(trn_ops_unary(f.queue(), TRN_OPS_EXP, small.get(), a.get(), nullptr) ==
+        TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(ops_error().find("trn_ops_unary") == 0);
+  f.finish();
+  uint32_t n = 0;
+  REQUIRE(trn_ops_get_fallbacks(&n, nullptr) == TRN_SUCCESS);
+  CHECK(n == 0);
+  const trn_ops_cache_stats_t s = cache_stats();
+  CHECK(s.builds == 0);
+}
