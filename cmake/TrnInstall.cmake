@@ -1,7 +1,9 @@
 # Installation: the library, the public headers, a CMake package (find_package(trn)) and a
 # pkg-config file.
 include(CMakePackageConfigHelpers)
-install(TARGETS trn EXPORT trnTargets
+# libtrn_ops (eager ops, docs/ops.md) lies beside libtrn; find_package(trn) gives trn::ops.
+set_target_properties(trn_ops PROPERTIES EXPORT_NAME ops)
+install(TARGETS trn trn_ops EXPORT trnTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Drivers lie beside libtrn, which finds them there (docs/ARCHITECTURE.md, "Driver discovery").

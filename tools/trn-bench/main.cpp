@@ -52,6 +52,11 @@ constexpr Entry kBenches[] = {
      "a captured sequence of 100 small ops replayed as a program (trn_queue_execute) vs issuing "
      "them one by one: host time to issue",
      {"--quick"}},
+    {"ops",
+     trn::bench::bench_ops,
+     "eager ops (libtrn_ops): host time to issue a cached op vs computing it on the host CPU; "
+     "first-use build vs disk-cache load; large ops' simulated time vs the roofline",
+     {"--quick"}},
 };
 
 void usage() {
