@@ -69,9 +69,11 @@ KernelPtr load(const Device &device, std::vector<std::byte> image) {
 
 KernelPtr get_kernel(const Device &device, const std::string &signature, const BuildFn &build) {
   const Config conf = config();
-  const std::string key = fmt::format("{}|{}|isa{}|kernels{}", signature, device.target_key,
-                                      isa::kKernelFormatVersionFiles, kKernelsVersion);
-  const std::string memory_key = fmt::format("dev{}|{}", device.index, key);
+  // In memory, kernels are per device (whose target is fixed): the signature and the device
+  // index name one. The full key, for the disk, is made only on a miss.
+  std::string memory_key = signature;
+  memory_key += '|';
+  memory_key += std::to_string(device.index);
   Cache &c = cache();
   if (conf.memory_cache) {
     std::lock_guard lock(c.mutex);
@@ -83,6 +85,8 @@ KernelPtr get_kernel(const Device &device, const std::string &signature, const B
     }
   }
 
+  const std::string key = fmt::format("{}|{}|isa{}|kernels{}", signature, device.target_key,
+                                      isa::kKernelFormatVersionFiles, kKernelsVersion);
   KernelPtr kernel;
   if (conf.disk_cache) {
     const uint64_t start = now_ns();

@@ -17,16 +17,6 @@ using kbuild::Tile;
 
 namespace {
 
-const char *layout_name(Layout l) {
-  switch (l) {
-    case Layout::kFull: return "full";
-    case Layout::kRow: return "row";
-    case Layout::kCol: return "col";
-    case Layout::kScalar: return "scalar";
-  }
-  return "?";
-}
-
 bool spreads_along_rows(Layout l) {  // one value per column for every partition
   return l == Layout::kRow || l == Layout::kScalar;
 }
@@ -72,18 +62,32 @@ struct Value {
 }  // namespace
 
 std::string expression_signature(const ExprConfig &c) {
-  std::string s = fmt::format("expr {} [{}, {}] in", c.name, c.rows, c.cols);
-  for (const ExprInput &i : c.inputs)
-    s += fmt::format(" {}:{}", isa::dtype_name(i.dtype), layout_name(i.layout));
-  s += " steps";
-  for (const ExprStep &st : c.steps)
-    s += fmt::format(" {}/{}/{}/{}/{}/{}/{:a}/{}", static_cast<int>(st.kind),
-                     static_cast<int>(st.func), static_cast<int>(st.op), st.a, st.b, st.scalar,
-                     st.constant, st.reverse ? 1 : 0);
-  s += " out";
-  for (const ExprOutput &o : c.outputs)
-    s += fmt::format(" {}:{}:{}", o.value, isa::dtype_name(o.dtype), o.input);
-  return s + fmt::format(" scalars {} base {}", c.scalars, c.index_base);
+  // Readable where it names the kernel, compact bytes for the steps: ops issue this on every
+  // call, so it is built without formatting each field.
+  std::string s = fmt::format("expr {} [{}, {}] {}/{}/{}/{} ", c.name, c.rows, c.cols,
+                              c.inputs.size(), c.steps.size(), c.outputs.size(), c.scalars);
+  auto put = [&s](const auto &v) { s.append(reinterpret_cast<const char *>(&v), sizeof v); };
+  for (const ExprInput &i : c.inputs) {
+    put(i.dtype);
+    put(i.layout);
+  }
+  for (const ExprStep &st : c.steps) {
+    put(st.kind);
+    put(st.func);
+    put(st.op);
+    put(st.a);
+    put(st.b);
+    put(st.scalar);
+    put(st.constant);
+    put(st.reverse);
+  }
+  for (const ExprOutput &o : c.outputs) {
+    put(o.value);
+    put(o.dtype);
+    put(o.input);
+  }
+  put(c.index_base);
+  return s;
 }
 
 kbuild::Built build_expression(const ExprConfig &c) {
