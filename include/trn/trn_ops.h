@@ -14,8 +14,9 @@
  *   all in queue order. Each such op warns once and is recorded (trn_ops_get_fallbacks).
  *
  * Tensors are views of device memory: an allocation, a byte offset, a dtype, a shape and strides
- * in elements (0 broadcasts). Outputs must not overlap inputs unless the op says so (the
- * optimizer steps update their tensors in place). An op's commands run on `queue` (a compute
+ * in elements (0 broadcasts). An output must not partly overlap an input: it may be exactly an
+ * input (in place, as PyTorch's add_ or relu_) for the elementwise ops, and the optimizer steps
+ * update their tensors in place. An op's commands run on `queue` (a compute
  * queue of the core that runs the kernels) between the waits and signals of `sync`, which belong
  * to the op as a whole: waits before its first command, signals after its last.
  *

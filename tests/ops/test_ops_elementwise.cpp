@@ -298,3 +298,22 @@ TEST_CASE("bad arguments are refused with a message, and nothing is queued", "[o
   const trn_ops_cache_stats_t s = cache_stats();
   CHECK(s.builds == 0);
 }
+
+TEST_CASE("elementwise ops work in place: the output may be one of the inputs", "[ops][binary]") {
+  OpsFixture f;
+  std::mt19937 rng(8);
+  const host_array a = random_array(rng, {4097}, TRN_DTYPE_F32);
+  const host_array b = random_array(rng, {4097}, TRN_DTYPE_F32);
+  DeviceTensor ta = f.tensor(TRN_DTYPE_F32, a), tb = f.tensor(TRN_DTYPE_F32, b);
+  // a += b, then a = relu(a), then a *= 3 (PyTorch's add_, relu_, mul_).
+  REQUIRE(trn_ops_binary(f.queue(), TRN_OPS_ADD, ta.get(), ta.get(), tb.get(), nullptr) ==
+          TRN_SUCCESS);
+  REQUIRE(trn_ops_unary(f.queue(), TRN_OPS_RELU, ta.get(), ta.get(), nullptr) == TRN_SUCCESS);
+  REQUIRE(trn_ops_binary_scalar(f.queue(), TRN_OPS_MUL, ta.get(), ta.get(), 3.0, 0, nullptr) ==
+          TRN_SUCCESS);
+  host_array want = host::binary(host::Binary::kAdd, a, b);
+  want = host::unary(host::Unary::kRelu, want);
+  want = host::binary(host::Binary::kMul, want, host_array::full({}, 3.0));
+  require_close(f.read(ta), want, 1e-6, "in place");
+  CHECK(fallback_count("add") == 0);
+}
