@@ -27,7 +27,10 @@ std::optional<std::string> host_reason(const std::vector<const Tensor *> &tensor
       return fmt::format("{} has no device dtype (the device has no {} arithmetic)", t->describe(),
                          dtype_name(t->dtype));
     if (!(broadcast_ok ? t->contiguous_but_broadcast() : t->contiguous()))
-      return fmt::format("{} is a strided view the device kernels do not read", t->describe());
+      return fmt::format(
+          "{} is a strided view the device kernels do not read (trn_ops_copy makes "
+          "it contiguous on the device)",
+          t->describe());
   }
   return std::nullopt;
 }

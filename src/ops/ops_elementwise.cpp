@@ -7,6 +7,8 @@
 
 #include "ops/expression_op.hpp"
 #include "ops/host_path.hpp"
+#include "ops/kernel_op.hpp"
+#include "ops/kernels/strided_copy.hpp"
 #include "ops/op_support.hpp"
 
 namespace trn::ops {
@@ -208,6 +210,46 @@ void check_binary(trn_ops_binary_op_t op) {
                      static_cast<int>(op)));
 }
 
+// x read as out's shape: x's strides, 0 where x broadcasts (a dim it lacks or has as 1).
+std::vector<std::pair<uint64_t, int64_t>> expanded_dims(const Tensor &x, const Shape &shape) {
+  std::vector<std::pair<uint64_t, int64_t>> dims;
+  const size_t lead = shape.size() - x.shape.size();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const bool own = d >= lead && x.shape[d - lead] == shape[d];
+    dims.push_back({static_cast<uint64_t>(shape[d]), own ? x.strides[d - lead] : 0});
+  }
+  return dims;
+}
+
+// A strided view copied by the DMA engines (strided_copy.hpp), when out is contiguous and the
+// cast is one the DMA does as PyTorch would; nullopt when queued.
+std::optional<std::string> strided_copy_on_device(trn_queue_t queue, const trn_sync_t *sync,
+                                                  const Tensor &out, const Tensor &x) {
+  if (auto r = host_reason({&out}, false)) return r;
+  if (!dtype_on_device(x.dtype)) return host_reason({&x}).value_or("a host dtype");
+  if (x.dtype != out.dtype && !dtype_is_float(out.dtype))
+    return fmt::format("a cast to {} truncates as PyTorch does; the device rounds",
+                       dtype_name(out.dtype));
+  kernels::StridedCopyConfig c;
+  c.dims = expanded_dims(x, out.shape);
+  c.span = (x.span_end - x.span_begin) / x.element_size();
+  c.dtype = static_cast<isa::DType>(x.dtype);
+  c.out_dtype = static_cast<isa::DType>(out.dtype);
+  std::string signature =
+      fmt::format("strided_copy {}>{} span {}", dtype_name(x.dtype), dtype_name(out.dtype), c.span);
+  for (const auto &d : kernels::merge_dims(c.dims))
+    signature += fmt::format(" {}:{}", d.first, d.second);
+  return try_device([&] {
+    launch_kernels(queue, sync, out.device_index,
+                   {{signature,
+                     [c](const kbuild::BuildTarget &t) mutable {
+                       c.target = t;
+                       return kernels::build_strided_copy(c);
+                     },
+                     {bind(x), bind(out)}}});
+  });
+}
+
 // A dtype's exact integers stay exact in fp32 up to 2^24.
 bool exact_integer(double v) {
   return std::nearbyint(v) == v && std::fabs(v) <= 16777216.0;
@@ -343,6 +385,19 @@ TRN_OPS_API trn_result_t trn_ops_copy(trn_queue_t queue, const trn_ops_tensor_t 
       check(trn_queue_copy(queue, o.mem, o.offset, in.mem, in.offset,
                            static_cast<uint64_t>(o.numel()) * o.element_size(), sync, nullptr),
             "queueing the copy");
+      return;
+    }
+    if (broadcast_shapes(o.shape, in.shape, "copy") != o.shape)
+      invalid(fmt::format("copy: x {} does not broadcast to out {}", in.describe(), o.describe()));
+    // Views the expression kernel does not read (a transpose, gaps), and same-dtype integer
+    // copies, go to the DMA engines as one strided transfer.
+    if (o.numel() > 0 && o.device_index == in.device_index &&
+        (!in.contiguous_but_broadcast() || (o.dtype == in.dtype && !dtype_is_float(o.dtype)))) {
+      std::optional<std::string> why = strided_copy_on_device(queue, sync, o, in);
+      if (!why) return;
+      const Shape shape = o.shape;
+      run_on_host(queue, sync, "copy", signature_of({&in}, {&o}), *why, {in}, {o},
+                  [shape](const Arrays &v) { return Arrays{host::broadcast_to(v[0], shape)}; });
       return;
     }
     // Casts to integers go through the host: PyTorch truncates toward zero (and wraps), the

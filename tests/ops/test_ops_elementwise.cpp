@@ -181,6 +181,41 @@ TEST_CASE("copy casts between dtypes, makes views contiguous and expands broadca
     for (int64_t i = 0; i < 129; ++i)
       CHECK(std::vector<double>(e.data.begin() + i * 3, e.data.begin() + i * 3 + 3) ==
             std::vector<double>{1, 2, 3});
+    CHECK(fallback_count("copy") == 0);  // the transpose by DMA, the expand by a kernel
+  }
+  SECTION("strided views of every kind, with casts, on the DMA engines") {
+    // A [4, 6, 10] tensor viewed as x[:, 1:5, ::3] transposed to [10/3, 4, 4] style shapes.
+    const host_array x = random_array(rng, {4, 6, 10}, TRN_DTYPE_F32, -50, 50);
+    DeviceTensor tx = f.tensor(TRN_DTYPE_F32, x);
+    trn_ops_tensor_t view = tx.t;  // x[:, 1:5, ::3].permute(2, 0, 1): shape [4, 4, 4]
+    view.offset = 1 * 10 * 4;
+    view.shape[0] = 4, view.strides[0] = 3;
+    view.shape[1] = 4, view.strides[1] = 60;
+    view.shape[2] = 4, view.strides[2] = 10;
+    host_array want = host_array::zeros({4, 4, 4});
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 4; ++j)
+        for (int64_t k = 0; k < 4; ++k)
+          want.data[(i * 4 + j) * 4 + k] = x.data[10 + i * 3 + j * 60 + k * 10];
+    for (trn_dtype_t to : {TRN_DTYPE_F32, TRN_DTYPE_BF16}) {
+      DeviceTensor ty = f.tensor(to, {4, 4, 4});
+      REQUIRE(trn_ops_copy(f.queue(), ty.get(), &view, nullptr) == TRN_SUCCESS);
+      host_array w = want;
+      for (double &v : w.data) v = as_dtype(to, v);
+      require_close(f.read(ty), w, 0, trn_dtype_name(to));
+    }
+    // An integer tensor's transpose, bit-exact.
+    host_array ints = host_array::zeros({3, 5});
+    for (size_t i = 0; i < ints.data.size(); ++i)
+      ints.data[i] = 100000 * static_cast<double>(i) + 7;
+    DeviceTensor ti = f.tensor(TRN_DTYPE_I32, ints), tt = f.tensor(TRN_DTYPE_I32, {5, 3});
+    trn_ops_tensor_t tv = ti.t;
+    tv.shape[0] = 5, tv.strides[0] = 1, tv.shape[1] = 3, tv.strides[1] = 5;
+    REQUIRE(trn_ops_copy(f.queue(), tt.get(), &tv, nullptr) == TRN_SUCCESS);
+    const host_array got = f.read(tt);
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j < 3; ++j) CHECK(got.data[i * 3 + j] == ints.data[j * 5 + i]);
+    CHECK(fallback_count("copy") == 0);
   }
 }
 
