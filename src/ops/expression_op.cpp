@@ -24,53 +24,29 @@ isa::DType device_dtype(trn_dtype_t t) {
 }  // namespace
 
 uint16_t ExpressionOp::act(isa::ActFunc f, uint16_t a) {
-  kernels::ExprStep s;
-  s.kind = Kind::kActivation;
-  s.func = f;
-  s.a = a;
-  return add_step(*this, s);
+  return add_step(*this, {.kind = Kind::kActivation, .func = f, .a = a});
 }
 
 uint16_t ExpressionOp::alu(isa::AluOp o, uint16_t a, uint16_t b) {
-  kernels::ExprStep s;
-  s.kind = Kind::kAlu;
-  s.op = o;
-  s.a = a;
-  s.b = b;
-  return add_step(*this, s);
+  return add_step(*this, {.kind = Kind::kAlu, .op = o, .a = a, .b = b});
 }
 
 uint16_t ExpressionOp::alu_constant(isa::AluOp o, uint16_t a, float constant, bool reverse) {
-  kernels::ExprStep s;
-  s.kind = Kind::kAluScalar;
-  s.op = o;
-  s.a = a;
-  s.constant = constant;
-  s.reverse = reverse;
-  return add_step(*this, s);
+  return add_step(
+      *this, {.kind = Kind::kAluScalar, .op = o, .a = a, .constant = constant, .reverse = reverse});
 }
 
 uint16_t ExpressionOp::alu_scalar(isa::AluOp o, uint16_t a, int16_t scalar, bool reverse) {
-  kernels::ExprStep s;
-  s.kind = Kind::kAluScalar;
-  s.op = o;
-  s.a = a;
-  s.scalar = scalar;
-  s.reverse = reverse;
-  return add_step(*this, s);
+  return add_step(
+      *this, {.kind = Kind::kAluScalar, .op = o, .a = a, .scalar = scalar, .reverse = reverse});
 }
 
 uint16_t ExpressionOp::scalar_value(int16_t scalar) {
-  kernels::ExprStep s;
-  s.kind = Kind::kScalar;
-  s.scalar = scalar;
-  return add_step(*this, s);
+  return add_step(*this, {.kind = Kind::kScalar, .scalar = scalar});
 }
 
 uint16_t ExpressionOp::index() {
-  kernels::ExprStep s;
-  s.kind = Kind::kIndex;
-  return add_step(*this, s);
+  return add_step(*this, {.kind = Kind::kIndex});
 }
 
 void launch_expression(trn_queue_t queue, const trn_sync_t *sync, const ExpressionOp &op,

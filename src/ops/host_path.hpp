@@ -23,6 +23,11 @@ void run_on_host(trn_queue_t queue, const trn_sync_t *sync, const std::string &o
                  const std::string &signature, const std::string &reason,
                  std::vector<Tensor> inputs, std::vector<Tensor> outputs, HostCompute compute);
 
+// An optional input as the host reference takes it: NULL when the tensor was absent.
+inline const host::Array *optional_input(const Arrays &inputs, size_t i) {
+  return inputs[i].shape.empty() && inputs[i].data.empty() ? nullptr : &inputs[i];
+}
+
 // Conversions between a tensor's bytes (its span, starting at span_begin) and float64 arrays.
 host::Array gather(const Tensor &t, const std::byte *span);
 void scatter(const host::Array &a, const Tensor &t, std::byte *span);

@@ -94,10 +94,9 @@ void run_elementwise(trn_queue_t queue, const trn_sync_t *sync, const Elementwis
       invalid(fmt::format("{}: input {} does not broadcast to the output {}", e.name, t->describe(),
                           e.out->describe()));
   }
-  for (const Tensor *t : e.inputs)
-    if (t->device_index != e.out->device_index)
-      invalid(fmt::format("{}: {} is on device {}, the output on device {}", e.name, t->describe(),
-                          t->device_index, e.out->device_index));
+  std::vector<const Tensor *> all = e.inputs;
+  all.push_back(e.out);
+  check_same_device(all, e.name);
   if (e.out->numel() == 0) return queue_empty_op(queue, sync);
   std::optional<std::string> reason = e.not_on_device;
   if (!reason) reason = elementwise_reason(e.inputs, *e.out, e.integer_result);

@@ -63,8 +63,7 @@ TRN_OPS_API trn_result_t trn_ops_matmul(trn_queue_t queue, const trn_ops_tensor_
     const Tensor o = tensor_arg(out, "out"), ta = tensor_arg(a, "a"), tb = tensor_arg(b, "b");
     const MatmulShape s = matmul_shape(ta, tb, flags, "matmul");
     check_shape(o, s.out, "out", "matmul");
-    if (ta.device_index != o.device_index || tb.device_index != o.device_index)
-      invalid("matmul: a, b and out must be on one device");
+    check_same_device({&o, &ta, &tb}, "matmul");
     if (o.numel() == 0) return queue_empty_op(queue, sync);
     const Tensor none;
     std::optional<std::string> reason = matmul_on_device(queue, sync, s, o, ta, tb, none, 1.0, 0.0);
@@ -94,9 +93,7 @@ TRN_OPS_API trn_result_t trn_ops_addmm(trn_queue_t queue, const trn_ops_tensor_t
     if (broadcast_shapes(c.shape, s.out, "addmm") != s.out)
       invalid(fmt::format("addmm: bias {} does not broadcast to the output {}", c.describe(),
                           shape_text(s.out)));
-    if (ta.device_index != o.device_index || tb.device_index != o.device_index ||
-        c.device_index != o.device_index)
-      invalid("addmm: bias, a, b and out must be on one device");
+    check_same_device({&o, &c, &ta, &tb}, "addmm");
     if (o.numel() == 0) return queue_empty_op(queue, sync);
     std::optional<std::string> reason = matmul_on_device(queue, sync, s, o, ta, tb, c, alpha, beta);
     if (!reason) return;

@@ -10,17 +10,6 @@ namespace trn::ops {
 
 namespace {
 
-const host::Array *maybe(const Arrays &a, size_t i) {
-  return a[i].shape.empty() && a[i].data.empty() ? nullptr : &a[i];
-}
-
-void same_device(const std::vector<const Tensor *> &tensors, const char *op) {
-  for (const Tensor *t : tensors)
-    if (t->present() && t->device_index != tensors.front()->device_index)
-      invalid(fmt::format("{}: {} is on device {}, not {}", op, t->describe(), t->device_index,
-                          tensors.front()->device_index));
-}
-
 void check_integer(const Tensor &t, const char *name, const char *op) {
   if (dtype_is_float(t.dtype))
     invalid(fmt::format("{}: {} is {}; it must hold integers (class or row indices)", op, name,
@@ -158,12 +147,12 @@ TRN_OPS_API trn_result_t trn_ops_nll_loss(trn_queue_t queue, const trn_ops_tenso
     const NllShapes s = nll_shapes(lp, t, w, reduction, op);
     check_shape(o, s.out, "out", op);
     if (tw.present()) check_shape(tw, {}, "total_weight", op);
-    same_device({&o, &tw, &lp, &t, &w}, op);
+    check_same_device({&o, &tw, &lp, &t, &w}, op);
     const bool want_tw = tw.present();
     run_on_host(queue, sync, op, signature_of({&lp, &t, &w}, {&o, &tw}),
                 reason_for({&o, &tw, &lp, &t, &w}, op), {lp, t, w}, {o, tw}, [=](const Arrays &a) {
                   host::NllResult r =
-                      host::nll_loss(a[0], a[1], maybe(a, 2),
+                      host::nll_loss(a[0], a[1], optional_input(a, 2),
                                      static_cast<host::Reduction>(reduction), ignore_index);
                   return want_tw ? Arrays{r.out, r.total_weight} : Arrays{r.out};
                 });
@@ -185,11 +174,11 @@ TRN_OPS_API trn_result_t trn_ops_nll_loss_backward(
     check_shape(gl, lp.shape, "grad_log_probs", op);
     check_shape(g, s.out, "grad_out", op);
     check_shape(tw, {}, "total_weight", op);
-    same_device({&gl, &g, &lp, &t, &w, &tw}, op);
+    check_same_device({&gl, &g, &lp, &t, &w, &tw}, op);
     run_on_host(queue, sync, op, signature_of({&g, &lp, &t, &w, &tw}, {&gl}),
                 reason_for({&gl, &g, &lp, &t, &w, &tw}, op), {g, lp, t, w, tw}, {gl},
                 [=](const Arrays &a) {
-                  return Arrays{host::nll_loss_backward(a[0], a[1], a[2], maybe(a, 3),
+                  return Arrays{host::nll_loss_backward(a[0], a[1], a[2], optional_input(a, 3),
                                                         static_cast<host::Reduction>(reduction),
                                                         ignore_index, a[4])};
                 });
@@ -210,7 +199,7 @@ TRN_OPS_API trn_result_t trn_ops_embedding(trn_queue_t queue, const trn_ops_tens
     Shape shape = idx.shape;
     shape.push_back(w.shape[1]);
     check_shape(o, shape, "out", op);
-    same_device({&o, &w, &idx}, op);
+    check_same_device({&o, &w, &idx}, op);
     run_on_host(queue, sync, op, signature_of({&w, &idx}, {&o}), reason_for({&o, &w, &idx}, op),
                 {w, idx}, {o}, [](const Arrays &a) { return Arrays{host::embedding(a[0], a[1])}; });
   });
@@ -232,7 +221,7 @@ TRN_OPS_API trn_result_t trn_ops_embedding_backward(trn_queue_t queue,
     Shape shape = idx.shape;
     shape.push_back(gw.shape[1]);
     check_shape(g, shape, "grad_out", op);
-    same_device({&gw, &g, &idx}, op);
+    check_same_device({&gw, &g, &idx}, op);
     const int64_t rows = gw.shape[0];
     run_on_host(queue, sync, op, signature_of({&g, &idx}, {&gw}), reason_for({&gw, &g, &idx}, op),
                 {g, idx}, {gw}, [=](const Arrays &a) {
@@ -253,11 +242,12 @@ TRN_OPS_API trn_result_t trn_ops_conv2d(trn_queue_t queue, const trn_ops_tensor_
     const ConvParams c = conv_params(params, op);
     check_shape(o, conv_out_shape(in, w, c.p, op), "out", op);
     if (b.present()) check_shape(b, {w.shape[0]}, "bias", op);
-    same_device({&o, &in, &w, &b}, op);
+    check_same_device({&o, &in, &w, &b}, op);
     const host::Conv2dParams p = c.p;
     run_on_host(queue, sync, op, signature_of({&in, &w, &b}, {&o}),
-                reason_for({&o, &in, &w, &b}, op), {in, w, b}, {o},
-                [p](const Arrays &a) { return Arrays{host::conv2d(a[0], a[1], maybe(a, 2), p)}; });
+                reason_for({&o, &in, &w, &b}, op), {in, w, b}, {o}, [p](const Arrays &a) {
+                  return Arrays{host::conv2d(a[0], a[1], optional_input(a, 2), p)};
+                });
   });
 }
 
@@ -277,7 +267,7 @@ TRN_OPS_API trn_result_t trn_ops_conv2d_backward(
     if (gx.present()) check_shape(gx, in.shape, "grad_x", op);
     if (gw.present()) check_shape(gw, w.shape, "grad_weight", op);
     if (gb.present()) check_shape(gb, {w.shape[0]}, "grad_bias", op);
-    same_device({&g, &gx, &gw, &gb, &in, &w}, op);
+    check_same_device({&g, &gx, &gw, &gb, &in, &w}, op);
     if (!gx.present() && !gw.present() && !gb.present()) return queue_empty_op(queue, sync);
     const host::Conv2dParams p = c.p;
     const bool want_x = gx.present(), want_w = gw.present(), want_b = gb.present();
@@ -310,7 +300,7 @@ TRN_OPS_API trn_result_t trn_ops_max_pool2d(trn_queue_t queue, const trn_ops_ten
       check_shape(idx, shape, "indices", op);
       check_integer(idx, "indices", op);
     }
-    same_device({&o, &idx, &in}, op);
+    check_same_device({&o, &idx, &in}, op);
     const bool want_idx = idx.present();
     run_on_host(queue, sync, op, signature_of({&in}, {&o, &idx}), reason_for({&o, &idx, &in}, op),
                 {in}, {o, idx}, [=](const Arrays &a) {
@@ -337,7 +327,7 @@ TRN_OPS_API trn_result_t trn_ops_max_pool2d_backward(trn_queue_t queue,
                           g.describe(), gx.describe()));
     check_shape(idx, g.shape, "indices", op);
     check_integer(idx, "indices", op);
-    same_device({&gx, &g, &idx}, op);
+    check_same_device({&gx, &g, &idx}, op);
     const Shape x_shape = gx.shape;
     run_on_host(queue, sync, op, signature_of({&g, &idx}, {&gx}), reason_for({&gx, &g, &idx}, op),
                 {g, idx}, {gx}, [x_shape](const Arrays &a) {

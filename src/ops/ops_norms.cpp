@@ -37,17 +37,6 @@ void check_optional(const Tensor &t, const Shape &shape, const char *name, const
   if (t.present()) check_shape(t, shape, name, op);
 }
 
-const host::Array *maybe(const Arrays &a, size_t i) {
-  return a[i].shape.empty() && a[i].data.empty() ? nullptr : &a[i];
-}
-
-void same_device(const std::vector<const Tensor *> &tensors, const char *op) {
-  for (const Tensor *t : tensors)
-    if (t->present() && t->device_index != tensors.front()->device_index)
-      invalid(fmt::format("{}: {} is on device {}, not {}", op, t->describe(), t->device_index,
-                          tensors.front()->device_index));
-}
-
 // Launches a norm kernel: the builder's (layer norm with weight and bias, or none; RMS norm with
 // a weight or none) when no statistics are asked for, the op library's, which also writes them,
 // when they are (layer norm: mean and rstd both, f32). Or says why it cannot.
@@ -185,7 +174,7 @@ TRN_OPS_API trn_result_t trn_ops_layer_norm(trn_queue_t queue, const trn_ops_ten
     check_optional(r, s.stats, "rstd", "layer_norm");
     check_optional(w, s.normalized, "weight", "layer_norm");
     check_optional(b, s.normalized, "bias", "layer_norm");
-    same_device({&o, &m, &r, &in, &w, &b}, "layer_norm");
+    check_same_device({&o, &m, &r, &in, &w, &b}, "layer_norm");
     if (eps < 0) invalid(fmt::format("layer_norm: eps is {}; it must not be negative", eps));
     if (in.numel() == 0) return queue_empty_op(queue, sync);
     auto reason = norm_on_device(queue, sync, true, o, in, w, b, m, r, s, eps);
@@ -194,7 +183,8 @@ TRN_OPS_API trn_result_t trn_ops_layer_norm(trn_queue_t queue, const trn_ops_ten
     const bool want_mean = m.present(), want_rstd = r.present();
     run_on_host(queue, sync, "layer_norm", signature_of({&in, &w, &b}, {&o, &m, &r}), *reason,
                 {in, w, b}, {o, m, r}, [n, eps, want_mean, want_rstd](const Arrays &a) {
-                  host::NormResult res = host::layer_norm(a[0], n, maybe(a, 1), maybe(a, 2), eps);
+                  host::NormResult res =
+                      host::layer_norm(a[0], n, optional_input(a, 1), optional_input(a, 2), eps);
                   Arrays outs = {res.out};
                   if (want_mean) outs.push_back(res.mean);
                   if (want_rstd) outs.push_back(res.rstd);
@@ -226,7 +216,7 @@ TRN_OPS_API trn_result_t trn_ops_layer_norm_backward(
     check_optional(w, s.normalized, "weight", op);
     if (gw.present() && !w.present())
       invalid("layer_norm_backward: grad_weight needs the weight the forward used");
-    same_device({&g, &gx, &gw, &gb, &in, &m, &r, &w}, op);
+    check_same_device({&g, &gx, &gw, &gb, &in, &m, &r, &w}, op);
     if (!gx.present() && !gw.present() && !gb.present()) return queue_empty_op(queue, sync);
     std::optional<std::string> reason =
         norm_backward_on_device(queue, sync, true, gx, gw, gb, g, in, m, r, w, s);
@@ -235,8 +225,8 @@ TRN_OPS_API trn_result_t trn_ops_layer_norm_backward(
     const bool want_x = gx.present(), want_w = gw.present(), want_b = gb.present();
     run_on_host(queue, sync, op, signature_of({&g, &in, &m, &r, &w}, {&gx, &gw, &gb}), *reason,
                 {g, in, m, r, w}, {gx, gw, gb}, [=](const Arrays &a) {
-                  host::NormGrads res =
-                      host::layer_norm_backward(a[0], a[1], a[2], a[3], n, maybe(a, 4), want_b);
+                  host::NormGrads res = host::layer_norm_backward(a[0], a[1], a[2], a[3], n,
+                                                                  optional_input(a, 4), want_b);
                   Arrays outs;
                   if (want_x) outs.push_back(res.grad_x);
                   if (want_w) outs.push_back(res.grad_weight);
@@ -257,7 +247,7 @@ TRN_OPS_API trn_result_t trn_ops_rms_norm(trn_queue_t queue, const trn_ops_tenso
     check_shape(o, in.shape, "out", "rms_norm");
     check_optional(r, s.stats, "rstd", "rms_norm");
     check_optional(w, s.normalized, "weight", "rms_norm");
-    same_device({&o, &r, &in, &w}, "rms_norm");
+    check_same_device({&o, &r, &in, &w}, "rms_norm");
     if (eps < 0) invalid(fmt::format("rms_norm: eps is {}; it must not be negative", eps));
     if (in.numel() == 0) return queue_empty_op(queue, sync);
     const Tensor none;
@@ -267,7 +257,7 @@ TRN_OPS_API trn_result_t trn_ops_rms_norm(trn_queue_t queue, const trn_ops_tenso
     const bool want_rstd = r.present();
     run_on_host(queue, sync, "rms_norm", signature_of({&in, &w}, {&o, &r}), *reason, {in, w},
                 {o, r}, [n, eps, want_rstd](const Arrays &a) {
-                  host::NormResult res = host::rms_norm(a[0], n, maybe(a, 1), eps);
+                  host::NormResult res = host::rms_norm(a[0], n, optional_input(a, 1), eps);
                   Arrays outs = {res.out};
                   if (want_rstd) outs.push_back(res.rstd);
                   return outs;
@@ -293,7 +283,7 @@ TRN_OPS_API trn_result_t trn_ops_rms_norm_backward(
     check_optional(w, s.normalized, "weight", op);
     if (gw.present() && !w.present())
       invalid("rms_norm_backward: grad_weight needs the weight the forward used");
-    same_device({&g, &gx, &gw, &in, &r, &w}, op);
+    check_same_device({&g, &gx, &gw, &in, &r, &w}, op);
     if (!gx.present() && !gw.present()) return queue_empty_op(queue, sync);
     const Tensor none;
     std::optional<std::string> reason =
@@ -303,7 +293,8 @@ TRN_OPS_API trn_result_t trn_ops_rms_norm_backward(
     const bool want_x = gx.present(), want_w = gw.present();
     run_on_host(queue, sync, op, signature_of({&g, &in, &r, &w}, {&gx, &gw}), *reason,
                 {g, in, r, w}, {gx, gw}, [=](const Arrays &a) {
-                  host::NormGrads res = host::rms_norm_backward(a[0], a[1], a[2], n, maybe(a, 3));
+                  host::NormGrads res =
+                      host::rms_norm_backward(a[0], a[1], a[2], n, optional_input(a, 3));
                   Arrays outs;
                   if (want_x) outs.push_back(res.grad_x);
                   if (want_w) outs.push_back(res.grad_weight);

@@ -24,10 +24,8 @@ std::optional<std::string> optimizer_reason(const std::vector<const Tensor *> &t
   for (const Tensor *t : tensors) {
     if (!t->present()) continue;
     check_shape(*t, param.shape, "every state tensor", op);
-    if (t->device_index != param.device_index)
-      invalid(fmt::format("{}: {} is on device {}, the parameter on {}", op, t->describe(),
-                          t->device_index, param.device_index));
   }
+  check_same_device(tensors, op);
   if (auto r = host_reason(tensors, false)) return r;
   for (const Tensor *t : tensors)
     if (t->present() && !dtype_is_float(t->dtype))

@@ -83,8 +83,7 @@ TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t o
     const bool index_op = op == TRN_OPS_ARGMAX || op == TRN_OPS_ARGMIN;
     const std::vector<int64_t> reduced = reduced_dims(in, dims, dim_count, index_op);
     check_shape(o, reduced_shape(in, reduced, keepdim != 0), "out", name);
-    if (o.device_index != in.device_index)
-      invalid(fmt::format("{}: x and out are on different devices", name));
+    check_same_device({&o, &in}, name);
     if (in.numel() == 0 && (op != TRN_OPS_SUM && op != TRN_OPS_MEAN))
       invalid(fmt::format("{}: x {} has no elements to reduce", name, in.describe()));
     if (o.numel() == 0) return queue_empty_op(queue, sync);

@@ -155,16 +155,16 @@ int64_t normalize_dim(int64_t dim, int64_t rank, const char *op) {
   return dim < 0 ? dim + r : dim;
 }
 
-void check_same_device(std::initializer_list<const Tensor *> tensors, const char *op) {
+void check_same_device(const std::vector<const Tensor *> &tensors, const char *op) {
   const Tensor *first = nullptr;
   for (const Tensor *t : tensors) {
     if (!t->present()) continue;
     if (!first) first = t;
     if (t->device_index != first->device_index)
       invalid(
-          fmt::format("{}: tensors on devices {} and {}; every tensor of an op must be on the "
-                      "queue's device",
-                      op, first->device_index, t->device_index));
+          fmt::format("{}: {} is on device {} and {} on device {}; every tensor of an op "
+                      "must be on the queue's device",
+                      op, first->describe(), first->device_index, t->describe(), t->device_index));
   }
 }
 

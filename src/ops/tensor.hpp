@@ -50,7 +50,7 @@ Shape broadcast_shapes(const Shape &a, const Shape &b, const char *op);
 int64_t normalize_dim(int64_t dim, int64_t rank, const char *op);
 
 // Every tensor on one device, and outputs of the expected shape: errors name the argument.
-void check_same_device(std::initializer_list<const Tensor *> tensors, const char *op);
+void check_same_device(const std::vector<const Tensor *> &tensors, const char *op);
 void check_shape(const Tensor &t, const Shape &expected, const char *name, const char *op);
 
 }  // namespace trn::ops
