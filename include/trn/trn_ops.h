@@ -14,7 +14,8 @@
  *   all in queue order. Each such op warns once and is recorded (trn_ops_get_fallbacks).
  *
  * Tensors are views of device memory: an allocation, a byte offset, a dtype, a shape and strides
- * in elements (0 broadcasts). An output must not partly overlap an input: it may be exactly an
+ * in elements (0 broadcasts). Outputs must not overlap each other, nor partly overlap an input:
+ * an output may be exactly an
  * input (in place, as PyTorch's add_ or relu_) for the elementwise ops, and the optimizer steps
  * update their tensors in place. An op's commands run on `queue` (a compute
  * queue of the core that runs the kernels) between the waits and signals of `sync`, which belong
@@ -69,8 +70,9 @@ typedef struct trn_ops_tensor {
 
 /**
  * Fills `tensor` with a contiguous (row-major) view of `mem` from `offset`.
- * @returns TRN_ERROR_INVALID_ARGUMENT for a rank over TRN_OPS_MAX_DIMS, a negative dim, an
- * unknown dtype, or a view that does not fit the allocation.
+ * @returns TRN_ERROR_INVALID_ARGUMENT for a rank over TRN_OPS_MAX_DIMS, a negative dim or a view
+ * that does not fit the allocation; TRN_ERROR_INVALID_ENUM for an unknown dtype;
+ * TRN_ERROR_INVALID_HANDLE for a NULL or freed `mem`.
  */
 TRN_OPS_API trn_result_t trn_ops_tensor_init(trn_ops_tensor_t *tensor, trn_mem_t mem,
                                              uint64_t offset, trn_dtype_t dtype, uint32_t rank,
@@ -430,8 +432,10 @@ TRN_DEFINE_STRUCT_MAKE(trn_ops_fallback_t, TRN_STRUCT_OPS_FALLBACK)
 #define TRN_OPS_FALLBACK_INIT trn_ops_fallback_t_make()
 
 /**
- * Two-call enumeration of the fallbacks so far, in the order first seen: `*count` in is the room
- * in `fallbacks` (each TRN_OPS_FALLBACK_INIT), out the number there are.
+ * Two-call enumeration of the fallbacks so far, in the order first seen: with `fallbacks` NULL,
+ * `*count` is set to the number there are; otherwise `*count` in is the room in `fallbacks`
+ * (each TRN_OPS_FALLBACK_INIT) and out the number written, the first ones, as trn.h's
+ * enumerations do.
  */
 TRN_OPS_API trn_result_t trn_ops_get_fallbacks(uint32_t *count, trn_ops_fallback_t *fallbacks);
 /** Forgets the fallbacks so far (the once-per-op warnings are given again). */

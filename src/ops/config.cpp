@@ -77,7 +77,8 @@ void configure(const trn_ops_config_t *config) {
     c.disk_cache = !(config->flags & TRN_OPS_CONFIG_NO_DISK_CACHE) && !c.cache_dir.empty();
     c.memory_cache = !(config->flags & TRN_OPS_CONFIG_NO_MEMORY_CACHE);
     c.host_only = config->flags & TRN_OPS_CONFIG_HOST_ONLY;
-    if (config->memory_cache_bytes) c.memory_cache_bytes = config->memory_cache_bytes;
+    c.memory_cache_bytes = config->memory_cache_bytes ? config->memory_cache_bytes
+                                                      : from_environment().memory_cache_bytes;
   }
   std::lock_guard lock(g_mutex);
   g_config = c;

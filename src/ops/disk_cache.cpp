@@ -81,7 +81,8 @@ DiskEntry read_entry(const std::string &dir, const std::string &key) {
   const uint32_t key_bytes = get<uint32_t>(bytes.data() + 12);
   const uint64_t image_bytes = get<uint64_t>(bytes.data() + 16);
   const uint64_t checksum = get<uint64_t>(bytes.data() + 24);
-  if (kHeaderBytes + uint64_t{key_bytes} + image_bytes != bytes.size())
+  if (key_bytes > bytes.size() - kHeaderBytes ||
+      image_bytes != bytes.size() - kHeaderBytes - key_bytes)
     return corrupt(fmt::format("{} bytes where the header says {}", bytes.size(),
                                kHeaderBytes + uint64_t{key_bytes} + image_bytes));
   const std::byte *body = bytes.data() + kHeaderBytes;

@@ -58,6 +58,13 @@ trn_result_t api_call(const char *function, Body &&body) noexcept {
   } catch (const OpError &e) {
     set_last_error(std::string(function) + ": " + e.what());
     return e.result;
+  } catch (const StaleHandle &) {
+    set_last_error(std::string(function) +
+                   ": the runtime was shut down while the op was issued; issue it again");
+    return TRN_ERROR_INVALID_HANDLE;
+  } catch (const DeviceRefused &r) {
+    set_last_error(std::string(function) + ": " + r.why);
+    return TRN_ERROR_UNSUPPORTED;
   } catch (const std::bad_alloc &) {
     set_last_error(std::string(function) + ": out of host memory");
     return TRN_ERROR_OUT_OF_HOST_MEMORY;

@@ -96,11 +96,36 @@ struct HostJob {
   std::vector<Tensor> inputs, outputs;
   std::vector<std::vector<std::byte>> input_bytes, output_bytes;
   HostCompute compute;
+  bool raw_copy = false;  // outputs[0] = inputs[0], element bytes as they are
 };
+
+// x's view read with out's shape: its strides, 0 where it broadcasts.
+Tensor expanded(const Tensor &x, const Shape &shape) {
+  Tensor t = x;
+  const size_t lead = shape.size() - x.shape.size();
+  t.shape = shape;
+  t.strides.assign(shape.size(), 0);
+  for (size_t d = lead; d < shape.size(); ++d)
+    if (x.shape[d - lead] == shape[d]) t.strides[d] = x.strides[d - lead];
+  return t;
+}
+
+void copy_elements(HostJob &job) {
+  const Tensor &out = job.outputs[0];
+  const Tensor in = expanded(job.inputs[0], out.shape);
+  std::vector<int64_t> from;
+  from.reserve(static_cast<size_t>(in.numel()));
+  for_each_element(in, [&](int64_t, int64_t at) { from.push_back(at); });
+  const size_t size = out.element_size();
+  for_each_element(out, [&](int64_t i, int64_t at) {
+    std::memcpy(job.output_bytes[0].data() + at, job.input_bytes[0].data() + from[i], size);
+  });
+}
 
 void compute_job(void *user, trn_result_t status) {
   auto *job = static_cast<HostJob *>(user);
   if (status != TRN_SUCCESS) return;  // the queue failed before the op: nothing to compute
+  if (job->raw_copy) return copy_elements(*job);
   try {
     Arrays in(job->inputs.size());
     for (size_t i = 0; i < job->inputs.size(); ++i)
@@ -147,14 +172,11 @@ void scatter(const host::Array &a, const Tensor &t, std::byte *span) {
   for_each_element(t, [&](int64_t i, int64_t at) { write_element(t.dtype, a.data[i], span + at); });
 }
 
-void run_on_host(trn_queue_t queue, const trn_sync_t *sync, const std::string &op,
-                 const std::string &signature, const std::string &reason,
-                 std::vector<Tensor> inputs, std::vector<Tensor> outputs, HostCompute compute) {
-  auto job = std::make_unique<HostJob>();
-  job->op = op;
-  job->inputs = std::move(inputs);
-  job->outputs = std::move(outputs);
-  job->compute = std::move(compute);
+namespace {
+
+// Queues the job's reads, its compute and its writes; the job frees itself with its last
+// command.
+void queue_job(trn_queue_t queue, const trn_sync_t *sync, std::unique_ptr<HostJob> job) {
   Commands commands(queue, sync);
   job->input_bytes.resize(job->inputs.size());
   for (size_t i = 0; i < job->inputs.size(); ++i) {
@@ -188,7 +210,31 @@ void run_on_host(trn_queue_t queue, const trn_sync_t *sync, const std::string &o
     throw;
   }
   job.release();  // free_job owns it now
+}
+
+}  // namespace
+
+void run_on_host(trn_queue_t queue, const trn_sync_t *sync, const std::string &op,
+                 const std::string &signature, const std::string &reason,
+                 std::vector<Tensor> inputs, std::vector<Tensor> outputs, HostCompute compute) {
+  auto job = std::make_unique<HostJob>();
+  job->op = op;
+  job->inputs = std::move(inputs);
+  job->outputs = std::move(outputs);
+  job->compute = std::move(compute);
+  queue_job(queue, sync, std::move(job));
   if (!reason.empty()) record_fallback(op, signature, reason);
+}
+
+void copy_on_host(trn_queue_t queue, const trn_sync_t *sync, const std::string &signature,
+                  const std::string &reason, const Tensor &x, const Tensor &out) {
+  auto job = std::make_unique<HostJob>();
+  job->op = "copy";
+  job->inputs = {x};
+  job->outputs = {out};
+  job->raw_copy = true;
+  queue_job(queue, sync, std::move(job));
+  record_fallback("copy", signature, reason);
 }
 
 }  // namespace trn::ops

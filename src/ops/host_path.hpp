@@ -23,6 +23,11 @@ void run_on_host(trn_queue_t queue, const trn_sync_t *sync, const std::string &o
                  const std::string &signature, const std::string &reason,
                  std::vector<Tensor> inputs, std::vector<Tensor> outputs, HostCompute compute);
 
+// out = x (x broadcast to out's shape) with one dtype, element bytes copied as they are, so
+// that int64 values beyond 2^53 stay exact.
+void copy_on_host(trn_queue_t queue, const trn_sync_t *sync, const std::string &signature,
+                  const std::string &reason, const Tensor &x, const Tensor &out);
+
 // An optional input as the host reference takes it: NULL when the tensor was absent.
 inline const host::Array *optional_input(const Arrays &inputs, size_t i) {
   return inputs[i].shape.empty() && inputs[i].data.empty() ? nullptr : &inputs[i];

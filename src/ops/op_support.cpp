@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "ops/submit.hpp"
+
 namespace trn::ops {
 
 std::string signature_of(const std::vector<const Tensor *> &inputs,
@@ -36,7 +38,9 @@ std::optional<std::string> host_reason(const std::vector<const Tensor *> &tensor
 }
 
 void queue_empty_op(trn_queue_t queue, const trn_sync_t *sync) {
-  check(trn_queue_barrier(queue, sync, nullptr), "queueing the op's waits and signals");
+  Commands commands(queue, sync);
+  commands.barrier();
+  commands.submit();
 }
 
 }  // namespace trn::ops

@@ -381,9 +381,10 @@ TRN_OPS_API trn_result_t trn_ops_copy(trn_queue_t queue, const trn_ops_tensor_t 
     // The same dtype, both contiguous and of one size: a DMA copy.
     if (o.dtype == in.dtype && o.contiguous() && in.contiguous() && o.shape == in.shape &&
         !config().host_only && o.device_index == in.device_index && o.numel() > 0) {
-      check(trn_queue_copy(queue, o.mem, o.offset, in.mem, in.offset,
-                           static_cast<uint64_t>(o.numel()) * o.element_size(), sync, nullptr),
-            "queueing the copy");
+      Commands commands(queue, sync);
+      commands.copy(o.mem, o.offset, in.mem, in.offset,
+                    static_cast<uint64_t>(o.numel()) * o.element_size());
+      commands.submit();
       return;
     }
     if (broadcast_shapes(o.shape, in.shape, "copy") != o.shape)
@@ -394,13 +395,15 @@ TRN_OPS_API trn_result_t trn_ops_copy(trn_queue_t queue, const trn_ops_tensor_t 
         (!in.contiguous_but_broadcast() || (o.dtype == in.dtype && !dtype_is_float(o.dtype)))) {
       std::optional<std::string> why = strided_copy_on_device(queue, sync, o, in);
       if (!why) return;
+      if (o.dtype == in.dtype)
+        return copy_on_host(queue, sync, signature_of({&in}, {&o}), *why, in, o);
       const Shape shape = o.shape;
       run_on_host(queue, sync, "copy", signature_of({&in}, {&o}), *why, {in}, {o},
                   [shape](const Arrays &v) { return Arrays{host::broadcast_to(v[0], shape)}; });
       return;
     }
-    // Casts to integers go through the host: PyTorch truncates toward zero (and wraps), the
-    // device's conversion rounds to nearest and saturates.
+    // Casts from floats to integers go through the host: PyTorch truncates toward zero, the
+    // device's conversion rounds to nearest.
     std::optional<std::string> reason;
     if (!dtype_is_float(o.dtype) && o.dtype != in.dtype)
       reason = fmt::format("a cast to {} truncates as PyTorch does; the device rounds",
@@ -446,7 +449,8 @@ TRN_OPS_API trn_result_t trn_ops_arange(trn_queue_t queue, const trn_ops_tensor_
     if (o.numel() > (int64_t{1} << 24))
       reason = "over 2^24 elements: the device's fp32 index would round";
     else if (!dtype_is_float(o.dtype) &&
-             !(exact_integer(start) && exact_integer(step) && exact_integer(last)))
+             !(exact_integer(start) && exact_integer(step) && exact_integer(last) &&
+               exact_integer(step * static_cast<double>(std::max<int64_t>(o.numel() - 1, 0)))))
       reason = "integer values the device would not hold exactly";
     const int64_t n = o.numel();
     Elementwise e{"arange",

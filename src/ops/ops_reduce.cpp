@@ -99,8 +99,11 @@ TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t o
       else if (!dtype_is_float(in.dtype) || !dtype_is_float(o.dtype))
         reason = "integer reductions must be exact; the device computes in fp32";
     }
+    if (!reason && in.numel() == 0) reason = "an empty reduction";
+    if (!reason && op == TRN_OPS_MEAN && o.dtype != TRN_DTYPE_F32)
+      reason = "a mean into a narrow dtype (the sum could overflow it before it is scaled)";
     if (!reason) {
-      const int64_t n = in.rank(), k = static_cast<int64_t>(reduced.size());
+      const int64_t n = in.rank(), k = std::min<int64_t>(static_cast<int64_t>(reduced.size()), n);
       const bool suffix = k == 0 || (reduced.front() == n - k && reduced.back() == n - 1);
       const bool prefix = k > 0 && reduced.front() == 0 && reduced.back() == k - 1;
       if (suffix) {
@@ -113,7 +116,6 @@ TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t o
       } else {
         reason = "a reduction over dims that are neither leading nor trailing";
       }
-      if (!reason && in.numel() == 0) reason = "an empty reduction";
     }
     if (!reason)
       reason = try_device([&] {

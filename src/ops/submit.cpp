@@ -63,6 +63,20 @@ void Commands::host_call(trn_host_fn_t fn, void *user) {
       [=](const trn_sync_t *sync) { return trn_queue_host_call(q, fn, user, sync, nullptr); });
 }
 
+void Commands::copy(trn_mem_t destination, uint64_t destination_offset, trn_mem_t source,
+                    uint64_t source_offset, uint64_t size) {
+  trn_queue_t q = queue_;
+  commands_.push_back([=](const trn_sync_t *sync) {
+    return trn_queue_copy(q, destination, destination_offset, source, source_offset, size, sync,
+                          nullptr);
+  });
+}
+
+void Commands::barrier() {
+  trn_queue_t q = queue_;
+  commands_.push_back([q](const trn_sync_t *sync) { return trn_queue_barrier(q, sync, nullptr); });
+}
+
 void Commands::submit() {
   const trn_sync_t none{};
   const trn_sync_t *sync = sync_ ? sync_ : &none;
@@ -87,15 +101,18 @@ void Commands::submit() {
       continue;
     }
     if (r == TRN_ERROR_INVALID_HANDLE && i == 0) {
-      // A kernel loaded before the runtime restarted: look it up again.
+      // Kernels loaded before the runtime restarted: every stale one is let go (not only the
+      // first), so that the retry loads them all again before anything is queued.
+      bool stale = false;
       for (const KernelPtr &k : kernels_) {
         trn_kernel_properties_t p = TRN_KERNEL_PROPERTIES_INIT;
         if (trn_kernel_get_properties(k->kernel, &p) != TRN_SUCCESS) {
           forget_kernel(k);
           forget_device(k->device_index);
-          throw StaleHandle{};
+          stale = true;
         }
       }
+      if (stale) throw StaleHandle{};
     }
     if (i == 0) check(r, "submitting the op");
     check(r, fmt::format("submitting command {} of the op's {} (the commands before it are queued "

@@ -22,6 +22,9 @@ class Commands {
   void read(void *destination, trn_mem_t source, uint64_t offset, uint64_t size);
   void write(trn_mem_t destination, uint64_t offset, const void *source, uint64_t size);
   void host_call(trn_host_fn_t fn, void *user);
+  void copy(trn_mem_t destination, uint64_t destination_offset, trn_mem_t source,
+            uint64_t source_offset, uint64_t size);
+  void barrier();  // only the sync: an op with nothing to compute
   bool empty() const { return commands_.empty(); }
   size_t submitted() const { return submitted_; }
   // Submits everything in order. On a failure after some commands went in, the error says so.

@@ -118,6 +118,8 @@ Tensor tensor_arg(const trn_ops_tensor_t *t, const char *name, bool optional) {
     if (last > (uint64_t{1} << 62)) invalid(fmt::format("{}'s strides reach too far", name));
   }
   const uint64_t size = dtype_size(t->dtype);
+  if (!empty && (last + 1 > (UINT64_MAX - t->offset) / size))
+    invalid(fmt::format("{}'s strides reach too far", name));
   out.span_begin = t->offset;
   out.span_end = empty ? t->offset : t->offset + (last + 1) * size;
   if (out.span_end > info.size || out.span_end < t->offset)
