@@ -1,8 +1,10 @@
-// Losses, embeddings, convolution and pooling with their backward ops. These run on the host
-// reference for now (docs/ops.md says which ops have device kernels); their shapes are checked
-// here, when the op is issued, so that a wrong call fails at once rather than in the queue.
+// Losses, embeddings, convolution and pooling with their backward ops. conv2d and its backward
+// run the device's kernels (ops/conv_op.hpp) where they can; the rest run on the host reference
+// for now (docs/ops.md says which ops have device kernels). Shapes are checked here, when the op
+// is issued, so that a wrong call fails at once rather than in the queue.
 #include <fmt/format.h>
 
+#include "ops/conv_op.hpp"
 #include "ops/host_path.hpp"
 #include "ops/op_support.hpp"
 
@@ -244,10 +246,10 @@ TRN_OPS_API trn_result_t trn_ops_conv2d(trn_queue_t queue, const trn_ops_tensor_
     if (b.present()) check_shape(b, {w.shape[0]}, "bias", op);
     check_same_device({&o, &in, &w, &b}, op);
     const host::Conv2dParams p = c.p;
-    run_on_host(queue, sync, op, signature_of({&in, &w, &b}, {&o}),
-                reason_for({&o, &in, &w, &b}, op), {in, w, b}, {o}, [p](const Arrays &a) {
-                  return Arrays{host::conv2d(a[0], a[1], optional_input(a, 2), p)};
-                });
+    const std::optional<std::string> reason = conv2d_on_device(queue, sync, p, o, in, w, b);
+    if (!reason) return;
+    run_on_host(queue, sync, op, signature_of({&in, &w, &b}, {&o}), *reason, {in, w, b}, {o},
+                [p](const Arrays &a) { return Arrays{host::conv2d(a[0], a[1], optional_input(a, 2), p)}; });
   });
 }
 
@@ -270,10 +272,12 @@ TRN_OPS_API trn_result_t trn_ops_conv2d_backward(
     check_same_device({&g, &gx, &gw, &gb, &in, &w}, op);
     if (!gx.present() && !gw.present() && !gb.present()) return queue_empty_op(queue, sync);
     const host::Conv2dParams p = c.p;
+    const std::optional<std::string> reason =
+        conv2d_backward_on_device(queue, sync, p, gx, gw, gb, g, in, w);
+    if (!reason) return;
     const bool want_x = gx.present(), want_w = gw.present(), want_b = gb.present();
-    run_on_host(queue, sync, op, signature_of({&g, &in, &w}, {&gx, &gw, &gb}),
-                reason_for({&g, &gx, &gw, &gb, &in, &w}, op), {g, in, w}, {gx, gw, gb},
-                [=](const Arrays &a) {
+    run_on_host(queue, sync, op, signature_of({&g, &in, &w}, {&gx, &gw, &gb}), *reason, {g, in, w},
+                {gx, gw, gb}, [=](const Arrays &a) {
                   host::Conv2dGrads r = host::conv2d_backward(a[0], a[1], a[2], want_b, p);
                   Arrays outs;
                   if (want_x) outs.push_back(r.grad_x);
