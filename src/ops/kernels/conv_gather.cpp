@@ -101,8 +101,10 @@ std::optional<std::string> ConvGather::check(const GatherShape &s, DType dtype,
   if (cols * fh > 32767)
     return fmt::format("conv2d: input rows of {} elements in SBUF; strides must fit 16 bits",
                        cols * fh);
-  // Two blocks' bands in flight (every K tile's), the resident taps and two output blocks.
-  const uint64_t band = rows * cols * isa::dtype_size(dtype) * k_tiles(s.k);
+  // Two blocks' bands in flight (every K tile's, with their staging rows when interleaved), the
+  // resident taps and two output blocks.
+  const uint64_t interleaved = s.insert[0] > 1 || s.insert[1] > 1 ? 2 : 1;
+  const uint64_t band = interleaved * rows * cols * isa::dtype_size(dtype) * k_tiles(s.k);
   const uint64_t need = 2 * band + resident_bytes + 4 * kBlockPixels * 4;
   if (need > sbuf_bytes)
     return fmt::format(
@@ -139,14 +141,20 @@ ConvGather::Band ConvGather::load_band(const PixelBlock &b, uint64_t kt) {
                         static_cast<uint32_t>(vc.count));
   const kbuild::HbmView planes = src_.as_matrix(s_.batch * s_.k, s_.src_h * s_.src_w);
   const uint64_t row = b.n * s_.k + k0, w = s_.src_w;
+  const auto nr = static_cast<uint32_t>(vr.count), nc = static_cast<uint32_t>(vc.count);
+  // Interleaved places are one element apart at best: a DMA writing them would move an element
+  // per descriptor. The rows land contiguous in a staging tile instead, and one engine copy
+  // spreads them out.
+  const bool interleaved = s_.insert[0] > 1 || s_.insert[1] > 1;
+  const Tile landing = interleaved ? kb_.sbuf(dtype_, p, {nr, nc}, "rows") : dst;
   if (vc.first == 0 && static_cast<uint64_t>(vc.count) == w) {
     // Whole source rows: one transfer of consecutive rows of each channel.
-    kb_.load(dst, planes.tile(row, p, vr.first * w, vr.count * w));
+    kb_.load(landing, planes.tile(row, p, vr.first * w, vr.count * w));
   } else {
-    for (int64_t r = 0; r < vr.count; ++r)
-      kb_.load(dst.slice(0, static_cast<uint32_t>(r), 1),
-               planes.tile(row, p, (vr.first + r) * w + vc.first, vc.count));
+    for (uint32_t r = 0; r < nr; ++r)
+      kb_.load(landing.slice(0, r, 1), planes.tile(row, p, (vr.first + r) * w + vc.first, nc));
   }
+  if (interleaved) kb_.copy(dst, landing);
   return band;
 }
 
