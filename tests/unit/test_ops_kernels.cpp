@@ -535,9 +535,9 @@ struct ConvCase {
   DType in, out;
 };
 
-// Awkward channel counts (1, 3, 129: a partial and a second K tile), planes of 1, 5 and 17 and
-// a row wider than a PSUM bank, kernels 1x1, 3x3 and 2x5, strides, paddings (a 1x1 kernel with
-// padding makes the input gradient crop) and dilations.
+// Awkward channel counts (1, 3, 129: a partial and a second K tile; few channels stack taps in
+// the forward), planes of 1, 5 and 17 and a row wider than a PSUM bank, kernels 1x1, 3x3 and 2x5,
+// strides, paddings (a 1x1 kernel with padding makes the input gradient crop) and dilations.
 const ConvCase kConvCases[] = {
     {1, 1, 1, 1, 1, 1, 1, {1, 1}, {0, 0}, {1, 1}, false, DType::kF32, DType::kF32},
     {2, 3, 5, 5, 3, 3, 3, {1, 1}, {1, 1}, {1, 1}, true, DType::kF32, DType::kF32},
@@ -546,6 +546,8 @@ const ConvCase kConvCases[] = {
     {1, 3, 5, 17, 129, 3, 3, {1, 2}, {2, 0}, {2, 1}, true, DType::kF32, DType::kBf16},
     {2, 5, 1, 17, 3, 1, 1, {2, 2}, {1, 1}, {1, 1}, true, DType::kF16, DType::kF32},
     {1, 2, 3, 600, 2, 1, 3, {1, 1}, {0, 1}, {1, 1}, false, DType::kBf16, DType::kF32},
+    // 20 channels: the forward stacks four taps per matmul, 32 partitions apart.
+    {1, 20, 9, 9, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, true, DType::kBf16, DType::kF32},
 };
 
 host::Conv2dParams host_params(const ConvCase &cc) {

@@ -146,6 +146,37 @@ std::vector<Tile> forward_taps(KernelBuilder &kb, const HbmTensor &w, const Conv
   return out;
 }
 
+// The forward's taps stacked for ConvGather's packing (C of at most 32): group g's tile holds
+// tap j of the group on partitions [j * stride, j * stride + C), zeros between. Each tap's
+// transpose writes its partitions of the PSUM tile directly (aligned starts), and the copy out
+// keeps them, so no engine moves data across partitions.
+std::vector<Tile> packed_forward_taps(KernelBuilder &kb, const HbmTensor &w, const Conv2dShape &s,
+                                      const TapPacking &pk) {
+  const uint64_t t_count = taps(s), o = s.out_channels;
+  const auto c = static_cast<uint32_t>(s.channels);
+  std::vector<Tile> out;
+  for (uint64_t g = 0; g < pk.groups(t_count); ++g) {
+    out.push_back(
+        kb.sbuf(w.dtype(), pk.partitions(g, t_count, c), {static_cast<uint32_t>(o)}, "taps"));
+    kb.memset(out.back(), 0.0f);
+  }
+  kbuild::for_row_tiles(o, [&](uint64_t o0, uint32_t rows) {
+    const Tile by_tap =
+        load_weight_rows(kb, w, s, o0, rows).reshape({c, static_cast<uint32_t>(t_count)});
+    for (uint64_t g = 0; g < out.size(); ++g) {
+      const Tile flipped = kb.psum(w.dtype(), out[g].partitions(), {rows}, "w^T");
+      for (uint32_t j = 0; j < pk.taps_in(g, t_count); ++j) {
+        const uint32_t p0 = j * pk.partition_stride;
+        kb.transpose(flipped.partition_slice(p0, c),
+                     by_tap.slice(1, static_cast<uint32_t>(g * pk.per_group + j), 1));
+        kb.copy(out[g].partition_slice(p0, c).cols(static_cast<uint32_t>(o0), rows),
+                flipped.partition_slice(p0, c));
+      }
+    }
+  });
+  return out;
+}
+
 // The input gradient's taps: taps[kt][o, t * C + c] = w[kt * 128 + o, c, T - 1 - t] (flipped).
 // Output channels are already on partitions as w is stored: strided copies, no transposes.
 std::vector<Tile> input_grad_taps(KernelBuilder &kb, const HbmTensor &w, const Conv2dShape &s) {
@@ -264,7 +295,12 @@ std::variant<isa::Program, std::string> build_conv2d(const Conv2dConfig &c) {
   // The taps, and w's rows while they are rearranged.
   const uint64_t resident = taps_bytes(gs, c.in_dtype) +
                             s.channels * taps(s) * isa::dtype_size(c.in_dtype) + (c.bias ? 4 : 0);
-  if (auto e = ConvGather::check(gs, c.in_dtype, resident, c.target.sbuf_bytes())) return *e;
+  // Taps stacked along K when the shape allows and their bands fit; one per matmul otherwise.
+  TapPacking pk = ConvGather::packing(gs);
+  if (pk.packed() && ConvGather::check(gs, c.in_dtype, resident, c.target.sbuf_bytes(), true))
+    pk = {};
+  if (auto e = ConvGather::check(gs, c.in_dtype, resident, c.target.sbuf_bytes(), pk.packed()))
+    return *e;
 
   std::string name = "conv2d_" + shape_name(s, c.in_dtype);
   if (c.bias) name += "_bias";
@@ -285,8 +321,9 @@ std::variant<isa::Program, std::string> build_conv2d(const Conv2dConfig &c) {
       bias_cols.push_back(kb.sbuf(DType::kF32, rows, {1}, "bias"));
       kb.load(bias_cols.back(), rows_of(bias, {o0, rows}));
     });
-  const std::vector<Tile> tap_tiles = forward_taps(kb, w, s);
-  ConvGather gather(kb, gs, x);
+  const std::vector<Tile> tap_tiles =
+      pk.packed() ? packed_forward_taps(kb, w, s, pk) : forward_taps(kb, w, s);
+  ConvGather gather(kb, gs, x, pk.packed());
   const uint64_t plane = s.out_h() * s.out_w();
   gather.run(tap_tiles, [&](const Tile &sum, const PixelBlock &b, uint64_t m0) {
     store_block(kb, out, s.batch * s.out_channels, plane, b.n * s.out_channels + m0, sum, b,

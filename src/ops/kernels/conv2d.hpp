@@ -9,7 +9,8 @@
 //   .  out   [N, O, Ho, Wo], out_dtype
 // out = sum over c, i, j of w[o, c, i, j] * x[n, c, ho * s - p + i * d, wo * s - p + j * d]
 // (+ bias[o]): channels on partitions (128 at a time) as the contraction, output channels as
-// the matmul's rows, up to 512 output pixels as its columns.
+// the matmul's rows, up to 512 output pixels as its columns; with few channels (a first layer's
+// 3), up to four taps share a matmul, stacked along the partitions.
 //
 // Backward, arguments in launch order (each gradient optional, at least one wanted):
 //   0  grad_out   [N, O, Ho, Wo], in_dtype

@@ -76,6 +76,25 @@ Valid valid(int64_t lo, uint32_t extent, int64_t pad, uint32_t insert, uint64_t 
 
 }  // namespace
 
+uint32_t TapPacking::taps_in(uint64_t g, uint64_t taps) const {
+  return static_cast<uint32_t>(std::min<uint64_t>(per_group, taps - g * per_group));
+}
+
+uint32_t TapPacking::partitions(uint64_t g, uint64_t taps, uint64_t k) const {
+  return static_cast<uint32_t>((taps_in(g, taps) - 1) * uint64_t{partition_stride} + k);
+}
+
+TapPacking ConvGather::packing(const GatherShape &s) {
+  constexpr uint32_t kStride = 32;
+  const uint64_t taps = uint64_t{s.kernel_h} * s.kernel_w;
+  if (s.k > kStride || taps == 1 || s.insert[0] > 1 || s.insert[1] > 1) return {};
+  // A packed band loads each tap's window on its own, a descriptor per channel and row, to save
+  // a matmul of up to 512 columns per tap: worth it while those descriptors are few (a first
+  // layer's 3 channels), not for 32 channels of many rows.
+  if (s.k * blocks(s, kBlockPixels).front().rows > 256) return {};
+  return {static_cast<uint32_t>(std::min<uint64_t>(kRowTile / kStride, taps)), kStride};
+}
+
 std::vector<PixelBlock> ConvGather::blocks(const GatherShape &s, uint32_t max_pixels) {
   const auto cols = static_cast<uint32_t>(std::min<uint64_t>(s.out_w, max_pixels));
   const auto rows =
@@ -90,21 +109,27 @@ std::vector<PixelBlock> ConvGather::blocks(const GatherShape &s, uint32_t max_pi
 }
 
 std::optional<std::string> ConvGather::check(const GatherShape &s, DType dtype,
-                                             uint64_t resident_bytes, uint64_t sbuf_bytes) {
+                                             uint64_t resident_bytes, uint64_t sbuf_bytes,
+                                             bool packed) {
   const PixelBlock b = blocks(s, kBlockPixels).front();
   const uint32_t fh = step(s.stride[0], s.insert[0]), fw = step(s.stride[1], s.insert[1]);
-  // The widest band any block takes: the first one's, plus a step for the alignment.
-  const uint64_t rows =
-      span(0, b.rows, s.stride[0], s.dilation[0], s.kernel_h, fh).extent + uint64_t{fh};
+  // The widest band any block takes: the first one's, plus a step for the alignment (packed:
+  // one band per tap group, without the kernel's halo but as wide as a padded input row with
+  // the taps' shifts).
+  const TapPacking pk = packed ? packing(s) : TapPacking{};
+  const uint32_t kh = pk.packed() ? 1 : s.kernel_h, kw = pk.packed() ? 1 : s.kernel_w;
+  const uint64_t rows = span(0, b.rows, s.stride[0], s.dilation[0], kh, fh).extent + uint64_t{fh};
   const uint64_t cols =
-      span(0, b.cols, s.stride[1], s.dilation[1], s.kernel_w, fw).extent + uint64_t{fw};
+      (pk.packed() ? 0 : span(0, b.cols, s.stride[1], s.dilation[1], kw, fw).extent) +
+      uint64_t{fw} + (pk.packed() ? uint64_t{s.kernel_w} * s.dilation[1] + s.pad[1] + s.src_w : 0);
+  const uint64_t units = pk.packed() ? pk.groups(uint64_t{s.kernel_h} * s.kernel_w) : k_tiles(s.k);
   if (cols * fh > 32767)
     return fmt::format("conv2d: input rows of {} elements in SBUF; strides must fit 16 bits",
                        cols * fh);
   // Two blocks' bands in flight (every K tile's, with their staging rows when interleaved), the
   // resident taps and two output blocks.
   const uint64_t interleaved = s.insert[0] > 1 || s.insert[1] > 1 ? 2 : 1;
-  const uint64_t band = interleaved * rows * cols * isa::dtype_size(dtype) * k_tiles(s.k);
+  const uint64_t band = interleaved * rows * cols * isa::dtype_size(dtype) * units;
   const uint64_t need = 2 * band + resident_bytes + 4 * kBlockPixels * 4;
   if (need > sbuf_bytes)
     return fmt::format(
@@ -115,8 +140,12 @@ std::optional<std::string> ConvGather::check(const GatherShape &s, DType dtype,
 }
 
 ConvGather::ConvGather(kbuild::KernelBuilder &kb, const GatherShape &s,
-                       const kbuild::HbmTensor &src)
-    : kb_(kb), s_(s), src_(src), dtype_(src.dtype()) {}
+                       const kbuild::HbmTensor &src, bool packed)
+    : kb_(kb),
+      s_(s),
+      src_(src),
+      dtype_(src.dtype()),
+      packing_(packed ? packing(s) : TapPacking{}) {}
 
 ConvGather::Band ConvGather::load_band(const PixelBlock &b, uint64_t kt) {
   const uint32_t fh = step(s_.stride[0], s_.insert[0]), fw = step(s_.stride[1], s_.insert[1]);
@@ -126,27 +155,64 @@ ConvGather::Band ConvGather::load_band(const PixelBlock &b, uint64_t kt) {
   const auto p = static_cast<uint32_t>(std::min<uint64_t>(kRowTile, s_.k - k0));
   Band band{kb_.sbuf(dtype_, p, {sr.extent * sc.extent}, "band"), sr.extent, sc.extent, sr.lo,
             sc.lo};
-  const Valid vr = valid(sr.lo, sr.extent, s_.pad[0], s_.insert[0], s_.src_h);
-  const Valid vc = valid(sc.lo, sc.extent, s_.pad[1], s_.insert[1], s_.src_w);
+  place(band.tile, band.rows, band.cols, sr.lo, sc.lo, b.n, k0, false);
+  return band;
+}
+
+ConvGather::Band ConvGather::load_packed_band(const PixelBlock &b, uint64_t g) {
+  const uint64_t taps = uint64_t{s_.kernel_h} * s_.kernel_w;
+  const Span sr = span(b.y0, b.rows, s_.stride[0], 1, 1, s_.stride[0]);
+  const Span sc = span(b.x0, b.cols, s_.stride[1], 1, 1, s_.stride[1]);
+  // A block of whole output rows gets bands as wide as the padded input rows, with a margin for
+  // the taps' column shifts, so that each tap's window holds whole source rows: one transfer per
+  // tap rather than one per row (a transfer reads whole rows or a part of one).
+  int64_t margin = 0;
+  uint32_t cols = sc.extent;
+  if (b.x0 == 0 && b.cols == s_.out_w) {
+    margin = std::max<int64_t>(0, int64_t{s_.kernel_w - 1} * s_.dilation[1] - s_.pad[1]);
+    const uint64_t reach = std::max<uint64_t>(static_cast<uint64_t>(s_.pad[1]) + s_.src_w,
+                                              uint64_t{b.cols - 1} * s_.stride[1] + 1);
+    cols = static_cast<uint32_t>(round_up(static_cast<uint64_t>(margin) + reach, s_.stride[1]));
+  }
+  Band band{kb_.sbuf(dtype_, packing_.partitions(g, taps, s_.k), {sr.extent * cols}, "band"),
+            sr.extent, cols, sr.lo, sc.lo - margin};
+  // Zeros between the taps' partitions too: the stationary's zeros there must not meet NaNs.
+  kb_.memset(band.tile, 0.0f);
+  const auto k = static_cast<uint32_t>(s_.k);
+  for (uint32_t j = 0; j < packing_.taps_in(g, taps); ++j) {
+    const uint64_t tap = g * packing_.per_group + j;
+    const auto i = static_cast<uint32_t>(tap / s_.kernel_w),
+               jj = static_cast<uint32_t>(tap % s_.kernel_w);
+    place(band.tile.partition_slice(j * packing_.partition_stride, k), band.rows, band.cols,
+          sr.lo + int64_t{i} * s_.dilation[0], band.col0 + int64_t{jj} * s_.dilation[1], b.n, 0,
+          true);
+  }
+  return band;
+}
+
+void ConvGather::place(const Tile &dst, uint32_t rows, uint32_t cols, int64_t row0, int64_t col0,
+                       uint64_t n, uint64_t k0, bool zeroed) {
+  const uint32_t p = dst.partitions();
+  const Valid vr = valid(row0, rows, s_.pad[0], s_.insert[0], s_.src_h);
+  const Valid vc = valid(col0, cols, s_.pad[1], s_.insert[1], s_.src_w);
   // Zeros where no source element lands: padding, interleaved gaps, rows past the input.
-  const bool covered = s_.insert[0] == 1 && s_.insert[1] == 1 && s_.pad[0] + vr.first == sr.lo &&
-                       vr.count == sr.extent && s_.pad[1] + vc.first == sc.lo &&
-                       vc.count == sc.extent;
-  if (!covered) kb_.memset(band.tile, 0.0f);
-  if (vr.count == 0 || vc.count == 0) return band;
-  const Tile dst = grid(band.tile, band.rows, band.cols, s_.insert[0], s_.insert[1],
-                        static_cast<uint64_t>(s_.pad[0] + vr.first * s_.insert[0] - sr.lo),
-                        static_cast<uint32_t>(vr.count),
-                        static_cast<uint64_t>(s_.pad[1] + vc.first * s_.insert[1] - sc.lo),
-                        static_cast<uint32_t>(vc.count));
+  const bool covered = s_.insert[0] == 1 && s_.insert[1] == 1 && s_.pad[0] + vr.first == row0 &&
+                       vr.count == rows && s_.pad[1] + vc.first == col0 && vc.count == cols;
+  if (!covered && !zeroed) kb_.memset(dst, 0.0f);
+  if (vr.count == 0 || vc.count == 0) return;
+  const Tile at = grid(dst, rows, cols, s_.insert[0], s_.insert[1],
+                       static_cast<uint64_t>(s_.pad[0] + vr.first * s_.insert[0] - row0),
+                       static_cast<uint32_t>(vr.count),
+                       static_cast<uint64_t>(s_.pad[1] + vc.first * s_.insert[1] - col0),
+                       static_cast<uint32_t>(vc.count));
   const kbuild::HbmView planes = src_.as_matrix(s_.batch * s_.k, s_.src_h * s_.src_w);
-  const uint64_t row = b.n * s_.k + k0, w = s_.src_w;
+  const uint64_t row = n * s_.k + k0, w = s_.src_w;
   const auto nr = static_cast<uint32_t>(vr.count), nc = static_cast<uint32_t>(vc.count);
   // Interleaved places are one element apart at best: a DMA writing them would move an element
   // per descriptor. The rows land contiguous in a staging tile instead, and one engine copy
   // spreads them out.
   const bool interleaved = s_.insert[0] > 1 || s_.insert[1] > 1;
-  const Tile landing = interleaved ? kb_.sbuf(dtype_, p, {nr, nc}, "rows") : dst;
+  const Tile landing = interleaved ? kb_.sbuf(dtype_, p, {nr, nc}, "rows") : at;
   if (vc.first == 0 && static_cast<uint64_t>(vc.count) == w) {
     // Whole source rows: one transfer of consecutive rows of each channel.
     kb_.load(landing, planes.tile(row, p, vr.first * w, vr.count * w));
@@ -154,8 +220,7 @@ ConvGather::Band ConvGather::load_band(const PixelBlock &b, uint64_t kt) {
     for (uint32_t r = 0; r < nr; ++r)
       kb_.load(landing.slice(0, r, 1), planes.tile(row, p, (vr.first + r) * w + vc.first, nc));
   }
-  if (interleaved) kb_.copy(dst, landing);
-  return band;
+  if (interleaved) kb_.copy(at, landing);
 }
 
 Tile ConvGather::tap_view(const Band &band, const PixelBlock &b, uint32_t i, uint32_t j) const {
@@ -169,7 +234,9 @@ void ConvGather::run(const std::vector<Tile> &taps, const Epilogue &epilogue) {
   kbuild::TileRing acc =
       kb_.ring(Memory::kPsum, DType::kF32, kRowTile, {kBlockPixels}, kAccumulators, "acc");
   const std::vector<PixelBlock> all = blocks(s_, kBlockPixels);
-  const uint64_t kts = k_tiles(s_.k);
+  const uint64_t taps_count = uint64_t{s_.kernel_h} * s_.kernel_w;
+  // A band per K tile, or (packed) per tap group.
+  const uint64_t units = packing_.packed() ? packing_.groups(taps_count) : k_tiles(s_.k);
   struct Loaded {
     PixelBlock block;
     std::vector<Band> bands;
@@ -180,7 +247,8 @@ void ConvGather::run(const std::vector<Tile> &taps, const Epilogue &epilogue) {
       all.size(),
       [&](uint64_t i) {
         Loaded l{all[i], {}};
-        for (uint64_t kt = 0; kt < kts; ++kt) l.bands.push_back(load_band(all[i], kt));
+        for (uint64_t u = 0; u < units; ++u)
+          l.bands.push_back(packing_.packed() ? load_packed_band(all[i], u) : load_band(all[i], u));
         return l;
       },
       [&](const Loaded &l) {
@@ -188,14 +256,21 @@ void ConvGather::run(const std::vector<Tile> &taps, const Epilogue &epilogue) {
           const auto mt = static_cast<uint32_t>(std::min<uint64_t>(kRowTile, s_.m - m0));
           const Tile sum = acc.next().partition_slice(0, mt).cols(0, l.block.size());
           bool first = true;
-          for (uint64_t kt = 0; kt < kts; ++kt)
-            for (uint32_t i = 0; i < s_.kernel_h; ++i)
-              for (uint32_t j = 0; j < s_.kernel_w; ++j) {
-                const uint64_t tap = uint64_t{i} * s_.kernel_w + j;
-                kb_.matmul(sum, taps[kt].cols(static_cast<uint32_t>(tap * s_.m + m0), mt),
-                           tap_view(l.bands[kt], l.block, i, j), /*accumulate=*/!first);
-                first = false;
-              }
+          if (packing_.packed())
+            for (uint64_t g = 0; g < units; ++g) {
+              kb_.matmul(sum, taps[g].cols(static_cast<uint32_t>(m0), mt),
+                         tap_view(l.bands[g], l.block, 0, 0), /*accumulate=*/!first);
+              first = false;
+            }
+          else
+            for (uint64_t kt = 0; kt < units; ++kt)
+              for (uint32_t i = 0; i < s_.kernel_h; ++i)
+                for (uint32_t j = 0; j < s_.kernel_w; ++j) {
+                  const uint64_t tap = uint64_t{i} * s_.kernel_w + j;
+                  kb_.matmul(sum, taps[kt].cols(static_cast<uint32_t>(tap * s_.m + m0), mt),
+                             tap_view(l.bands[kt], l.block, i, j), /*accumulate=*/!first);
+                  first = false;
+                }
           epilogue(sum, l.block, m0);
         }
       });

@@ -43,19 +43,39 @@ struct PixelBlock {
   uint64_t flat_col(uint64_t out_w) const { return y0 * out_w + x0; }
 };
 
+// Taps stacked along K: when K is small, `per_group` taps share one matmul, tap j of a group on
+// partitions [j * partition_stride, j * partition_stride + K). The stride is 32 so that every
+// engine access starts at an aligned partition; the partitions between are zeros.
+struct TapPacking {
+  uint32_t per_group = 1, partition_stride = 0;
+  bool packed() const { return per_group > 1; }
+  uint64_t groups(uint64_t taps) const { return (taps + per_group - 1) / per_group; }
+  // Taps in group g, and the partitions its stationary and band tiles take.
+  uint32_t taps_in(uint64_t g, uint64_t taps) const;
+  uint32_t partitions(uint64_t g, uint64_t taps, uint64_t k) const;
+};
+
 class ConvGather {
  public:
+  // How run() stacks taps for this shape (the forward only: stride-1 reads, no interleave).
+  static TapPacking packing(const GatherShape &s);
+
   // Why this shape cannot be built with `resident_bytes` of SBUF per partition already taken
   // (the taps), if it cannot.
   static std::optional<std::string> check(const GatherShape &s, isa::DType dtype,
-                                          uint64_t resident_bytes, uint64_t sbuf_bytes);
+                                          uint64_t resident_bytes, uint64_t sbuf_bytes,
+                                          bool packed = false);
 
-  ConvGather(kbuild::KernelBuilder &kb, const GatherShape &s, const kbuild::HbmTensor &src);
+  // `packed`: run() stacks taps as packing() says (its taps must be laid out so).
+  ConvGather(kbuild::KernelBuilder &kb, const GatherShape &s, const kbuild::HbmTensor &src,
+             bool packed = false);
 
   // Calls epilogue(sum, block, m0) for every output block and 128-row tile of M, with
-  // sum = PSUM [rows of the M tile, block.size()] fp32 holding the convolution there. taps[kt] is
-  // the SBUF tile [rows of K tile kt, kernel_h * kernel_w * M]: tap t = i * kernel_w + j takes
-  // columns [t * M, (t + 1) * M).
+  // sum = PSUM [rows of the M tile, block.size()] fp32 holding the convolution there. Unpacked,
+  // taps[kt] is the SBUF tile [rows of K tile kt, kernel_h * kernel_w * M]: tap t =
+  // i * kernel_w + j takes columns [t * M, (t + 1) * M). Packed, taps[g] is tap group g's
+  // [packing().partitions(g, ...), M], tap j of the group on its partitions from
+  // j * partition_stride.
   using Epilogue =
       std::function<void(const kbuild::Tile &sum, const PixelBlock &block, uint64_t m0)>;
   void run(const std::vector<kbuild::Tile> &taps, const Epilogue &epilogue);
@@ -73,10 +93,20 @@ class ConvGather {
   kbuild::Tile tap_view(const Band &band, const PixelBlock &block, uint32_t i, uint32_t j) const;
 
  private:
+  // Tap group g's band: each tap's shifted window of the input on its partitions, so that tap
+  // (0, 0)'s view of the whole tile reads every tap of the group.
+  Band load_packed_band(const PixelBlock &block, uint64_t g);
+  // The source elements of channels [k0, k0 + dst.partitions()) of image n that land in ext
+  // positions [row0, row0 + rows) x [col0, col0 + cols), into dst laid out [rows, cols]; the rest
+  // is zeroed unless `zeroed` says it already is.
+  void place(const kbuild::Tile &dst, uint32_t rows, uint32_t cols, int64_t row0, int64_t col0,
+             uint64_t n, uint64_t k0, bool zeroed);
+
   kbuild::KernelBuilder &kb_;
   GatherShape s_;
   kbuild::HbmTensor src_;
   isa::DType dtype_;
+  TapPacking packing_;
 };
 
 }  // namespace trn::ops::kernels
