@@ -548,6 +548,8 @@ const ConvCase kConvCases[] = {
     {1, 2, 3, 600, 2, 1, 3, {1, 1}, {0, 1}, {1, 1}, false, DType::kBf16, DType::kF32},
     // 20 channels: the forward stacks four taps per matmul, 32 partitions apart.
     {1, 20, 9, 9, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, true, DType::kBf16, DType::kF32},
+    // 2 output channels of 40: pixel-major matmuls (as the input gradients of 3 or 5 channels).
+    {2, 40, 6, 7, 2, 3, 3, {1, 1}, {1, 1}, {1, 1}, true, DType::kF32, DType::kF32},
 };
 
 host::Conv2dParams host_params(const ConvCase &cc) {

@@ -17,6 +17,9 @@ namespace {
 
 constexpr uint32_t kBlockPixels = 512;  // one PSUM bank of fp32
 constexpr uint32_t kAccumulators = 4;   // PSUM banks: one accumulates while others drain
+// Pixel-major matmuls for M of at most this many rows, when a block takes at least this many
+// matmuls (the transpose back is worth it).
+constexpr uint64_t kPixelMajorRows = 32, kPixelMajorMatmuls = 8;
 
 int64_t floor_div(int64_t a, int64_t b) {
   return a >= 0 ? a / b : -((-a + b - 1) / b);
@@ -233,10 +236,15 @@ Tile ConvGather::tap_view(const Band &band, const PixelBlock &b, uint32_t i, uin
 void ConvGather::run(const std::vector<Tile> &taps, const Epilogue &epilogue) {
   kbuild::TileRing acc =
       kb_.ring(Memory::kPsum, DType::kF32, kRowTile, {kBlockPixels}, kAccumulators, "acc");
-  const std::vector<PixelBlock> all = blocks(s_, kBlockPixels);
   const uint64_t taps_count = uint64_t{s_.kernel_h} * s_.kernel_w;
   // A band per K tile, or (packed) per tap group.
   const uint64_t units = packing_.packed() ? packing_.groups(taps_count) : k_tiles(s_.k);
+  // Few rows of M use few columns of the tensor engine, and each matmul still costs its 512
+  // pixels. Pixel-major, 128 pixels are the matmul's rows and M its columns (a matmul costs
+  // about 64 cycles then), and the sum is transposed back once per block.
+  const bool pixel_major =
+      s_.m <= kPixelMajorRows && !packing_.packed() && taps_count * units >= kPixelMajorMatmuls;
+  const std::vector<PixelBlock> all = blocks(s_, pixel_major ? kRowTile : kBlockPixels);
   struct Loaded {
     PixelBlock block;
     std::vector<Band> bands;
@@ -252,6 +260,24 @@ void ConvGather::run(const std::vector<Tile> &taps, const Epilogue &epilogue) {
         return l;
       },
       [&](const Loaded &l) {
+        if (pixel_major) {
+          const auto m = static_cast<uint32_t>(s_.m);
+          const Tile flipped = acc.next().partition_slice(0, l.block.size()).cols(0, m);
+          for (uint64_t kt = 0; kt < units; ++kt)
+            for (uint32_t i = 0; i < s_.kernel_h; ++i)
+              for (uint32_t j = 0; j < s_.kernel_w; ++j) {
+                const uint64_t tap = uint64_t{i} * s_.kernel_w + j;
+                kb_.matmul(flipped, tap_view(l.bands[kt], l.block, i, j),
+                           taps[kt].cols(static_cast<uint32_t>(tap * s_.m), m),
+                           /*accumulate=*/kt != 0 || tap != 0);
+              }
+          const Tile staged = kb_.sbuf(DType::kF32, l.block.size(), {m}, "sum^T");
+          kb_.copy(staged, flipped);
+          const Tile sum = acc.next().partition_slice(0, m).cols(0, l.block.size());
+          kb_.transpose(sum, staged);
+          epilogue(sum, l.block, 0);
+          return;
+        }
         for (uint64_t m0 = 0; m0 < s_.m; m0 += kRowTile) {
           const auto mt = static_cast<uint32_t>(std::min<uint64_t>(kRowTile, s_.m - m0));
           const Tile sum = acc.next().partition_slice(0, mt).cols(0, l.block.size());
