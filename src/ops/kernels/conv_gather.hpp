@@ -12,7 +12,9 @@
 // Output pixels go in blocks of up to 512 (one PSUM bank of fp32): whole output rows, or part of
 // one when a row is wider. For each block and 128-row tile of K, the input rows that block reads
 // (its band) are loaded once into a zeroed SBUF tile at their padded, interleaved places, and
-// every tap reads it through a strided view: the matmuls sum over K tiles and taps in PSUM.
+// every tap reads it through a strided view: the matmuls sum over K tiles and taps in PSUM. With
+// few channels the forward stacks taps along the partitions (TapPacking); with few rows of M,
+// blocks of 128 pixels are the matmuls' rows instead and the sum is transposed back.
 #pragma once
 
 #include <cstdint>
