@@ -248,8 +248,9 @@ TRN_OPS_API trn_result_t trn_ops_conv2d(trn_queue_t queue, const trn_ops_tensor_
     const host::Conv2dParams p = c.p;
     const std::optional<std::string> reason = conv2d_on_device(queue, sync, p, o, in, w, b);
     if (!reason) return;
-    run_on_host(queue, sync, op, signature_of({&in, &w, &b}, {&o}), *reason, {in, w, b}, {o},
-                [p](const Arrays &a) { return Arrays{host::conv2d(a[0], a[1], optional_input(a, 2), p)}; });
+    run_on_host(
+        queue, sync, op, signature_of({&in, &w, &b}, {&o}), *reason, {in, w, b}, {o},
+        [p](const Arrays &a) { return Arrays{host::conv2d(a[0], a[1], optional_input(a, 2), p)}; });
   });
 }
 
