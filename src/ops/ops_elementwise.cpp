@@ -8,8 +8,8 @@
 #include "ops/expression_op.hpp"
 #include "ops/host_path.hpp"
 #include "ops/kernel_op.hpp"
-#include "ops/kernels/strided_copy.hpp"
 #include "ops/op_support.hpp"
+#include "ops/staging.hpp"
 
 namespace trn::ops {
 
@@ -98,27 +98,35 @@ void run_elementwise(trn_queue_t queue, const trn_sync_t *sync, const Elementwis
   all.push_back(e.out);
   check_same_device(all, e.name);
   if (e.out->numel() == 0) return queue_empty_op(queue, sync);
+  // Strided inputs are made contiguous on the device first, when the op may run there.
+  Staging staging(queue, sync);
+  std::vector<Tensor> staged;
+  staged.reserve(e.inputs.size());
+  const bool may_run_on_device = !e.not_on_device && !host_reason({e.out}, false);
+  for (const Tensor *t : e.inputs)
+    staged.push_back(may_run_on_device ? staging.contiguous(*t) : *t);
+  std::vector<const Tensor *> inputs;
+  for (const Tensor &t : staged) inputs.push_back(&t);
+  const trn_sync_t *op_sync = staging.op_sync();
   std::optional<std::string> reason = e.not_on_device;
-  if (!reason) reason = elementwise_reason(e.inputs, *e.out, e.integer_result);
+  if (!reason) reason = elementwise_reason(inputs, *e.out, e.integer_result);
   std::optional<ElementwisePlan> plan;
   if (!reason) {
-    plan = plan_elementwise(e.out->shape, e.inputs);
+    plan = plan_elementwise(e.out->shape, inputs);
     if (!plan) reason = "the inputs broadcast in more than one place";
   }
   if (!reason) {
     ExpressionOp op;
     op.name = e.name;
-    op.inputs = e.inputs;
+    op.inputs = inputs;
     op.scalars = e.scalars;
     op.outputs.push_back({e.out, e.device(op)});
-    reason = try_device([&] { launch_expression(queue, sync, op, *plan); });
+    reason = try_device([&] { launch_expression(queue, op_sync, op, *plan); });
   }
   if (reason) {
-    std::vector<Tensor> in;
-    for (const Tensor *t : e.inputs) in.push_back(*t);
     const Shape out_shape = e.out->shape;
     auto host = e.host;
-    run_on_host(queue, sync, e.name, signature_of(e.inputs, {e.out}), *reason, in, {*e.out},
+    run_on_host(queue, op_sync, e.name, signature_of(e.inputs, {e.out}), *reason, staged, {*e.out},
                 [host, out_shape](const Arrays &a) {
                   return Arrays{host::broadcast_to(host(a), out_shape)};
                 });
@@ -207,46 +215,6 @@ void check_binary(trn_ops_binary_op_t op) {
     fail(TRN_ERROR_INVALID_ENUM,
          fmt::format("op {} is not a trn_ops_binary_op_t (TRN_OPS_ADD..TRN_OPS_GE)",
                      static_cast<int>(op)));
-}
-
-// x read as out's shape: x's strides, 0 where x broadcasts (a dim it lacks or has as 1).
-std::vector<std::pair<uint64_t, int64_t>> expanded_dims(const Tensor &x, const Shape &shape) {
-  std::vector<std::pair<uint64_t, int64_t>> dims;
-  const size_t lead = shape.size() - x.shape.size();
-  for (size_t d = 0; d < shape.size(); ++d) {
-    const bool own = d >= lead && x.shape[d - lead] == shape[d];
-    dims.push_back({static_cast<uint64_t>(shape[d]), own ? x.strides[d - lead] : 0});
-  }
-  return dims;
-}
-
-// A strided view copied by the DMA engines (strided_copy.hpp), when out is contiguous and the
-// cast is one the DMA does as PyTorch would; nullopt when queued.
-std::optional<std::string> strided_copy_on_device(trn_queue_t queue, const trn_sync_t *sync,
-                                                  const Tensor &out, const Tensor &x) {
-  if (auto r = host_reason({&out}, false)) return r;
-  if (!dtype_on_device(x.dtype)) return host_reason({&x}).value_or("a host dtype");
-  if (x.dtype != out.dtype && !dtype_is_float(out.dtype))
-    return fmt::format("a cast to {} truncates as PyTorch does; the device rounds",
-                       dtype_name(out.dtype));
-  kernels::StridedCopyConfig c;
-  c.dims = expanded_dims(x, out.shape);
-  c.span = (x.span_end - x.span_begin) / x.element_size();
-  c.dtype = static_cast<isa::DType>(x.dtype);
-  c.out_dtype = static_cast<isa::DType>(out.dtype);
-  std::string signature =
-      fmt::format("strided_copy {}>{} span {}", dtype_name(x.dtype), dtype_name(out.dtype), c.span);
-  for (const auto &d : kernels::merge_dims(c.dims))
-    signature += fmt::format(" {}:{}", d.first, d.second);
-  return try_device([&] {
-    launch_kernels(queue, sync, out.device_index,
-                   {{signature,
-                     [c](const kbuild::BuildTarget &t) mutable {
-                       c.target = t;
-                       return kernels::build_strided_copy(c);
-                     },
-                     {bind(x), bind(out)}}});
-  });
 }
 
 // A dtype's exact integers stay exact in fp32 up to 2^24.

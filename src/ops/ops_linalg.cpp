@@ -4,6 +4,7 @@
 #include "ops/host_path.hpp"
 #include "ops/matmul_op.hpp"
 #include "ops/op_support.hpp"
+#include "ops/staging.hpp"
 
 namespace trn::ops {
 
@@ -66,12 +67,16 @@ TRN_OPS_API trn_result_t trn_ops_matmul(trn_queue_t queue, const trn_ops_tensor_
     check_same_device({&o, &ta, &tb}, "matmul");
     if (o.numel() == 0) return queue_empty_op(queue, sync);
     const Tensor none;
-    std::optional<std::string> reason = matmul_on_device(queue, sync, s, o, ta, tb, none, 1.0, 0.0);
+    Staging staging(queue, sync);
+    const bool may = !host_reason({&o}, false);
+    const Tensor sa = may ? staging.contiguous(ta) : ta, sb = may ? staging.contiguous(tb) : tb;
+    const trn_sync_t *op_sync = staging.op_sync();
+    std::optional<std::string> reason = matmul_on_device(queue, op_sync, s, o, sa, sb, none, 1.0, 0.0);
     if (!reason) return;
     const bool t_a = s.trans_a, t_b = s.trans_b;
     const bool zero_k = s.k == 0;
     const Shape shape = s.out;
-    run_on_host(queue, sync, "matmul", signature_of({&ta, &tb}, {&o}), *reason, {ta, tb}, {o},
+    run_on_host(queue, op_sync, "matmul", signature_of({&ta, &tb}, {&o}), *reason, {ta, tb}, {o},
                 [=](const Arrays &v) {
                   if (zero_k) return Arrays{host::Array::zeros(shape)};
                   return Arrays{host::matmul(v[0], batched_like(v[1], v[0]), t_a, t_b)};
@@ -95,10 +100,16 @@ TRN_OPS_API trn_result_t trn_ops_addmm(trn_queue_t queue, const trn_ops_tensor_t
                           shape_text(s.out)));
     check_same_device({&o, &c, &ta, &tb}, "addmm");
     if (o.numel() == 0) return queue_empty_op(queue, sync);
-    std::optional<std::string> reason = matmul_on_device(queue, sync, s, o, ta, tb, c, alpha, beta);
+    Staging staging(queue, sync);
+    const bool may = !host_reason({&o}, false);
+    const Tensor sa = may ? staging.contiguous(ta) : ta, sb = may ? staging.contiguous(tb) : tb,
+                 sc = may ? staging.contiguous(c) : c;
+    const trn_sync_t *op_sync = staging.op_sync();
+    std::optional<std::string> reason =
+        matmul_on_device(queue, op_sync, s, o, sa, sb, sc, alpha, beta);
     if (!reason) return;
     const bool t_a = s.trans_a, t_b = s.trans_b;
-    run_on_host(queue, sync, "addmm", signature_of({&c, &ta, &tb}, {&o}), *reason, {c, ta, tb}, {o},
+    run_on_host(queue, op_sync, "addmm", signature_of({&c, &ta, &tb}, {&o}), *reason, {c, ta, tb}, {o},
                 [=](const Arrays &v) {
                   return Arrays{host::addmm(v[0], v[1], v[2], alpha, beta, t_a, t_b)};
                 });

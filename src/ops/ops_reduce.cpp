@@ -14,6 +14,7 @@
 #include "ops/kernels/log_softmax.hpp"
 #include "ops/kernels/softmax_grad.hpp"
 #include "ops/op_support.hpp"
+#include "ops/staging.hpp"
 
 namespace trn::ops {
 
@@ -78,7 +79,8 @@ TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t o
     if (!valid_reduce(op))
       fail(TRN_ERROR_INVALID_ENUM,
            fmt::format("op {} is not a trn_ops_reduce_op_t", static_cast<int>(op)));
-    const Tensor o = tensor_arg(out, "out"), in = tensor_arg(x, "x");
+    const Tensor o = tensor_arg(out, "out");
+    Tensor in = tensor_arg(x, "x");
     const char *name = trn_ops_reduce_op_name(op);
     const bool index_op = op == TRN_OPS_ARGMAX || op == TRN_OPS_ARGMIN;
     const std::vector<int64_t> reduced = reduced_dims(in, dims, dim_count, index_op);
@@ -90,6 +92,10 @@ TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t o
 
     // The device reduces a contiguous [rows, cols] along one axis: trailing dims (axis 1) or
     // leading dims (axis 0).
+    Staging staging(queue, sync);
+    const Tensor in_view = in;
+    if (!host_reason({&o}, false) && !index_op) in = staging.contiguous(in_view);
+    const trn_sync_t *op_sync = staging.op_sync();
     std::optional<std::string> reason = host_reason({&in, &o}, false);
     uint32_t axis = 1;
     uint64_t rows = 1, cols = 1;
@@ -137,7 +143,7 @@ TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t o
                return kbuild::build_reduce(c);
              },
              {bind(in), bind(o)}});
-        Commands commands(queue, sync);
+        Commands commands(queue, op_sync);
         add_kernels(commands, o.device_index, launches);
         if (op == TRN_OPS_MEAN) {
           // The sum, scaled in place by 1 / n (a launch argument: one kernel for every n).
@@ -153,7 +159,7 @@ TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t o
     if (reason) {
       const std::vector<int64_t> d = reduced;
       const bool all = dim_count == 0, keep = keepdim != 0;
-      run_on_host(queue, sync, name, signature_of({&in}, {&o}), *reason, {in}, {o},
+      run_on_host(queue, op_sync, name, signature_of({&in}, {&o}), *reason, {in}, {o},
                   [op, d, all, keep](const Arrays &a) {
                     return Arrays{host::reduce(static_cast<host::Reduce>(op - TRN_OPS_SUM), a[0],
                                                all ? std::vector<int64_t>{} : d, keep)};
@@ -167,11 +173,16 @@ TRN_OPS_API trn_result_t trn_ops_softmax(trn_queue_t queue, const trn_ops_tensor
                                          const trn_ops_tensor_t *x, int64_t dim, int log,
                                          const trn_sync_t *sync) {
   return run_op("trn_ops_softmax", queue, [&] {
-    const Tensor o = tensor_arg(out, "out"), in = tensor_arg(x, "x");
+    const Tensor o = tensor_arg(out, "out");
+    Tensor in = tensor_arg(x, "x");
     const char *name = log ? "log_softmax" : "softmax";
     check_shape(o, in.shape, "out", name);
     const int64_t d = normalize_dim(dim, in.rank(), name);
     if (o.numel() == 0) return queue_empty_op(queue, sync);
+    Staging staging(queue, sync);
+    const Tensor in_view = in;
+    if (!host_reason({&o}, false)) in = staging.contiguous(in_view);
+    const trn_sync_t *op_sync = staging.op_sync();
     std::optional<std::string> reason = host_reason({&in, &o}, false);
     if (!reason && in.rank() > 0 && d != in.rank() - 1)
       reason = "softmax over a dim other than the last";
@@ -185,7 +196,7 @@ TRN_OPS_API trn_result_t trn_ops_softmax(trn_queue_t queue, const trn_ops_tensor
         c.cols = cols;
         c.dtype = device_dtype(in.dtype);
         c.out_dtype = device_dtype(o.dtype);
-        launch_kernels(queue, sync, o.device_index,
+        launch_kernels(queue, op_sync, o.device_index,
                        {{fmt::format("{} [{}, {}] {}>{}", name, c.rows, cols, dtype_name(in.dtype),
                                      dtype_name(o.dtype)),
                          [c, log](const kbuild::BuildTarget &t) mutable {
@@ -198,7 +209,7 @@ TRN_OPS_API trn_result_t trn_ops_softmax(trn_queue_t queue, const trn_ops_tensor
       });
     if (reason) {
       const bool l = log != 0;
-      run_on_host(queue, sync, name, signature_of({&in}, {&o}), *reason, {in}, {o},
+      run_on_host(queue, op_sync, name, signature_of({&in}, {&o}), *reason, {in}, {o},
                   [d, l](const Arrays &a) { return Arrays{host::softmax(a[0], d, l)}; });
       return;
     }

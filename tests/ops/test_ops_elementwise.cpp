@@ -352,3 +352,44 @@ TEST_CASE("elementwise ops work in place: the output may be one of the inputs", 
   require_close(f.read(ta), want, 1e-6, "in place");
   CHECK(fallback_count("add") == 0);
 }
+
+TEST_CASE("strided inputs are made contiguous on the device, then freed in queue order",
+          "[ops][strided]") {
+  OpsFixture f;
+  std::mt19937 rng(9);
+  const host_array a = random_array(rng, {33, 130}, TRN_DTYPE_F32);
+  const host_array b = random_array(rng, {130, 33}, TRN_DTYPE_F32);
+  DeviceTensor ta = f.tensor(TRN_DTYPE_F32, a), tb = f.tensor(TRN_DTYPE_F32, b);
+  trn_ops_tensor_t at = ta.t;  // a^T: [130, 33], strides [1, 130]
+  at.shape[0] = 130, at.shape[1] = 33, at.strides[0] = 1, at.strides[1] = 130;
+  trn_mem_stats_t before = TRN_MEM_STATS_INIT;
+  REQUIRE(trn_device_get_memory_stats(f.device(), 0, &before) == TRN_SUCCESS);
+  trn_sem_t gate = make_sem(f.device()), done = make_sem(f.device());
+  const trn_sem_point_t wait = {gate, 1}, signal = {done, 1};
+  const trn_sync_t sync = {&wait, 1, &signal, 1};
+  DeviceTensor sum = f.tensor(TRN_DTYPE_F32, {130, 33}), prod = f.tensor(TRN_DTYPE_F32, {130, 130});
+  // a^T + b, with the op's sync: the staging copy waits for the gate, the op signals `done`.
+  REQUIRE(trn_ops_binary(f.queue(), TRN_OPS_ADD, sum.get(), &at, tb.get(), &sync) == TRN_SUCCESS);
+  uint64_t value = 0;
+  REQUIRE(trn_sem_query(done, &value) == TRN_SUCCESS);
+  CHECK(value == 0);
+  REQUIRE(trn_sem_signal(gate, 1) == TRN_SUCCESS);
+  REQUIRE(trn_sem_wait(done, 1, 30'000'000'000ull) == TRN_SUCCESS);
+  host_array a_t = host_array::zeros({130, 33});
+  for (int64_t i = 0; i < 130; ++i)
+    for (int64_t j = 0; j < 33; ++j) a_t.data[i * 33 + j] = a.data[j * 130 + i];
+  require_close(f.read(sum), host::binary(host::Binary::kAdd, a_t, b), 1e-6, "a^T + b");
+  // a^T @ a through a transposed view (not the flag), and a softmax of it.
+  REQUIRE(trn_ops_matmul(f.queue(), prod.get(), &at, ta.get(), 0, nullptr) == TRN_SUCCESS);
+  require_close(f.read(prod), host::matmul(a_t, a, false, false), 1e-4, "a^T @ a");
+  CHECK(fallback_count("add") == 0);
+  CHECK(fallback_count("matmul") == 0);
+  // The scratch copies went back to the pool once the queue passed the ops.
+  f.finish();
+  trn_mem_stats_t after = TRN_MEM_STATS_INIT;
+  REQUIRE(trn_device_get_memory_stats(f.device(), 0, &after) == TRN_SUCCESS);
+  CHECK(after.by_category[TRN_MEM_CATEGORY_SCRATCH].allocation_count ==
+        before.by_category[TRN_MEM_CATEGORY_SCRATCH].allocation_count);
+  trn_sem_destroy(gate);
+  trn_sem_destroy(done);
+}
