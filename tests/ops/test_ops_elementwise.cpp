@@ -42,8 +42,7 @@ TEST_CASE("every unary op matches the float64 reference at awkward sizes", "[ops
   CHECK(n == 0);
 }
 
-TEST_CASE("unary backward ops match the reference; gelu's runs on the host, recorded",
-          "[ops][unary]") {
+TEST_CASE("unary backward ops match the reference, gelu's on the host (recorded)", "[ops][unary]") {
   OpsFixture f;
   std::mt19937 rng(2);
   for (int op = TRN_OPS_NEG; op <= TRN_OPS_SQUARE; ++op) {
