@@ -215,6 +215,12 @@ int bench_ops(int argc, char **argv) {
   trn_ops_tensor_t fa = t.make(TRN_DTYPE_F32, {n, n}, 1.0f),
                    fb = t.make(TRN_DTYPE_F32, {n, n}, 2.0f),
                    fo = t.make(TRN_DTYPE_F32, {n, n}, 0.0f);
+  // A mid-size convolution (ResNet-like: 8 x 64 channels, 32 x 32, 3 x 3, padding 1), bf16.
+  const int64_t cn = 8, cc = 64, hw = 32;
+  trn_ops_tensor_t cx = t.make(TRN_DTYPE_BF16, {cn, cc, hw, hw}, 0),
+                   cw = t.make(TRN_DTYPE_BF16, {cc, cc, 3, 3}, 0),
+                   co = t.make(TRN_DTYPE_BF16, {cn, cc, hw, hw}, 0);
+  const trn_ops_conv2d_params_t conv = {{1, 1}, {1, 1}, {1, 1}, 1};
   struct Large {
     std::string name;
     std::function<void()> issue;
@@ -225,6 +231,9 @@ int bench_ops(int argc, char **argv) {
       {"matmul_" + std::to_string(n) + "_bf16",
        [&] { ops_check(trn_ops_matmul(q, &big_o, &big_a, &big_b, 0, nullptr), "matmul"); },
        2.0 * nn * double(n), 3 * nn * 2},
+      {"conv2d_8x64x32x32_3x3_bf16",
+       [&] { ops_check(trn_ops_conv2d(q, &co, &cx, &cw, nullptr, &conv, nullptr), "conv2d"); },
+       2.0 * double(cn * cc * hw * hw) * double(cc * 9), double(2 * cn * cc * hw * hw * 2)},
       {"add_" + std::to_string(n) + "x" + std::to_string(n) + "_f32",
        [&] { ops_check(trn_ops_binary(q, TRN_OPS_ADD, &fo, &fa, &fb, nullptr), "add"); }, 0,
        3 * nn * 4},
