@@ -112,6 +112,13 @@ Tile Tile::reshape(std::vector<uint32_t> shape) const {
   return t;
 }
 
+Tile Tile::bitcast(DType dtype) const {
+  if (!valid() || isa::dtype_size(dtype) != isa::dtype_size(ap_.dtype)) return failed_view();
+  Tile t = *this;
+  t.ap_.dtype = dtype;
+  return t;
+}
+
 HbmTensor::HbmTensor(std::string name, uint16_t arg, DType dtype, std::vector<uint64_t> shape)
     : shape_(std::move(shape)) {
   uint64_t rows = 1;

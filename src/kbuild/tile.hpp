@@ -53,6 +53,9 @@ class Tile {
   Tile broadcast(uint32_t count) const;
   // The same elements with other free dims (the view must be contiguous in each partition).
   Tile reshape(std::vector<uint32_t> free_shape) const;
+  // The same bytes read as another dtype of the same size: bitwise operators on float values
+  // (an exact select is (a ^ b) & mask ^ b on their bit patterns).
+  Tile bitcast(DType dtype) const;
 
   // The access pattern that addresses this view.
   const isa::AccessPattern &pattern() const { return ap_; }

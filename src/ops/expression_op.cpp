@@ -45,6 +45,10 @@ uint16_t ExpressionOp::scalar_value(int16_t scalar) {
   return add_step(*this, {.kind = Kind::kScalar, .scalar = scalar});
 }
 
+uint16_t ExpressionOp::select(uint16_t cond, uint16_t on_true, uint16_t on_false) {
+  return add_step(*this, {.kind = Kind::kSelect, .a = cond, .b = on_true, .c = on_false});
+}
+
 uint16_t ExpressionOp::index() {
   return add_step(*this, {.kind = Kind::kIndex});
 }

@@ -30,6 +30,7 @@ struct ExpressionOp {
   uint16_t alu_scalar(isa::AluOp op, uint16_t a, int16_t scalar, bool reverse = false);
   uint16_t scalar_value(int16_t scalar);
   uint16_t index();
+  uint16_t select(uint16_t cond, uint16_t on_true, uint16_t on_false);
 };
 
 // Adds the op's launches (one per piece of the plan) to `commands`.

@@ -329,16 +329,15 @@ TRN_OPS_API trn_result_t trn_ops_where(trn_queue_t queue, const trn_ops_tensor_t
   return run_op("trn_ops_where", queue, [&] {
     const Tensor o = tensor_arg(out, "out"), c = tensor_arg(cond, "cond"), ta = tensor_arg(a, "a"),
                  tb = tensor_arg(b, "b");
-    // a * m + b * (1 - m) would turn an infinite a or b into NaN where it is not chosen (masks of
-    // -inf are the common case), and the device has no per-element select: the host is exact.
+    // A select on the values' bits (the expression kernel's kSelect): exact, infinities and NaN
+    // included, where a * m + b * (1 - m) would turn an unchosen infinity into NaN.
     run_elementwise(queue, sync,
                     {"where",
                      {&c, &ta, &tb},
                      &o,
-                     false,
-                     nullptr,
-                     [](const Arrays &v) { return host::where(v[0], v[1], v[2]); },
-                     "no device kernel for where (the device has no per-element select)"});
+                     true,
+                     [](ExpressionOp &e) { return e.select(0, 1, 2); },
+                     [](const Arrays &v) { return host::where(v[0], v[1], v[2]); }});
   });
 }
 

@@ -71,7 +71,8 @@ TRN_OPS_API trn_result_t trn_ops_matmul(trn_queue_t queue, const trn_ops_tensor_
     const bool may = !host_reason({&o}, false);
     const Tensor sa = may ? staging.contiguous(ta) : ta, sb = may ? staging.contiguous(tb) : tb;
     const trn_sync_t *op_sync = staging.op_sync();
-    std::optional<std::string> reason = matmul_on_device(queue, op_sync, s, o, sa, sb, none, 1.0, 0.0);
+    std::optional<std::string> reason =
+        matmul_on_device(queue, op_sync, s, o, sa, sb, none, 1.0, 0.0);
     if (!reason) return;
     const bool t_a = s.trans_a, t_b = s.trans_b;
     const bool zero_k = s.k == 0;
@@ -109,8 +110,8 @@ TRN_OPS_API trn_result_t trn_ops_addmm(trn_queue_t queue, const trn_ops_tensor_t
         matmul_on_device(queue, op_sync, s, o, sa, sb, sc, alpha, beta);
     if (!reason) return;
     const bool t_a = s.trans_a, t_b = s.trans_b;
-    run_on_host(queue, op_sync, "addmm", signature_of({&c, &ta, &tb}, {&o}), *reason, {c, ta, tb}, {o},
-                [=](const Arrays &v) {
+    run_on_host(queue, op_sync, "addmm", signature_of({&c, &ta, &tb}, {&o}), *reason, {c, ta, tb},
+                {o}, [=](const Arrays &v) {
                   return Arrays{host::addmm(v[0], v[1], v[2], alpha, beta, t_a, t_b)};
                 });
   });

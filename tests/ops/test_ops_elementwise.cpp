@@ -124,7 +124,7 @@ TEST_CASE("scalar variants pass the scalar at launch: one kernel serves every va
   CHECK(s.memory_hits == 4);
 }
 
-TEST_CASE("where picks exactly, infinities included", "[ops][binary]") {
+TEST_CASE("where picks exactly, infinities and NaN included, on the device", "[ops][binary]") {
   OpsFixture f;
   host_array cond{{2, 3}, {1, 0, 1, 0, 0, 1}};
   host_array a{{3}, {1, -INFINITY, 3}};
@@ -134,6 +134,25 @@ TEST_CASE("where picks exactly, infinities included", "[ops][binary]") {
   REQUIRE(trn_ops_where(f.queue(), to.get(), tc.get(), ta.get(), tb.get(), nullptr) == TRN_SUCCESS);
   const host_array got = f.read(to);
   CHECK(got.data == std::vector<double>{1, INFINITY, 3, -5, -5, 3});
+  CHECK(fallback_count("where") == 0);
+  // Attention-style masking at awkward sizes: scores [4, 129, 129] where a [129, 129] causal mask
+  // keeps them, -inf elsewhere; NaN kept where chosen; bf16 out.
+  std::mt19937 rng(10);
+  host_array scores = random_array(rng, {4, 129, 129}, TRN_DTYPE_F32);
+  scores.data[5] = NAN;
+  host_array mask = host_array::zeros({129, 129});
+  for (int64_t i = 0; i < 129; ++i)
+    for (int64_t j = 0; j <= i; ++j) mask.data[i * 129 + j] = 1;
+  const host_array minus_inf = host_array::full({}, -INFINITY);
+  DeviceTensor ts = f.tensor(TRN_DTYPE_F32, scores), tm = f.tensor(TRN_DTYPE_U8, mask),
+               tinf = f.tensor(TRN_DTYPE_F32, minus_inf),
+               tout = f.tensor(TRN_DTYPE_BF16, scores.shape);
+  REQUIRE(trn_ops_where(f.queue(), tout.get(), tm.get(), ts.get(), tinf.get(), nullptr) ==
+          TRN_SUCCESS);
+  host_array want = host::where(mask, scores, minus_inf);
+  for (double &v : want.data) v = as_dtype(TRN_DTYPE_BF16, v);
+  require_close(f.read(tout), want, 0, "masked scores");
+  CHECK(fallback_count("where") == 0);
 }
 
 TEST_CASE("copy casts between dtypes, makes views contiguous and expands broadcasts",

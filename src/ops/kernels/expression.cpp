@@ -32,7 +32,9 @@ std::optional<std::string> check(const ExprConfig &c) {
     const ExprStep &s = c.steps[i];
     const size_t here = c.inputs.size() + i;
     const bool uses_a = s.kind != ExprStep::Kind::kScalar && s.kind != ExprStep::Kind::kIndex;
-    if ((uses_a && s.a >= here) || (s.kind == ExprStep::Kind::kAlu && s.b >= here))
+    const bool uses_b = s.kind == ExprStep::Kind::kAlu || s.kind == ExprStep::Kind::kSelect;
+    if ((uses_a && s.a >= here) || (uses_b && s.b >= here) ||
+        (s.kind == ExprStep::Kind::kSelect && s.c >= here))
       return fmt::format("{}: step {} uses a value not computed before it", c.name, i);
     if (s.scalar >= static_cast<int>(c.scalars))
       return fmt::format("{}: step {} uses scalar {} of {}", c.name, i, s.scalar, c.scalars);
@@ -77,6 +79,7 @@ std::string expression_signature(const ExprConfig &c) {
     put(st.op);
     put(st.a);
     put(st.b);
+    put(st.c);
     put(st.scalar);
     put(st.constant);
     put(st.reverse);
@@ -164,6 +167,29 @@ kbuild::Built build_expression(const ExprConfig &c) {
             kb.iota(r.tile, {{1, cc}}, static_cast<int32_t>(c.index_base + r0 * c.cols + c0),
                     static_cast<int32_t>(c.cols));
             break;
+          case ExprStep::Kind::kSelect: {
+            // mask = -(a != 0) as i32 (all ones or zero); r = ((b ^ c) & mask) ^ c on the
+            // values' bits: exact where a blend would turn an unchosen infinity into NaN.
+            auto spread = [&](const Value &x) {
+              if (!x.column || cc == 1) return x.tile;
+              const Tile t = kb.sbuf(f32, p, {cc});
+              kb.copy(t, x.tile.broadcast(cc));
+              return t;
+            };
+            const Tile cond = spread(v[s.a]), on = spread(v[s.b]), off = spread(v[s.c]);
+            const Tile minus = kb.sbuf(f32, p, {cc});
+            kb.tensor_scalar(minus, cond, isa::AluOp::kNotEqual, 0.0f, isa::AluOp::kMultiply,
+                             -1.0f);
+            const Tile mask = kb.sbuf(isa::DType::kI32, p, {cc});
+            kb.copy(mask, minus);
+            const Tile bits = kb.sbuf(isa::DType::kI32, p, {cc});
+            const auto i32 = isa::DType::kI32;
+            kb.tensor_tensor(bits, on.bitcast(i32), off.bitcast(i32), isa::AluOp::kBitwiseXor);
+            kb.tensor_tensor(bits, bits, mask, isa::AluOp::kBitwiseAnd);
+            kb.tensor_tensor(bits, bits, off.bitcast(i32), isa::AluOp::kBitwiseXor);
+            r = {bits.bitcast(f32), false};
+            break;
+          }
           case ExprStep::Kind::kAlu: {
             const Value &a = v[s.a], &b = v[s.b];
             r = {kb.sbuf(f32, p, {a.column && b.column ? 1u : cc}), a.column && b.column};

@@ -34,11 +34,12 @@ struct ExprStep {
     kAluScalar,   // a op s (or s op a when reverse); s a constant or a scalar argument
     kScalar,      // s, spread over the tile (fill)
     kIndex,       // the element's row-major index in the [rows, cols] matrix (arange)
+    kSelect,      // a != 0 ? b : c, exactly (NaN and infinities included): a select on bits
   };
   Kind kind = Kind::kAlu;
   isa::ActFunc func = isa::ActFunc::kIdentity;
   isa::AluOp op = isa::AluOp::kAdd;
-  uint16_t a = 0, b = 0;
+  uint16_t a = 0, b = 0, c = 0;
   int16_t scalar = -1;  // the scalar argument, or -1 for `constant`
   float constant = 0.0f;
   bool reverse = false;
