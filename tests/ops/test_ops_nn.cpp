@@ -118,7 +118,8 @@ TEST_CASE("layer_norm with a weight and no bias, or f16 statistics, runs on the 
   CHECK(fallback_count("layer_norm") == 2);
 }
 
-TEST_CASE("layer_norm_backward on the device (f32 gradients) and on the host", "[ops][norm]") {
+TEST_CASE("layer_norm_backward on the device (f32 gradients, f32 or bf16 inputs) and on the host",
+          "[ops][norm]") {
   OpsFixture f;
   std::mt19937 rng(23);
   const double eps = 1e-5;
@@ -126,22 +127,25 @@ TEST_CASE("layer_norm_backward on the device (f32 gradients) and on the host", "
     Shape x;
     uint32_t ndim;
     bool affine;
-  } cases[] = {{{7, 129}, 1, true}, {{4, 3, 43}, 2, true}, {{9, 17}, 1, false}};
+    trn_dtype_t dtype;  // of x, grad_out and the weights; the gradients are f32
+  } cases[] = {{{7, 129}, 1, true, TRN_DTYPE_F32},
+               {{4, 3, 43}, 2, true, TRN_DTYPE_F32},
+               {{9, 17}, 1, false, TRN_DTYPE_F32},
+               {{9, 65}, 1, true, TRN_DTYPE_BF16}};
   for (const Case &c : cases) {
     const Shape normalized(c.x.end() - c.ndim, c.x.end());
-    const host_array x = random_array(rng, c.x, TRN_DTYPE_F32);
-    const host_array g = random_array(rng, c.x, TRN_DTYPE_F32);
-    const host_array w = random_array(rng, normalized, TRN_DTYPE_F32, 0.5, 1.5);
-    const host_array b = random_array(rng, normalized, TRN_DTYPE_F32);
+    const host_array x = random_array(rng, c.x, c.dtype);
+    const host_array g = random_array(rng, c.x, c.dtype);
+    const host_array w = random_array(rng, normalized, c.dtype, 0.5, 1.5);
+    const host_array b = random_array(rng, normalized, c.dtype);
     const host::NormResult fwd = host::layer_norm(x, c.ndim, &w, &b, eps);
-    DeviceTensor dx = f.tensor(TRN_DTYPE_F32, x), dg = f.tensor(TRN_DTYPE_F32, g),
-                 dw = f.tensor(TRN_DTYPE_F32, w), db = f.tensor(TRN_DTYPE_F32, b),
-                 dout = f.tensor(TRN_DTYPE_F32, c.x),
+    DeviceTensor dx = f.tensor(c.dtype, x), dg = f.tensor(c.dtype, g), dw = f.tensor(c.dtype, w),
+                 db = f.tensor(c.dtype, b), dout = f.tensor(c.dtype, c.x),
                  dmean = f.tensor(TRN_DTYPE_F32, fwd.mean.shape),
                  drstd = f.tensor(TRN_DTYPE_F32, fwd.rstd.shape);
     const trn_ops_tensor_t *weight = c.affine ? dw.get() : nullptr;
-    INFO("x " << x.data.size() << " ndim " << c.ndim << (c.affine ? " affine" : "") << ": "
-              << ops_error());
+    INFO(trn_dtype_name(c.dtype) << " x " << x.data.size() << " ndim " << c.ndim
+                                 << (c.affine ? " affine" : "") << ": " << ops_error());
     REQUIRE(trn_ops_layer_norm(f.queue(), dout.get(), dmean.get(), drstd.get(), dx.get(), weight,
                                c.affine ? db.get() : nullptr, c.ndim, eps, nullptr) == TRN_SUCCESS);
     // The reference's backward from the device's statistics: this checks the backward alone.
@@ -289,7 +293,18 @@ TEST_CASE("rms_norm and its backward on the device and the host", "[ops][norm]")
   }
   CHECK(fallback_count("rms_norm") == 0);
   CHECK(fallback_count("rms_norm_backward") == 0);
-  SECTION("bf16 x with a bf16 gradient: the backward on the host, recorded") {
+  SECTION("f16 statistics: the forward on the host, recorded") {
+    const host_array x = random_array(rng, {5, 24}, TRN_DTYPE_F32);
+    DeviceTensor dx = f.tensor(TRN_DTYPE_F32, x), dout = f.tensor(TRN_DTYPE_F32, {5, 24}),
+                 drstd = f.tensor(TRN_DTYPE_F16, {5, 1});
+    REQUIRE(trn_ops_rms_norm(f.queue(), dout.get(), drstd.get(), dx.get(), nullptr, 1, eps,
+                             nullptr) == TRN_SUCCESS);
+    const host::NormResult want = host::rms_norm(x, 1, nullptr, eps);
+    require_close(f.read(dout), rounded(want.out, TRN_DTYPE_F32), 1e-7, "host rms_norm");
+    require_close(f.read(drstd), rounded(want.rstd, TRN_DTYPE_F16), 1e-7, "host f16 rstd");
+    CHECK(fallback_count("rms_norm") == 1);
+  }
+  SECTION("bf16 x with an f32 grad_out: the backward on the host, recorded") {
     const host_array x = random_array(rng, {5, 24}, TRN_DTYPE_BF16),
                      g = random_array(rng, {5, 24}, TRN_DTYPE_F32);
     const host::NormResult fwd = host::rms_norm(x, 1, nullptr, eps);
