@@ -11,9 +11,13 @@ namespace host = trn::ops::host;
 
 namespace {
 
-// The device multiplies exactly (products of f32, bf16 or f16 values fit fp32's accumulation
-// well enough) and accumulates in fp32 over K, so the error of a dot product grows like sqrt(K)
-// ulps of fp32; the result is then rounded once to the output dtype.
+// What the host path writes: computed in float64 and rounded once to the output's dtype, so
+// within half an ulp of the reference's rounded value (the comparisons round the reference too).
+constexpr double kRoundedOnce = 1e-7;
+
+// The device multiplies in fp32 (products of bf16 or f16 values are exact there, of f32 values
+// rounded once) and accumulates in fp32 over K, so the error of a dot product grows like
+// sqrt(K) ulps of fp32; the result is then rounded once to the output dtype.
 double matmul_tolerance(trn_dtype_t out, int64_t k) {
   return tolerance(out) + tolerance(TRN_DTYPE_F32) * std::sqrt(static_cast<double>(k));
 }
@@ -236,7 +240,8 @@ TEST_CASE("a reduction over a middle dim runs on the host, recorded", "[ops][red
       REQUIRE(trn_ops_reduce(f.queue(), r, dout.get(), dx.get(), dims, 1, keepdim, nullptr) ==
               TRN_SUCCESS);
       // Computed in float64 and rounded once to f32.
-      require_close(f.read(dout), rounded(want, TRN_DTYPE_F32), 1e-7, trn_ops_reduce_op_name(r));
+      require_close(f.read(dout), rounded(want, TRN_DTYPE_F32), kRoundedOnce,
+                    trn_ops_reduce_op_name(r));
     }
     // Two signatures (with and without keepdim), one run each.
     CHECK(fallback_count(trn_ops_reduce_op_name(r)) == 2);
@@ -302,13 +307,14 @@ TEST_CASE(
       REQUIRE(trn_ops_softmax(f.queue(), dy.get(), dx.get(), dim, log, nullptr) == TRN_SUCCESS);
       const host_array want = host::softmax(x, dim, log);
       const host_array y = f.read(dy);
-      require_close(y, want, device ? 1e-5 : 1e-7, name);
+      require_close(y, device ? want : rounded(want, TRN_DTYPE_F32),
+                    device ? tolerance(TRN_DTYPE_F32) : kRoundedOnce, name);
       // The backward from the forward's (device) output, against the reference's backward of
       // that same output.
       REQUIRE(trn_ops_softmax_backward(f.queue(), dgx.get(), dg.get(), dy.get(), dim, log,
                                        nullptr) == TRN_SUCCESS);
-      require_close(f.read(dgx), host::softmax_backward(g, y, dim, log), device ? 1e-5 : 1e-7,
-                    backward);
+      require_close(f.read(dgx), host::softmax_backward(g, y, dim, log),
+                    device ? tolerance(TRN_DTYPE_F32) : kRoundedOnce, backward);
       CHECK(fallback_count(name) == (device ? 0u : 1u));
       CHECK(fallback_count(backward.c_str()) == (device ? 0u : 1u));
     }
@@ -322,8 +328,8 @@ TEST_CASE(
         DeviceTensor dy = f.tensor(out, xb.shape);
         INFO(trn_dtype_name(out) << (log ? " log_softmax" : " softmax") << ": " << ops_error());
         REQUIRE(trn_ops_softmax(f.queue(), dy.get(), dxb.get(), -1, log, nullptr) == TRN_SUCCESS);
-        require_close(f.read(dy), rounded(host::softmax(xb, -1, log), out),
-                      out == TRN_DTYPE_F32 ? 1e-5 : tolerance(out), "softmax of bf16");
+        require_close(f.read(dy), rounded(host::softmax(xb, -1, log), out), tolerance(out),
+                      "softmax of bf16");
       }
     }
     CHECK(fallback_count("softmax") == 0);
@@ -333,8 +339,8 @@ TEST_CASE(
 
 TEST_CASE("softmax_backward matches central finite differences of the forward", "[ops][softmax]") {
   // The finite differences are of the op library's own forward on float64 tensors (which runs on
-  // the host): an fp32 device forward would carry rounding noise of ~1e-7, which divided by a
-  // step h of 1e-5 swamps the derivative. The backward checked is the device's, in fp32.
+  // the host): an fp32 device forward would carry rounding noise of ~kRoundedOnce, which divided by
+  // a step h of 1e-5 swamps the derivative. The backward checked is the device's, in fp32.
   OpsFixture f;
   std::mt19937 rng(18);
   const Shape shape = {3, 9};
@@ -367,7 +373,7 @@ TEST_CASE("softmax_backward matches central finite differences of the forward", 
       minus.data[i] -= h;
       fd.data[i] = (loss(plus) - loss(minus)) / (2 * h);
     }
-    require_close(grad, fd, 1e-5, "softmax_backward vs finite differences");
+    require_close(grad, fd, tolerance(TRN_DTYPE_F32), "softmax_backward vs finite differences");
     CHECK(fallback_count(log ? "log_softmax_backward" : "softmax_backward") == 0);
   }
 }

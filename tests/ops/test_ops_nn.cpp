@@ -13,6 +13,10 @@ namespace host = trn::ops::host;
 
 namespace {
 
+// What the host path writes: computed in float64 and rounded once to the output's dtype, so
+// within half an ulp of the reference's rounded value (the comparisons round the reference too).
+constexpr double kRoundedOnce = 1e-7;
+
 host_array rounded(host_array a, trn_dtype_t d) {
   for (double &v : a.data) v = as_dtype(d, v);
   return a;
@@ -107,14 +111,15 @@ TEST_CASE("layer_norm with a weight and no bias, or f16 statistics, runs on the 
   REQUIRE(trn_ops_layer_norm(f.queue(), dout.get(), nullptr, nullptr, dx.get(), dw.get(), nullptr,
                              1, 1e-5, nullptr) == TRN_SUCCESS);
   const host::NormResult want = host::layer_norm(x, 1, &w, nullptr, 1e-5);
-  require_close(f.read(dout), rounded(want.out, TRN_DTYPE_F32), 1e-7, "layer_norm weight only");
+  require_close(f.read(dout), rounded(want.out, TRN_DTYPE_F32), kRoundedOnce,
+                "layer_norm weight only");
   CHECK(fallback_count("layer_norm") == 1);
   DeviceTensor dmean = f.tensor(TRN_DTYPE_F16, {5, 1}), drstd = f.tensor(TRN_DTYPE_F16, {5, 1});
   REQUIRE(trn_ops_layer_norm(f.queue(), dout.get(), dmean.get(), drstd.get(), dx.get(), nullptr,
                              nullptr, 1, 1e-5, nullptr) == TRN_SUCCESS);
   const host::NormResult plain = host::layer_norm(x, 1, nullptr, nullptr, 1e-5);
-  require_close(f.read(dmean), rounded(plain.mean, TRN_DTYPE_F16), 1e-7, "f16 mean");
-  require_close(f.read(drstd), rounded(plain.rstd, TRN_DTYPE_F16), 1e-7, "f16 rstd");
+  require_close(f.read(dmean), rounded(plain.mean, TRN_DTYPE_F16), kRoundedOnce, "f16 mean");
+  require_close(f.read(drstd), rounded(plain.rstd, TRN_DTYPE_F16), kRoundedOnce, "f16 rstd");
   CHECK(fallback_count("layer_norm") == 2);
 }
 
@@ -183,8 +188,10 @@ TEST_CASE("layer_norm_backward on the device (f32 gradients, f32 or bf16 inputs)
                                         nullptr) == TRN_SUCCESS);
     const host::NormGrads want =
         host::layer_norm_backward(g, x, f.read(dmean), f.read(drstd), 1, &w, true);
-    require_close(f.read(dgw), rounded(want.grad_weight, TRN_DTYPE_F32), 1e-7, "host grad_weight");
-    require_close(f.read(dgb), rounded(want.grad_bias, TRN_DTYPE_F32), 1e-7, "host grad_bias");
+    require_close(f.read(dgw), rounded(want.grad_weight, TRN_DTYPE_F32), kRoundedOnce,
+                  "host grad_weight");
+    require_close(f.read(dgb), rounded(want.grad_bias, TRN_DTYPE_F32), kRoundedOnce,
+                  "host grad_bias");
     CHECK(fallback_count("layer_norm_backward") == 1);
   }
 }
@@ -202,7 +209,8 @@ TEST_CASE("layer_norm_backward matches central finite differences of the forward
   const host_array g = random_array(rng, shape, TRN_DTYPE_F32);
   const host_array w = random_array(rng, normalized, TRN_DTYPE_F32, 0.5, 1.5);
   const host_array b = random_array(rng, normalized, TRN_DTYPE_F32);
-  // The device's gradients.
+  // The device's gradients: grad_x sums over the 8 normalized elements, grad_weight and grad_bias
+  // over the 3 rows, in fp32 (hence accumulated(8) and accumulated(3) below).
   DeviceTensor dx = f.tensor(TRN_DTYPE_F32, x), dg = f.tensor(TRN_DTYPE_F32, g),
                dw = f.tensor(TRN_DTYPE_F32, w), db = f.tensor(TRN_DTYPE_F32, b),
                dout = f.tensor(TRN_DTYPE_F32, shape), dmean = f.tensor(TRN_DTYPE_F32, {3, 1}),
@@ -230,7 +238,7 @@ TEST_CASE("layer_norm_backward matches central finite differences of the forward
                                     f.write(px, at);
                                     return loss();
                                   }),
-                1e-4, "grad_x vs finite differences");
+                accumulated(8), "grad_x vs finite differences");
   f.write(px, x);
   require_close(gw,
                 finite_difference(w,
@@ -238,7 +246,7 @@ TEST_CASE("layer_norm_backward matches central finite differences of the forward
                                     f.write(pw, at);
                                     return loss();
                                   }),
-                1e-4, "grad_weight vs finite differences");
+                accumulated(3), "grad_weight vs finite differences");
   f.write(pw, w);
   require_close(gb,
                 finite_difference(b,
@@ -246,7 +254,7 @@ TEST_CASE("layer_norm_backward matches central finite differences of the forward
                                     f.write(pb, at);
                                     return loss();
                                   }),
-                1e-4, "grad_bias vs finite differences");
+                accumulated(3), "grad_bias vs finite differences");
 }
 
 TEST_CASE("rms_norm and its backward on the device and the host", "[ops][norm]") {
@@ -300,8 +308,8 @@ TEST_CASE("rms_norm and its backward on the device and the host", "[ops][norm]")
     REQUIRE(trn_ops_rms_norm(f.queue(), dout.get(), drstd.get(), dx.get(), nullptr, 1, eps,
                              nullptr) == TRN_SUCCESS);
     const host::NormResult want = host::rms_norm(x, 1, nullptr, eps);
-    require_close(f.read(dout), rounded(want.out, TRN_DTYPE_F32), 1e-7, "host rms_norm");
-    require_close(f.read(drstd), rounded(want.rstd, TRN_DTYPE_F16), 1e-7, "host f16 rstd");
+    require_close(f.read(dout), rounded(want.out, TRN_DTYPE_F32), kRoundedOnce, "host rms_norm");
+    require_close(f.read(drstd), rounded(want.rstd, TRN_DTYPE_F16), kRoundedOnce, "host f16 rstd");
     CHECK(fallback_count("rms_norm") == 1);
   }
   SECTION("bf16 x with an f32 grad_out: the backward on the host, recorded") {
@@ -315,7 +323,8 @@ TEST_CASE("rms_norm and its backward on the device and the host", "[ops][norm]")
                                       drstd.get(), nullptr, 1, nullptr) == TRN_SUCCESS);
     const host::NormGrads want =
         host::rms_norm_backward(g, x, rounded(fwd.rstd, TRN_DTYPE_F32), 1, nullptr);
-    require_close(f.read(dgx), rounded(want.grad_x, TRN_DTYPE_F32), 1e-7, "host rms grad_x");
+    require_close(f.read(dgx), rounded(want.grad_x, TRN_DTYPE_F32), kRoundedOnce,
+                  "host rms grad_x");
     CHECK(fallback_count("rms_norm_backward") == 1);
   }
 }
@@ -348,8 +357,9 @@ TEST_CASE(
                                  weighted ? dw.get() : nullptr, reduction, ignore,
                                  nullptr) == TRN_SUCCESS);
         ++forward;
-        require_close(f.read(dout), rounded(want.out, TRN_DTYPE_F32), 1e-7, "nll_loss");
-        require_close(f.read(dtw), rounded(want.total_weight, TRN_DTYPE_F32), 1e-7, "total_weight");
+        require_close(f.read(dout), rounded(want.out, TRN_DTYPE_F32), kRoundedOnce, "nll_loss");
+        require_close(f.read(dtw), rounded(want.total_weight, TRN_DTYPE_F32), kRoundedOnce,
+                      "total_weight");
         const host_array g = random_array(rng, want.out.shape, TRN_DTYPE_F32);
         DeviceTensor dg = f.tensor(TRN_DTYPE_F32, g), dgl = f.tensor(TRN_DTYPE_F32, {n, classes});
         REQUIRE(trn_ops_nll_loss_backward(f.queue(), dgl.get(), dg.get(), dlp.get(), dt.get(),
@@ -359,7 +369,7 @@ TEST_CASE(
         const host_array grad =
             host::nll_loss_backward(g, log_probs, target, weighted ? &weight : nullptr, r, ignore,
                                     rounded(want.total_weight, TRN_DTYPE_F32));
-        require_close(f.read(dgl), rounded(grad, TRN_DTYPE_F32), 1e-7, "nll_loss_backward");
+        require_close(f.read(dgl), rounded(grad, TRN_DTYPE_F32), kRoundedOnce, "nll_loss_backward");
         if (ignore == 2) {  // ignored rows get no gradient
           const host_array got = f.read(dgl);
           for (int64_t i = 1; i < n; i += 4)
@@ -404,7 +414,7 @@ TEST_CASE("embedding and its backward, with repeated indices and padding_idx", "
                                        nullptr) == TRN_SUCCESS);
     const host_array got = f.read(dgw);
     require_close(got, rounded(host::embedding_backward(g, indices, vocab, padding), TRN_DTYPE_F32),
-                  1e-7, "embedding_backward");
+                  kRoundedOnce, "embedding_backward");
     // Row 3 sums three rows of grad_out; rows never indexed (4, 6, 8) stay zero; padding too.
     for (int64_t d = 0; d < dim; ++d) {
       CHECK(got.data[3 * dim + d] ==
@@ -449,21 +459,24 @@ TEST_CASE("conv2d with stride, padding, dilation, groups and bias, and its backw
               << ops_error());
     REQUIRE(trn_ops_conv2d(f.queue(), dout.get(), dx.get(), dw.get(), c.bias ? db.get() : nullptr,
                            &c.p, nullptr) == TRN_SUCCESS);
-    require_close(f.read(dout), rounded(want, TRN_DTYPE_F32), 1e-7, "conv2d");
+    require_close(f.read(dout), rounded(want, TRN_DTYPE_F32), kRoundedOnce, "conv2d");
     const host_array g = random_array(rng, want.shape, TRN_DTYPE_F32);
     const host::Conv2dGrads grads = host::conv2d_backward(g, x, w, c.bias, hp);
     DeviceTensor dg = f.tensor(TRN_DTYPE_F32, g), dgx = f.tensor(TRN_DTYPE_F32, c.x),
                  dgw = f.tensor(TRN_DTYPE_F32, c.w), dgb = f.tensor(TRN_DTYPE_F32, {c.w[0]});
     REQUIRE(trn_ops_conv2d_backward(f.queue(), dgx.get(), dgw.get(), c.bias ? dgb.get() : nullptr,
                                     dg.get(), dx.get(), dw.get(), &c.p, nullptr) == TRN_SUCCESS);
-    require_close(f.read(dgx), rounded(grads.grad_x, TRN_DTYPE_F32), 1e-7, "conv2d grad_x");
-    require_close(f.read(dgw), rounded(grads.grad_w, TRN_DTYPE_F32), 1e-7, "conv2d grad_weight");
+    require_close(f.read(dgx), rounded(grads.grad_x, TRN_DTYPE_F32), kRoundedOnce, "conv2d grad_x");
+    require_close(f.read(dgw), rounded(grads.grad_w, TRN_DTYPE_F32), kRoundedOnce,
+                  "conv2d grad_weight");
     if (c.bias)
-      require_close(f.read(dgb), rounded(grads.grad_bias, TRN_DTYPE_F32), 1e-7, "conv2d grad_bias");
+      require_close(f.read(dgb), rounded(grads.grad_bias, TRN_DTYPE_F32), kRoundedOnce,
+                    "conv2d grad_bias");
     // grad_weight alone.
     REQUIRE(trn_ops_conv2d_backward(f.queue(), nullptr, dgw.get(), nullptr, dg.get(), dx.get(),
                                     dw.get(), &c.p, nullptr) == TRN_SUCCESS);
-    require_close(f.read(dgw), rounded(grads.grad_w, TRN_DTYPE_F32), 1e-7, "grad_weight alone");
+    require_close(f.read(dgw), rounded(grads.grad_w, TRN_DTYPE_F32), kRoundedOnce,
+                  "grad_weight alone");
   }
   CHECK(fallback_count("conv2d") == 4);
   CHECK(fallback_count("conv2d_backward") == 8);
@@ -507,7 +520,7 @@ TEST_CASE("conv2d_backward matches central finite differences of the forward", "
                                     f.write(px, at);
                                     return loss();
                                   }),
-                1e-5, "conv grad_x vs finite differences");
+                tolerance(TRN_DTYPE_F32), "conv grad_x vs finite differences");
   f.write(px, x);
   require_close(gw,
                 finite_difference(w,
@@ -515,7 +528,7 @@ TEST_CASE("conv2d_backward matches central finite differences of the forward", "
                                     f.write(pw, at);
                                     return loss();
                                   }),
-                1e-5, "conv grad_weight vs finite differences");
+                tolerance(TRN_DTYPE_F32), "conv grad_weight vs finite differences");
   f.write(pw, w);
   require_close(gb,
                 finite_difference(b,
@@ -523,7 +536,7 @@ TEST_CASE("conv2d_backward matches central finite differences of the forward", "
                                     f.write(pb, at);
                                     return loss();
                                   }),
-                1e-5, "conv grad_bias vs finite differences");
+                tolerance(TRN_DTYPE_F32), "conv grad_bias vs finite differences");
 }
 
 TEST_CASE("max_pool2d with indices and ceil_mode, and its backward", "[ops][pool]") {
@@ -571,8 +584,8 @@ TEST_CASE("max_pool2d with indices and ceil_mode, and its backward", "[ops][pool
     REQUIRE(trn_ops_max_pool2d_backward(f.queue(), dgx.get(), dg.get(), didx.get(), nullptr) ==
             TRN_SUCCESS);
     require_close(f.read(dgx),
-                  rounded(host::max_pool2d_backward(g, c.x, want.indices), TRN_DTYPE_F32), 1e-7,
-                  "max_pool2d_backward");
+                  rounded(host::max_pool2d_backward(g, c.x, want.indices), TRN_DTYPE_F32),
+                  kRoundedOnce, "max_pool2d_backward");
   }
   CHECK(fallback_count("max_pool2d") == 8);
   CHECK(fallback_count("max_pool2d_backward") == 4);
