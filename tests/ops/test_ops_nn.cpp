@@ -69,7 +69,8 @@ TEST_CASE(
   struct Case {
     Shape x;
     uint32_t ndim;
-  } cases[] = {{{7, 129}, 1}, {{4, 3, 43}, 2}, {{1, 1}, 1}, {{129, 4}, 1}};
+  } cases[] = {{{7, 129}, 1}, {{4, 3, 43}, 2}, {{1, 1}, 1},
+               {{129, 4}, 1}, {{2, 4097}, 1},  {{4097, 3}, 1}};
   for (const Case &c : cases) {
     const Shape normalized(c.x.end() - c.ndim, c.x.end());
     const host_array x = random_array(rng, c.x, dtype);
@@ -133,10 +134,9 @@ TEST_CASE("layer_norm_backward on the device (f32 gradients, f32 or bf16 inputs)
     uint32_t ndim;
     bool affine;
     trn_dtype_t dtype;  // of x, grad_out and the weights; the gradients are f32
-  } cases[] = {{{7, 129}, 1, true, TRN_DTYPE_F32},
-               {{4, 3, 43}, 2, true, TRN_DTYPE_F32},
-               {{9, 17}, 1, false, TRN_DTYPE_F32},
-               {{9, 65}, 1, true, TRN_DTYPE_BF16}};
+  } cases[] = {{{7, 129}, 1, true, TRN_DTYPE_F32},  {{4, 3, 43}, 2, true, TRN_DTYPE_F32},
+               {{9, 17}, 1, false, TRN_DTYPE_F32},  {{9, 65}, 1, true, TRN_DTYPE_BF16},
+               {{2, 4097}, 1, true, TRN_DTYPE_F32}, {{4097, 2}, 1, true, TRN_DTYPE_F32}};
   for (const Case &c : cases) {
     const Shape normalized(c.x.end() - c.ndim, c.x.end());
     const host_array x = random_array(rng, c.x, c.dtype);
@@ -264,7 +264,7 @@ TEST_CASE("rms_norm and its backward on the device and the host", "[ops][norm]")
   struct Case {
     Shape x;
     uint32_t ndim;
-  } cases[] = {{{7, 129}, 1}, {{4, 3, 43}, 2}};
+  } cases[] = {{{7, 129}, 1}, {{4, 3, 43}, 2}, {{3, 4097}, 1}, {{4097, 2}, 1}};
   for (const Case &c : cases) {
     const Shape normalized(c.x.end() - c.ndim, c.x.end());
     const host_array x = random_array(rng, c.x, TRN_DTYPE_F32);
@@ -604,7 +604,7 @@ TEST_CASE("sgd_step on the device, step by step against the reference", "[ops][o
       {"weight decay", {0.1, 0, 0, 0.01, 0, 0}},
       {"momentum, weight decay, maximize", {0.02, 0.8, 0, 0.05, 0, 1}},
   };
-  const Shape shape = {129, 5};
+  const Shape shape = GENERATE(Shape{129, 5}, Shape{4097});
   for (const Case &c : cases) {
     host::SgdParams hp;
     hp.lr = c.p.lr;
@@ -645,7 +645,7 @@ TEST_CASE("adam_step (Adam, AdamW, amsgrad) on the device, step by step against 
       {"Adam, amsgrad", {2e-2, 0.9, 0.999, 1e-8, 0, 0, 1, 0, 0}},
       {"AdamW, amsgrad, maximize", {1e-2, 0.9, 0.95, 1e-8, 0.01, 1, 1, 1, 0}},
   };
-  const Shape shape = {129, 3};
+  const Shape shape = GENERATE(Shape{129, 3}, Shape{4097});
   for (const Case &c : cases) {
     host::AdamParams hp;
     hp.lr = c.p.lr;
