@@ -631,6 +631,28 @@ TEST_CASE("sgd_step on the device, step by step against the reference", "[ops][o
   CHECK(fallback_count("sgd_step") == 0);
 }
 
+TEST_CASE("sgd_step's first momentum step sets the buffer, whatever it held", "[ops][optim]") {
+  OpsFixture f;
+  std::mt19937 rng(34);
+  host_array param = random_array(rng, {33}, TRN_DTYPE_F32);
+  const host_array g = random_array(rng, {33}, TRN_DTYPE_F32);
+  host_array buf = host_array::full({33}, NAN);  // torch sets it to the gradient on step 1
+  DeviceTensor dp = f.tensor(TRN_DTYPE_F32, param), dg = f.tensor(TRN_DTYPE_F32, g),
+               db = f.tensor(TRN_DTYPE_F32, buf);
+  const trn_ops_sgd_params_t p = {0.1, 0.9, 0, 0.01, 1, 0};
+  INFO(ops_error());
+  REQUIRE(trn_ops_sgd_step(f.queue(), dp.get(), dg.get(), db.get(), 1, &p, nullptr) == TRN_SUCCESS);
+  host::SgdParams hp;
+  hp.lr = 0.1;
+  hp.momentum = 0.9;
+  hp.weight_decay = 0.01;
+  hp.nesterov = true;
+  host::sgd_step(param, g, &buf, true, hp);
+  require_close(f.read(dp), param, tolerance(TRN_DTYPE_F32), "param");
+  require_close(f.read(db), buf, tolerance(TRN_DTYPE_F32), "momentum_buf");
+  CHECK(fallback_count("sgd_step") == 0);
+}
+
 TEST_CASE("adam_step (Adam, AdamW, amsgrad) on the device, step by step against the reference",
           "[ops][optim]") {
   OpsFixture f;
@@ -641,6 +663,7 @@ TEST_CASE("adam_step (Adam, AdamW, amsgrad) on the device, step by step against 
   } cases[] = {
       {"Adam", {1e-2, 0.9, 0.999, 1e-8, 0, 0, 0, 0, 0}},
       {"Adam with L2 weight decay", {1e-2, 0.9, 0.99, 1e-8, 0.05, 0, 0, 0, 0}},
+      {"Adam with L2 weight decay, maximize", {1e-2, 0.9, 0.999, 1e-8, 0.05, 0, 0, 1, 0}},
       {"AdamW", {1e-2, 0.8, 0.999, 1e-6, 0.1, 1, 0, 0, 0}},
       {"Adam, amsgrad", {2e-2, 0.9, 0.999, 1e-8, 0, 0, 1, 0, 0}},
       {"AdamW, amsgrad, maximize", {1e-2, 0.9, 0.95, 1e-8, 0.01, 1, 1, 1, 0}},
