@@ -287,6 +287,37 @@ TEST_CASE("max and min propagate NaN and sums carry infinities, on the device", 
   }
 }
 
+TEST_CASE("reductions of a scalar and over a dim of size 1, softmax of one column, on the device",
+          "[ops][reduce][softmax]") {
+  OpsFixture f;
+  std::mt19937 rng(22);
+  DeviceTensor scalar = f.tensor(TRN_DTYPE_F32, host_array::full({}, 2.5)),
+               out = f.tensor(TRN_DTYPE_F32, Shape{});
+  for (int op = TRN_OPS_SUM; op <= TRN_OPS_MIN; ++op) {
+    const auto r = static_cast<trn_ops_reduce_op_t>(op);
+    INFO(trn_ops_reduce_op_name(r) << " of a scalar: " << ops_error());
+    REQUIRE(trn_ops_reduce(f.queue(), r, out.get(), scalar.get(), nullptr, 0, 0, nullptr) ==
+            TRN_SUCCESS);
+    CHECK(f.read(out).data == std::vector<double>{2.5});
+  }
+  REQUIRE(trn_ops_softmax(f.queue(), out.get(), scalar.get(), 0, 0, nullptr) == TRN_SUCCESS);
+  CHECK(f.read(out).data == std::vector<double>{1.0});
+  const host_array x = random_array(rng, {129, 1}, TRN_DTYPE_F32);
+  DeviceTensor dx = f.tensor(TRN_DTYPE_F32, x), col = f.tensor(TRN_DTYPE_F32, {129}),
+               dy = f.tensor(TRN_DTYPE_F32, {129, 1});
+  const int64_t dim1[] = {1};
+  REQUIRE(trn_ops_reduce(f.queue(), TRN_OPS_MEAN, col.get(), dx.get(), dim1, 1, 0, nullptr) ==
+          TRN_SUCCESS);
+  require_close(f.read(col), host::reduce(host::Reduce::kMean, x, {1}, false),
+                tolerance(TRN_DTYPE_F32), "mean over a dim of size 1");
+  for (int log = 0; log < 2; ++log) {
+    REQUIRE(trn_ops_softmax(f.queue(), dy.get(), dx.get(), -1, log, nullptr) == TRN_SUCCESS);
+    require_close(f.read(dy), host::softmax(x, -1, log), tolerance(TRN_DTYPE_F32),
+                  "softmax of one column");
+  }
+  CHECK(fallback_entries() == 0);
+}
+
 TEST_CASE("a reduction over a middle dim runs on the host, recorded", "[ops][reduce]") {
   OpsFixture f;
   std::mt19937 rng(15);

@@ -101,6 +101,37 @@ TEST_CASE(
   CHECK(fallback_count("layer_norm") == 0);
 }
 
+TEST_CASE("layer_norm of rows far from zero and over the whole tensor, on the device",
+          "[ops][norm]") {
+  OpsFixture f;
+  std::mt19937 rng(35);
+  // Rows of 1000 +- 1: x - mean cancels. In fp32 the mean is only known to an ulp of 1000
+  // (6e-5), which rstd (~1.7) scales into the output, so the tolerance grows with the row's
+  // condition |mean| * rstd. A one-pass E[x^2] - E[x]^2 variance would be off by ~10% here.
+  const host_array x = random_array(rng, {4, 129}, TRN_DTYPE_F32, 999.0, 1001.0);
+  const host::NormResult want = host::layer_norm(x, 1, nullptr, nullptr, 1e-5);
+  DeviceTensor dx = f.tensor(TRN_DTYPE_F32, x), dout = f.tensor(TRN_DTYPE_F32, x.shape),
+               dmean = f.tensor(TRN_DTYPE_F32, {4, 1}), drstd = f.tensor(TRN_DTYPE_F32, {4, 1});
+  INFO(ops_error());
+  REQUIRE(trn_ops_layer_norm(f.queue(), dout.get(), dmean.get(), drstd.get(), dx.get(), nullptr,
+                             nullptr, 1, 1e-5, nullptr) == TRN_SUCCESS);
+  double condition = 0;
+  for (size_t r = 0; r < 4; ++r)
+    condition = std::max(condition, std::fabs(want.mean.data[r]) * want.rstd.data[r]);
+  require_close(f.read(dout), want.out, tolerance(TRN_DTYPE_F32) * (1 + condition),
+                "layer_norm of offset rows");
+  require_close(f.read(drstd), want.rstd, tolerance(TRN_DTYPE_F32), "rstd of offset rows");
+  require_close(f.read(dmean), want.mean, tolerance(TRN_DTYPE_F32), "mean of offset rows");
+  // normalized_ndim = rank: one row, the whole tensor.
+  const host_array y = random_array(rng, {3, 4}, TRN_DTYPE_F32);
+  DeviceTensor dy = f.tensor(TRN_DTYPE_F32, y), dyo = f.tensor(TRN_DTYPE_F32, y.shape);
+  REQUIRE(trn_ops_layer_norm(f.queue(), dyo.get(), nullptr, nullptr, dy.get(), nullptr, nullptr, 2,
+                             1e-5, nullptr) == TRN_SUCCESS);
+  require_close(f.read(dyo), host::layer_norm(y, 2, nullptr, nullptr, 1e-5).out,
+                tolerance(TRN_DTYPE_F32), "layer_norm of the whole tensor");
+  CHECK(fallback_count("layer_norm") == 0);
+}
+
 TEST_CASE("layer_norm with a weight and no bias, or f16 statistics, runs on the host, recorded",
           "[ops][norm]") {
   OpsFixture f;
