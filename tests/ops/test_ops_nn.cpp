@@ -2,8 +2,8 @@
 // norm (with and without weights and statistics, over one and two dims) and their backward on
 // the device and the host; nll_loss, embedding, conv2d and max_pool2d with their backward (host
 // ops, recorded); SGD and Adam steps applied step by step on the device; backward ops checked
-// directly against central finite differences of the library's forward; and host-only mode
-// giving the device's answers.
+// directly against central finite differences of the library's forward; views at byte offsets;
+// and host-only mode giving the device's answers.
 #include <functional>
 
 #include "ops_fixture.hpp"
@@ -757,6 +757,79 @@ TEST_CASE("adam_step (Adam, AdamW, amsgrad) on the device, step by step against 
     }
     CHECK(fallback_count("adam_step") == 0);
   }
+}
+
+TEST_CASE("ops on views at byte offsets inside larger allocations run on the device",
+          "[ops][view]") {
+  OpsFixture f;
+  std::mt19937 rng(36);
+  // A contiguous view of `shape` starting `offset` elements into an allocation of its own.
+  auto view = [&](trn_dtype_t d, const Shape &shape, uint64_t offset) {
+    uint64_t n = 1;
+    for (int64_t s : shape) n *= static_cast<uint64_t>(s);
+    DeviceTensor t = f.tensor(d, Shape{static_cast<int64_t>(n + offset + 7)});
+    REQUIRE(trn_ops_tensor_init(&t.t, t.mem, offset * element_size(d), d,
+                                static_cast<uint32_t>(shape.size()), shape.data()) == TRN_SUCCESS);
+    return t;
+  };
+  for (const uint64_t off : {uint64_t{1}, uint64_t{3}, uint64_t{64}}) {
+    INFO("offset " << off << " elements: " << ops_error());
+    const host_array a = random_array(rng, {33, 65}, TRN_DTYPE_F32),
+                     b = random_array(rng, {65, 17}, TRN_DTYPE_F32);
+    DeviceTensor da = view(TRN_DTYPE_F32, a.shape, off), db = view(TRN_DTYPE_F32, b.shape, off + 1),
+                 mm = view(TRN_DTYPE_F32, {33, 17}, off + 2);
+    f.write(da, a);
+    f.write(db, b);
+    REQUIRE(trn_ops_matmul(f.queue(), mm.get(), da.get(), db.get(), 0, nullptr) == TRN_SUCCESS);
+    require_close(f.read(mm), host::matmul(a, b, false, false), accumulated(65), "matmul");
+    DeviceTensor sm = view(TRN_DTYPE_F32, a.shape, off + 5);
+    REQUIRE(trn_ops_softmax(f.queue(), sm.get(), da.get(), -1, 0, nullptr) == TRN_SUCCESS);
+    require_close(f.read(sm), host::softmax(a, -1, false), tolerance(TRN_DTYPE_F32), "softmax");
+    const int64_t last = -1, first = 0;
+    DeviceTensor sum = view(TRN_DTYPE_F32, {33}, off + 3), max = view(TRN_DTYPE_F32, {65}, off);
+    REQUIRE(trn_ops_reduce(f.queue(), TRN_OPS_SUM, sum.get(), da.get(), &last, 1, 0, nullptr) ==
+            TRN_SUCCESS);
+    require_close(f.read(sum), host::reduce(host::Reduce::kSum, a, {-1}, false), accumulated(65),
+                  "sum");
+    REQUIRE(trn_ops_reduce(f.queue(), TRN_OPS_MAX, max.get(), da.get(), &first, 1, 0, nullptr) ==
+            TRN_SUCCESS);
+    require_close(f.read(max), host::reduce(host::Reduce::kMax, a, {0}, false), 0, "max");
+    DeviceTensor ln = view(TRN_DTYPE_F32, a.shape, off + 1),
+                 mean = view(TRN_DTYPE_F32, {33, 1}, off),
+                 rstd = view(TRN_DTYPE_F32, {33, 1}, off + 2);
+    REQUIRE(trn_ops_layer_norm(f.queue(), ln.get(), mean.get(), rstd.get(), da.get(), nullptr,
+                               nullptr, 1, 1e-5, nullptr) == TRN_SUCCESS);
+    const host::NormResult norm = host::layer_norm(a, 1, nullptr, nullptr, 1e-5);
+    require_close(f.read(ln), norm.out, tolerance(TRN_DTYPE_F32), "layer_norm");
+    require_close(f.read(rstd), norm.rstd, tolerance(TRN_DTYPE_F32), "rstd");
+    host_array p = random_array(rng, {129}, TRN_DTYPE_F32);
+    const host_array g = random_array(rng, {129}, TRN_DTYPE_F32);
+    host_array m = host_array::zeros({129}), v = host_array::zeros({129});
+    DeviceTensor dp = view(TRN_DTYPE_F32, {129}, off), dg = view(TRN_DTYPE_F32, {129}, off + 1),
+                 dm = view(TRN_DTYPE_F32, {129}, off + 2), dv = view(TRN_DTYPE_F32, {129}, off + 3);
+    f.write(dp, p);
+    f.write(dg, g);
+    f.write(dm, m);
+    f.write(dv, v);
+    const trn_ops_adam_params_t adam = {1e-2, 0.9, 0.999, 1e-8, 0, 0, 0, 0, 0};
+    REQUIRE(trn_ops_adam_step(f.queue(), dp.get(), dg.get(), dm.get(), dv.get(), nullptr, 1, &adam,
+                              nullptr) == TRN_SUCCESS);
+    host::AdamParams hp;
+    hp.lr = 1e-2;
+    host::adam_step(p, g, m, v, nullptr, 1, hp);
+    require_close(f.read(dp), p, tolerance(TRN_DTYPE_F32), "adam param");
+    require_close(f.read(dm), m, tolerance(TRN_DTYPE_F32), "adam exp_avg");
+    const host_array x16 = random_array(rng, {33, 65}, TRN_DTYPE_BF16);
+    DeviceTensor dx16 = view(TRN_DTYPE_BF16, x16.shape, off),
+                 dy16 = view(TRN_DTYPE_BF16, x16.shape, off + 1);
+    f.write(dx16, x16);
+    REQUIRE(trn_ops_softmax(f.queue(), dy16.get(), dx16.get(), -1, 1, nullptr) == TRN_SUCCESS);
+    require_close(f.read(dy16), rounded(host::softmax(x16, -1, true), TRN_DTYPE_BF16),
+                  tolerance(TRN_DTYPE_BF16), "bf16 log_softmax");
+  }
+  uint32_t n = 0;
+  REQUIRE(trn_ops_get_fallbacks(&n, nullptr) == TRN_SUCCESS);
+  CHECK(n == 0);
 }
 
 TEST_CASE("host-only mode gives the device's answers for layer_norm, softmax and adam",
