@@ -122,7 +122,7 @@ TEST_CASE("bmm: a batch of products, and a batch sharing one b", "[ops][matmul]"
 }
 
 TEST_CASE(
-    "addmm: biases of [N] and [M,N] on the device, [M,1] on the host; one kernel for every "
+    "addmm: biases of [N] and [M,N] on the device, [M,1] on the host, one kernel for every "
     "alpha and beta",
     "[ops][matmul]") {
   OpsFixture f;
