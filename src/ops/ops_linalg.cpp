@@ -106,8 +106,10 @@ TRN_OPS_API trn_result_t trn_ops_addmm(trn_queue_t queue, const trn_ops_tensor_t
     const Tensor sa = may ? staging.contiguous(ta) : ta, sb = may ? staging.contiguous(tb) : tb,
                  sc = may ? staging.contiguous(c) : c;
     const trn_sync_t *op_sync = staging.op_sync();
+    // beta = 0 ignores the bias, NaN and infinities included (torch.addmm): a plain product.
+    const Tensor none;
     std::optional<std::string> reason =
-        matmul_on_device(queue, op_sync, s, o, sa, sb, sc, alpha, beta);
+        matmul_on_device(queue, op_sync, s, o, sa, sb, beta == 0.0 ? none : sc, alpha, beta);
     if (!reason) return;
     const bool t_a = s.trans_a, t_b = s.trans_b;
     run_on_host(queue, op_sync, "addmm", signature_of({&c, &ta, &tb}, {&o}), *reason, {c, ta, tb},

@@ -141,11 +141,11 @@ TEST_CASE(
     require_close(f.read(dout), host::addmm(bias, a, b, alpha, beta, false, false),
                   matmul_tolerance(TRN_DTYPE_F32, k), "addmm");
   };
-  SECTION("bias [N]: two alpha values and two beta values, one kernel") {
+  SECTION("bias [N]: three alpha and beta values, one kernel") {
     const host_array bias = random_array(rng, {n}, TRN_DTYPE_F32);
     run(bias, 1.0, 1.0);
     run(bias, -0.5, 2.0);
-    run(bias, 3.25, 0.0);
+    run(bias, 3.25, -0.75);
     const trn_ops_cache_stats_t s = cache_stats();
     CHECK(s.builds == 1);
     CHECK(s.memory_hits == 2);
@@ -190,14 +190,10 @@ TEST_CASE(
   }
 }
 
-// KNOWN MISMATCH (reported, not fixed here): torch.addmm, and the host reference the library falls
-// back to, ignore the bias entirely when beta == 0, so a NaN or infinite bias does not reach the
-// result. The device kernel computes beta * bias, and 0 * NaN = 0 * inf = NaN: every element of
-// a [4, 5] result with a bias of NaN and inf comes back NaN on the device (the host-only run
-// gives the finite product). The check is kept strict; the test case is tagged [!mayfail] so
-// that it reports the failure without failing the suite until the kernel is fixed.
+// torch.addmm ignores the bias entirely when beta == 0, so a NaN or infinite bias does not
+// reach the result (0 * NaN would be NaN).
 TEST_CASE("addmm with beta = 0 ignores the bias, NaN and inf included, as torch.addmm does",
-          "[ops][matmul][!mayfail]") {
+          "[ops][matmul]") {
   OpsFixture f;
   std::mt19937 rng(19);
   const host_array a = random_array(rng, {4, 3}, TRN_DTYPE_F32),
@@ -263,7 +259,8 @@ TEST_CASE("sum, mean, max and min over trailing, leading and all dims run on the
     REQUIRE(trn_ops_reduce(f.queue(), TRN_OPS_MEAN, dout.get(), dx.get(), dims, 1, 0, nullptr) ==
             TRN_SUCCESS);
     require_close(f.read(dout), want, tolerance(dtype), "mean to the input dtype");
-    CHECK(fallback_count("mean") == 0);
+    // A mean into a narrow dtype runs on the host: the sum could overflow it before the scale.
+    CHECK(fallback_count("mean") == (dtype == TRN_DTYPE_F32 ? 0u : 1u));
   }
 }
 

@@ -489,29 +489,33 @@ TEST_CASE("conv2d with stride, padding, dilation, groups and bias, and its backw
                  db = f.tensor(TRN_DTYPE_F32, b), dout = f.tensor(TRN_DTYPE_F32, want.shape);
     INFO("x " << x.data.size() << " w " << w.data.size() << " groups " << hp.groups << ": "
               << ops_error());
+    // groups = 1 runs on the device (fp32 sums of at most every x and w term); groups > 1 on
+    // the host (float64, rounded once).
+    const double tol = hp.groups == 1
+                           ? tolerance(TRN_DTYPE_F32) *
+                                 std::sqrt(static_cast<double>(x.data.size() + w.data.size()))
+                           : kRoundedOnce;
     REQUIRE(trn_ops_conv2d(f.queue(), dout.get(), dx.get(), dw.get(), c.bias ? db.get() : nullptr,
                            &c.p, nullptr) == TRN_SUCCESS);
-    require_close(f.read(dout), rounded(want, TRN_DTYPE_F32), kRoundedOnce, "conv2d");
+    require_close(f.read(dout), rounded(want, TRN_DTYPE_F32), tol, "conv2d");
     const host_array g = random_array(rng, want.shape, TRN_DTYPE_F32);
     const host::Conv2dGrads grads = host::conv2d_backward(g, x, w, c.bias, hp);
     DeviceTensor dg = f.tensor(TRN_DTYPE_F32, g), dgx = f.tensor(TRN_DTYPE_F32, c.x),
                  dgw = f.tensor(TRN_DTYPE_F32, c.w), dgb = f.tensor(TRN_DTYPE_F32, {c.w[0]});
     REQUIRE(trn_ops_conv2d_backward(f.queue(), dgx.get(), dgw.get(), c.bias ? dgb.get() : nullptr,
                                     dg.get(), dx.get(), dw.get(), &c.p, nullptr) == TRN_SUCCESS);
-    require_close(f.read(dgx), rounded(grads.grad_x, TRN_DTYPE_F32), kRoundedOnce, "conv2d grad_x");
-    require_close(f.read(dgw), rounded(grads.grad_w, TRN_DTYPE_F32), kRoundedOnce,
-                  "conv2d grad_weight");
+    require_close(f.read(dgx), rounded(grads.grad_x, TRN_DTYPE_F32), tol, "conv2d grad_x");
+    require_close(f.read(dgw), rounded(grads.grad_w, TRN_DTYPE_F32), tol, "conv2d grad_weight");
     if (c.bias)
-      require_close(f.read(dgb), rounded(grads.grad_bias, TRN_DTYPE_F32), kRoundedOnce,
-                    "conv2d grad_bias");
+      require_close(f.read(dgb), rounded(grads.grad_bias, TRN_DTYPE_F32), tol, "conv2d grad_bias");
     // grad_weight alone.
     REQUIRE(trn_ops_conv2d_backward(f.queue(), nullptr, dgw.get(), nullptr, dg.get(), dx.get(),
                                     dw.get(), &c.p, nullptr) == TRN_SUCCESS);
-    require_close(f.read(dgw), rounded(grads.grad_w, TRN_DTYPE_F32), kRoundedOnce,
-                  "grad_weight alone");
+    require_close(f.read(dgw), rounded(grads.grad_w, TRN_DTYPE_F32), tol, "grad_weight alone");
   }
-  CHECK(fallback_count("conv2d") == 4);
-  CHECK(fallback_count("conv2d_backward") == 8);
+  // The two grouped cases, forward once and backward twice each, on the host.
+  CHECK(fallback_count("conv2d") == 2);
+  CHECK(fallback_count("conv2d_backward") == 4);
 }
 
 TEST_CASE("conv2d_backward matches central finite differences of the forward", "[ops][conv]") {
