@@ -264,29 +264,21 @@ TEST_CASE("layer_norm_backward matches central finite differences of the forward
                                1, eps, nullptr) == TRN_SUCCESS);
     return dot(g, f.read(py));
   };
-  require_close(gx,
-                finite_difference(x,
-                                  [&](const host_array &at) {
-                                    f.write(px, at);
-                                    return loss();
-                                  }),
-                accumulated(8), "grad_x vs finite differences");
-  f.write(px, x);
-  require_close(gw,
-                finite_difference(w,
-                                  [&](const host_array &at) {
-                                    f.write(pw, at);
-                                    return loss();
-                                  }),
-                accumulated(3), "grad_weight vs finite differences");
-  f.write(pw, w);
-  require_close(gb,
-                finite_difference(b,
-                                  [&](const host_array &at) {
-                                    f.write(pb, at);
-                                    return loss();
-                                  }),
-                accumulated(3), "grad_bias vs finite differences");
+  // Each gradient against central differences of the loss in that tensor, which is put back.
+  auto check_fd = [&](const host_array &grad, const host_array &value, const DeviceTensor &t,
+                      double tol, const char *what) {
+    require_close(grad,
+                  finite_difference(value,
+                                    [&](const host_array &at) {
+                                      f.write(t, at);
+                                      return loss();
+                                    }),
+                  tol, what);
+    f.write(t, value);
+  };
+  check_fd(gx, x, px, accumulated(8), "grad_x vs finite differences");
+  check_fd(gw, w, pw, accumulated(3), "grad_weight vs finite differences");
+  check_fd(gb, b, pb, accumulated(3), "grad_bias vs finite differences");
 }
 
 TEST_CASE("rms_norm and its backward on the device and the host", "[ops][norm]") {
