@@ -965,7 +965,9 @@ typedef enum trn_engine {
  * and trn-run use), "f64", "i64"; "unknown" for a value not in the enum. Static storage. Since 0.2.
  */
 TRN_API const char *trn_dtype_name(trn_dtype_t dtype);
-/** Bytes per element (4, 2, 2, 1, 1, 4, 2, 1, 1, 8, 8); 0 for a value not in the enum. Since 0.2. */
+/**
+ * Bytes per element (4, 2, 2, 1, 1, 4, 2, 1, 1, 8, 8); 0 for a value not in the enum. Since 0.2.
+ */
 TRN_API uint32_t trn_dtype_size(trn_dtype_t dtype);
 /**
  * "tensor", "vector", "scalar", "gpsimd", "sync"; "unknown" for a value not in the enum.
