@@ -99,20 +99,9 @@ struct HostJob {
   bool raw_copy = false;  // outputs[0] = inputs[0], element bytes as they are
 };
 
-// x's view read with out's shape: its strides, 0 where it broadcasts.
-Tensor expanded(const Tensor &x, const Shape &shape) {
-  Tensor t = x;
-  const size_t lead = shape.size() - x.shape.size();
-  t.shape = shape;
-  t.strides.assign(shape.size(), 0);
-  for (size_t d = lead; d < shape.size(); ++d)
-    if (x.shape[d - lead] == shape[d]) t.strides[d] = x.strides[d - lead];
-  return t;
-}
-
 void copy_elements(HostJob &job) {
   const Tensor &out = job.outputs[0];
-  const Tensor in = expanded(job.inputs[0], out.shape);
+  const Tensor in = expanded_to(job.inputs[0], out.shape);
   std::vector<int64_t> from;
   from.reserve(static_cast<size_t>(in.numel()));
   for_each_element(in, [&](int64_t, int64_t at) { from.push_back(at); });

@@ -50,17 +50,6 @@ trn_mem_t scratch(const Tensor &like, uint64_t bytes) {
   return nullptr;
 }
 
-// x read as out's shape: x's strides, 0 where x broadcasts (a dim it lacks or has as 1).
-std::vector<std::pair<uint64_t, int64_t>> expanded_dims(const Tensor &x, const Shape &shape) {
-  std::vector<std::pair<uint64_t, int64_t>> dims;
-  const size_t lead = shape.size() - x.shape.size();
-  for (size_t d = 0; d < shape.size(); ++d) {
-    const bool own = d >= lead && x.shape[d - lead] == shape[d];
-    dims.push_back({static_cast<uint64_t>(shape[d]), own ? x.strides[d - lead] : 0});
-  }
-  return dims;
-}
-
 }  // namespace
 
 std::optional<std::string> strided_copy_on_device(trn_queue_t queue, const trn_sync_t *sync,
@@ -71,7 +60,9 @@ std::optional<std::string> strided_copy_on_device(trn_queue_t queue, const trn_s
     return fmt::format("a cast to {} truncates as PyTorch does; the device rounds",
                        dtype_name(out.dtype));
   kernels::StridedCopyConfig c;
-  c.dims = expanded_dims(x, out.shape);
+  const Tensor view = expanded_to(x, out.shape);
+  for (size_t d = 0; d < view.shape.size(); ++d)
+    c.dims.push_back({static_cast<uint64_t>(view.shape[d]), view.strides[d]});
   c.span = (x.span_end - x.span_begin) / x.element_size();
   c.dtype = static_cast<isa::DType>(x.dtype);
   c.out_dtype = static_cast<isa::DType>(out.dtype);

@@ -29,6 +29,16 @@ bool dtype_on_device(trn_dtype_t dtype) {
   return dtype != TRN_DTYPE_F64 && dtype != TRN_DTYPE_I64 && trn_dtype_size(dtype) != 0;
 }
 
+Tensor expanded_to(const Tensor &x, const Shape &shape) {
+  Tensor t = x;
+  const size_t lead = shape.size() - x.shape.size();
+  t.shape = shape;
+  t.strides.assign(shape.size(), 0);
+  for (size_t d = lead; d < shape.size(); ++d)
+    if (x.shape[d - lead] == shape[d]) t.strides[d] = x.strides[d - lead];
+  return t;
+}
+
 int64_t numel(const Shape &shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

@@ -42,6 +42,10 @@ struct Tensor {
 // Checks `t` (NULL gives an absent Tensor when `optional`, else an error naming `name`).
 Tensor tensor_arg(const trn_ops_tensor_t *t, const char *name, bool optional = false);
 
+// `x` read with `shape` (which it broadcasts to): its strides, 0 where it broadcasts (a dim it
+// lacks or has as 1).
+Tensor expanded_to(const Tensor &x, const Shape &shape);
+
 int64_t numel(const Shape &shape);
 std::string shape_text(const Shape &shape);  // "[4, 8]"
 // numpy broadcasting of two shapes, or an error naming both.

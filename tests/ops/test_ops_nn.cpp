@@ -48,6 +48,20 @@ host_array finite_difference(const host_array &at,
   return fd;
 }
 
+// Checks `grad` against central differences of `loss` in the tensor `t` (holding `value`, put
+// back afterwards), the loss running the op library's own forward.
+void check_gradient(OpsFixture &f, const std::function<double()> &loss, const host_array &grad,
+                    const host_array &value, const DeviceTensor &t, double tol, const char *what) {
+  require_close(grad,
+                finite_difference(value,
+                                  [&](const host_array &at) {
+                                    f.write(t, at);
+                                    return loss();
+                                  }),
+                tol, what);
+  f.write(t, value);
+}
+
 // Class indices in [0, classes), some equal to `often` (an ignore_index to test).
 host_array class_targets(std::mt19937 &rng, int64_t n, int64_t classes, int64_t often) {
   host_array t = host_array::zeros({n});
@@ -264,21 +278,9 @@ TEST_CASE("layer_norm_backward matches central finite differences of the forward
                                1, eps, nullptr) == TRN_SUCCESS);
     return dot(g, f.read(py));
   };
-  // Each gradient against central differences of the loss in that tensor, which is put back.
-  auto check_fd = [&](const host_array &grad, const host_array &value, const DeviceTensor &t,
-                      double tol, const char *what) {
-    require_close(grad,
-                  finite_difference(value,
-                                    [&](const host_array &at) {
-                                      f.write(t, at);
-                                      return loss();
-                                    }),
-                  tol, what);
-    f.write(t, value);
-  };
-  check_fd(gx, x, px, accumulated(8), "grad_x vs finite differences");
-  check_fd(gw, w, pw, accumulated(3), "grad_weight vs finite differences");
-  check_fd(gb, b, pb, accumulated(3), "grad_bias vs finite differences");
+  check_gradient(f, loss, gx, x, px, accumulated(8), "grad_x vs finite differences");
+  check_gradient(f, loss, gw, w, pw, accumulated(3), "grad_weight vs finite differences");
+  check_gradient(f, loss, gb, b, pb, accumulated(3), "grad_bias vs finite differences");
 }
 
 TEST_CASE("rms_norm and its backward on the device and the host", "[ops][norm]") {
@@ -544,29 +546,10 @@ TEST_CASE("conv2d_backward matches central finite differences of the forward", "
             TRN_SUCCESS);
     return dot(g, f.read(py));
   };
-  require_close(gx,
-                finite_difference(x,
-                                  [&](const host_array &at) {
-                                    f.write(px, at);
-                                    return loss();
-                                  }),
-                tolerance(TRN_DTYPE_F32), "conv grad_x vs finite differences");
-  f.write(px, x);
-  require_close(gw,
-                finite_difference(w,
-                                  [&](const host_array &at) {
-                                    f.write(pw, at);
-                                    return loss();
-                                  }),
-                tolerance(TRN_DTYPE_F32), "conv grad_weight vs finite differences");
-  f.write(pw, w);
-  require_close(gb,
-                finite_difference(b,
-                                  [&](const host_array &at) {
-                                    f.write(pb, at);
-                                    return loss();
-                                  }),
-                tolerance(TRN_DTYPE_F32), "conv grad_bias vs finite differences");
+  const double tol = tolerance(TRN_DTYPE_F32);
+  check_gradient(f, loss, gx, x, px, tol, "conv grad_x vs finite differences");
+  check_gradient(f, loss, gw, w, pw, tol, "conv grad_weight vs finite differences");
+  check_gradient(f, loss, gb, b, pb, tol, "conv grad_bias vs finite differences");
 }
 
 TEST_CASE("max_pool2d with indices and ceil_mode, and its backward", "[ops][pool]") {
