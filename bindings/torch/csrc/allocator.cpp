@@ -1,0 +1,123 @@
+#include "allocator.hpp"
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include "check.hpp"
+#include "devices.hpp"
+
+namespace torch_trn {
+namespace {
+
+// Tensor data needs no more than the DMA's natural alignment; 64 keeps every dtype's vectors and
+// trn_ops' offset checks happy.
+constexpr uint64_t kAlignment = 64;
+
+struct Counters {
+  std::atomic<uint64_t> allocated{0};
+  std::atomic<uint64_t> peak{0};
+};
+
+// One per device, made with the registry's size on first use; never shrinks.
+std::vector<Counters> &counters() {
+  static std::vector<Counters> all(static_cast<size_t>(std::max(device_count(), 1)));
+  return all;
+}
+
+struct Block {
+  trn_mem_t mem;
+  trn_queue_t queue;  // the stream it was allocated on: where it is freed
+  uint64_t size;
+  int device_index;
+};
+
+void release(void *context) {
+  auto *block = static_cast<Block *>(context);
+  counters()[static_cast<size_t>(block->device_index)].allocated -= block->size;
+  // A deleter cannot raise: a failure here (the runtime already shut down at exit) frees nothing
+  // more than the process's exit will.
+  if (trn_queue_free(block->queue, block->mem, nullptr, nullptr) != TRN_SUCCESS)
+    trn_mem_free(block->mem);
+  delete block;
+}
+
+class TrnAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) const override {
+    const int index = current_device();
+    const c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index));
+    if (n == 0) return {nullptr, nullptr, &c10::detail::deleteNothing, where};
+    Device &dev = device_at(index);
+    trn_mem_t mem = nullptr;
+    check(trn_mem_alloc(dev.pool(), n, kAlignment, TRN_MEM_CATEGORY_TENSORS, 0, &mem),
+          "trn_mem_alloc");
+    trn_mem_info_t info = TRN_MEM_INFO_INIT;
+    const trn_result_t r = trn_mem_get_info(mem, &info);
+    if (r != TRN_SUCCESS) {
+      trn_mem_free(mem);
+      check(r, "trn_mem_get_info");
+    }
+    auto *block = new Block{mem, current_queue(index), n, index};
+    Counters &c = counters()[static_cast<size_t>(index)];
+    const uint64_t now = c.allocated += n;
+    uint64_t peak = c.peak.load();
+    while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {
+    }
+    void *data = reinterpret_cast<void *>(static_cast<uintptr_t>(info.device_address));
+    return {data, block, &release, where};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+};
+
+uint64_t pool_reserved(int index, uint64_t *peak) {
+  trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
+  check(trn_pool_get_stats(device_at(index).pool(), &stats), "trn_pool_get_stats");
+  *peak = stats.peak_reserved_bytes;
+  return stats.reserved_bytes;
+}
+
+}  // namespace
+
+c10::Allocator *allocator() {
+  static TrnAllocator instance;
+  return &instance;
+}
+
+MemoryStats memory_stats(int index) {
+  device_at(index);  // checks the range
+  Counters &c = counters()[static_cast<size_t>(index)];
+  MemoryStats s;
+  s.allocated = c.allocated.load();
+  s.peak_allocated = c.peak.load();
+  s.reserved = pool_reserved(index, &s.peak_reserved);
+  return s;
+}
+
+void reset_peak_memory_stats(int index) {
+  device_at(index);
+  Counters &c = counters()[static_cast<size_t>(index)];
+  c.peak = c.allocated.load();
+}
+
+void empty_cache(int index) {
+  Device &dev = device_at(index);
+  dev.synchronize();
+  check(trn_pool_trim(dev.pool()), "trn_pool_trim");
+}
+
+}  // namespace torch_trn
+
+namespace torch_trn {
+namespace {
+// Storage made without an explicit allocator (torch.load, untyped storages) finds ours too.
+const bool registered = [] {
+  c10::SetAllocator(c10::DeviceType::PrivateUse1, allocator());
+  return true;
+}();
+}  // namespace
+}  // namespace torch_trn

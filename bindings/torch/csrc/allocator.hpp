@@ -1,0 +1,28 @@
+// Device memory for tensors: trn pools (which cache and sub-allocate segments, as PyTorch's
+// caching allocator does) behind c10::Allocator. A block's data pointer is its device address;
+// trn_mem_lookup turns any address inside it back into (allocation, offset). A freed block goes
+// back in queue order on the stream it was allocated on (trn_queue_free), so work already
+// queued there may still use it, as with CUDA's allocator; memory_allocated drops at once.
+#pragma once
+
+#include <c10/core/Allocator.h>
+
+#include <cstdint>
+
+namespace torch_trn {
+
+struct MemoryStats {
+  uint64_t allocated = 0;       // bytes of live tensor blocks
+  uint64_t peak_allocated = 0;  // since the last reset
+  uint64_t reserved = 0;        // taken from the device by the pool: allocated + cached
+  uint64_t peak_reserved = 0;   // over the pool's life
+};
+
+c10::Allocator *allocator();
+MemoryStats memory_stats(int device_index);
+// Resets peak_allocated to what is allocated now.
+void reset_peak_memory_stats(int device_index);
+// Waits for the device's queues, then returns the pool's cached memory to the device.
+void empty_cache(int device_index);
+
+}  // namespace torch_trn

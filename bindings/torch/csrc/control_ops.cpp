@@ -1,0 +1,181 @@
+// What the Python package calls (torch.ops.torch_trn.*): devices, memory statistics, streams,
+// events, the fallback record. Plain ops with no tensors, so the extension needs no Python
+// binding library of its own.
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "allocator.hpp"
+#include "check.hpp"
+#include "devices.hpp"
+#include "events.hpp"
+#include "fallback.hpp"
+#include "trn/trn_ops.h"
+
+namespace torch_trn {
+namespace {
+
+int resolve(int64_t device_index) {
+  return device_index < 0 ? current_device() : static_cast<int>(device_index);
+}
+
+// Events by id: Python holds ids, the Event objects live here until destroyed.
+class EventTable {
+ public:
+  int64_t create(bool timing) {
+    std::lock_guard lock(mutex_);
+    auto e = std::make_unique<Event>();
+    e->timed = timing;
+    events_[++last_id_] = std::move(e);
+    return last_id_;
+  }
+  Event &get(int64_t id) {
+    std::lock_guard lock(mutex_);
+    const auto it = events_.find(id);
+    TORCH_CHECK(it != events_.end(), "torch_trn event ", id, " does not exist (destroyed?)");
+    return *it->second;
+  }
+  void destroy(int64_t id) {
+    std::lock_guard lock(mutex_);
+    events_.erase(id);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<int64_t, std::unique_ptr<Event>> events_;
+  int64_t last_id_ = 0;
+};
+
+EventTable &events() {
+  static EventTable table;
+  return table;
+}
+
+int64_t op_device_count() {
+  return device_count();
+}
+int64_t op_current_device() {
+  return current_device();
+}
+void op_set_device(int64_t index) {
+  set_current_device(static_cast<int>(index));
+}
+std::string op_device_name(int64_t index) {
+  const Device &dev = device_at(resolve(index));
+  trn_core_properties_t core = TRN_CORE_PROPERTIES_INIT;
+  check(trn_core_get_properties(dev.core(), &core), "trn_core_get_properties");
+  trn_device_properties_t props = TRN_DEVICE_PROPERTIES_INIT;
+  check(trn_device_get_properties(dev.trn_device(), &props), "trn_device_get_properties");
+  return std::string(trn_generation_name(props.generation)) + " NeuronCore " +
+         std::to_string(core.index) + " of trn device " + std::to_string(core.device_index);
+}
+void op_synchronize(int64_t index) {
+  device_at(resolve(index)).synchronize();
+}
+std::vector<int64_t> op_memory_stats(int64_t index) {
+  const MemoryStats s = memory_stats(resolve(index));
+  return {static_cast<int64_t>(s.allocated), static_cast<int64_t>(s.peak_allocated),
+          static_cast<int64_t>(s.reserved), static_cast<int64_t>(s.peak_reserved)};
+}
+void op_reset_peak_memory_stats(int64_t index) {
+  reset_peak_memory_stats(resolve(index));
+}
+void op_empty_cache(int64_t index) {
+  empty_cache(resolve(index));
+}
+int64_t op_device_time_ns(int64_t index) {
+  uint64_t device_ns = 0, host_ns = 0;
+  check(trn_device_get_timestamps(device_at(resolve(index)).trn_device(), &device_ns, &host_ns),
+        "trn_device_get_timestamps");
+  return static_cast<int64_t>(device_ns);
+}
+std::tuple<std::vector<std::string>, std::vector<int64_t>> op_fallback_ops() {
+  std::vector<std::string> names;
+  std::vector<int64_t> counts;
+  for (const auto &[name, count] : fallback_ops()) {
+    names.push_back(name);
+    counts.push_back(static_cast<int64_t>(count));
+  }
+  return {names, counts};
+}
+void op_reset_fallback_ops() {
+  reset_fallback_ops();
+}
+
+int64_t op_stream_create(int64_t index, int64_t priority) {
+  return device_at(resolve(index)).create_stream(static_cast<int>(priority));
+}
+int64_t op_current_stream(int64_t index) {
+  return current_stream_id(resolve(index));
+}
+void op_set_stream(int64_t index, int64_t stream) {
+  set_current_stream_id(resolve(index), stream);
+}
+void op_stream_synchronize(int64_t index, int64_t stream) {
+  check(trn_queue_finish(device_at(resolve(index)).queue(stream), wait_timeout_ns()),
+        "trn_queue_finish");
+}
+bool op_stream_query(int64_t index, int64_t stream) {
+  Event e;
+  event_record(e, resolve(index), stream, false);
+  return event_query(e);
+}
+
+int64_t op_event_create(bool timing) {
+  return events().create(timing);
+}
+void op_event_record(int64_t id, int64_t index, int64_t stream) {
+  Event &e = events().get(id);
+  event_record(e, resolve(index), stream, e.timed);
+}
+void op_event_wait(int64_t id, int64_t index, int64_t stream) {
+  event_block(events().get(id), resolve(index), stream);
+}
+bool op_event_query(int64_t id) {
+  return event_query(events().get(id));
+}
+void op_event_synchronize(int64_t id) {
+  event_synchronize(events().get(id));
+}
+double op_event_elapsed_ms(int64_t start, int64_t end) {
+  return event_elapsed_ms(events().get(start), events().get(end));
+}
+void op_event_destroy(int64_t id) {
+  events().destroy(id);
+}
+
+}  // namespace
+
+TORCH_LIBRARY(torch_trn, m) {
+  m.def("device_count() -> int", &op_device_count);
+  m.def("current_device() -> int", &op_current_device);
+  m.def("set_device(int device) -> ()", &op_set_device);
+  m.def("device_name(int device) -> str", &op_device_name);
+  m.def("synchronize(int device) -> ()", &op_synchronize);
+  m.def("memory_stats(int device) -> int[]", &op_memory_stats);
+  m.def("reset_peak_memory_stats(int device) -> ()", &op_reset_peak_memory_stats);
+  m.def("empty_cache(int device) -> ()", &op_empty_cache);
+  m.def("device_time_ns(int device) -> int", &op_device_time_ns);
+  m.def("fallback_ops() -> (str[], int[])", &op_fallback_ops);
+  m.def("reset_fallback_ops() -> ()", &op_reset_fallback_ops);
+  m.def("stream_create(int device, int priority) -> int", &op_stream_create);
+  m.def("current_stream(int device) -> int", &op_current_stream);
+  m.def("set_stream(int device, int stream) -> ()", &op_set_stream);
+  m.def("stream_synchronize(int device, int stream) -> ()", &op_stream_synchronize);
+  m.def("stream_query(int device, int stream) -> bool", &op_stream_query);
+  m.def("event_create(bool timing) -> int", &op_event_create);
+  m.def("event_record(int event, int device, int stream) -> ()", &op_event_record);
+  m.def("event_wait(int event, int device, int stream) -> ()", &op_event_wait);
+  m.def("event_query(int event) -> bool", &op_event_query);
+  m.def("event_synchronize(int event) -> ()", &op_event_synchronize);
+  m.def("event_elapsed_ms(int start, int end) -> float", &op_event_elapsed_ms);
+  m.def("event_destroy(int event) -> ()", &op_event_destroy);
+}
+
+}  // namespace torch_trn

@@ -1,0 +1,323 @@
+// The infrastructure kernels every PrivateUse1 backend needs: allocation (empty, empty_strided),
+// copies between the host and the device and between devices (_copy_from, which copy_ and .to()
+// reach), resize_, views, reading one element (.item()), fill_ and zero_.
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
+#include <c10/core/CPUAllocator.h>
+#include <torch/library.h>
+
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+#include "allocator.hpp"
+#include "check.hpp"
+#include "devices.hpp"
+#include "tensor_view.hpp"
+#include "trn/trn_ops.h"
+
+namespace torch_trn {
+namespace {
+
+constexpr auto kKeys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+
+c10::Device device_or_current(c10::optional<c10::Device> d) {
+  const int index = d && d->has_index() ? d->index() : current_device();
+  return c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index));
+}
+
+void check_dtype(c10::ScalarType type) {
+  TORCH_CHECK(
+      is_trn_dtype(type), "trn tensors cannot hold ", type,
+      ": use float32, bfloat16, float16, float64, int64, int32, int16, int8, uint8 or bool");
+}
+
+at::Tensor empty_memory_format(c10::SymIntArrayRef size, c10::optional<at::ScalarType> dtype,
+                               c10::optional<at::Layout> layout, c10::optional<at::Device> device,
+                               c10::optional<bool> pin_memory,
+                               c10::optional<at::MemoryFormat> memory_format) {
+  TORCH_CHECK(!layout || *layout == at::kStrided, "trn tensors are strided, not ", *layout);
+  const auto type = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  check_dtype(type);
+  c10::DeviceGuard guard(device_or_current(device));
+  (void)pin_memory;
+  return at::detail::empty_generic(c10::asIntArrayRefSlow(size), allocator(), kKeys, type,
+                                   memory_format);
+}
+
+at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                         c10::optional<at::ScalarType> dtype, c10::optional<at::Layout> layout,
+                         c10::optional<at::Device> device, c10::optional<bool> pin_memory) {
+  TORCH_CHECK(!layout || *layout == at::kStrided, "trn tensors are strided, not ", *layout);
+  const auto type = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  check_dtype(type);
+  c10::DeviceGuard guard(device_or_current(device));
+  (void)pin_memory;
+  return at::detail::empty_strided_generic(
+      c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride), allocator(), kKeys, type);
+}
+
+// Host memory a queued write still reads: kept alive until its queue passes the command.
+class PendingHostBuffers {
+ public:
+  void add(trn_sem_t sem, uint64_t value, at::Tensor buffer) {
+    std::lock_guard lock(mutex_);
+    prune_locked();
+    pending_.push_back({sem, value, std::move(buffer)});
+  }
+
+ private:
+  struct Entry {
+    trn_sem_t sem;
+    uint64_t value;
+    at::Tensor buffer;
+  };
+  void prune_locked() {
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      uint64_t reached = 0;
+      // A failed queue will never get there: its memory is no longer read either.
+      const trn_result_t r = trn_sem_query(it->sem, &reached);
+      if (r != TRN_SUCCESS || reached >= it->value)
+        it = pending_.erase(it);
+      else
+        ++it;
+    }
+  }
+  std::mutex mutex_;
+  std::deque<Entry> pending_;
+};
+
+PendingHostBuffers &pending_host_buffers() {
+  static PendingHostBuffers buffers;
+  return buffers;
+}
+
+void wait_for(trn_queue_t queue, uint64_t sequence) {
+  trn_sem_t sem = nullptr;
+  check(trn_queue_get_semaphore(queue, &sem), "trn_queue_get_semaphore");
+  check(trn_sem_wait(sem, sequence, wait_timeout_ns()), "trn_sem_wait");
+}
+
+uint64_t nbytes_of(const at::Tensor &t) {
+  return static_cast<uint64_t>(t.numel()) * t.element_size();
+}
+
+// A contiguous trn tensor holding `src` (itself when it is contiguous already).
+at::Tensor contiguous_on_device(const at::Tensor &src) {
+  if (src.is_contiguous()) return src;
+  at::Tensor out = at::empty(src.sizes(), src.options());
+  const auto o = view_of(out), s = view_of(src);
+  check_ops(trn_ops_copy(queue_of(out), &o, &s, nullptr), "copy");
+  return out;
+}
+
+void host_to_device(const at::Tensor &src, const at::Tensor &dst, bool non_blocking) {
+  at::Tensor host = src.to(dst.scalar_type()).contiguous();
+  if (!host.is_same(src) || !src.is_contiguous()) non_blocking = true;  // `host` is ours
+  at::Tensor target = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
+  const auto t = view_of(target);
+  trn_queue_t queue = queue_of(target);
+  uint64_t sequence = 0;
+  check(
+      trn_queue_write(queue, t.mem, t.offset, host.data_ptr(), nbytes_of(host), nullptr, &sequence),
+      "trn_queue_write");
+  if (!target.is_same(dst)) {
+    const auto d = view_of(dst);
+    check_ops(trn_ops_copy(queue, &d, &t, nullptr), "copy");
+  }
+  if (non_blocking) {
+    trn_sem_t sem = nullptr;
+    check(trn_queue_get_semaphore(queue, &sem), "trn_queue_get_semaphore");
+    pending_host_buffers().add(sem, sequence, std::move(host));
+  } else {
+    wait_for(queue, sequence);
+  }
+}
+
+void device_to_host(const at::Tensor &src, const at::Tensor &dst) {
+  const at::Tensor source = contiguous_on_device(src);
+  const bool direct = dst.is_contiguous() && dst.scalar_type() == src.scalar_type();
+  at::Tensor host = direct ? dst : at::empty(src.sizes(), src.options().device(at::kCPU));
+  const auto s = view_of(source);
+  trn_queue_t queue = queue_of(source);
+  uint64_t sequence = 0;
+  check(trn_queue_read(queue, host.data_ptr(), s.mem, s.offset, nbytes_of(source), nullptr,
+                       &sequence),
+        "trn_queue_read");
+  wait_for(queue, sequence);
+  if (!direct) dst.copy_(host);
+}
+
+// Orders `later` after everything submitted to `earlier` so far.
+void order_after(trn_queue_t later, trn_queue_t earlier) {
+  if (later == earlier) return;
+  uint64_t sequence = 0;
+  check(trn_queue_barrier(earlier, nullptr, &sequence), "trn_queue_barrier");
+  trn_sem_t sem = nullptr;
+  check(trn_queue_get_semaphore(earlier, &sem), "trn_queue_get_semaphore");
+  const trn_sem_point_t wait{sem, sequence};
+  const trn_sync_t sync{&wait, 1, nullptr, 0};
+  check(trn_queue_barrier(later, &sync, nullptr), "trn_queue_barrier");
+}
+
+void device_to_device(const at::Tensor &src, const at::Tensor &dst) {
+  if (src.device() == dst.device()) {
+    c10::DeviceGuard guard(dst.device());
+    const auto d = view_of(dst), s = view_of(src);
+    check_ops(trn_ops_copy(queue_of(dst), &d, &s, nullptr), "copy");
+    return;
+  }
+  // Across cores: the source made contiguous in the target dtype on its own core, one DMA copy
+  // on the source's queue (after the target's queue is done with the target memory), then the
+  // target's queue waits for it.
+  at::Tensor staged;
+  {
+    c10::DeviceGuard guard(src.device());
+    staged = contiguous_on_device(
+        src.scalar_type() == dst.scalar_type() ? src : src.to(dst.scalar_type()));
+  }
+  at::Tensor target;
+  {
+    c10::DeviceGuard guard(dst.device());
+    target = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
+  }
+  trn_queue_t src_queue = queue_of(staged), dst_queue = queue_of(target);
+  order_after(src_queue, dst_queue);
+  const auto s = view_of(staged), t = view_of(target);
+  check(trn_queue_copy(src_queue, t.mem, t.offset, s.mem, s.offset, nbytes_of(staged), nullptr,
+                       nullptr),
+        "trn_queue_copy");
+  order_after(dst_queue, src_queue);
+  if (!target.is_same(dst)) {
+    c10::DeviceGuard guard(dst.device());
+    const auto d = view_of(dst);
+    check_ops(trn_ops_copy(dst_queue, &d, &t, nullptr), "copy");
+  }
+}
+
+at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blocking) {
+  TORCH_CHECK(self.sizes() == dst.sizes(), "copy between tensors of sizes ", self.sizes(), " and ",
+              dst.sizes(), ": the sizes must match");
+  if (self.numel() == 0) return dst;
+  const bool src_trn = self.device().type() == c10::DeviceType::PrivateUse1;
+  const bool dst_trn = dst.device().type() == c10::DeviceType::PrivateUse1;
+  TORCH_CHECK((src_trn || self.device().is_cpu()) && (dst_trn || dst.device().is_cpu()),
+              "trn copies go between trn and CPU tensors, not ", self.device().str(), " to ",
+              dst.device().str());
+  if (src_trn && dst_trn) {
+    device_to_device(self, dst);
+  } else if (dst_trn) {
+    c10::DeviceGuard guard(dst.device());
+    host_to_device(self, dst, non_blocking);
+  } else {
+    c10::DeviceGuard guard(self.device());
+    device_to_host(self, dst);
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor &self, const at::Tensor &dst) {
+  dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+const at::Tensor &resize(const at::Tensor &self, c10::SymIntArrayRef size_sym,
+                         c10::optional<at::MemoryFormat> memory_format) {
+  const auto size = c10::asIntArrayRefSlow(size_sym);
+  c10::DeviceGuard guard(self.device());
+  auto *impl = self.unsafeGetTensorImpl();
+  const auto format = memory_format.value_or(at::MemoryFormat::Contiguous);
+  TORCH_CHECK(format != at::MemoryFormat::Preserve, "resize_ does not take preserve_format");
+  impl->set_sizes_contiguous(size);
+  if (format != at::MemoryFormat::Contiguous) impl->empty_tensor_restride(format);
+  const uint64_t needed =
+      (static_cast<uint64_t>(impl->storage_offset()) + static_cast<uint64_t>(self.numel())) *
+      self.element_size();
+  c10::Storage storage = self.storage();
+  if (needed > storage.nbytes()) {
+    at::DataPtr fresh = allocator()->allocate(needed);
+    const uint64_t old_bytes = storage.nbytes();
+    if (old_bytes > 0 && storage.data() != nullptr) {
+      trn_mem_t from = nullptr, to = nullptr;
+      uint64_t from_offset = 0, to_offset = 0;
+      const Device &dev = device_at(self.device());
+      check(trn_mem_lookup(dev.trn_device(), reinterpret_cast<uintptr_t>(storage.data()), &from,
+                           &from_offset),
+            "trn_mem_lookup");
+      check(trn_mem_lookup(dev.trn_device(), reinterpret_cast<uintptr_t>(fresh.get()), &to,
+                           &to_offset),
+            "trn_mem_lookup");
+      check(trn_queue_copy(queue_of(self), to, to_offset, from, from_offset, old_bytes, nullptr,
+                           nullptr),
+            "trn_queue_copy");
+    }
+    storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(fresh));
+    storage.unsafeGetStorageImpl()->set_nbytes(needed);
+  }
+  return self;
+}
+
+at::Tensor view(const at::Tensor &self, c10::SymIntArrayRef size) {
+  return at::native::view(self, c10::asIntArrayRefSlow(size));
+}
+
+at::Tensor as_strided(const at::Tensor &self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                      c10::optional<c10::SymInt> storage_offset) {
+  c10::optional<int64_t> offset;
+  if (storage_offset) offset = storage_offset->expect_int();
+  return at::native::as_strided_tensorimpl(self, c10::asIntArrayRefSlow(size),
+                                           c10::asIntArrayRefSlow(stride), offset);
+}
+
+at::Tensor reshape_alias(const at::Tensor &self, c10::SymIntArrayRef size,
+                         c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, c10::asIntArrayRefSlow(size),
+                                    c10::asIntArrayRefSlow(stride));
+}
+
+at::Scalar local_scalar_dense(const at::Tensor &self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
+              " elements cannot be converted to Scalar");
+  at::Tensor host = at::empty({}, self.options().device(at::kCPU));
+  device_to_host(self.reshape({}), host);
+  return host.item();
+}
+
+at::Tensor &fill_scalar(at::Tensor &self, const at::Scalar &value) {
+  if (self.numel() == 0) return self;
+  c10::DeviceGuard guard(self.device());
+  const auto v = view_of(self);
+  const double x = value.isBoolean() ? (value.toBool() ? 1.0 : 0.0) : value.toDouble();
+  check_ops(trn_ops_fill(queue_of(self), &v, x, nullptr), "fill");
+  return self;
+}
+
+at::Tensor &fill_tensor(at::Tensor &self, const at::Tensor &value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ takes a 0-dim value tensor, got ", value.dim(), " dims");
+  return fill_scalar(self, value.item());
+}
+
+at::Tensor &zero(at::Tensor &self) {
+  return fill_scalar(self, 0);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("resize_", TORCH_FN(resize));
+  m.impl("view", TORCH_FN(view));
+  m.impl("as_strided", TORCH_FN(as_strided));
+  m.impl("_reshape_alias", TORCH_FN(reshape_alias));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
+  m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
+  m.impl("zero_", TORCH_FN(zero));
+}
+
+}  // namespace torch_trn

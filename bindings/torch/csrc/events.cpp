@@ -1,0 +1,54 @@
+#include "events.hpp"
+
+#include <c10/util/Exception.h>
+
+#include "check.hpp"
+#include "devices.hpp"
+
+namespace torch_trn {
+
+void event_record(Event &event, int device_index, int64_t stream_id, bool timing) {
+  trn_queue_t queue = device_at(device_index).queue(stream_id);
+  uint64_t sequence = 0;
+  if (timing) {
+    check(trn_queue_write_timestamp(queue, &event.stamp, nullptr, &sequence),
+          "trn_queue_write_timestamp");
+  } else {
+    check(trn_queue_barrier(queue, nullptr, &sequence), "trn_queue_barrier");
+  }
+  check(trn_queue_get_semaphore(queue, &event.sem), "trn_queue_get_semaphore");
+  event.value = sequence;
+  event.device_index = device_index;
+  event.timed = timing;
+}
+
+void event_block(const Event &event, int device_index, int64_t stream_id) {
+  if (!event.sem) return;  // never recorded: nothing to wait for, as CUDA does
+  const trn_sem_point_t wait{event.sem, event.value};
+  const trn_sync_t sync{&wait, 1, nullptr, 0};
+  check(trn_queue_barrier(device_at(device_index).queue(stream_id), &sync, nullptr),
+        "trn_queue_barrier");
+}
+
+bool event_query(const Event &event) {
+  if (!event.sem) return true;
+  uint64_t value = 0;
+  check(trn_sem_query(event.sem, &value), "trn_sem_query");
+  return value >= event.value;
+}
+
+void event_synchronize(const Event &event) {
+  if (!event.sem) return;
+  check(trn_sem_wait(event.sem, event.value, wait_timeout_ns()), "trn_sem_wait");
+}
+
+double event_elapsed_ms(const Event &start, const Event &end) {
+  TORCH_CHECK(start.timed && end.timed,
+              "elapsed_time needs two events made with enable_timing=True and recorded");
+  TORCH_CHECK(event_query(start) && event_query(end),
+              "elapsed_time: an event has not completed yet (synchronize it first)");
+  return (static_cast<double>(end.stamp.device_ns) - static_cast<double>(start.stamp.device_ns)) /
+         1e6;
+}
+
+}  // namespace torch_trn

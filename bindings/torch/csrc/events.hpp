@@ -1,0 +1,30 @@
+// Events: a point on a stream's queue (its timeline semaphore and the sequence number reached
+// there) plus an optional timestamp, as CUDA events are. What torch's guard (record, block,
+// query) and torch_trn.Event (elapsed_time, synchronize) share.
+#pragma once
+
+#include <cstdint>
+
+#include "trn/trn.h"
+
+namespace torch_trn {
+
+struct Event {
+  trn_sem_t sem = nullptr;  // the recording queue's timeline (owned by the queue)
+  uint64_t value = 0;       // reached when every command before the record completed
+  int device_index = -1;
+  trn_timestamp_t stamp{};  // written by the queue when timing is on
+  bool timed = false;
+};
+
+// Records on the current work of the stream's queue (replacing an earlier record).
+void event_record(Event &event, int device_index, int64_t stream_id, bool timing);
+// Makes the stream wait for the event on the device (no host wait).
+void event_block(const Event &event, int device_index, int64_t stream_id);
+bool event_query(const Event &event);
+// Waits on the host (deadline: TRN_TORCH_TIMEOUT).
+void event_synchronize(const Event &event);
+// Device milliseconds between two timed, completed events.
+double event_elapsed_ms(const Event &start, const Event &end);
+
+}  // namespace torch_trn

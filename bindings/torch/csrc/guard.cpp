@@ -1,0 +1,96 @@
+// The PrivateUse1 device guard: current device and stream per thread (devices.hpp), events
+// (events.hpp) for torch's stream machinery, and the device count.
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include "check.hpp"
+#include "devices.hpp"
+#include "events.hpp"
+
+namespace torch_trn {
+namespace {
+
+constexpr auto kType = c10::DeviceType::PrivateUse1;
+
+c10::Stream make_stream(int device_index, int64_t id) {
+  return c10::Stream(c10::Stream::UNSAFE,
+                     c10::Device(kType, static_cast<c10::DeviceIndex>(device_index)), id);
+}
+
+struct TrnGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kType; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    const c10::Device old = getDevice();
+    if (d.index() != old.index()) setDevice(d);
+    return old;
+  }
+  c10::Device getDevice() const override {
+    return c10::Device(kType, static_cast<c10::DeviceIndex>(current_device()));
+  }
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.type() == kType, "not a trn device: ", d.str());
+    if (d.has_index()) set_current_device(d.index());
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    try {
+      if (d.has_index()) set_current_device(d.index());
+    } catch (...) {
+    }
+  }
+  c10::Stream getStream(c10::Device d) const noexcept override {
+    const int index = d.has_index() ? d.index() : current_device();
+    return make_stream(index, current_stream_id(index));
+  }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return make_stream(d.has_index() ? d.index() : current_device(), 0);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const noexcept override {
+    const int index = s.device_index();
+    const c10::Stream old = make_stream(index, current_stream_id(index));
+    try {
+      set_current_stream_id(index, s.id());
+    } catch (...) {
+    }
+    return old;
+  }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return static_cast<c10::DeviceIndex>(device_count());
+  }
+  void record(void **event, const c10::Stream &stream, const c10::DeviceIndex device_index,
+              const c10::EventFlag flag) const override {
+    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
+                "an event recorded on privateuseone:", stream.device_index(),
+                " was made for privateuseone:", device_index);
+    auto *e = static_cast<Event *>(*event);
+    if (!e) *event = e = new Event();
+    event_record(*e, stream.device_index(), stream.id(),
+                 flag == c10::EventFlag::PYTORCH_DEFAULT ? false : true);
+  }
+  void block(void *event, const c10::Stream &stream) const override {
+    if (event) event_block(*static_cast<Event *>(event), stream.device_index(), stream.id());
+  }
+  bool queryEvent(void *event) const override {
+    return !event || event_query(*static_cast<Event *>(event));
+  }
+  void destroyEvent(void *event, const c10::DeviceIndex) const noexcept override {
+    delete static_cast<Event *>(event);
+  }
+  bool queryStream(const c10::Stream &stream) const override {
+    trn_queue_t queue = device_at(stream.device_index()).queue(stream.id());
+    Event e;
+    uint64_t sequence = 0;
+    check(trn_queue_barrier(queue, nullptr, &sequence), "trn_queue_barrier");
+    check(trn_queue_get_semaphore(queue, &e.sem), "trn_queue_get_semaphore");
+    e.value = sequence;
+    return event_query(e);
+  }
+  void synchronizeStream(const c10::Stream &stream) const override {
+    check(trn_queue_finish(device_at(stream.device_index()).queue(stream.id()), wait_timeout_ns()),
+          "trn_queue_finish");
+  }
+};
+
+}  // namespace
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, TrnGuardImpl);
+
+}  // namespace torch_trn

@@ -1,0 +1,28 @@
+// at::Tensor ↔ libtrn_ops: a trn tensor's view (allocation, byte offset, dtype, sizes, strides)
+// found from its data pointer with trn_mem_lookup, and the queue an op on it runs on.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <optional>
+
+#include "trn/trn_ops.h"
+
+namespace torch_trn {
+
+// trn's dtype for a torch dtype; nullopt for those trn has none for (complex, ...).
+std::optional<trn_dtype_t> to_trn_dtype(c10::ScalarType type);
+bool is_trn_dtype(c10::ScalarType type);
+
+// The view of a trn tensor (raises for a CPU tensor, an unsupported dtype or a rank over 8).
+// A 0-dim tensor is rank 0; an empty tensor's allocation may be null.
+trn_ops_tensor_t view_of(const at::Tensor &t);
+
+// The current stream's queue of the tensor's device.
+trn_queue_t queue_of(const at::Tensor &t);
+
+// A CPU 0-dim tensor (a wrapped Python number, what `x * 2.0` passes) or any 1-element tensor
+// read as a double.
+bool is_cpu_scalar(const at::Tensor &t);
+
+}  // namespace torch_trn

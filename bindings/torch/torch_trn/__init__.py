@@ -1,0 +1,149 @@
+"""trn as a PyTorch device.
+
+``import torch_trn`` registers trn with PyTorch as the ``privateuseone`` device (PyTorch 1.13
+cannot rename it): every NeuronCore the process sees is one device, ``privateuseone:0`` the
+first. Tensors moved there run their ops on the simulated device through libtrn_ops; an op
+with no trn kernel runs on the CPU, recorded in :func:`fallback_ops`. The functions here are
+also ``torch.privateuseone.<name>``, as ``torch.cuda`` offers them::
+
+    import torch, torch_trn
+    model = torch.nn.Linear(4, 2).to("privateuseone")
+    y = model(torch.randn(8, 4).to("privateuseone"))
+    torch_trn.synchronize()
+"""
+import os as _os
+import sys as _sys
+import types as _types
+
+import torch
+
+torch.ops.load_library(_os.path.join(_os.path.dirname(__file__), "_native.so"))
+_ops = torch.ops.torch_trn
+
+from ._streams import Event, Stream, current_stream, default_stream, stream  # noqa: E402
+
+__all__ = [
+    "Event", "Stream", "current_device", "current_stream", "default_stream", "device",
+    "device_count", "device_time_ns", "empty_cache", "fallback_ops", "get_device_name",
+    "is_available", "max_memory_allocated", "max_memory_reserved", "memory_allocated",
+    "memory_reserved", "memory_stats", "reset_fallback_ops", "reset_peak_memory_stats",
+    "set_device", "stream", "synchronize",
+]
+
+
+def _index(device=None):
+    """The device index of None (current), an int, a string or a torch.device."""
+    if device is None:
+        return -1
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "privateuseone":
+        raise ValueError(f"not a trn device: {device} (trn devices are 'privateuseone:N')")
+    return -1 if device.index is None else device.index
+
+
+def is_available():
+    """True when the process sees at least one NeuronCore."""
+    return _ops.device_count() > 0
+
+
+def device_count():
+    """The NeuronCores this process sees (TRN_VISIBLE_CORES chooses them)."""
+    return _ops.device_count()
+
+
+def current_device():
+    return _ops.current_device()
+
+
+def set_device(device):
+    _ops.set_device(_index(device) if device is not None else 0)
+
+
+def get_device_name(device=None):
+    return _ops.device_name(_index(device))
+
+
+class device:
+    """Context manager that makes a device current, as torch.cuda.device does."""
+
+    def __init__(self, device):
+        self.index = _index(device)
+        self.previous = None
+
+    def __enter__(self):
+        self.previous = _ops.current_device()
+        if self.index >= 0:
+            _ops.set_device(self.index)
+
+    def __exit__(self, *exc):
+        _ops.set_device(self.previous)
+        return False
+
+
+def synchronize(device=None):
+    """Waits for every queued op of the device (the current one by default)."""
+    _ops.synchronize(_index(device))
+
+
+def memory_stats(device=None):
+    allocated, peak, reserved, peak_reserved = _ops.memory_stats(_index(device))
+    return {
+        "allocated_bytes.all.current": allocated,
+        "allocated_bytes.all.peak": peak,
+        "reserved_bytes.all.current": reserved,
+        "reserved_bytes.all.peak": peak_reserved,
+    }
+
+
+def memory_allocated(device=None):
+    """Bytes held by live tensors of the device."""
+    return _ops.memory_stats(_index(device))[0]
+
+
+def max_memory_allocated(device=None):
+    return _ops.memory_stats(_index(device))[1]
+
+
+def memory_reserved(device=None):
+    """Bytes the device's pool holds from the device: allocated plus cached."""
+    return _ops.memory_stats(_index(device))[2]
+
+
+def max_memory_reserved(device=None):
+    return _ops.memory_stats(_index(device))[3]
+
+
+def reset_peak_memory_stats(device=None):
+    _ops.reset_peak_memory_stats(_index(device))
+
+
+def empty_cache(device=None):
+    """Returns the pool's cached free memory to the device (after its queued work)."""
+    _ops.empty_cache(_index(device))
+
+
+def device_time_ns(device=None):
+    """The device's simulated clock: how far in simulated time its queues have run."""
+    return _ops.device_time_ns(_index(device))
+
+
+def fallback_ops():
+    """Ops that ran on the CPU instead of the device, with how many times: ``aten::<op>`` for
+    ops with no trn kernel (PyTorch's CPU kernel ran), ``trn_ops::<op>`` for those libtrn_ops
+    ran on its host reference (a dtype or case its device kernels do not take)."""
+    names, counts = _ops.fallback_ops()
+    return dict(zip(names, counts))
+
+
+def reset_fallback_ops():
+    _ops.reset_fallback_ops()
+
+
+# torch.privateuseone.<name>, as torch.cuda.<name>: what torch's own code and users look up.
+_module = _types.ModuleType("torch.privateuseone")
+for _name in __all__:
+    setattr(_module, _name, globals()[_name])
+torch._register_device_module("privateuseone", _module)
+_sys.modules["torch.privateuseone"] = _module
