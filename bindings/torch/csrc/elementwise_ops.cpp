@@ -1,0 +1,240 @@
+// Elementwise kernels: unary ops and their backward, binary ops with broadcasting (a CPU
+// 0-dim operand, what `x * 2.0` and the optimizers pass, becomes a launch scalar), the
+// comparisons, and the fused forms the optimizers use (add with alpha, addcmul, addcdiv). Torch's
+// structured kernels reach these as .out overloads with the output already sized and typed.
+#include <torch/library.h>
+
+#include <string_view>
+
+#include "op_support.hpp"
+
+namespace torch_trn {
+namespace {
+
+void unary(trn_ops_unary_op_t op, const at::Tensor &self, const at::Tensor &out, const char *name) {
+  resize_out(out, self.sizes());
+  if (out.numel() == 0) return;
+  OpScope scope(out);
+  const auto o = view_of(out), x = view_of(self);
+  check_ops(trn_ops_unary(scope.queue(), op, &o, &x, nullptr), name);
+}
+
+void unary_backward(trn_ops_unary_op_t op, const at::Tensor &grad_out, const at::Tensor &self,
+                    const at::Tensor &grad_in, const char *name) {
+  resize_out(grad_in, self.sizes());
+  if (grad_in.numel() == 0) return;
+  OpScope scope(grad_in);
+  const auto gi = view_of(grad_in), go = view_of(grad_out), x = view_of(self);
+  check_ops(trn_ops_unary_backward(scope.queue(), op, &gi, &go, &x, nullptr), name);
+}
+
+// out = a <op> b, either operand possibly a CPU scalar (not both: torch computes that on the CPU).
+void binary(trn_ops_binary_op_t op, const at::Tensor &a, const at::Tensor &b, const at::Tensor &out,
+            const char *name) {
+  if (out.numel() == 0) return;
+  OpScope scope(out);
+  const auto o = view_of(out);
+  if (a.device().is_cpu()) {
+    const auto y = view_of(b);
+    check_ops(trn_ops_binary_scalar(scope.queue(), op, &o, &y, cpu_scalar_of(a), 1, nullptr), name);
+  } else if (b.device().is_cpu()) {
+    const auto x = view_of(a);
+    check_ops(trn_ops_binary_scalar(scope.queue(), op, &o, &x, cpu_scalar_of(b), 0, nullptr), name);
+  } else {
+    const auto x = view_of(a), y = view_of(b);
+    check_ops(trn_ops_binary(scope.queue(), op, &o, &x, &y, nullptr), name);
+  }
+}
+
+void binary_scalar(trn_ops_binary_op_t op, const at::Tensor &a, double scalar,
+                   const at::Tensor &out, const char *name) {
+  if (out.numel() == 0) return;
+  OpScope scope(out);
+  const auto o = view_of(out), x = view_of(a);
+  check_ops(trn_ops_binary_scalar(scope.queue(), op, &o, &x, scalar, 0, nullptr), name);
+}
+
+// `b * alpha` as its own tensor (alpha == 1: b itself), in the output's dtype.
+at::Tensor scaled(const at::Tensor &b, double alpha, const at::Tensor &like) {
+  if (alpha == 1.0) return b;
+  if (b.device().is_cpu()) return at::scalar_tensor(cpu_scalar_of(b) * alpha, b.options());
+  at::Tensor t = empty_on(like, b.sizes(), like.scalar_type());
+  binary_scalar(TRN_OPS_MUL, b, alpha, t, "mul");
+  return t;
+}
+
+at::Tensor &add_out(const at::Tensor &self, const at::Tensor &other, const at::Scalar &alpha,
+                    at::Tensor &out) {
+  binary(TRN_OPS_ADD, self, scaled(other, scalar_of(alpha), out), out, "add");
+  return out;
+}
+at::Tensor &sub_out(const at::Tensor &self, const at::Tensor &other, const at::Scalar &alpha,
+                    at::Tensor &out) {
+  binary(TRN_OPS_SUB, self, scaled(other, scalar_of(alpha), out), out, "sub");
+  return out;
+}
+
+#define TRN_BINARY_OUT(fn, op, name)                                                 \
+  at::Tensor &fn(const at::Tensor &self, const at::Tensor &other, at::Tensor &out) { \
+    binary(op, self, other, out, name);                                              \
+    return out;                                                                      \
+  }
+TRN_BINARY_OUT(mul_out, TRN_OPS_MUL, "mul")
+TRN_BINARY_OUT(div_out, TRN_OPS_DIV, "div")
+TRN_BINARY_OUT(maximum_out, TRN_OPS_MAXIMUM, "maximum")
+TRN_BINARY_OUT(minimum_out, TRN_OPS_MINIMUM, "minimum")
+TRN_BINARY_OUT(pow_tensor_out, TRN_OPS_POW, "pow")
+TRN_BINARY_OUT(eq_tensor_out, TRN_OPS_EQ, "eq")
+TRN_BINARY_OUT(ne_tensor_out, TRN_OPS_NE, "ne")
+TRN_BINARY_OUT(lt_tensor_out, TRN_OPS_LT, "lt")
+TRN_BINARY_OUT(le_tensor_out, TRN_OPS_LE, "le")
+TRN_BINARY_OUT(gt_tensor_out, TRN_OPS_GT, "gt")
+TRN_BINARY_OUT(ge_tensor_out, TRN_OPS_GE, "ge")
+#undef TRN_BINARY_OUT
+
+#define TRN_COMPARE_SCALAR_OUT(fn, op, name)                                         \
+  at::Tensor &fn(const at::Tensor &self, const at::Scalar &other, at::Tensor &out) { \
+    binary_scalar(op, self, scalar_of(other), out, name);                            \
+    return out;                                                                      \
+  }
+TRN_COMPARE_SCALAR_OUT(eq_scalar_out, TRN_OPS_EQ, "eq")
+TRN_COMPARE_SCALAR_OUT(ne_scalar_out, TRN_OPS_NE, "ne")
+TRN_COMPARE_SCALAR_OUT(lt_scalar_out, TRN_OPS_LT, "lt")
+TRN_COMPARE_SCALAR_OUT(le_scalar_out, TRN_OPS_LE, "le")
+TRN_COMPARE_SCALAR_OUT(gt_scalar_out, TRN_OPS_GT, "gt")
+TRN_COMPARE_SCALAR_OUT(ge_scalar_out, TRN_OPS_GE, "ge")
+#undef TRN_COMPARE_SCALAR_OUT
+
+at::Tensor &pow_scalar_out(const at::Tensor &self, const at::Scalar &exponent, at::Tensor &out) {
+  const double e = scalar_of(exponent);
+  if (e == 2.0)
+    unary(TRN_OPS_SQUARE, self, out, "pow");
+  else
+    binary_scalar(TRN_OPS_POW, self, e, out, "pow");
+  return out;
+}
+
+#define TRN_UNARY_OUT(fn, op, name)                         \
+  at::Tensor &fn(const at::Tensor &self, at::Tensor &out) { \
+    unary(op, self, out, name);                             \
+    return out;                                             \
+  }
+TRN_UNARY_OUT(neg_out, TRN_OPS_NEG, "neg")
+TRN_UNARY_OUT(abs_out, TRN_OPS_ABS, "abs")
+TRN_UNARY_OUT(exp_out, TRN_OPS_EXP, "exp")
+TRN_UNARY_OUT(log_out, TRN_OPS_LOG, "log")
+TRN_UNARY_OUT(sqrt_out, TRN_OPS_SQRT, "sqrt")
+TRN_UNARY_OUT(rsqrt_out, TRN_OPS_RSQRT, "rsqrt")
+TRN_UNARY_OUT(tanh_out, TRN_OPS_TANH, "tanh")
+TRN_UNARY_OUT(sigmoid_out, TRN_OPS_SIGMOID, "sigmoid")
+TRN_UNARY_OUT(reciprocal_out, TRN_OPS_RECIPROCAL, "reciprocal")
+TRN_UNARY_OUT(silu_out, TRN_OPS_SILU, "silu")
+#undef TRN_UNARY_OUT
+
+trn_ops_unary_op_t gelu_kind(c10::string_view approximate) {
+  TORCH_CHECK(approximate == "none" || approximate == "tanh",
+              "gelu's approximate must be 'none' or 'tanh', got '", approximate, "'");
+  return approximate == "tanh" ? TRN_OPS_GELU_TANH : TRN_OPS_GELU;
+}
+
+at::Tensor &gelu_out(const at::Tensor &self, c10::string_view approximate, at::Tensor &out) {
+  unary(gelu_kind(approximate), self, out, "gelu");
+  return out;
+}
+at::Tensor &gelu_backward_out(const at::Tensor &grad, const at::Tensor &self,
+                              c10::string_view approximate, at::Tensor &grad_in) {
+  unary_backward(gelu_kind(approximate), grad, self, grad_in, "gelu_backward");
+  return grad_in;
+}
+at::Tensor &silu_backward_out(const at::Tensor &grad, const at::Tensor &self, at::Tensor &grad_in) {
+  unary_backward(TRN_OPS_SILU, grad, self, grad_in, "silu_backward");
+  return grad_in;
+}
+
+at::Tensor relu(const at::Tensor &self) {
+  at::Tensor out = at::empty(self.sizes(), self.options());
+  unary(TRN_OPS_RELU, self, out, "relu");
+  return out;
+}
+at::Tensor &relu_(at::Tensor &self) {
+  unary(TRN_OPS_RELU, self, self, "relu");
+  return self;
+}
+
+// grad where self > threshold, else 0: relu's backward when threshold is 0.
+at::Tensor &threshold_backward_out(const at::Tensor &grad, const at::Tensor &self,
+                                   const at::Scalar &threshold, at::Tensor &grad_in) {
+  const double t = scalar_of(threshold);
+  if (t == 0.0) {
+    unary_backward(TRN_OPS_RELU, grad, self, grad_in, "threshold_backward");
+    return grad_in;
+  }
+  resize_out(grad_in, self.sizes());
+  at::Tensor mask = empty_on(grad_in, self.sizes(), grad_in.scalar_type());
+  binary_scalar(TRN_OPS_GT, self, t, mask, "threshold_backward");
+  binary(TRN_OPS_MUL, grad, mask, grad_in, "threshold_backward");
+  return grad_in;
+}
+
+// out = self + value * (t1 <op> t2): Adam's second moment (mul) and its update (div).
+void add_combined(trn_ops_binary_op_t op, const at::Tensor &self, const at::Tensor &t1,
+                  const at::Tensor &t2, double value, const at::Tensor &out, const char *name) {
+  at::Tensor combined = empty_on(out, out.sizes(), out.scalar_type());
+  binary(op, t1, t2, combined, name);
+  binary(TRN_OPS_ADD, self, scaled(combined, value, out), out, name);
+}
+at::Tensor &addcmul_out(const at::Tensor &self, const at::Tensor &t1, const at::Tensor &t2,
+                        const at::Scalar &value, at::Tensor &out) {
+  add_combined(TRN_OPS_MUL, self, t1, t2, scalar_of(value), out, "addcmul");
+  return out;
+}
+at::Tensor &addcdiv_out(const at::Tensor &self, const at::Tensor &t1, const at::Tensor &t2,
+                        const at::Scalar &value, at::Tensor &out) {
+  add_combined(TRN_OPS_DIV, self, t1, t2, scalar_of(value), out, "addcdiv");
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("add.out", TORCH_FN(add_out));
+  m.impl("sub.out", TORCH_FN(sub_out));
+  m.impl("mul.out", TORCH_FN(mul_out));
+  m.impl("div.out", TORCH_FN(div_out));
+  m.impl("maximum.out", TORCH_FN(maximum_out));
+  m.impl("minimum.out", TORCH_FN(minimum_out));
+  m.impl("pow.Tensor_Tensor_out", TORCH_FN(pow_tensor_out));
+  m.impl("pow.Tensor_Scalar_out", TORCH_FN(pow_scalar_out));
+  m.impl("eq.Tensor_out", TORCH_FN(eq_tensor_out));
+  m.impl("ne.Tensor_out", TORCH_FN(ne_tensor_out));
+  m.impl("lt.Tensor_out", TORCH_FN(lt_tensor_out));
+  m.impl("le.Tensor_out", TORCH_FN(le_tensor_out));
+  m.impl("gt.Tensor_out", TORCH_FN(gt_tensor_out));
+  m.impl("ge.Tensor_out", TORCH_FN(ge_tensor_out));
+  m.impl("eq.Scalar_out", TORCH_FN(eq_scalar_out));
+  m.impl("ne.Scalar_out", TORCH_FN(ne_scalar_out));
+  m.impl("lt.Scalar_out", TORCH_FN(lt_scalar_out));
+  m.impl("le.Scalar_out", TORCH_FN(le_scalar_out));
+  m.impl("gt.Scalar_out", TORCH_FN(gt_scalar_out));
+  m.impl("ge.Scalar_out", TORCH_FN(ge_scalar_out));
+  m.impl("neg.out", TORCH_FN(neg_out));
+  m.impl("abs.out", TORCH_FN(abs_out));
+  m.impl("exp.out", TORCH_FN(exp_out));
+  m.impl("log.out", TORCH_FN(log_out));
+  m.impl("sqrt.out", TORCH_FN(sqrt_out));
+  m.impl("rsqrt.out", TORCH_FN(rsqrt_out));
+  m.impl("tanh.out", TORCH_FN(tanh_out));
+  m.impl("sigmoid.out", TORCH_FN(sigmoid_out));
+  m.impl("reciprocal.out", TORCH_FN(reciprocal_out));
+  m.impl("silu.out", TORCH_FN(silu_out));
+  m.impl("gelu.out", TORCH_FN(gelu_out));
+  m.impl("gelu_backward.grad_input", TORCH_FN(gelu_backward_out));
+  m.impl("silu_backward.grad_input", TORCH_FN(silu_backward_out));
+  m.impl("relu", TORCH_FN(relu));
+  m.impl("relu_", TORCH_FN(relu_));
+  m.impl("threshold_backward.grad_input", TORCH_FN(threshold_backward_out));
+  m.impl("addcmul.out", TORCH_FN(addcmul_out));
+  m.impl("addcdiv.out", TORCH_FN(addcdiv_out));
+}
+
+}  // namespace torch_trn

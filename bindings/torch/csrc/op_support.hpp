@@ -1,0 +1,40 @@
+// What the compute kernels share: the device and queue an op runs on, trn views of its tensors,
+// outputs resized as PyTorch's .out convention wants, scalars.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "check.hpp"
+#include "devices.hpp"
+#include "tensor_view.hpp"
+#include "trn/trn_ops.h"
+
+namespace torch_trn {
+
+// An op's device (that of its first trn tensor) made current while it runs, and its queue.
+class OpScope {
+ public:
+  explicit OpScope(const at::Tensor &on) : guard_(on.device()), queue_(queue_of(on)) {}
+  trn_queue_t queue() const { return queue_; }
+
+ private:
+  c10::DeviceGuard guard_;
+  trn_queue_t queue_;
+};
+
+// Resizes an .out argument to `sizes` (a no-op when it has them already), as at::native's
+// resize_output does, warning about non-empty outputs of another size the same way.
+void resize_out(const at::Tensor &out, at::IntArrayRef sizes);
+
+// A scalar argument as a double (booleans as 0 or 1).
+double scalar_of(const at::Scalar &s);
+
+// A CPU tensor of one element (a wrapped Python number: `x * 2.0`, optimizer constants) read
+// as a double; raises for other CPU tensors, which the op cannot read on the device.
+double cpu_scalar_of(const at::Tensor &t);
+
+// A new trn tensor on `like`'s device.
+at::Tensor empty_on(const at::Tensor &like, at::IntArrayRef sizes, c10::ScalarType type);
+
+}  // namespace torch_trn
