@@ -122,9 +122,7 @@ void op_stream_synchronize(int64_t index, int64_t stream) {
         "trn_queue_finish");
 }
 bool op_stream_query(int64_t index, int64_t stream) {
-  Event e;
-  event_record(e, resolve(index), stream, false);
-  return event_query(e);
+  return stream_query(resolve(index), stream);
 }
 
 int64_t op_event_create(bool timing) {

@@ -42,6 +42,16 @@ void event_synchronize(const Event &event) {
   check(trn_sem_wait(event.sem, event.value, wait_timeout_ns()), "trn_sem_wait");
 }
 
+bool stream_query(int device_index, int64_t stream_id) {
+  // A queue's timeline counts its commands one by one: a barrier of sequence S is behind exactly
+  // the S - 1 commands before it, which are all done once the timeline reads S - 1.
+  Event probe;
+  event_record(probe, device_index, stream_id, false);
+  uint64_t value = 0;
+  check(trn_sem_query(probe.sem, &value), "trn_sem_query");
+  return value + 1 >= probe.value;
+}
+
 double event_elapsed_ms(const Event &start, const Event &end) {
   TORCH_CHECK(start.timed && end.timed,
               "elapsed_time needs two events made with enable_timing=True and recorded");

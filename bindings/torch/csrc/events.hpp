@@ -24,6 +24,8 @@ void event_block(const Event &event, int device_index, int64_t stream_id);
 bool event_query(const Event &event);
 // Waits on the host (deadline: TRN_TORCH_TIMEOUT).
 void event_synchronize(const Event &event);
+// Whether all work queued on the stream so far has completed (nothing is waited for).
+bool stream_query(int device_index, int64_t stream_id);
 // Device milliseconds between two timed, completed events.
 double event_elapsed_ms(const Event &start, const Event &end);
 

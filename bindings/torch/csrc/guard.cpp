@@ -75,13 +75,7 @@ struct TrnGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     delete static_cast<Event *>(event);
   }
   bool queryStream(const c10::Stream &stream) const override {
-    trn_queue_t queue = device_at(stream.device_index()).queue(stream.id());
-    Event e;
-    uint64_t sequence = 0;
-    check(trn_queue_barrier(queue, nullptr, &sequence), "trn_queue_barrier");
-    check(trn_queue_get_semaphore(queue, &e.sem), "trn_queue_get_semaphore");
-    e.value = sequence;
-    return event_query(e);
+    return stream_query(stream.device_index(), stream.id());
   }
   void synchronizeStream(const c10::Stream &stream) const override {
     check(trn_queue_finish(device_at(stream.device_index()).queue(stream.id()), wait_timeout_ns()),

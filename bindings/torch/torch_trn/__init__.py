@@ -141,6 +141,27 @@ def reset_fallback_ops():
     _ops.reset_fallback_ops()
 
 
+def _rebuild_tensor(cpu_tensor, device, requires_grad):
+    """Unpickles a trn tensor saved by torch.save: onto its device when this process has it,
+    else (a checkpoint opened where there is no such trn device) onto the CPU."""
+    if _index(device) < _ops.device_count():
+        cpu_tensor = cpu_tensor.to(device)
+    return cpu_tensor.requires_grad_(requires_grad)
+
+
+_reduce_ex_internal = torch.Tensor._reduce_ex_internal
+
+
+def _reduce_ex(self, proto):
+    # PyTorch 1.13 pickles a tensor through its storage, and its storage Python bindings do not
+    # know privateuseone: a trn tensor is saved as its CPU copy and the device it was on.
+    if self.device.type == "privateuseone":
+        return (_rebuild_tensor, (self.detach().cpu(), str(self.device), self.requires_grad))
+    return _reduce_ex_internal(self, proto)
+
+
+torch.Tensor._reduce_ex_internal = _reduce_ex
+
 # torch.privateuseone.<name>, as torch.cuda.<name>: what torch's own code and users look up.
 _module = _types.ModuleType("torch.privateuseone")
 for _name in __all__:
