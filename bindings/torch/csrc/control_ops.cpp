@@ -108,6 +108,15 @@ void op_reset_fallback_ops() {
   reset_fallback_ops();
 }
 
+// Raw handles for C code that works beside torch (its own kernels launched on torch's stream,
+// on tensors found with trn_mem_lookup from data_ptr()), as torch.cuda.Stream.cuda_stream.
+int64_t op_stream_handle(int64_t index, int64_t stream) {
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(device_at(resolve(index)).queue(stream)));
+}
+int64_t op_device_handle(int64_t index) {
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(device_at(resolve(index)).trn_device()));
+}
+
 int64_t op_stream_create(int64_t index, int64_t priority) {
   return device_at(resolve(index)).create_stream(static_cast<int>(priority));
 }
@@ -118,8 +127,8 @@ void op_set_stream(int64_t index, int64_t stream) {
   set_current_stream_id(resolve(index), stream);
 }
 void op_stream_synchronize(int64_t index, int64_t stream) {
-  check(trn_queue_finish(device_at(resolve(index)).queue(stream), wait_timeout_ns()),
-        "trn_queue_finish");
+  trn_queue_t queue = device_at(resolve(index)).queue(stream);
+  check_queue(queue, trn_queue_finish(queue, wait_timeout_ns()), "trn_queue_finish");
 }
 bool op_stream_query(int64_t index, int64_t stream) {
   return stream_query(resolve(index), stream);
@@ -163,6 +172,8 @@ TORCH_LIBRARY(torch_trn, m) {
   m.def("fallback_ops() -> (str[], int[])", &op_fallback_ops);
   m.def("reset_fallback_ops() -> ()", &op_reset_fallback_ops);
   m.def("stream_create(int device, int priority) -> int", &op_stream_create);
+  m.def("stream_handle(int device, int stream) -> int", &op_stream_handle);
+  m.def("device_handle(int device) -> int", &op_device_handle);
   m.def("current_stream(int device) -> int", &op_current_stream);
   m.def("set_stream(int device, int stream) -> ()", &op_set_stream);
   m.def("stream_synchronize(int device, int stream) -> ()", &op_stream_synchronize);

@@ -97,7 +97,7 @@ PendingHostBuffers &pending_host_buffers() {
 void wait_for(trn_queue_t queue, uint64_t sequence) {
   trn_sem_t sem = nullptr;
   check(trn_queue_get_semaphore(queue, &sem), "trn_queue_get_semaphore");
-  check(trn_sem_wait(sem, sequence, wait_timeout_ns()), "trn_sem_wait");
+  check_queue(queue, trn_sem_wait(sem, sequence, wait_timeout_ns()), "trn_sem_wait");
 }
 
 uint64_t nbytes_of(const at::Tensor &t) {

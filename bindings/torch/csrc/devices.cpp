@@ -104,7 +104,8 @@ std::vector<trn_queue_t> Device::queues() {
 }
 
 void Device::synchronize() {
-  for (trn_queue_t q : queues()) check(trn_queue_finish(q, wait_timeout_ns()), "trn_queue_finish");
+  for (trn_queue_t q : queues())
+    check_queue(q, trn_queue_finish(q, wait_timeout_ns()), "trn_queue_finish");
 }
 
 int device_count() noexcept {

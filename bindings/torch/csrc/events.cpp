@@ -18,6 +18,7 @@ void event_record(Event &event, int device_index, int64_t stream_id, bool timing
   }
   check(trn_queue_get_semaphore(queue, &event.sem), "trn_queue_get_semaphore");
   event.value = sequence;
+  event.queue = queue;
   event.device_index = device_index;
   event.timed = timing;
 }
@@ -39,7 +40,7 @@ bool event_query(const Event &event) {
 
 void event_synchronize(const Event &event) {
   if (!event.sem) return;
-  check(trn_sem_wait(event.sem, event.value, wait_timeout_ns()), "trn_sem_wait");
+  check_queue(event.queue, trn_sem_wait(event.sem, event.value, wait_timeout_ns()), "trn_sem_wait");
 }
 
 bool stream_query(int device_index, int64_t stream_id) {

@@ -10,8 +10,9 @@
 namespace torch_trn {
 
 struct Event {
-  trn_sem_t sem = nullptr;  // the recording queue's timeline (owned by the queue)
-  uint64_t value = 0;       // reached when every command before the record completed
+  trn_sem_t sem = nullptr;      // the recording queue's timeline (owned by the queue)
+  uint64_t value = 0;           // reached when every command before the record completed
+  trn_queue_t queue = nullptr;  // the recording stream's queue (where a fault is read)
   int device_index = -1;
   trn_timestamp_t stamp{};  // written by the queue when timing is on
   bool timed = false;

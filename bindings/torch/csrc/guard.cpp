@@ -78,8 +78,8 @@ struct TrnGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return stream_query(stream.device_index(), stream.id());
   }
   void synchronizeStream(const c10::Stream &stream) const override {
-    check(trn_queue_finish(device_at(stream.device_index()).queue(stream.id()), wait_timeout_ns()),
-          "trn_queue_finish");
+    trn_queue_t queue = device_at(stream.device_index()).queue(stream.id());
+    check_queue(queue, trn_queue_finish(queue, wait_timeout_ns()), "trn_queue_finish");
   }
 };
 

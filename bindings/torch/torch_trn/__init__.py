@@ -27,7 +27,7 @@ __all__ = [
     "device_count", "device_time_ns", "empty_cache", "fallback_ops", "get_device_name",
     "is_available", "max_memory_allocated", "max_memory_reserved", "memory_allocated",
     "memory_reserved", "memory_stats", "reset_fallback_ops", "reset_peak_memory_stats",
-    "set_device", "stream", "synchronize",
+    "set_device", "stream", "synchronize", "trn_device_handle",
 ]
 
 
@@ -122,6 +122,11 @@ def reset_peak_memory_stats(device=None):
 def empty_cache(device=None):
     """Returns the pool's cached free memory to the device (after its queued work)."""
     _ops.empty_cache(_index(device))
+
+
+def trn_device_handle(device=None):
+    """The device's trn_device_t as an integer (for trn_mem_lookup and other C API calls)."""
+    return _ops.device_handle(_index(device))
 
 
 def device_time_ns(device=None):

@@ -26,6 +26,12 @@ class Stream:
     def device(self):
         return torch.device("privateuseone", self.device_index)
 
+    @property
+    def trn_queue(self):
+        """The stream's trn_queue_t as an integer, for C code that submits its own work (kernels
+        launched with trn_queue_launch on tensors found by trn_mem_lookup from data_ptr())."""
+        return _ops.stream_handle(self.device_index, self.stream_id)
+
     def synchronize(self):
         _ops.stream_synchronize(self.device_index, self.stream_id)
 
