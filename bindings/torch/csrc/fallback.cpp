@@ -44,6 +44,17 @@ std::string name_of(const c10::OperatorHandle &op) {
   return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
 }
 
+}  // namespace
+
+void record_cpu_run(const std::string &name) {
+  if (log().record(name))
+    TORCH_WARN("torch_trn: ", name,
+               " has no trn kernel: it runs on the CPU, its tensors copied there and back "
+               "(torch_trn.fallback_ops() lists such ops)");
+}
+
+namespace {
+
 void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   const std::string name = name_of(op);
   // The generic fallback copies tensor-list outputs to the CPU and never back: a _foreach_ op
@@ -51,10 +62,7 @@ void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   TORCH_CHECK(name.rfind("aten::_foreach_", 0) != 0, name,
               " has no trn kernel and cannot fall back to the CPU (its in-place tensor lists "
               "would not be written back): use the optimizer with foreach=False");
-  if (log().record(name))
-    TORCH_WARN("torch_trn: ", name,
-               " has no trn kernel: it runs on the CPU, its tensors copied there and back "
-               "(torch_trn.fallback_ops() lists such ops)");
+  record_cpu_run(name);
   at::native::cpu_fallback(op, stack);
 }
 

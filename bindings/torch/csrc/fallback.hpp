@@ -12,6 +12,9 @@
 namespace torch_trn {
 
 std::vector<std::pair<std::string, uint64_t>> fallback_ops();
+// Records (and the first time warns about) an op a trn kernel ran on the CPU itself, for the
+// cases it has no device path for: `name` as the fallback names it, "aten::<op>.<overload>".
+void record_cpu_run(const std::string &name);
 void reset_fallback_ops();
 
 }  // namespace torch_trn
