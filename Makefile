@@ -35,6 +35,9 @@ run: build
 	@$(BUILD_DIR)/tools/trn-run/trn-run $(BUILD_DIR)/examples/mlp.trnp \
 		--in xT=$(BUILD_DIR)/examples/mlp_x.npy --out y=$(BUILD_DIR)/mlp_y.npy \
 		--expect y=$(BUILD_DIR)/examples/mlp_expected.npy --rtol 1e-4 --atol 1e-7
+	@echo
+	@echo "== examples/torch/train_mlp.py (PyTorch: an MLP trains on the simulated device) =="
+	@PYTHONPATH=$(BUILD_DIR)/python PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 examples/torch/train_mlp.py
 
 test: build
 	@ctest --preset $(PRESET)

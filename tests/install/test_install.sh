@@ -2,7 +2,7 @@
 # Installs the build into a temporary prefix and uses it as a user would, with no
 # LD_LIBRARY_PATH: the installed tools run and the installed libtrn finds the installed sim
 # driver beside it (by default, by name and by path), a C program builds with pkg-config and a
-# C++ program with find_package(trn); then the prefix moves and all still work.
+# C++ program with find_package(trn), torch_trn imports from the prefix; then the prefix moves and all still work.
 # usage: test_install.sh BUILD_DIR SOURCE_DIR C_COMPILER
 set -euo pipefail
 build=$1 source=$2 cc=$3
@@ -51,6 +51,18 @@ check_prefix() {
     -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
   cmake --build "$work/cxx" >/dev/null
   "$work/cxx/consumer"
+
+  # The PyTorch backend, where it was built: the installed package finds the installed libtrn.
+  local torch_native
+  torch_native=$(find "$prefix" -path '*/torch_trn/_native.so')
+  if [ -n "$torch_native" ]; then
+    echo "== torch_trn ($(dirname "$torch_native"))"
+    PYTHONPATH=$(dirname "$(dirname "$torch_native")") PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c '
+import torch, torch_trn
+x = torch.arange(4.0).to("privateuseone")
+assert (x + x).cpu().tolist() == [0.0, 2.0, 4.0, 6.0], "installed torch_trn computes wrongly"
+print("torch_trn:", torch_trn.device_count(), "devices")'
+  fi
 }
 
 check_prefix "$work/prefix"

@@ -1,0 +1,252 @@
+"""The trn device as PyTorch sees it: the device module, copies to and from trn, memory
+statistics, out-of-memory, streams and events, bad device indices and the CPU fallback."""
+import os
+import sys
+
+# The helpers beside this file, wherever it is run from.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trn_test_env  # noqa: E402,F401  (first: sets TRN_SIM_ROOT before torch_trn starts libtrn)
+
+import gc
+import unittest
+import warnings
+
+import torch
+import torch_trn
+
+from trn_test_env import DEVICE
+
+
+class DeviceModule(unittest.TestCase):
+    def test_available_and_counted(self):
+        self.assertTrue(torch.privateuseone.is_available())
+        self.assertGreaterEqual(torch.privateuseone.device_count(), 1)
+        self.assertIs(torch.privateuseone.device_count, torch_trn.device_count)
+        self.assertEqual(torch.privateuseone.current_device(), 0)
+        self.assertIsInstance(torch_trn.get_device_name(0), str)
+
+    def test_set_device_and_context_manager(self):
+        if torch_trn.device_count() < 2:
+            self.skipTest("needs two trn devices")
+        try:
+            torch_trn.set_device(1)
+            self.assertEqual(torch_trn.current_device(), 1)
+            # A tensor made on "privateuseone" (no index) goes to the current device.
+            self.assertEqual(torch.ones(2, device=DEVICE).device.index, 1)
+            with torch_trn.device("privateuseone:0"):
+                self.assertEqual(torch_trn.current_device(), 0)
+                self.assertEqual(torch.ones(2, device=DEVICE).device.index, 0)
+            self.assertEqual(torch_trn.current_device(), 1)
+        finally:
+            torch_trn.set_device(0)
+        self.assertEqual(torch_trn.current_device(), 0)
+
+    def test_synchronize(self):
+        x = torch.ones(64, device=DEVICE)
+        y = x + x
+        torch_trn.synchronize()
+        torch.privateuseone.synchronize(0)
+        torch_trn.synchronize("privateuseone:0")
+        self.assertEqual(y.cpu().sum().item(), 128.0)
+
+    def test_not_a_trn_device(self):
+        with self.assertRaises(ValueError):
+            torch_trn.synchronize("cpu")
+
+
+class Copies(unittest.TestCase):
+    DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64, torch.bool]
+
+    @staticmethod
+    def sample(dtype, shape=(5, 7)):
+        g = torch.Generator().manual_seed(1)
+        if dtype == torch.bool:
+            return torch.randint(0, 2, shape, generator=g).bool()
+        if dtype.is_floating_point:
+            return torch.randn(shape, generator=g).to(dtype)
+        return torch.randint(-1000, 1000, shape, generator=g).to(dtype)
+
+    def test_round_trip_each_dtype(self):
+        for dtype in self.DTYPES:
+            with self.subTest(dtype=dtype):
+                host = self.sample(dtype)
+                dev = host.to(DEVICE)
+                self.assertEqual(dev.device.type, DEVICE)
+                self.assertEqual(dev.dtype, dtype)
+                self.assertEqual(dev.shape, host.shape)
+                back = dev.cpu()
+                self.assertEqual(back.device.type, "cpu")
+                self.assertTrue(torch.equal(back, host))
+
+    def test_non_contiguous_to_trn(self):
+        host = self.sample(torch.float32, (6, 8))
+        for view in (host.t(), host[1:5, ::2], host[:, 3], host.t()[::2]):
+            with self.subTest(shape=tuple(view.shape), stride=view.stride()):
+                self.assertTrue(torch.equal(view.to(DEVICE).cpu(), view))
+
+    def test_non_contiguous_from_trn(self):
+        host = self.sample(torch.float32, (6, 8))
+        dev = host.to(DEVICE)
+        for make in (lambda t: t.t(), lambda t: t[1:5, ::2], lambda t: t[:, 3],
+                     lambda t: t.t()[::2]):
+            view = make(dev)
+            with self.subTest(shape=tuple(view.shape), stride=view.stride()):
+                self.assertTrue(torch.equal(view.cpu(), make(host)))
+
+    def test_copy_into_non_contiguous_trn_view(self):
+        # copy_ into a trn view writes only the view's elements.
+        dev = torch.zeros(4, 6, device=DEVICE)
+        src = torch.arange(12, dtype=torch.float32).reshape(6, 2)
+        dev.t()[:, ::3].copy_(src)
+        expected = torch.zeros(4, 6)
+        expected.t()[:, ::3].copy_(src)
+        self.assertTrue(torch.equal(dev.cpu(), expected))
+
+    def test_between_devices(self):
+        if torch_trn.device_count() < 2:
+            self.skipTest("needs two trn devices")
+        host = self.sample(torch.float32)
+        on0 = host.to("privateuseone:0")
+        on1 = on0.to("privateuseone:1")
+        self.assertEqual(on0.device, torch.device("privateuseone", 0))
+        self.assertEqual(on1.device, torch.device("privateuseone", 1))
+        self.assertTrue(torch.equal(on1.cpu(), host))
+        back = on1.t().to("privateuseone:0")  # and a non-contiguous view the other way
+        self.assertEqual(back.device, torch.device("privateuseone", 0))
+        self.assertTrue(torch.equal(back.cpu(), host.t()))
+
+    def test_item(self):
+        self.assertEqual(torch.tensor(3.5).to(DEVICE).item(), 3.5)
+        self.assertEqual(torch.tensor(-7, dtype=torch.int64).to(DEVICE).item(), -7)
+        self.assertIs(torch.tensor(True).to(DEVICE).item(), True)
+        self.assertEqual(torch.tensor([1.0, 2.0, 4.0]).to(DEVICE)[2].item(), 4.0)
+
+
+class Memory(unittest.TestCase):
+    def setUp(self):
+        gc.collect()
+        torch_trn.synchronize()
+
+    def test_allocation_counted_and_released(self):
+        nbytes = 4 << 20
+        before = torch_trn.memory_allocated()
+        x = torch.empty(nbytes // 4, dtype=torch.float32, device=DEVICE)
+        during = torch_trn.memory_allocated()
+        self.assertGreaterEqual(during - before, nbytes)
+        self.assertGreaterEqual(torch_trn.max_memory_allocated(), during)
+        self.assertGreaterEqual(torch_trn.memory_reserved(), during)
+        self.assertGreaterEqual(torch_trn.max_memory_reserved(), torch_trn.memory_reserved())
+        stats = torch_trn.memory_stats()
+        self.assertEqual(stats["allocated_bytes.all.current"], during)
+        del x
+        torch_trn.synchronize()
+        self.assertLessEqual(torch_trn.memory_allocated(), during - nbytes)
+
+    def test_reset_peak(self):
+        x = torch.empty(1 << 20, device=DEVICE)
+        del x
+        torch_trn.synchronize()
+        self.assertGreater(torch_trn.max_memory_allocated(), torch_trn.memory_allocated())
+        torch_trn.reset_peak_memory_stats()
+        self.assertEqual(torch_trn.max_memory_allocated(), torch_trn.memory_allocated())
+
+    def test_empty_cache(self):
+        x = torch.empty(8 << 20, dtype=torch.uint8, device=DEVICE)
+        del x
+        reserved = torch_trn.memory_reserved()
+        torch_trn.empty_cache()
+        self.assertLessEqual(torch_trn.memory_reserved(), reserved)
+        self.assertGreaterEqual(torch_trn.memory_reserved(), torch_trn.memory_allocated())
+        # The device still allocates after its cache was emptied.
+        self.assertEqual(torch.full((4,), 2.0).to(DEVICE).cpu().sum().item(), 8.0)
+
+    def test_out_of_memory(self):
+        with self.assertRaises(RuntimeError) as caught:
+            torch.empty(2 ** 40, device=DEVICE)  # 4 TiB of float32
+        self.assertIn("memory", str(caught.exception).lower())
+        # The failed allocation left the device usable.
+        x = torch.arange(10, dtype=torch.float32).to(DEVICE)
+        self.assertTrue(torch.equal(x.cpu(), torch.arange(10, dtype=torch.float32)))
+
+
+class StreamsAndEvents(unittest.TestCase):
+    def test_ops_on_a_stream(self):
+        s = torch_trn.Stream()
+        self.assertEqual(s.device, torch.device("privateuseone", 0))
+        self.assertNotEqual(s, torch_trn.default_stream())
+        x = torch.ones(256, device=DEVICE)
+        with torch_trn.stream(s):
+            self.assertEqual(torch_trn.current_stream(), s)
+            y = torch.ones(256, device=DEVICE)  # made and written on s
+        self.assertEqual(torch_trn.current_stream(), torch_trn.default_stream())
+        s.synchronize()
+        self.assertTrue(s.query())
+        self.assertEqual((x.cpu() + y.cpu()).sum().item(), 512.0)
+
+    def test_timed_events(self):
+        start = torch_trn.Event(enable_timing=True)
+        end = torch_trn.Event(enable_timing=True)
+        x = torch.randn(128, 128).to(DEVICE)
+        start.record()
+        for _ in range(4):
+            x = x * 1.0001
+        end.record()
+        end.synchronize()
+        self.assertTrue(start.query())
+        self.assertTrue(end.query())
+        torch_trn.synchronize()
+        self.assertGreaterEqual(start.elapsed_time(end), 0.0)
+
+    def test_stream_waits_for_event(self):
+        s = torch_trn.Stream()
+        x = torch.full((64,), 3.0).to(DEVICE)
+        done = torch_trn.Event()
+        done.record()  # on the default stream, after x was written
+        s.wait_event(done)
+        with torch_trn.stream(s):
+            x.mul_(2.0)
+        s.synchronize()
+        self.assertEqual(x.cpu().sum().item(), 64 * 6.0)
+
+
+class Errors(unittest.TestCase):
+    def test_invalid_device_index(self):
+        count = torch_trn.device_count()
+        with self.assertRaises(RuntimeError) as caught:
+            torch.ones(2).to("privateuseone:99")
+        message = str(caught.exception)
+        # Clear: names the bad index and how many devices there are.
+        self.assertIn("99", message)
+        self.assertIn(str(count), message)
+        with self.assertRaises(RuntimeError):
+            torch_trn.set_device(99)
+        self.assertEqual(torch_trn.current_device(), 0)
+
+    def test_fallback_recorded_with_right_result(self):
+        torch_trn.reset_fallback_ops()
+        host = torch.randn(33)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the fallback's warning: expected here
+            got = torch.sort(host.to(DEVICE))
+        self.assertEqual(got.values.device.type, DEVICE)
+        self.assertEqual(got.indices.device.type, DEVICE)
+        expected = torch.sort(host)
+        self.assertTrue(torch.equal(got.values.cpu(), expected.values))
+        self.assertTrue(torch.equal(got.indices.cpu(), expected.indices))
+        fallbacks = torch_trn.fallback_ops()
+        self.assertTrue(any(k.startswith("aten::sort") for k in fallbacks), fallbacks)
+        torch_trn.reset_fallback_ops()
+        self.assertEqual(torch_trn.fallback_ops(), {})
+
+    def test_foreach_refused_not_silently_dropped(self):
+        a = torch.zeros(4).to(DEVICE)
+        b = torch.ones(3).to(DEVICE)
+        with self.assertRaises(RuntimeError) as caught:
+            torch._foreach_add_([a, b], 1.0)
+        self.assertIn("_foreach_", str(caught.exception))
+        # Nothing was half-written either.
+        self.assertTrue(torch.equal(a.cpu(), torch.zeros(4)))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,145 @@
+"""Trains each model of models.py on the CPU and on trn from the same weights and checks that
+the two agree step by step, that the model's core ops ran on trn (not the CPU fallback), and
+that state_dicts move between trn and CPU models."""
+import os
+import sys
+
+# The helpers beside this file, wherever it is run from.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trn_test_env  # noqa: E402,F401  (first: sets TRN_SIM_ROOT before torch_trn starts libtrn)
+
+import copy
+import io
+import unittest
+
+import torch
+import torch_trn
+
+import models
+from trn_test_env import DEVICE, fallback_keys_for
+
+STEPS = 5
+LOSS_RTOL = 1e-4
+PARAM_ATOL = 1e-4
+
+# The aten ops each model's forward, backward and optimizer step should run on trn; any of
+# them in fallback_ops() (any overload) means the CPU did that part of the training. (sum:
+# Linear's backward reduces the bias gradient with it.)
+CORE_OPS = {
+    "mlp": {"addmm", "mm", "relu", "threshold_backward", "_log_softmax",
+            "_log_softmax_backward_data", "nll_loss_forward", "nll_loss_backward",
+            "sum", "add", "mul"},
+    "cnn": {"convolution_overrideable", "convolution_backward_overrideable",
+            "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "relu",
+            "threshold_backward", "addmm", "mm", "_log_softmax", "nll_loss_forward", "sum",
+            "add", "mul", "addcmul", "addcdiv", "sqrt", "div"},
+    # native_batch_norm: without a trn native_layer_norm, torch 1.13 decomposes layer_norm
+    # into it (math_native_layer_norm), so layer_norm's fallback shows under that name.
+    "attention": {"native_layer_norm", "native_layer_norm_backward", "native_batch_norm",
+                  "bmm", "_softmax",
+                  "_softmax_backward_data", "mm", "addmm", "mean", "mse_loss",
+                  "mse_loss_backward", "sum", "add", "mul", "addcmul", "addcdiv", "sqrt", "div"},
+}
+
+# Parameters whose gradient is mathematically zero, so that their trained value is rounding
+# noise amplified by Adam (m / sqrt(v) is ~±1 whatever |g| is): the attention's key bias adds
+# q·b to every score of a row, which softmax cancels. Even CPU float32 and float64 disagree on
+# it by ~7e-5. For these the test checks that trn's gradient is ~0 and that the parameter moved
+# no more than the optimizer's per-step bound (lr) per step, instead of matching the CPU.
+NOISE_ONLY = {"attention": {"k.bias": 1e-3}}  # name: lr
+ZERO_GRAD_ATOL = 1e-6
+
+
+def cpu_params(model):
+    return {name: p.detach().cpu() for name, p in model.named_parameters()}
+
+
+class TrainOnTrn(unittest.TestCase):
+    def train_both(self, name):
+        cpu_model, cpu_opt, cpu_batch, loss_fn = models.BUILDERS[name]("cpu")
+        # Same initial weights: a deepcopy of the CPU model, moved to trn before its optimizer
+        # is made (the optimizer must hold the trn parameters).
+        trn_model = copy.deepcopy(cpu_model).to(DEVICE)
+        trn_opt = models.make_optimizer(name, trn_model)
+        trn_batch = tuple(t.to(DEVICE) for t in cpu_batch)
+        for p in trn_model.parameters():
+            self.assertEqual(p.device.type, DEVICE)
+
+        torch_trn.reset_fallback_ops()
+        for step in range(STEPS):
+            cpu_loss = models.train_step(cpu_model, cpu_opt, cpu_batch, loss_fn)
+            trn_loss = models.train_step(trn_model, trn_opt, trn_batch, loss_fn)
+            self.assertTrue(abs(trn_loss - cpu_loss) <= LOSS_RTOL * abs(cpu_loss),
+                            f"{name} step {step}: trn loss {trn_loss!r}, cpu loss {cpu_loss!r}")
+        torch_trn.synchronize()
+        fallbacks = torch_trn.fallback_ops()
+        print(f"\n{name} fallbacks: {fallbacks}", file=sys.stderr)
+
+        expected = cpu_params(cpu_model)
+        initial = cpu_params(models.BUILDERS[name]("cpu")[0])
+        trn_named = dict(trn_model.named_parameters())
+        for pname, got in cpu_params(trn_model).items():
+            with self.subTest(param=pname):
+                self.assertEqual(got.dtype, expected[pname].dtype)
+                if pname in NOISE_ONLY.get(name, {}):
+                    grad = trn_named[pname].grad.detach().cpu().abs().max().item()
+                    self.assertLessEqual(grad, ZERO_GRAD_ATOL, f"{name}.{pname}: gradient {grad}")
+                    moved = (got - initial[pname]).abs().max().item()
+                    bound = STEPS * NOISE_ONLY[name][pname] * 1.01
+                    self.assertLessEqual(moved, bound, f"{name}.{pname}: moved {moved}")
+                    continue
+                diff = (got - expected[pname]).abs().max().item()
+                self.assertLessEqual(diff, PARAM_ATOL, f"{name}.{pname}: max |trn - cpu| {diff}")
+        return fallbacks
+
+    def check_core_ops(self, name, fallbacks):
+        on_cpu = fallback_keys_for(CORE_OPS[name], fallbacks)
+        self.assertEqual(on_cpu, [], f"{name}: core ops ran on the CPU fallback: {on_cpu}")
+
+    def test_mlp(self):
+        self.check_core_ops("mlp", self.train_both("mlp"))
+
+    def test_cnn(self):
+        self.check_core_ops("cnn", self.train_both("cnn"))
+
+    def test_attention(self):
+        self.check_core_ops("attention", self.train_both("attention"))
+
+
+class StateDict(unittest.TestCase):
+    def test_trn_state_dict_loads_into_cpu_model(self):
+        trn_model, opt, batch, loss_fn = models.build_mlp(DEVICE)
+        models.train_step(trn_model, opt, batch, loss_fn)  # weights no longer the seed's
+        buffer = io.BytesIO()
+        torch.save(trn_model.state_dict(), buffer)
+        buffer.seek(0)
+        # map_location: the saved tensors are trn tensors; load them as CPU ones.
+        state = torch.load(buffer, map_location="cpu")
+        cpu_model, _, _, _ = models.build_mlp("cpu", seed=1)
+        cpu_model.load_state_dict(state)
+        for (pname, p), q in zip(trn_model.state_dict().items(), cpu_model.state_dict().values()):
+            self.assertEqual(q.device.type, "cpu")
+            self.assertTrue(torch.equal(p.cpu(), q), pname)
+
+    def test_trn_state_dict_loads_back_on_trn(self):
+        # Saved without map_location: the tensors come back on trn.
+        trn_model, _, _, _ = models.build_mlp(DEVICE)
+        buffer = io.BytesIO()
+        torch.save(trn_model.state_dict(), buffer)
+        buffer.seek(0)
+        state = torch.load(buffer)
+        for pname, t in state.items():
+            self.assertEqual(t.device.type, DEVICE, pname)
+            self.assertTrue(torch.equal(t.cpu(), trn_model.state_dict()[pname].cpu()), pname)
+
+    def test_cpu_state_dict_loads_into_trn_model(self):
+        cpu_model, _, _, _ = models.build_attention("cpu", seed=2)
+        trn_model, _, _, _ = models.build_attention(DEVICE, seed=3)
+        trn_model.load_state_dict(cpu_model.state_dict())
+        for pname, p in trn_model.state_dict().items():
+            self.assertEqual(p.device.type, DEVICE, pname)  # copied into the trn tensors
+            self.assertTrue(torch.equal(p.cpu(), cpu_model.state_dict()[pname]), pname)
+
+
+if __name__ == "__main__":
+    unittest.main()
