@@ -56,13 +56,16 @@ bool exact_in_f32(trn_dtype_t t) {
 
 // Why the device cannot compute this elementwise op, if it cannot.
 std::optional<std::string> elementwise_reason(const std::vector<const Tensor *> &inputs,
-                                              const Tensor &out, bool integer_result) {
+                                              const Tensor &out, bool integer_result,
+                                              bool cast_to_float) {
   std::vector<const Tensor *> all = inputs;
   all.push_back(&out);
   if (auto r = host_reason(all)) return r;
   if (!out.contiguous()) return fmt::format("the output {} is not contiguous", out.describe());
+  // A cast to a float dtype rounds an integer to nearest even, as PyTorch's conversion does: an
+  // i32 beyond 2^24 is rounded, not computed with.
   for (const Tensor *t : inputs)
-    if (!exact_in_f32(t->dtype))
+    if (!exact_in_f32(t->dtype) && !(cast_to_float && dtype_is_float(out.dtype)))
       return fmt::format("{} holds integers the device's fp32 arithmetic would round",
                          t->describe());
   if (!dtype_is_float(out.dtype) && !integer_result)
@@ -84,6 +87,7 @@ struct Elementwise {
   std::function<host::Array(const Arrays &)> host;
   std::optional<std::string> not_on_device = std::nullopt;  // a reason of the op's own
   std::vector<float> scalars = {};
+  bool cast_to_float = false;  // the op only converts its input (trn_ops_copy)
 };
 
 void run_elementwise(trn_queue_t queue, const trn_sync_t *sync, const Elementwise &e) {
@@ -109,7 +113,7 @@ void run_elementwise(trn_queue_t queue, const trn_sync_t *sync, const Elementwis
   for (const Tensor &t : staged) inputs.push_back(&t);
   const trn_sync_t *op_sync = staging.op_sync();
   std::optional<std::string> reason = e.not_on_device;
-  if (!reason) reason = elementwise_reason(inputs, *e.out, e.integer_result);
+  if (!reason) reason = elementwise_reason(inputs, *e.out, e.integer_result, e.cast_to_float);
   std::optional<ElementwisePlan> plan;
   if (!reason) {
     plan = plan_elementwise(e.out->shape, inputs);
@@ -382,6 +386,7 @@ TRN_OPS_API trn_result_t trn_ops_copy(trn_queue_t queue, const trn_ops_tensor_t 
                   [](ExpressionOp &) -> uint16_t { return 0; },
                   [](const Arrays &v) { return v[0]; },
                   reason};
+    e.cast_to_float = true;
     run_elementwise(queue, sync, e);
   });
 }

@@ -170,6 +170,19 @@ TEST_CASE("copy casts between dtypes, makes views contiguous and expands broadca
     }
     CHECK(fallback_count("copy") == 0);
   }
+  SECTION("int32 casts to floats round to nearest even on the device, as PyTorch's do") {
+    // Beyond 2^24 an int32 has no exact fp32 value: the conversion rounds, it does not compute.
+    const host_array x{{8},
+                       {0, -7, 16777216, 16777217, 16777219, -16777217, 2147483647, -2147483648.0}};
+    for (trn_dtype_t to : {TRN_DTYPE_F32, TRN_DTYPE_BF16, TRN_DTYPE_F16}) {
+      DeviceTensor tx = f.tensor(TRN_DTYPE_I32, x), ty = f.tensor(to, x.shape);
+      REQUIRE(trn_ops_copy(f.queue(), ty.get(), tx.get(), nullptr) == TRN_SUCCESS);
+      host_array want = x;
+      for (double &v : want.data) v = as_dtype(to, v);
+      CHECK(f.read(ty).data == want.data);
+    }
+    CHECK(fallback_count("copy") == 0);
+  }
   SECTION("casts to integers truncate toward zero, as PyTorch's do") {
     DeviceTensor tx = f.tensor(TRN_DTYPE_F32, host_array{{4}, {2.7, -2.7, 0.5, 1e10}});
     DeviceTensor ty = f.tensor(TRN_DTYPE_I32, {4});
