@@ -682,15 +682,13 @@ struct NllMask {
 NllMask nll_mask(trn_queue_t q, const at::Tensor &self, const at::Tensor &target,
                  int64_t ignore_index) {
   const int64_t n = self.size(0), c = self.size(1);
-  // libtrn_ops casts a strided i32 view on the device (a DMA transfer) but sends a contiguous
-  // one, which a single target is, to the host (i32 values may not be exact in fp32): one target
-  // is read as its low 16-bit word instead, exact in fp32, when classes and ignore_index fit.
-  const bool as_i16 = n == 1 && c <= 32768 && ignore_index >= -32768 && ignore_index < 32768;
+  // The targets' low 32-bit words (little endian): every class index and ignore_index fits, and
+  // libtrn_ops casts int32 to float on the device.
   trn_ops_tensor_t low = view_of(target);
-  low.dtype = as_i16 ? TRN_DTYPE_I16 : TRN_DTYPE_I32;
+  low.dtype = TRN_DTYPE_I32;
   low.rank = 2;
   low.shape[1] = 1;
-  low.strides[0] *= as_i16 ? 4 : 2;
+  low.strides[0] *= 2;
   low.strides[1] = 1;
   at::Tensor tf = empty_on(self, {n, 1}, at::kFloat);
   const auto vtf = view_of(tf);
