@@ -117,6 +117,13 @@ void run_elementwise(trn_queue_t queue, const trn_sync_t *sync, const Elementwis
   std::optional<ElementwisePlan> plan;
   if (!reason) {
     plan = plan_elementwise(e.out->shape, inputs);
+    if (!plan) {
+      // A broadcast no [rows, cols] split expresses (a middle dim): the broadcast inputs are
+      // expanded into scratch on the DMA engines, which the kernel then reads as they are.
+      for (Tensor &t : staged) t = staging.expanded(t, e.out->shape);
+      op_sync = staging.op_sync();
+      plan = plan_elementwise(e.out->shape, inputs);
+    }
     if (!plan) reason = "the inputs broadcast in more than one place";
   }
   if (!reason) {

@@ -82,20 +82,31 @@ std::optional<std::string> strided_copy_on_device(trn_queue_t queue, const trn_s
 }
 
 Tensor Staging::contiguous(const Tensor &t) {
-  if (!t.present() || t.contiguous_but_broadcast() || !dtype_on_device(t.dtype) ||
-      config().host_only || t.numel() == 0)
-    return t;
+  if (!t.present() || t.contiguous_but_broadcast()) return t;
+  return copy_to_scratch(t, t.shape);
+}
+
+Tensor Staging::expanded(const Tensor &t, const Shape &shape) {
+  if (!t.present() || (t.shape == shape && t.contiguous())) return t;
+  return copy_to_scratch(t, shape);
+}
+
+Tensor Staging::copy_to_scratch(const Tensor &t, const Shape &shape) {
+  if (!dtype_on_device(t.dtype) || config().host_only || t.numel() == 0) return t;
   Tensor copy = t;
-  copy.mem = scratch(t, static_cast<uint64_t>(t.numel()) * t.element_size());
+  copy.shape = shape;
+  int64_t numel = 1;
+  for (int64_t n : shape) numel *= n;
+  copy.mem = scratch(t, static_cast<uint64_t>(numel) * t.element_size());
   copy.offset = 0;
-  copy.strides.assign(t.shape.size(), 0);
+  copy.strides.assign(shape.size(), 0);
   int64_t stride = 1;
-  for (int64_t d = t.rank() - 1; d >= 0; --d) {
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
     copy.strides[d] = stride;
-    stride *= t.shape[d];
+    stride *= shape[d];
   }
   copy.span_begin = 0;
-  copy.span_end = static_cast<uint64_t>(t.numel()) * t.element_size();
+  copy.span_end = static_cast<uint64_t>(numel) * t.element_size();
   // The first copy takes the op's waits; later ones and the op follow it in queue order.
   const trn_sync_t waits_only = {sync_ ? sync_->waits : nullptr, sync_ ? sync_->wait_count : 0,
                                  nullptr, 0};

@@ -25,10 +25,15 @@ class Staging {
   // cannot be copied on the device (a host dtype, more dims than a DMA pattern has); else a
   // contiguous copy of it, queued now.
   Tensor contiguous(const Tensor &t);
+  // `t` broadcast to `shape` as a contiguous copy of its own (for broadcasts the kernels' plans
+  // do not express, such as one in a middle dim), or `t` itself when the device cannot copy it.
+  Tensor expanded(const Tensor &t, const Shape &shape);
   // The sync for the op's own commands.
   const trn_sync_t *op_sync() const { return staged_ ? &signals_only_ : sync_; }
 
  private:
+  Tensor copy_to_scratch(const Tensor &t, const Shape &shape);
+
   trn_queue_t queue_;
   const trn_sync_t *sync_;
   trn_sync_t signals_only_{};
