@@ -15,7 +15,8 @@ void unary(trn_ops_unary_op_t op, const at::Tensor &self, const at::Tensor &out,
   resize_out(out, self.sizes());
   if (out.numel() == 0) return;
   OpScope scope(out);
-  const auto o = view_of(out), x = view_of(self);
+  const OutputOrder l = in_output_order(out, {self});
+  const auto o = view_of(l.out), x = view_of(l.inputs[0]);
   check_ops(trn_ops_unary(scope.queue(), op, &o, &x, nullptr), name);
 }
 
@@ -24,7 +25,8 @@ void unary_backward(trn_ops_unary_op_t op, const at::Tensor &grad_out, const at:
   resize_out(grad_in, self.sizes());
   if (grad_in.numel() == 0) return;
   OpScope scope(grad_in);
-  const auto gi = view_of(grad_in), go = view_of(grad_out), x = view_of(self);
+  const OutputOrder l = in_output_order(grad_in, {grad_out, self});
+  const auto gi = view_of(l.out), go = view_of(l.inputs[0]), x = view_of(l.inputs[1]);
   check_ops(trn_ops_unary_backward(scope.queue(), op, &gi, &go, &x, nullptr), name);
 }
 
@@ -33,15 +35,16 @@ void binary(trn_ops_binary_op_t op, const at::Tensor &a, const at::Tensor &b, co
             const char *name) {
   if (out.numel() == 0) return;
   OpScope scope(out);
-  const auto o = view_of(out);
+  const OutputOrder l = in_output_order(out, {a, b});
+  const auto o = view_of(l.out);
   if (a.device().is_cpu()) {
-    const auto y = view_of(b);
+    const auto y = view_of(l.inputs[1]);
     check_ops(trn_ops_binary_scalar(scope.queue(), op, &o, &y, cpu_scalar_of(a), 1, nullptr), name);
   } else if (b.device().is_cpu()) {
-    const auto x = view_of(a);
+    const auto x = view_of(l.inputs[0]);
     check_ops(trn_ops_binary_scalar(scope.queue(), op, &o, &x, cpu_scalar_of(b), 0, nullptr), name);
   } else {
-    const auto x = view_of(a), y = view_of(b);
+    const auto x = view_of(l.inputs[0]), y = view_of(l.inputs[1]);
     check_ops(trn_ops_binary(scope.queue(), op, &o, &x, &y, nullptr), name);
   }
 }
@@ -50,7 +53,8 @@ void binary_scalar(trn_ops_binary_op_t op, const at::Tensor &a, double scalar,
                    const at::Tensor &out, const char *name) {
   if (out.numel() == 0) return;
   OpScope scope(out);
-  const auto o = view_of(out), x = view_of(a);
+  const OutputOrder l = in_output_order(out, {a});
+  const auto o = view_of(l.out), x = view_of(l.inputs[0]);
   check_ops(trn_ops_binary_scalar(scope.queue(), op, &o, &x, scalar, 0, nullptr), name);
 }
 

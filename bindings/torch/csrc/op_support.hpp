@@ -5,6 +5,8 @@
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <vector>
+
 #include "check.hpp"
 #include "devices.hpp"
 #include "tensor_view.hpp"
@@ -33,6 +35,17 @@ double scalar_of(const at::Scalar &s);
 // A CPU tensor of one element (a wrapped Python number: `x * 2.0`, optimizer constants) read
 // as a double; raises for other CPU tensors, which the op cannot read on the device.
 double cpu_scalar_of(const at::Tensor &t);
+
+// An elementwise op's operands in the order of dims its output is contiguous in. Torch gives an
+// op on `x.t()` an output strided like x, which the device kernels do not write; permuting every
+// operand alike (each expanded to the output's sizes first) makes the output contiguous and
+// leaves the op what it was. CPU scalars stay as they are; an output no permutation makes
+// contiguous (overlapping, with gaps) is left too, for libtrn_ops to handle.
+struct OutputOrder {
+  at::Tensor out;
+  std::vector<at::Tensor> inputs;
+};
+OutputOrder in_output_order(const at::Tensor &out, std::vector<at::Tensor> inputs);
 
 // A new trn tensor on `like`'s device.
 at::Tensor empty_on(const at::Tensor &like, at::IntArrayRef sizes, c10::ScalarType type);

@@ -2,12 +2,23 @@
 // the .out overloads torch's structured kernels call with the output already shaped.
 #include <torch/library.h>
 
+#include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "op_support.hpp"
 
 namespace torch_trn {
 namespace {
+
+void run_reduce(trn_queue_t queue, trn_ops_reduce_op_t op, const at::Tensor &out,
+                const at::Tensor &x, const std::vector<int64_t> &dims, bool keepdim,
+                const char *name) {
+  const auto o = view_of(out), v = view_of(x);
+  check_ops(trn_ops_reduce(queue, op, &o, &v, dims.data(), static_cast<uint32_t>(dims.size()),
+                           keepdim ? 1 : 0, nullptr),
+            name);
+}
 
 void reduce(trn_ops_reduce_op_t op, const at::Tensor &self, at::OptionalIntArrayRef dim,
             bool keepdim, const at::Tensor &out, const char *name) {
@@ -17,16 +28,44 @@ void reduce(trn_ops_reduce_op_t op, const at::Tensor &self, at::OptionalIntArray
     out.fill_(op == TRN_OPS_SUM ? 0.0 : std::numeric_limits<double>::quiet_NaN());
     return;
   }
-  std::vector<int64_t> dims;
-  if (dim && !dim->empty()) {
-    for (int64_t d : *dim) dims.push_back(c10::maybe_wrap_dim(d, self.dim()));
-  } else {
-    for (int64_t d = 0; d < self.dim(); ++d) dims.push_back(d);
+  const int64_t rank = self.dim();
+  std::vector<bool> reduced(static_cast<size_t>(rank), !dim || dim->empty());
+  if (dim)
+    for (int64_t d : *dim) reduced[static_cast<size_t>(c10::maybe_wrap_dim(d, rank))] = true;
+  // The device reduces leading or trailing dims: other dims to reduce are moved last (a strided
+  // view, made contiguous on the device), and the output is taken without its reduced dims.
+  std::vector<int64_t> perm, kept_sizes, dims;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (reduced[static_cast<size_t>(d)]) {
+      dims.push_back(d);
+    } else {
+      perm.push_back(d);
+      kept_sizes.push_back(self.size(d));
+    }
   }
-  const auto o = view_of(out), x = view_of(self);
-  check_ops(trn_ops_reduce(scope.queue(), op, &o, &x, dims.data(),
-                           static_cast<uint32_t>(dims.size()), keepdim ? 1 : 0, nullptr),
-            name);
+  const int64_t count = static_cast<int64_t>(dims.size());
+  const bool leading = count == 0 || dims.back() == count - 1;
+  const bool trailing = count == 0 || dims.front() == rank - count;
+  at::Tensor x = self, o = out;
+  bool keep = keepdim;
+  if (!leading && !trailing && out.is_contiguous()) {
+    perm.insert(perm.end(), dims.begin(), dims.end());
+    x = self.permute(perm);
+    o = out.view(kept_sizes);
+    keep = false;
+    const int64_t first = rank - count;
+    for (int64_t i = 0; i < count; ++i) dims[static_cast<size_t>(i)] = first + i;
+  }
+  // A mean into a narrow dtype: the device's means are taken in f32, rounded once here.
+  const auto type = out.scalar_type();
+  if (op == TRN_OPS_MEAN && (type == at::kBFloat16 || type == at::kHalf)) {
+    at::Tensor wide = empty_on(o, o.sizes(), at::kFloat);
+    run_reduce(scope.queue(), op, wide, x, dims, keep, name);
+    const auto vo = view_of(o), vw = view_of(wide);
+    check_ops(trn_ops_copy(scope.queue(), &vo, &vw, nullptr), "copy");
+    return;
+  }
+  run_reduce(scope.queue(), op, o, x, dims, keep, name);
 }
 
 at::Tensor &sum_out(const at::Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
