@@ -115,6 +115,36 @@ class Copies(unittest.TestCase):
         self.assertEqual(back.device, torch.device("privateuseone", 0))
         self.assertTrue(torch.equal(back.cpu(), host.t()))
 
+    def test_non_blocking_copies(self):
+        # A non-blocking host-to-device copy returns before the device has read the host memory;
+        # torch_trn keeps that memory alive until it has, so dropping the source is safe.
+        host = self.sample(torch.float32, (64, 33))
+        dev = torch.empty(64, 33, device=DEVICE)
+        dev.copy_(host.clone(), non_blocking=True)
+        staged = host.t().to(DEVICE, non_blocking=True)  # a view: staged through a copy
+        torch_trn.synchronize()
+        self.assertTrue(torch.equal(dev.cpu(), host))
+        self.assertTrue(torch.equal(staged.cpu(), host.t()))
+        self.assertTrue(torch.equal(dev.to("cpu", non_blocking=True), host))
+
+    def test_a_model_on_the_second_device(self):
+        if torch_trn.device_count() < 2:
+            self.skipTest("needs two trn devices")
+        torch.manual_seed(0)
+        cpu = torch.nn.Linear(8, 4)
+        trn = torch.nn.Linear(8, 4).to("privateuseone:1")
+        trn.load_state_dict(cpu.state_dict())
+        x = torch.randn(3, 8)
+        with torch_trn.device(1):  # the work queues on device 1's own stream
+            y = trn(x.to("privateuseone:1"))
+            y.sum().backward()
+        cpu(x).sum().backward()
+        self.assertEqual(y.device, torch.device("privateuseone", 1))
+        self.assertEqual(trn.weight.grad.device, torch.device("privateuseone", 1))
+        self.assertTrue(torch.allclose(y.cpu(), cpu(x), atol=1e-5))
+        self.assertTrue(torch.allclose(trn.weight.grad.cpu(), cpu.weight.grad, atol=1e-5))
+        self.assertGreater(torch_trn.memory_allocated(1), 0)
+
     def test_item(self):
         self.assertEqual(torch.tensor(3.5).to(DEVICE).item(), 3.5)
         self.assertEqual(torch.tensor(-7, dtype=torch.int64).to(DEVICE).item(), -7)
