@@ -45,7 +45,9 @@ class AttentionBlock(nn.Module):
         super().__init__()
         self.norm = nn.LayerNorm(dim)
         self.q = nn.Linear(dim, dim)
-        self.k = nn.Linear(dim, dim)
+        # No key bias: it adds q·b to every score of a row, which softmax cancels, so its
+        # gradient is zero up to rounding and Adam would train it on rounding noise alone.
+        self.k = nn.Linear(dim, dim, bias=False)
         self.v = nn.Linear(dim, dim)
         self.proj = nn.Linear(dim, dim)
         self.scale = 1.0 / math.sqrt(dim)
