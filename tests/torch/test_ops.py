@@ -391,6 +391,48 @@ class Reductions(OpCase):
 
 # --- nn kernels ------------------------------------------------------------------------------
 
+class SelectionsAndFactories(OpCase):
+    """where, clamp, amax/amin, max()/min(), arange and cat: all on the device."""
+
+    def test_where_and_clamp(self):
+        for dtype in DTYPES:
+            cases = [
+                ("where", lambda x, y: torch.where(x > 0, x, y), [randn(4, 6), randn(4, 6, seed=1)]),
+                ("where broadcast", lambda x, y: torch.where(x > 0, x, y), [randn(4, 6), randn(6, seed=1)]),
+                ("where scalar", lambda x: torch.where(x > 0, x, 0.0), [randn(4, 6)]),
+                ("clamp", lambda x: x.clamp(-0.5, 0.5), [randn(4, 6)]),
+                ("clamp min", lambda x: x.clamp(min=-0.25), [randn(4, 6)]),
+                ("clamp max", lambda x: torch.clamp(x, max=0.1), [randn(4, 6)]),
+            ]
+            for name, fn, args in cases:
+                with self.subTest(case=name, dtype=dtype_name(dtype)):
+                    self.check(fn, args, dtype, grad=False, on_device=("where", "clamp", "clamp_min", "clamp_max"))
+
+    def test_extremes(self):
+        for dtype in DTYPES:
+            for name, fn in (("amax dim=1", lambda x: x.amax(1)), ("amin dims=(0,2) keepdim", lambda x: x.amin((0, 2), keepdim=True)),
+                             ("max()", lambda x: x.max()), ("min()", lambda x: x.min())):
+                with self.subTest(case=name, dtype=dtype_name(dtype)):
+                    self.check(fn, [randn(3, 4, 5)], dtype, grad=False, on_device=("amax", "amin", "max", "min"))
+        with self.assertRaises(RuntimeError):
+            torch.empty(0, device=DEVICE).max()
+
+    def test_arange_and_cat(self):
+        torch_trn.reset_fallback_ops()
+        for args in ((10,), (2, 11, 3), (1.5, -2.0, -0.25)):
+            with self.subTest(arange=args):
+                self.assertTrue(torch.equal(torch.arange(*args, dtype=torch.float32, device=DEVICE).cpu(),
+                                            torch.arange(*args, dtype=torch.float32)))
+        for dtype in DTYPES:
+            with self.subTest(case="cat", dtype=dtype_name(dtype)):
+                self.check(lambda a, b: torch.cat([a, b], 0), [randn(2, 5), randn(3, 5, seed=1)], dtype,
+                           on_device=("cat", "arange"))
+        # Along dim 1 the slices are strided: correct, on libtrn_ops' host path (recorded).
+        with self.subTest(case="cat dim=1"):
+            self.check(lambda a, b: torch.cat([a, b], 1), [randn(2, 5), randn(2, 3, seed=1)],
+                       torch.float32, grad=False, on_device=("cat",), recorded=("trn_ops::copy",))
+
+
 class Softmax(OpCase):
     def test_softmax_log_softmax(self):
         for dtype in DTYPES:

@@ -8,6 +8,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include "allocator.hpp"
 #include "check.hpp"
 #include "devices.hpp"
+#include "op_support.hpp"
 #include "tensor_view.hpp"
 #include "trn/trn_ops.h"
 
@@ -303,6 +305,43 @@ at::Tensor &zero(at::Tensor &self) {
   return fill_scalar(self, 0);
 }
 
+// arange into a 1-D output torch has sized: start + i * step on the device.
+at::Tensor &arange_out(const at::Scalar &start, const at::Scalar &end, const at::Scalar &step,
+                       at::Tensor &out) {
+  const double s = start.toDouble(), e = end.toDouble(), d = step.toDouble();
+  TORCH_CHECK(d != 0, "arange: step must be nonzero");
+  TORCH_CHECK((d > 0 && e >= s) || (d < 0 && e <= s),
+              "arange: upper bound and larger bound inconsistent with step sign");
+  const auto n = static_cast<int64_t>(std::ceil((e - s) / d));
+  resize_out(out, {n});
+  if (n == 0) return out;
+  OpScope scope(out);
+  const auto o = view_of(out);
+  check_ops(trn_ops_arange(scope.queue(), &o, s, d, nullptr), "arange");
+  return out;
+}
+
+// cat: each input copied into its slice of the output (one DMA copy each when the slices are
+// contiguous, as they are along dim 0).
+at::Tensor &cat_out(const at::ITensorListRef &tensors, int64_t dim, at::Tensor &out) {
+  const auto list = tensors.materialize();
+  int64_t offset = 0;
+  OpScope scope(out);
+  for (const at::Tensor &t : list) {
+    // Legacy empty 1-D tensors take no part, as torch's cat skips them.
+    if (t.dim() == 1 && t.numel() == 0 && out.dim() != 1) continue;
+    const int64_t size = t.size(dim);
+    if (size > 0) {
+      const at::Tensor slice = out.narrow(dim, offset, size);
+      const at::Tensor source = t.to(out.device());  // held until the copy is queued
+      const auto vs = view_of(slice), vt = view_of(source);
+      check_ops(trn_ops_copy(scope.queue(), &vs, &vt, nullptr), "copy");
+    }
+    offset += size;
+  }
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -318,6 +357,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
   m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
   m.impl("zero_", TORCH_FN(zero));
+  m.impl("arange.start_out", TORCH_FN(arange_out));
+  m.impl("cat.out", TORCH_FN(cat_out));
 }
 
 }  // namespace torch_trn

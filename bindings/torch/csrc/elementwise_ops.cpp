@@ -198,6 +198,44 @@ at::Tensor &addcdiv_out(const at::Tensor &self, const at::Tensor &t1, const at::
   return out;
 }
 
+// clamp as maximum then minimum with scalars (a bound not given is no step).
+at::Tensor &clamp_out(const at::Tensor &self, const c10::optional<at::Scalar> &min,
+                      const c10::optional<at::Scalar> &max, at::Tensor &out) {
+  TORCH_CHECK(min || max, "clamp: at least one of min and max must be given");
+  resize_out(out, self.sizes());
+  const at::Tensor *from = &self;
+  if (min) {
+    binary_scalar(TRN_OPS_MAXIMUM, *from, scalar_of(*min), out, "clamp");
+    from = &out;
+  }
+  if (max) binary_scalar(TRN_OPS_MINIMUM, *from, scalar_of(*max), out, "clamp");
+  return out;
+}
+at::Tensor &clamp_min_out(const at::Tensor &self, const at::Scalar &min, at::Tensor &out) {
+  return clamp_out(self, min, c10::nullopt, out);
+}
+at::Tensor &clamp_max_out(const at::Tensor &self, const at::Scalar &max, at::Tensor &out) {
+  return clamp_out(self, c10::nullopt, max, out);
+}
+
+// where: an exact select of the values' bits. CPU scalars (torch.where(c, x, 0.0)) become 0-dim
+// trn tensors, broadcast like any operand.
+at::Tensor where(const at::Tensor &condition, const at::Tensor &self, const at::Tensor &other) {
+  const at::Tensor &on =
+      condition.device().is_cpu() ? self.device().is_cpu() ? other : self : condition;
+  const c10::Device device = on.device();
+  const auto type = at::result_type(self, other);
+  const at::Tensor a = self.to(device, type), b = other.to(device, type);
+  const at::Tensor c = condition.to(device);
+  at::Tensor out =
+      at::empty(at::infer_size(at::infer_size(c.sizes(), a.sizes()), b.sizes()), a.options());
+  if (out.numel() == 0) return out;
+  OpScope scope(out);
+  const auto o = view_of(out), vc = view_of(c), va = view_of(a), vb = view_of(b);
+  check_ops(trn_ops_where(scope.queue(), &o, &vc, &va, &vb, nullptr), "where");
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -239,6 +277,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("threshold_backward.grad_input", TORCH_FN(threshold_backward_out));
   m.impl("addcmul.out", TORCH_FN(addcmul_out));
   m.impl("addcdiv.out", TORCH_FN(addcdiv_out));
+  m.impl("clamp.out", TORCH_FN(clamp_out));
+  m.impl("clamp_min.out", TORCH_FN(clamp_min_out));
+  m.impl("clamp_max.out", TORCH_FN(clamp_max_out));
+  m.impl("where.self", TORCH_FN(where));
 }
 
 }  // namespace torch_trn

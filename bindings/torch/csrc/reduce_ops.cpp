@@ -82,11 +82,42 @@ at::Tensor &mean_out(const at::Tensor &self, at::OptionalIntArrayRef dim, bool k
   return out;
 }
 
+at::Tensor &amax_out(const at::Tensor &self, at::IntArrayRef dim, bool keepdim, at::Tensor &out) {
+  reduce(TRN_OPS_MAX, self, dim, keepdim, out, "amax");
+  return out;
+}
+
+at::Tensor &amin_out(const at::Tensor &self, at::IntArrayRef dim, bool keepdim, at::Tensor &out) {
+  reduce(TRN_OPS_MIN, self, dim, keepdim, out, "amin");
+  return out;
+}
+
+// x.max() and x.min(): over every element, a 0-dim result (an error for an empty tensor, as
+// torch gives).
+at::Tensor full_extreme(trn_ops_reduce_op_t op, const at::Tensor &self, const char *name) {
+  TORCH_CHECK(self.numel() > 0, name,
+              "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+              "reduction dim with the 'dim' argument.");
+  at::Tensor out = at::empty({}, self.options());
+  reduce(op, self, c10::nullopt, false, out, name);
+  return out;
+}
+at::Tensor max_all(const at::Tensor &self) {
+  return full_extreme(TRN_OPS_MAX, self, "max");
+}
+at::Tensor min_all(const at::Tensor &self) {
+  return full_extreme(TRN_OPS_MIN, self, "min");
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sum.IntList_out", TORCH_FN(sum_out));
   m.impl("mean.out", TORCH_FN(mean_out));
+  m.impl("amax.out", TORCH_FN(amax_out));
+  m.impl("amin.out", TORCH_FN(amin_out));
+  m.impl("max", TORCH_FN(max_all));
+  m.impl("min", TORCH_FN(min_all));
 }
 
 }  // namespace torch_trn
