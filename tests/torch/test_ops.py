@@ -433,6 +433,23 @@ class SelectionsAndFactories(OpCase):
                        torch.float32, grad=False, on_device=("cat",), recorded=("trn_ops::copy",))
 
 
+class Embedding(OpCase):
+    """Embedding as a one-hot product on the device, forward exact, its gradient summed."""
+
+    def test_embedding(self):
+        indices = torch.tensor([[1, 3, 3, 19], [0, 5, 3, 1]])
+        for dtype in DTYPES:
+            for pad in (None, 3):
+                with self.subTest(dtype=dtype_name(dtype), padding_idx=pad):
+                    self.check(lambda w, i, p=pad: F.embedding(i, w, padding_idx=p),
+                               [randn(20, 8), indices], dtype,
+                               on_device=("embedding", "embedding_dense_backward", "index_select"))
+        with self.subTest(case="scale_grad_by_freq (the CPU's kernel, recorded)"):
+            self.check(lambda w, i: F.embedding(i, w, scale_grad_by_freq=True),
+                       [randn(20, 8), indices], torch.float32, on_device=("embedding",),
+                       recorded=("aten::embedding_dense_backward",))
+
+
 class Softmax(OpCase):
     def test_softmax_log_softmax(self):
         for dtype in DTYPES:

@@ -4,6 +4,7 @@
 // from device elementwise ops and reductions in the common cases.
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/ops/embedding_native.h>
 #include <torch/library.h>
 
 #include <array>
@@ -679,25 +680,37 @@ struct NllMask {
   at::Tensor rows;
 };
 
-NllMask nll_mask(trn_queue_t q, const at::Tensor &self, const at::Tensor &target,
-                 int64_t ignore_index) {
-  const int64_t n = self.size(0), c = self.size(1);
-  // The targets' low 32-bit words (little endian): every class index and ignore_index fits, and
-  // libtrn_ops casts int32 to float on the device.
-  trn_ops_tensor_t low = view_of(target);
+// The 1-D int64 `indices` as an [N, 1] f32 column, on the device: their low 32-bit words
+// (little endian: class and row indices, ignore_index and padding_idx fit), which libtrn_ops
+// casts to float exactly below 2^24.
+at::Tensor index_column(trn_queue_t q, const at::Tensor &like, const at::Tensor &indices) {
+  trn_ops_tensor_t low = view_of(indices);
   low.dtype = TRN_DTYPE_I32;
   low.rank = 2;
   low.shape[1] = 1;
   low.strides[0] *= 2;
   low.strides[1] = 1;
-  at::Tensor tf = empty_on(self, {n, 1}, at::kFloat);
-  const auto vtf = view_of(tf);
-  check_ops(trn_ops_copy(q, &vtf, &low, nullptr), "copy");
-  at::Tensor classes = empty_on(self, {c}, at::kFloat);
+  at::Tensor column = empty_on(like, {indices.size(0), 1}, at::kFloat);
+  const auto vc = view_of(column);
+  check_ops(trn_ops_copy(q, &vc, &low, nullptr), "copy");
+  return column;
+}
+
+// The one-hot [N, C] in `type` of an index column: row i has a 1 at column index[i].
+at::Tensor one_hot(trn_queue_t q, const at::Tensor &column, int64_t c, c10::ScalarType type) {
+  at::Tensor classes = empty_on(column, {c}, at::kFloat);
   const auto vc = view_of(classes);
   check_ops(trn_ops_arange(q, &vc, 0.0, 1.0, nullptr), "arange");
-  NllMask m{empty_on(self, {n, c}, at::kFloat), empty_on(self, {n, 1}, at::kFloat)};
-  t_binary(q, TRN_OPS_EQ, m.mask, tf, classes.view({1, c}));
+  at::Tensor mask = empty_on(column, {column.size(0), c}, type);
+  t_binary(q, TRN_OPS_EQ, mask, column, classes.view({1, c}));
+  return mask;
+}
+
+NllMask nll_mask(trn_queue_t q, const at::Tensor &self, const at::Tensor &target,
+                 int64_t ignore_index) {
+  const int64_t n = self.size(0), c = self.size(1);
+  const at::Tensor tf = index_column(q, self, target);
+  NllMask m{one_hot(q, tf, c, at::kFloat), empty_on(self, {n, 1}, at::kFloat)};
   t_binary_scalar(q, TRN_OPS_NE, m.rows, tf, static_cast<double>(ignore_index));
   t_binary(q, TRN_OPS_MUL, m.mask, m.mask, m.rows);
   return m;
@@ -870,9 +883,84 @@ at::Tensor mse_loss_backward(const at::Tensor &grad_output, const at::Tensor &se
   return grad_input;
 }
 
+// ---------------------------------------------------------------------------------------------
+// embedding. libtrn_ops' embedding runs on the host for int64 indices. On the device it is a
+// product with the indices' one-hot matrix [N, V] (0s and one 1 per row, exact in any float
+// dtype): onehot @ weight picks each row exactly (one nonzero term, accumulated in fp32), and
+// the weight's gradient onehotᵀ @ grad sums each index's rows. Other cases (scale_grad_by_freq,
+// integer weights, a one-hot too large to be worth it) go the way torch's own kernels go.
+
+constexpr int64_t kMaxOneHotElements = int64_t{1} << 26;  // 256 MiB of f32
+
+bool embedding_on_device(const at::Tensor &weight, const at::Tensor &indices) {
+  return weight.dim() == 2 && is_float_type(weight.scalar_type()) &&
+         indices.scalar_type() == at::kLong && weight.size(0) > 0 &&
+         weight.size(0) < (int64_t{1} << 24) && indices.numel() > 0 &&
+         indices.numel() * weight.size(0) <= kMaxOneHotElements;
+}
+
+// The one-hot of the flattened indices in `type`, with rows of padding_idx zeroed.
+at::Tensor embedding_one_hot(trn_queue_t q, const at::Tensor &indices, int64_t num_weights,
+                             int64_t padding_idx, c10::ScalarType type) {
+  const at::Tensor flat = indices.reshape({-1}).contiguous();
+  const at::Tensor column = index_column(q, flat, flat);
+  at::Tensor mask = one_hot(q, column, num_weights, type);
+  if (padding_idx >= 0) {
+    at::Tensor kept = empty_on(column, column.sizes(), type);
+    t_binary_scalar(q, TRN_OPS_NE, kept, column, static_cast<double>(padding_idx));
+    t_binary(q, TRN_OPS_MUL, mask, mask, kept);
+  }
+  return mask;
+}
+
+at::Tensor embedding(const at::Tensor &weight, const at::Tensor &indices, int64_t padding_idx,
+                     bool scale_grad_by_freq, bool sparse) {
+  if (!embedding_on_device(weight, indices))
+    return at::native::embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse);
+  OpScope scope(weight);
+  // The forward keeps the padding row's values (only its gradient is zero).
+  const at::Tensor mask =
+      embedding_one_hot(scope.queue(), indices, weight.size(0), -1, weight.scalar_type());
+  at::Tensor out = empty_on(weight, {mask.size(0), weight.size(1)}, weight.scalar_type());
+  const at::Tensor w = weight.contiguous();
+  const auto vo = view_of(out), vm = view_of(mask), vw = view_of(w);
+  check_ops(trn_ops_matmul(scope.queue(), &vo, &vm, &vw, 0, nullptr), "matmul");
+  std::vector<int64_t> sizes(indices.sizes().begin(), indices.sizes().end());
+  sizes.push_back(weight.size(1));
+  return out.view(sizes);
+}
+
+at::Tensor embedding_dense_backward(const at::Tensor &grad_output, const at::Tensor &indices,
+                                    c10::SymInt num_weights_sym, int64_t padding_idx,
+                                    bool scale_grad_by_freq) {
+  const int64_t num_weights = num_weights_sym.expect_int();
+  const int64_t dim = grad_output.size(-1);
+  const bool fits = is_float_type(grad_output.scalar_type()) &&
+                    indices.scalar_type() == at::kLong && indices.numel() > 0 && num_weights > 0 &&
+                    num_weights < (int64_t{1} << 24) &&
+                    indices.numel() * num_weights <= kMaxOneHotElements;
+  if (scale_grad_by_freq || !fits) {
+    record_cpu_run("aten::embedding_dense_backward");
+    return at::embedding_dense_backward(grad_output.cpu(), indices.cpu(), num_weights, padding_idx,
+                                        scale_grad_by_freq)
+        .to(grad_output.device());
+  }
+  OpScope scope(grad_output);
+  const auto type = grad_output.scalar_type();
+  const at::Tensor mask = embedding_one_hot(scope.queue(), indices, num_weights, padding_idx, type);
+  const at::Tensor go = grad_output.reshape({-1, dim}).contiguous();
+  at::Tensor grad_weight = empty_on(grad_output, {num_weights, dim}, type);
+  // mask is [N, V] as it lies: the product takes it transposed.
+  const auto vg = view_of(grad_weight), vm = view_of(mask), vgo = view_of(go);
+  check_ops(trn_ops_matmul(scope.queue(), &vg, &vm, &vgo, TRN_OPS_TRANSPOSE_A, nullptr), "matmul");
+  return grad_weight;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("embedding", TORCH_FN(embedding));
+  m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
   m.impl("convolution_overrideable", TORCH_FN(convolution));
   m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward));
   m.impl("max_pool2d_with_indices.out", TORCH_FN(max_pool2d_with_indices_out));
