@@ -450,6 +450,68 @@ class Embedding(OpCase):
                        recorded=("aten::embedding_dense_backward",))
 
 
+class EdgeCases(unittest.TestCase):
+    """What PyTorch users rely on at the edges: each against the CPU's answer."""
+
+    def same(self, fn):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = fn(DEVICE)
+        want = fn("cpu")
+        self.assertEqual(got.device.type, DEVICE)
+        self.assertEqual(got.dtype, want.dtype)
+        self.assertTrue(torch.equal(got.cpu(), want), f"{got.cpu()} != {want}")
+
+    def test_reductions_of_a_scalar(self):
+        for fn in (lambda d: torch.tensor(3.0, device=d).sum(0),
+                   lambda d: torch.tensor(3.0, device=d).mean(-1),
+                   lambda d: torch.amax(torch.tensor(-2.0, device=d), 0, keepdim=True)):
+            self.same(fn)
+        with self.assertRaises(IndexError):
+            torch.tensor(3.0, device=DEVICE).sum(1)
+
+    def test_conversions_to_bool_are_truth_values(self):
+        self.same(lambda d: torch.tensor([0.5, -1.0, 2.0, 0.0, float("nan")], device=d).bool())
+        self.same(lambda d: torch.tensor([-3, 0, 2], dtype=torch.int32, device=d).bool())
+        self.same(lambda d: torch.tensor([True, False, True], device=d) +
+                  torch.tensor([True, False, False], device=d))
+        self.same(lambda d: torch.cat([torch.tensor([0.25, 0.0], device=d)] * 2).bool())
+
+    def test_integer_scalars_with_a_fractional_alpha(self):
+        self.same(lambda d: torch.add(torch.zeros(3, device=d), 3, alpha=0.5))
+        self.same(lambda d: torch.zeros(3, device=d).sub(1, alpha=0.25))
+
+    def test_copy_broadcasts_its_source(self):
+        self.same(lambda d: torch.empty(2, 3, device=d).copy_(torch.arange(3.0)))
+        self.same(lambda d: torch.empty(2, 3, device=d).copy_(torch.arange(3.0, device=d)))
+        self.same(lambda d: torch.empty(4, 2, device=d).copy_(torch.tensor([[1.0], [2.0], [3.0], [4.0]]).to(d)))
+        with self.assertRaises(RuntimeError):
+            torch.empty(2, 3, device=DEVICE).copy_(torch.ones(4))
+
+    def test_threshold_backward_selects(self):
+        # An infinite gradient where the input is at or below the threshold gives 0, not NaN.
+        self.same(lambda d: torch.ops.aten.threshold_backward(
+            torch.tensor([float("inf"), 1.0, -2.0], device=d), torch.tensor([0.0, 1.0, 3.0], device=d), 0.5))
+
+    def test_arange_refuses_an_infinite_range(self):
+        with self.assertRaises(RuntimeError):
+            torch.arange(0, float("inf"), device=DEVICE)
+
+    def test_timed_events_dropped_while_queued(self):
+        # Each event's timestamp is written by the queue later; dropping the event must wait.
+        for _ in range(200):
+            e = torch_trn.Event(enable_timing=True)
+            e.record()
+        torch_trn.synchronize()
+
+    def test_resize_on_another_stream_keeps_the_values(self):
+        t = torch.arange(4.0, device=DEVICE)
+        with torch_trn.stream(torch_trn.Stream()):
+            t.resize_(1000)
+            head = t[:4].cpu()
+        self.assertEqual(head.tolist(), [0.0, 1.0, 2.0, 3.0])
+
+
 class Softmax(OpCase):
     def test_softmax_log_softmax(self):
         for dtype in DTYPES:

@@ -83,6 +83,11 @@ uint64_t pool_reserved(int index, uint64_t *peak) {
 
 }  // namespace
 
+trn_queue_t allocation_queue(const c10::DataPtr &data) {
+  if (data.get_deleter() != &release || !data.get_context()) return nullptr;
+  return static_cast<const Block *>(data.get_context())->queue;
+}
+
 c10::Allocator *allocator() {
   static TrnAllocator instance;
   return &instance;

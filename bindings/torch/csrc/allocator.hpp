@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "trn/trn.h"
+
 namespace torch_trn {
 
 struct MemoryStats {
@@ -19,6 +21,9 @@ struct MemoryStats {
 };
 
 c10::Allocator *allocator();
+// The stream queue a block of ours is freed on (the one it was allocated on); null for memory
+// that is not ours.
+trn_queue_t allocation_queue(const c10::DataPtr &data);
 MemoryStats memory_stats(int device_index);
 // Resets peak_allocated to what is allocated now.
 void reset_peak_memory_stats(int device_index);

@@ -42,8 +42,15 @@ class EventTable {
     return *it->second;
   }
   void destroy(int64_t id) {
-    std::lock_guard lock(mutex_);
-    events_.erase(id);
+    std::unique_ptr<Event> event;
+    {
+      std::lock_guard lock(mutex_);
+      const auto it = events_.find(id);
+      if (it == events_.end()) return;
+      event = std::move(it->second);
+      events_.erase(it);
+    }
+    event_retire(*event);  // outside the lock: it may wait for the queue
   }
 
  private:

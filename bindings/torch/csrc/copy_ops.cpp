@@ -3,6 +3,7 @@
 // reach), resize_, views, reading one element (.item()), fill_ and zero_.
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorFactories.h>
 #include <c10/core/CPUAllocator.h>
@@ -69,6 +70,11 @@ class PendingHostBuffers {
     prune_locked();
     pending_.push_back({sem, value, std::move(buffer)});
   }
+  // Lets go of the buffers the queues are done with.
+  void prune() {
+    std::lock_guard lock(mutex_);
+    prune_locked();
+  }
 
  private:
   struct Entry {
@@ -121,20 +127,21 @@ void host_to_device(const at::Tensor &src, const at::Tensor &dst, bool non_block
   at::Tensor target = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
   const auto t = view_of(target);
   trn_queue_t queue = queue_of(target);
+  trn_sem_t sem = nullptr;
+  check(trn_queue_get_semaphore(queue, &sem), "trn_queue_get_semaphore");
   uint64_t sequence = 0;
   check(
       trn_queue_write(queue, t.mem, t.offset, host.data_ptr(), nbytes_of(host), nullptr, &sequence),
       "trn_queue_write");
+  // Held from here on, whatever fails below: the queue reads it when it gets there.
+  pending_host_buffers().add(sem, sequence, host);
   if (!target.is_same(dst)) {
     const auto d = view_of(dst);
     check_ops(trn_ops_copy(queue, &d, &t, nullptr), "copy");
   }
-  if (non_blocking) {
-    trn_sem_t sem = nullptr;
-    check(trn_queue_get_semaphore(queue, &sem), "trn_queue_get_semaphore");
-    pending_host_buffers().add(sem, sequence, std::move(host));
-  } else {
+  if (!non_blocking) {
     wait_for(queue, sequence);
+    pending_host_buffers().prune();
   }
 }
 
@@ -148,8 +155,26 @@ void device_to_host(const at::Tensor &src, const at::Tensor &dst) {
   check(trn_queue_read(queue, host.data_ptr(), s.mem, s.offset, nbytes_of(source), nullptr,
                        &sequence),
         "trn_queue_read");
-  wait_for(queue, sequence);
+  try {
+    wait_for(queue, sequence);
+  } catch (...) {
+    // Not read yet (a deadline, a fault still draining): the memory stays alive until it is.
+    trn_sem_t sem = nullptr;
+    if (trn_queue_get_semaphore(queue, &sem) == TRN_SUCCESS)
+      pending_host_buffers().add(sem, sequence, host);
+    throw;
+  }
   if (!direct) dst.copy_(host);
+}
+
+// dst = src on one device, casts included. To bool it is `src != 0`, as PyTorch converts (a cast
+// would truncate 0.5 to 0 and keep 2 as 2).
+void copy_on_device(const at::Tensor &dst, const at::Tensor &src) {
+  const auto d = view_of(dst), s = view_of(src);
+  if (dst.scalar_type() == at::kBool && src.scalar_type() != at::kBool)
+    check_ops(trn_ops_binary_scalar(queue_of(dst), TRN_OPS_NE, &d, &s, 0.0, 0, nullptr), "ne");
+  else
+    check_ops(trn_ops_copy(queue_of(dst), &d, &s, nullptr), "copy");
 }
 
 // Orders `later` after everything submitted to `earlier` so far.
@@ -167,8 +192,7 @@ void order_after(trn_queue_t later, trn_queue_t earlier) {
 void device_to_device(const at::Tensor &src, const at::Tensor &dst) {
   if (src.device() == dst.device()) {
     c10::DeviceGuard guard(dst.device());
-    const auto d = view_of(dst), s = view_of(src);
-    check_ops(trn_ops_copy(queue_of(dst), &d, &s, nullptr), "copy");
+    copy_on_device(dst, src);
     return;
   }
   // Across cores: the source made contiguous in the target dtype on its own core, one DMA copy
@@ -199,9 +223,11 @@ void device_to_device(const at::Tensor &src, const at::Tensor &dst) {
   }
 }
 
-at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blocking) {
-  TORCH_CHECK(self.sizes() == dst.sizes(), "copy between tensors of sizes ", self.sizes(), " and ",
-              dst.sizes(), ": the sizes must match");
+at::Tensor copy_from(const at::Tensor &source, const at::Tensor &dst, bool non_blocking) {
+  // copy_ broadcasts its source (PyTorch hands other devices' copies here unexpanded).
+  TORCH_CHECK(source.sizes() == dst.sizes() || at::is_expandable_to(source.sizes(), dst.sizes()),
+              "copy_: a source of sizes ", source.sizes(), " does not broadcast to ", dst.sizes());
+  const at::Tensor self = source.sizes() == dst.sizes() ? source : source.expand(dst.sizes());
   if (self.numel() == 0) return dst;
   const bool src_trn = self.device().type() == c10::DeviceType::PrivateUse1;
   const bool dst_trn = dst.device().type() == c10::DeviceType::PrivateUse1;
@@ -255,6 +281,9 @@ const at::Tensor &resize(const at::Tensor &self, c10::SymIntArrayRef size_sym,
                            nullptr),
             "trn_queue_copy");
     }
+    // The old block is freed on its own stream when replaced: after the copy that reads it.
+    if (trn_queue_t old_queue = allocation_queue(storage.data_ptr()))
+      order_after(old_queue, queue_of(self));
     storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(fresh));
     storage.unsafeGetStorageImpl()->set_nbytes(needed);
   }
@@ -309,6 +338,7 @@ at::Tensor &zero(at::Tensor &self) {
 at::Tensor &arange_out(const at::Scalar &start, const at::Scalar &end, const at::Scalar &step,
                        at::Tensor &out) {
   const double s = start.toDouble(), e = end.toDouble(), d = step.toDouble();
+  TORCH_CHECK(std::isfinite(s) && std::isfinite(e), "arange: unsupported range: ", s, " -> ", e);
   TORCH_CHECK(d != 0, "arange: step must be nonzero");
   TORCH_CHECK((d > 0 && e >= s) || (d < 0 && e <= s),
               "arange: upper bound and larger bound inconsistent with step sign");
@@ -334,8 +364,7 @@ at::Tensor &cat_out(const at::ITensorListRef &tensors, int64_t dim, at::Tensor &
     if (size > 0) {
       const at::Tensor slice = out.narrow(dim, offset, size);
       const at::Tensor source = t.to(out.device());  // held until the copy is queued
-      const auto vs = view_of(slice), vt = view_of(source);
-      check_ops(trn_ops_copy(scope.queue(), &vs, &vt, nullptr), "copy");
+      copy_on_device(slice, source);
     }
     offset += size;
   }

@@ -47,6 +47,9 @@ void binary(trn_ops_binary_op_t op, const at::Tensor &a, const at::Tensor &b, co
     const auto x = view_of(l.inputs[0]), y = view_of(l.inputs[1]);
     check_ops(trn_ops_binary(scope.queue(), op, &o, &x, &y, nullptr), name);
   }
+  // A bool result of arithmetic (True + True) is its value's truth, as PyTorch stores it: 0 or 1.
+  if (out.scalar_type() == at::kBool && op < TRN_OPS_EQ)
+    check_ops(trn_ops_binary_scalar(scope.queue(), TRN_OPS_NE, &o, &o, 0.0, 0, nullptr), name);
 }
 
 void binary_scalar(trn_ops_binary_op_t op, const at::Tensor &a, double scalar,
@@ -61,7 +64,9 @@ void binary_scalar(trn_ops_binary_op_t op, const at::Tensor &a, double scalar,
 // `b * alpha` as its own tensor (alpha == 1: b itself), in the output's dtype.
 at::Tensor scaled(const at::Tensor &b, double alpha, const at::Tensor &like) {
   if (alpha == 1.0) return b;
-  if (b.device().is_cpu()) return at::scalar_tensor(cpu_scalar_of(b) * alpha, b.options());
+  // A double: a wrapped Python int times a fractional alpha must not be truncated.
+  if (b.device().is_cpu())
+    return at::scalar_tensor(cpu_scalar_of(b) * alpha, b.options().dtype(at::kDouble));
   at::Tensor t = empty_on(like, b.sizes(), like.scalar_type());
   binary_scalar(TRN_OPS_MUL, b, alpha, t, "mul");
   return t;
@@ -174,9 +179,14 @@ at::Tensor &threshold_backward_out(const at::Tensor &grad, const at::Tensor &sel
     return grad_in;
   }
   resize_out(grad_in, self.sizes());
-  at::Tensor mask = empty_on(grad_in, self.sizes(), grad_in.scalar_type());
+  if (grad_in.numel() == 0) return grad_in;
+  // A select, not a product: an infinite gradient where self <= threshold is 0, not NaN.
+  OpScope scope(grad_in);
+  at::Tensor mask = empty_on(grad_in, self.sizes(), at::kBool);
   binary_scalar(TRN_OPS_GT, self, t, mask, "threshold_backward");
-  binary(TRN_OPS_MUL, grad, mask, grad_in, "threshold_backward");
+  at::Tensor zero = at::zeros({}, grad_in.options());
+  const auto gi = view_of(grad_in), vm = view_of(mask), vg = view_of(grad), vz = view_of(zero);
+  check_ops(trn_ops_where(scope.queue(), &gi, &vm, &vg, &vz, nullptr), "threshold_backward");
   return grad_in;
 }
 

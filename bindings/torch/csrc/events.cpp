@@ -7,7 +7,12 @@
 
 namespace torch_trn {
 
+void event_retire(Event &event) noexcept {
+  if (event.timed && event.sem) trn_sem_wait(event.sem, event.value, wait_timeout_ns());
+}
+
 void event_record(Event &event, int device_index, int64_t stream_id, bool timing) {
+  event_retire(event);
   trn_queue_t queue = device_at(device_index).queue(stream_id);
   uint64_t sequence = 0;
   if (timing) {

@@ -20,6 +20,9 @@ struct Event {
 
 // Records on the current work of the stream's queue (replacing an earlier record).
 void event_record(Event &event, int device_index, int64_t stream_id, bool timing);
+// Before a timed event is destroyed or recorded again: waits (bounded by TRN_TORCH_TIMEOUT) until
+// the queue has written its pending timestamp, which lives in the event. Never raises.
+void event_retire(Event &event) noexcept;
 // Makes the stream wait for the event on the device (no host wait).
 void event_block(const Event &event, int device_index, int64_t stream_id);
 bool event_query(const Event &event);

@@ -72,6 +72,7 @@ struct TrnGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return !event || event_query(*static_cast<Event *>(event));
   }
   void destroyEvent(void *event, const c10::DeviceIndex) const noexcept override {
+    if (event) event_retire(*static_cast<Event *>(event));
     delete static_cast<Event *>(event);
   }
   bool queryStream(const c10::Stream &stream) const override {

@@ -29,6 +29,13 @@ void reduce(trn_ops_reduce_op_t op, const at::Tensor &self, at::OptionalIntArray
     return;
   }
   const int64_t rank = self.dim();
+  if (rank == 0) {  // any dim of a scalar (0 or -1) reduces it to itself
+    if (dim)
+      for (int64_t d : *dim) c10::maybe_wrap_dim(d, rank);  // refuses dims a scalar lacks
+    const auto o = view_of(out), v = view_of(self);
+    check_ops(trn_ops_copy(scope.queue(), &o, &v, nullptr), name);
+    return;
+  }
   std::vector<bool> reduced(static_cast<size_t>(rank), !dim || dim->empty());
   if (dim)
     for (int64_t d : *dim) reduced[static_cast<size_t>(c10::maybe_wrap_dim(d, rank))] = true;
