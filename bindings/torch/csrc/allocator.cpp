@@ -115,9 +115,6 @@ void empty_cache(int index) {
   check(trn_pool_trim(dev.pool()), "trn_pool_trim");
 }
 
-}  // namespace torch_trn
-
-namespace torch_trn {
 namespace {
 // Storage made without an explicit allocator (torch.load, untyped storages) finds ours too.
 const bool registered = [] {
@@ -125,4 +122,5 @@ const bool registered = [] {
   return true;
 }();
 }  // namespace
+
 }  // namespace torch_trn

@@ -19,6 +19,28 @@ namespace {
   TORCH_CHECK(false, text);
 }
 
+// The queue's fault as a sentence (empty when it has none), the queue then reset so that new
+// work runs.
+std::string take_fault(trn_queue_t queue) {
+  trn_queue_fault_t fault = TRN_QUEUE_FAULT_INIT;
+  if (!queue || trn_queue_get_fault(queue, &fault) != TRN_SUCCESS || fault.result == TRN_SUCCESS)
+    return {};
+  std::string where =
+      std::string(fault.command) + " (command " + std::to_string(fault.sequence) + ")";
+  if (fault.kernel[0])
+    where += std::string(" of kernel '") + fault.kernel + "' on the " + fault.engine +
+             " engine, instruction " + std::to_string(fault.instruction) +
+             (fault.opcode[0] ? std::string(" (") + fault.opcode + ")" : std::string()) +
+             (fault.source_line ? ", line " + std::to_string(fault.source_line) : std::string());
+  // Cancelled commands drain first; a reset that still fails leaves the queue as it is and the
+  // next call reports the fault again.
+  trn_queue_finish(queue, wait_timeout_ns());
+  trn_queue_reset(queue);
+  return "the device faulted in " + where + ": " + trn_result_name(fault.result) + ": " +
+         fault.reason + "; " + std::to_string(fault.cancelled) +
+         " later commands were cancelled. The queue was reset: new work runs";
+}
+
 }  // namespace
 
 void check(trn_result_t result, const char *what) {
@@ -27,25 +49,8 @@ void check(trn_result_t result, const char *what) {
 
 void check_queue(trn_queue_t queue, trn_result_t result, const char *what) {
   if (result == TRN_SUCCESS) return;
-  std::string message = trn_last_error();
-  trn_queue_fault_t fault = TRN_QUEUE_FAULT_INIT;
-  if (queue && trn_queue_get_fault(queue, &fault) == TRN_SUCCESS && fault.result != TRN_SUCCESS) {
-    std::string where =
-        std::string(fault.command) + " (command " + std::to_string(fault.sequence) + ")";
-    if (fault.kernel[0])
-      where += std::string(" of kernel '") + fault.kernel + "' on the " + fault.engine +
-               " engine, instruction " + std::to_string(fault.instruction) +
-               (fault.opcode[0] ? std::string(" (") + fault.opcode + ")" : std::string()) +
-               (fault.source_line ? ", line " + std::to_string(fault.source_line) : std::string());
-    message = "the device faulted in " + where + ": " + trn_result_name(fault.result) + ": " +
-              fault.reason + "; " + std::to_string(fault.cancelled) +
-              " later commands were cancelled. The queue was reset: new work runs";
-    // Cancelled commands drain first; a reset that still fails leaves the queue as it is and
-    // the next call reports the fault again.
-    trn_queue_finish(queue, wait_timeout_ns());
-    trn_queue_reset(queue);
-  }
-  raise(result, what, message.c_str());
+  const std::string fault = take_fault(queue);
+  raise(result, what, fault.empty() ? trn_last_error() : fault.c_str());
 }
 
 void check_ops(trn_result_t result, const char *op) {
@@ -56,10 +61,8 @@ void check_ops(trn_result_t result, const char *op) {
     queue = current_queue(current_device());
   } catch (...) {
   }
-  trn_queue_fault_t fault = TRN_QUEUE_FAULT_INIT;
-  if (queue && trn_queue_get_fault(queue, &fault) == TRN_SUCCESS && fault.result != TRN_SUCCESS)
-    check_queue(queue, result, (std::string("trn_ops_") + op).c_str());
-  raise(result, std::string("trn_ops_") + op, trn_ops_last_error());
+  const std::string fault = take_fault(queue);
+  raise(result, std::string("trn_ops_") + op, fault.empty() ? trn_ops_last_error() : fault.c_str());
 }
 
 uint64_t wait_timeout_ns() {

@@ -134,8 +134,7 @@ void op_set_stream(int64_t index, int64_t stream) {
   set_current_stream_id(resolve(index), stream);
 }
 void op_stream_synchronize(int64_t index, int64_t stream) {
-  trn_queue_t queue = device_at(resolve(index)).queue(stream);
-  check_queue(queue, trn_queue_finish(queue, wait_timeout_ns()), "trn_queue_finish");
+  stream_synchronize(resolve(index), stream);
 }
 bool op_stream_query(int64_t index, int64_t stream) {
   return stream_query(resolve(index), stream);

@@ -17,6 +17,7 @@
 #include "allocator.hpp"
 #include "check.hpp"
 #include "devices.hpp"
+#include "events.hpp"
 #include "op_support.hpp"
 #include "tensor_view.hpp"
 #include "trn/trn_ops.h"
@@ -26,49 +27,52 @@ namespace {
 
 constexpr auto kKeys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
 
-c10::Device device_or_current(c10::optional<c10::Device> d) {
-  const int index = d && d->has_index() ? d->index() : current_device();
-  return c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index));
-}
+// What a new trn tensor's options ask for, checked: its dtype and its device (which the caller
+// makes current: the allocator takes the current device).
+struct NewTensor {
+  c10::ScalarType type;
+  c10::Device device;
+};
 
-void check_dtype(c10::ScalarType type) {
+NewTensor new_tensor(c10::optional<at::ScalarType> dtype, c10::optional<at::Layout> layout,
+                     c10::optional<at::Device> device) {
+  TORCH_CHECK(!layout || *layout == at::kStrided, "trn tensors are strided, not ", *layout);
+  const auto type = dtype.value_or(c10::get_default_dtype_as_scalartype());
   TORCH_CHECK(
       is_trn_dtype(type), "trn tensors cannot hold ", type,
       ": use float32, bfloat16, float16, float64, int64, int32, int16, int8, uint8 or bool");
+  const int index = device && device->has_index() ? device->index() : current_device();
+  return {type, c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index))};
 }
 
 at::Tensor empty_memory_format(c10::SymIntArrayRef size, c10::optional<at::ScalarType> dtype,
                                c10::optional<at::Layout> layout, c10::optional<at::Device> device,
                                c10::optional<bool> pin_memory,
                                c10::optional<at::MemoryFormat> memory_format) {
-  TORCH_CHECK(!layout || *layout == at::kStrided, "trn tensors are strided, not ", *layout);
-  const auto type = dtype.value_or(c10::get_default_dtype_as_scalartype());
-  check_dtype(type);
-  c10::DeviceGuard guard(device_or_current(device));
   (void)pin_memory;
-  return at::detail::empty_generic(c10::asIntArrayRefSlow(size), allocator(), kKeys, type,
+  const NewTensor t = new_tensor(dtype, layout, device);
+  c10::DeviceGuard guard(t.device);
+  return at::detail::empty_generic(c10::asIntArrayRefSlow(size), allocator(), kKeys, t.type,
                                    memory_format);
 }
 
 at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
                          c10::optional<at::ScalarType> dtype, c10::optional<at::Layout> layout,
                          c10::optional<at::Device> device, c10::optional<bool> pin_memory) {
-  TORCH_CHECK(!layout || *layout == at::kStrided, "trn tensors are strided, not ", *layout);
-  const auto type = dtype.value_or(c10::get_default_dtype_as_scalartype());
-  check_dtype(type);
-  c10::DeviceGuard guard(device_or_current(device));
   (void)pin_memory;
+  const NewTensor t = new_tensor(dtype, layout, device);
+  c10::DeviceGuard guard(t.device);
   return at::detail::empty_strided_generic(
-      c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride), allocator(), kKeys, type);
+      c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride), allocator(), kKeys, t.type);
 }
 
-// Host memory a queued write still reads: kept alive until its queue passes the command.
+// Host memory a queued copy still reads or writes: kept alive until its queue passes the command.
 class PendingHostBuffers {
  public:
-  void add(trn_sem_t sem, uint64_t value, at::Tensor buffer) {
+  void add(const Event &until, at::Tensor buffer) {
     std::lock_guard lock(mutex_);
     prune_locked();
-    pending_.push_back({sem, value, std::move(buffer)});
+    pending_.push_back({until, std::move(buffer)});
   }
   // Lets go of the buffers the queues are done with.
   void prune() {
@@ -78,16 +82,15 @@ class PendingHostBuffers {
 
  private:
   struct Entry {
-    trn_sem_t sem;
-    uint64_t value;
+    Event until;
     at::Tensor buffer;
   };
   void prune_locked() {
     for (auto it = pending_.begin(); it != pending_.end();) {
       uint64_t reached = 0;
-      // A failed queue will never get there: its memory is no longer read either.
-      const trn_result_t r = trn_sem_query(it->sem, &reached);
-      if (r != TRN_SUCCESS || reached >= it->value)
+      // A failed queue will never get there: its memory is no longer used either.
+      const trn_result_t r = trn_sem_query(it->until.sem, &reached);
+      if (r != TRN_SUCCESS || reached >= it->until.value)
         it = pending_.erase(it);
       else
         ++it;
@@ -102,12 +105,6 @@ PendingHostBuffers &pending_host_buffers() {
   return buffers;
 }
 
-void wait_for(trn_queue_t queue, uint64_t sequence) {
-  trn_sem_t sem = nullptr;
-  check(trn_queue_get_semaphore(queue, &sem), "trn_queue_get_semaphore");
-  check_queue(queue, trn_sem_wait(sem, sequence, wait_timeout_ns()), "trn_sem_wait");
-}
-
 uint64_t nbytes_of(const at::Tensor &t) {
   return static_cast<uint64_t>(t.numel()) * t.element_size();
 }
@@ -116,31 +113,26 @@ uint64_t nbytes_of(const at::Tensor &t) {
 at::Tensor contiguous_on_device(const at::Tensor &src) {
   if (src.is_contiguous()) return src;
   at::Tensor out = at::empty(src.sizes(), src.options());
-  const auto o = view_of(out), s = view_of(src);
-  check_ops(trn_ops_copy(queue_of(out), &o, &s, nullptr), "copy");
+  t_copy(queue_of(out), out, src);
   return out;
 }
 
 void host_to_device(const at::Tensor &src, const at::Tensor &dst, bool non_blocking) {
   at::Tensor host = src.to(dst.scalar_type()).contiguous();
-  if (!host.is_same(src) || !src.is_contiguous()) non_blocking = true;  // `host` is ours
-  at::Tensor target = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
-  const auto t = view_of(target);
-  trn_queue_t queue = queue_of(target);
-  trn_sem_t sem = nullptr;
-  check(trn_queue_get_semaphore(queue, &sem), "trn_queue_get_semaphore");
+  if (!host.is_same(src)) non_blocking = true;  // `host` is a copy of ours: no one else waits
+  const OutTarget target(dst, queue_of(dst));
+  const auto t = view_of(target.get());
+  trn_queue_t queue = queue_of(target.get());
   uint64_t sequence = 0;
   check(
       trn_queue_write(queue, t.mem, t.offset, host.data_ptr(), nbytes_of(host), nullptr, &sequence),
       "trn_queue_write");
   // Held from here on, whatever fails below: the queue reads it when it gets there.
-  pending_host_buffers().add(sem, sequence, host);
-  if (!target.is_same(dst)) {
-    const auto d = view_of(dst);
-    check_ops(trn_ops_copy(queue, &d, &t, nullptr), "copy");
-  }
+  const Event written = queue_event(queue, sequence);
+  pending_host_buffers().add(written, host);
+  target.finish();
   if (!non_blocking) {
-    wait_for(queue, sequence);
+    event_synchronize(written);
     pending_host_buffers().prune();
   }
 }
@@ -155,13 +147,12 @@ void device_to_host(const at::Tensor &src, const at::Tensor &dst) {
   check(trn_queue_read(queue, host.data_ptr(), s.mem, s.offset, nbytes_of(source), nullptr,
                        &sequence),
         "trn_queue_read");
+  const Event read = queue_event(queue, sequence);
   try {
-    wait_for(queue, sequence);
+    event_synchronize(read);
   } catch (...) {
-    // Not read yet (a deadline, a fault still draining): the memory stays alive until it is.
-    trn_sem_t sem = nullptr;
-    if (trn_queue_get_semaphore(queue, &sem) == TRN_SUCCESS)
-      pending_host_buffers().add(sem, sequence, host);
+    // Not written yet (a deadline, a fault still draining): the memory stays alive until it is.
+    pending_host_buffers().add(read, host);
     throw;
   }
   if (!direct) dst.copy_(host);
@@ -170,23 +161,10 @@ void device_to_host(const at::Tensor &src, const at::Tensor &dst) {
 // dst = src on one device, casts included. To bool it is `src != 0`, as PyTorch converts (a cast
 // would truncate 0.5 to 0 and keep 2 as 2).
 void copy_on_device(const at::Tensor &dst, const at::Tensor &src) {
-  const auto d = view_of(dst), s = view_of(src);
   if (dst.scalar_type() == at::kBool && src.scalar_type() != at::kBool)
-    check_ops(trn_ops_binary_scalar(queue_of(dst), TRN_OPS_NE, &d, &s, 0.0, 0, nullptr), "ne");
+    t_binary_scalar(queue_of(dst), TRN_OPS_NE, dst, src, 0.0);
   else
-    check_ops(trn_ops_copy(queue_of(dst), &d, &s, nullptr), "copy");
-}
-
-// Orders `later` after everything submitted to `earlier` so far.
-void order_after(trn_queue_t later, trn_queue_t earlier) {
-  if (later == earlier) return;
-  uint64_t sequence = 0;
-  check(trn_queue_barrier(earlier, nullptr, &sequence), "trn_queue_barrier");
-  trn_sem_t sem = nullptr;
-  check(trn_queue_get_semaphore(earlier, &sem), "trn_queue_get_semaphore");
-  const trn_sem_point_t wait{sem, sequence};
-  const trn_sync_t sync{&wait, 1, nullptr, 0};
-  check(trn_queue_barrier(later, &sync, nullptr), "trn_queue_barrier");
+    t_copy(queue_of(dst), dst, src);
 }
 
 void device_to_device(const at::Tensor &src, const at::Tensor &dst) {
@@ -204,23 +182,16 @@ void device_to_device(const at::Tensor &src, const at::Tensor &dst) {
     staged = contiguous_on_device(
         src.scalar_type() == dst.scalar_type() ? src : src.to(dst.scalar_type()));
   }
-  at::Tensor target;
-  {
-    c10::DeviceGuard guard(dst.device());
-    target = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
-  }
-  trn_queue_t src_queue = queue_of(staged), dst_queue = queue_of(target);
-  order_after(src_queue, dst_queue);
-  const auto s = view_of(staged), t = view_of(target);
+  const OutTarget target(dst, queue_of(dst));
+  trn_queue_t src_queue = queue_of(staged), dst_queue = queue_of(target.get());
+  queue_wait(src_queue, queue_mark(dst_queue));
+  const auto s = view_of(staged), t = view_of(target.get());
   check(trn_queue_copy(src_queue, t.mem, t.offset, s.mem, s.offset, nbytes_of(staged), nullptr,
                        nullptr),
         "trn_queue_copy");
-  order_after(dst_queue, src_queue);
-  if (!target.is_same(dst)) {
-    c10::DeviceGuard guard(dst.device());
-    const auto d = view_of(dst);
-    check_ops(trn_ops_copy(dst_queue, &d, &t, nullptr), "copy");
-  }
+  queue_wait(dst_queue, queue_mark(src_queue));
+  c10::DeviceGuard guard(dst.device());
+  target.finish();
 }
 
 at::Tensor copy_from(const at::Tensor &source, const at::Tensor &dst, bool non_blocking) {
@@ -266,24 +237,24 @@ const at::Tensor &resize(const at::Tensor &self, c10::SymIntArrayRef size_sym,
   c10::Storage storage = self.storage();
   if (needed > storage.nbytes()) {
     at::DataPtr fresh = allocator()->allocate(needed);
-    const uint64_t old_bytes = storage.nbytes();
-    if (old_bytes > 0 && storage.data() != nullptr) {
+    trn_queue_t queue = queue_of(self);
+    // The old block is freed on its own stream when replaced: after the copy that reads it.
+    trn_queue_t old_queue = allocation_queue(storage.data_ptr());
+    if (storage.nbytes() > 0 && storage.data() != nullptr) {
+      const Device &dev = device_at(self.device());
       trn_mem_t from = nullptr, to = nullptr;
       uint64_t from_offset = 0, to_offset = 0;
-      const Device &dev = device_at(self.device());
       check(trn_mem_lookup(dev.trn_device(), reinterpret_cast<uintptr_t>(storage.data()), &from,
                            &from_offset),
             "trn_mem_lookup");
       check(trn_mem_lookup(dev.trn_device(), reinterpret_cast<uintptr_t>(fresh.get()), &to,
                            &to_offset),
             "trn_mem_lookup");
-      check(trn_queue_copy(queue_of(self), to, to_offset, from, from_offset, old_bytes, nullptr,
+      check(trn_queue_copy(queue, to, to_offset, from, from_offset, storage.nbytes(), nullptr,
                            nullptr),
             "trn_queue_copy");
     }
-    // The old block is freed on its own stream when replaced: after the copy that reads it.
-    if (trn_queue_t old_queue = allocation_queue(storage.data_ptr()))
-      order_after(old_queue, queue_of(self));
+    if (old_queue) queue_wait(old_queue, queue_mark(queue));
     storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(fresh));
     storage.unsafeGetStorageImpl()->set_nbytes(needed);
   }
@@ -318,10 +289,9 @@ at::Scalar local_scalar_dense(const at::Tensor &self) {
 
 at::Tensor &fill_scalar(at::Tensor &self, const at::Scalar &value) {
   if (self.numel() == 0) return self;
-  c10::DeviceGuard guard(self.device());
+  OpScope scope(self);
   const auto v = view_of(self);
-  const double x = value.isBoolean() ? (value.toBool() ? 1.0 : 0.0) : value.toDouble();
-  check_ops(trn_ops_fill(queue_of(self), &v, x, nullptr), "fill");
+  check_ops(trn_ops_fill(scope.queue(), &v, scalar_of(value), nullptr), "fill");
   return self;
 }
 

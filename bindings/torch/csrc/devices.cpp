@@ -6,6 +6,7 @@
 #include <string>
 
 #include "check.hpp"
+#include "events.hpp"
 
 namespace torch_trn {
 namespace {
@@ -52,10 +53,6 @@ thread_local std::vector<int64_t> tls_current_streams;
 
 }  // namespace
 
-Device::~Device() {
-  // Process exit: queues and pools go with the runtime; nothing is waited for here.
-}
-
 trn_pool_t Device::pool() {
   std::lock_guard lock(mutex_);
   if (!pool_) {
@@ -79,7 +76,6 @@ trn_queue_t Device::make_queue(int priority) {
 
 trn_queue_t Device::queue(int64_t stream_id) {
   std::lock_guard lock(mutex_);
-  if (queues_.empty()) queues_.push_back(nullptr);
   TORCH_CHECK(stream_id >= 0 && static_cast<size_t>(stream_id) < queues_.size(), "stream ",
               stream_id, " does not exist on privateuseone:", index_);
   trn_queue_t &queue = queues_[static_cast<size_t>(stream_id)];
@@ -90,7 +86,6 @@ trn_queue_t Device::queue(int64_t stream_id) {
 int64_t Device::create_stream(int priority) {
   trn_queue_t queue = make_queue(priority);
   std::lock_guard lock(mutex_);
-  if (queues_.empty()) queues_.push_back(nullptr);
   queues_.push_back(queue);
   return static_cast<int64_t>(queues_.size() - 1);
 }
@@ -104,8 +99,7 @@ std::vector<trn_queue_t> Device::queues() {
 }
 
 void Device::synchronize() {
-  for (trn_queue_t q : queues())
-    check_queue(q, trn_queue_finish(q, wait_timeout_ns()), "trn_queue_finish");
+  for (trn_queue_t q : queues()) queue_finish(q);
 }
 
 int device_count() noexcept {

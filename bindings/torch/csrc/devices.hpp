@@ -19,7 +19,8 @@ class Device {
  public:
   Device(int index, trn_device_t device, trn_core_t core, uint32_t hbm_bank)
       : index_(index), device_(device), core_(core), hbm_bank_(hbm_bank) {}
-  ~Device();
+  // Queues and the pool go with the runtime at exit; nothing is waited for.
+  ~Device() = default;
   Device(const Device &) = delete;
   Device &operator=(const Device &) = delete;
 
@@ -46,7 +47,7 @@ class Device {
   const uint32_t hbm_bank_;
   std::mutex mutex_;  // guards pool_ and queues_
   trn_pool_t pool_ = nullptr;
-  std::vector<trn_queue_t> queues_;  // by stream id; [0] the default queue (null until used)
+  std::vector<trn_queue_t> queues_{nullptr};  // by stream id; [0] the default (null until used)
 };
 
 // Number of torch devices (visible cores); 0 when trn has none (is_available() is then false).

@@ -184,9 +184,7 @@ at::Tensor &threshold_backward_out(const at::Tensor &grad, const at::Tensor &sel
   OpScope scope(grad_in);
   at::Tensor mask = empty_on(grad_in, self.sizes(), at::kBool);
   binary_scalar(TRN_OPS_GT, self, t, mask, "threshold_backward");
-  at::Tensor zero = at::zeros({}, grad_in.options());
-  const auto gi = view_of(grad_in), vm = view_of(mask), vg = view_of(grad), vz = view_of(zero);
-  check_ops(trn_ops_where(scope.queue(), &gi, &vm, &vg, &vz, nullptr), "threshold_backward");
+  t_where(scope.queue(), grad_in, mask, grad, at::zeros({}, grad_in.options()));
   return grad_in;
 }
 
@@ -241,8 +239,7 @@ at::Tensor where(const at::Tensor &condition, const at::Tensor &self, const at::
       at::empty(at::infer_size(at::infer_size(c.sizes(), a.sizes()), b.sizes()), a.options());
   if (out.numel() == 0) return out;
   OpScope scope(out);
-  const auto o = view_of(out), vc = view_of(c), va = view_of(a), vb = view_of(b);
-  check_ops(trn_ops_where(scope.queue(), &o, &vc, &va, &vb, nullptr), "where");
+  t_where(scope.queue(), out, c, a, b);
   return out;
 }
 

@@ -7,6 +7,31 @@
 
 namespace torch_trn {
 
+Event queue_event(trn_queue_t queue, uint64_t sequence) {
+  Event event;
+  check(trn_queue_get_semaphore(queue, &event.sem), "trn_queue_get_semaphore");
+  event.value = sequence;
+  event.queue = queue;
+  return event;
+}
+
+Event queue_mark(trn_queue_t queue) {
+  uint64_t sequence = 0;
+  check(trn_queue_barrier(queue, nullptr, &sequence), "trn_queue_barrier");
+  return queue_event(queue, sequence);
+}
+
+void queue_wait(trn_queue_t queue, const Event &event) {
+  if (!event.sem || event.queue == queue) return;  // a queue is in order with itself
+  const trn_sem_point_t wait{event.sem, event.value};
+  const trn_sync_t sync{&wait, 1, nullptr, 0};
+  check(trn_queue_barrier(queue, &sync, nullptr), "trn_queue_barrier");
+}
+
+void queue_finish(trn_queue_t queue) {
+  check_queue(queue, trn_queue_finish(queue, wait_timeout_ns()), "trn_queue_finish");
+}
+
 void event_retire(Event &event) noexcept {
   if (event.timed && event.sem) trn_sem_wait(event.sem, event.value, wait_timeout_ns());
 }
@@ -15,25 +40,20 @@ void event_record(Event &event, int device_index, int64_t stream_id, bool timing
   event_retire(event);
   trn_queue_t queue = device_at(device_index).queue(stream_id);
   uint64_t sequence = 0;
-  if (timing) {
+  if (timing)
     check(trn_queue_write_timestamp(queue, &event.stamp, nullptr, &sequence),
           "trn_queue_write_timestamp");
-  } else {
+  else
     check(trn_queue_barrier(queue, nullptr, &sequence), "trn_queue_barrier");
-  }
-  check(trn_queue_get_semaphore(queue, &event.sem), "trn_queue_get_semaphore");
-  event.value = sequence;
+  const Event point = queue_event(queue, sequence);
+  event.sem = point.sem;
+  event.value = point.value;
   event.queue = queue;
-  event.device_index = device_index;
   event.timed = timing;
 }
 
 void event_block(const Event &event, int device_index, int64_t stream_id) {
-  if (!event.sem) return;  // never recorded: nothing to wait for, as CUDA does
-  const trn_sem_point_t wait{event.sem, event.value};
-  const trn_sync_t sync{&wait, 1, nullptr, 0};
-  check(trn_queue_barrier(device_at(device_index).queue(stream_id), &sync, nullptr),
-        "trn_queue_barrier");
+  queue_wait(device_at(device_index).queue(stream_id), event);
 }
 
 bool event_query(const Event &event) {
@@ -51,11 +71,14 @@ void event_synchronize(const Event &event) {
 bool stream_query(int device_index, int64_t stream_id) {
   // A queue's timeline counts its commands one by one: a barrier of sequence S is behind exactly
   // the S - 1 commands before it, which are all done once the timeline reads S - 1.
-  Event probe;
-  event_record(probe, device_index, stream_id, false);
+  const Event probe = queue_mark(device_at(device_index).queue(stream_id));
   uint64_t value = 0;
   check(trn_sem_query(probe.sem, &value), "trn_sem_query");
   return value + 1 >= probe.value;
+}
+
+void stream_synchronize(int device_index, int64_t stream_id) {
+  queue_finish(device_at(device_index).queue(stream_id));
 }
 
 double event_elapsed_ms(const Event &start, const Event &end) {

@@ -13,10 +13,21 @@ struct Event {
   trn_sem_t sem = nullptr;      // the recording queue's timeline (owned by the queue)
   uint64_t value = 0;           // reached when every command before the record completed
   trn_queue_t queue = nullptr;  // the recording stream's queue (where a fault is read)
-  int device_index = -1;
-  trn_timestamp_t stamp{};  // written by the queue when timing is on
+  trn_timestamp_t stamp{};      // written by the queue when timing is on
   bool timed = false;
 };
+
+// The event of a queue's command `sequence`: reached once it and every command before it
+// completed.
+Event queue_event(trn_queue_t queue, uint64_t sequence);
+// An event after everything submitted to the queue so far (a barrier marks it).
+Event queue_mark(trn_queue_t queue);
+// Makes `queue` wait on the device until the event is reached (no host wait); an event never
+// recorded is no wait, as with CUDA.
+void queue_wait(trn_queue_t queue, const Event &event);
+// Waits for everything submitted to the queue (deadline TRN_TORCH_TIMEOUT); a fault raises and
+// resets the queue (check_queue).
+void queue_finish(trn_queue_t queue);
 
 // Records on the current work of the stream's queue (replacing an earlier record).
 void event_record(Event &event, int device_index, int64_t stream_id, bool timing);
@@ -30,6 +41,7 @@ bool event_query(const Event &event);
 void event_synchronize(const Event &event);
 // Whether all work queued on the stream so far has completed (nothing is waited for).
 bool stream_query(int device_index, int64_t stream_id);
+void stream_synchronize(int device_index, int64_t stream_id);
 // Device milliseconds between two timed, completed events.
 double event_elapsed_ms(const Event &start, const Event &end);
 

@@ -62,8 +62,7 @@ struct TrnGuardImpl final : public c10::impl::DeviceGuardImplInterface {
                 " was made for privateuseone:", device_index);
     auto *e = static_cast<Event *>(*event);
     if (!e) *event = e = new Event();
-    event_record(*e, stream.device_index(), stream.id(),
-                 flag == c10::EventFlag::PYTORCH_DEFAULT ? false : true);
+    event_record(*e, stream.device_index(), stream.id(), flag != c10::EventFlag::PYTORCH_DEFAULT);
   }
   void block(void *event, const c10::Stream &stream) const override {
     if (event) event_block(*static_cast<Event *>(event), stream.device_index(), stream.id());
@@ -79,8 +78,7 @@ struct TrnGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return stream_query(stream.device_index(), stream.id());
   }
   void synchronizeStream(const c10::Stream &stream) const override {
-    trn_queue_t queue = device_at(stream.device_index()).queue(stream.id());
-    check_queue(queue, trn_queue_finish(queue, wait_timeout_ns()), "trn_queue_finish");
+    stream_synchronize(stream.device_index(), stream.id());
   }
 };
 

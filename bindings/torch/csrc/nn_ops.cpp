@@ -18,63 +18,6 @@
 namespace torch_trn {
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Small wrappers over libtrn_ops, so the compositions below read as the math they compute.
-
-void t_copy(trn_queue_t q, const at::Tensor &out, const at::Tensor &x) {
-  const auto o = view_of(out), v = view_of(x);
-  check_ops(trn_ops_copy(q, &o, &v, nullptr), "copy");
-}
-
-void t_unary(trn_queue_t q, trn_ops_unary_op_t op, const at::Tensor &out, const at::Tensor &x) {
-  const auto o = view_of(out), v = view_of(x);
-  check_ops(trn_ops_unary(q, op, &o, &v, nullptr), "unary");
-}
-
-void t_binary(trn_queue_t q, trn_ops_binary_op_t op, const at::Tensor &out, const at::Tensor &a,
-              const at::Tensor &b) {
-  const auto o = view_of(out), va = view_of(a), vb = view_of(b);
-  check_ops(trn_ops_binary(q, op, &o, &va, &vb, nullptr), "binary");
-}
-
-void t_binary_scalar(trn_queue_t q, trn_ops_binary_op_t op, const at::Tensor &out,
-                     const at::Tensor &a, double s) {
-  const auto o = view_of(out), va = view_of(a);
-  check_ops(trn_ops_binary_scalar(q, op, &o, &va, s, 0, nullptr), "binary_scalar");
-}
-
-void t_where(trn_queue_t q, const at::Tensor &out, const at::Tensor &cond, const at::Tensor &a,
-             const at::Tensor &b) {
-  const auto o = view_of(out), vc = view_of(cond), va = view_of(a), vb = view_of(b);
-  check_ops(trn_ops_where(q, &o, &vc, &va, &vb, nullptr), "where");
-}
-
-// Reduces every dim of x to the 0-dim `out`.
-void t_reduce_all(trn_queue_t q, trn_ops_reduce_op_t op, const at::Tensor &out,
-                  const at::Tensor &x) {
-  const auto o = view_of(out), v = view_of(x);
-  check_ops(trn_ops_reduce(q, op, &o, &v, nullptr, 0, 0, nullptr), "reduce");
-}
-
-// The kernels write contiguous outputs: an .out argument that is a strided view gets the
-// result through a contiguous temporary copied into it at the end.
-class OutTarget {
- public:
-  OutTarget(const at::Tensor &out, trn_queue_t q)
-      : out_(out),
-        q_(q),
-        target_(out.is_contiguous() ? out : at::empty(out.sizes(), out.options())) {}
-  const at::Tensor &get() const { return target_; }
-  void finish() const {
-    if (!target_.is_same(out_)) t_copy(q_, out_, target_);
-  }
-
- private:
-  const at::Tensor &out_;
-  trn_queue_t q_;
-  at::Tensor target_;
-};
-
 bool is_float_type(c10::ScalarType t) {
   return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
 }
@@ -150,10 +93,8 @@ at::Tensor convolution(const at::Tensor &input, const at::Tensor &weight,
   const at::Tensor w = weight.to(input.scalar_type()).contiguous();
   const at::Tensor b = bias.defined() ? bias.to(input.scalar_type()).contiguous() : bias;
   const auto vo = view_of(out), vx = view_of(x), vw = view_of(w);
-  trn_ops_tensor_t vb{};
-  if (b.defined()) vb = view_of(b);
-  check_ops(trn_ops_conv2d(scope.queue(), &vo, &vx, &vw, b.defined() ? &vb : nullptr, &p, nullptr),
-            "conv2d");
+  const OptionalView vb(b);
+  check_ops(trn_ops_conv2d(scope.queue(), &vo, &vx, &vw, vb.get(), &p, nullptr), "conv2d");
   return out;
 }
 
@@ -187,14 +128,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   const at::Tensor go = grad_output.to(type).contiguous();
   const at::Tensor x = input.contiguous();
   const at::Tensor w = weight.to(type).contiguous();
-  trn_ops_tensor_t vgx{}, vgw{}, vgb{};
-  if (grad_x.defined()) vgx = view_of(grad_x);
-  if (grad_w.defined()) vgw = view_of(grad_w);
-  if (grad_b.defined()) vgb = view_of(grad_b);
+  const OptionalView vgx(grad_x), vgw(grad_w), vgb(grad_b);
   const auto vgo = view_of(go), vx = view_of(x), vw = view_of(w);
-  check_ops(trn_ops_conv2d_backward(scope.queue(), grad_x.defined() ? &vgx : nullptr,
-                                    grad_w.defined() ? &vgw : nullptr,
-                                    grad_b.defined() ? &vgb : nullptr, &vgo, &vx, &vw, &p, nullptr),
+  check_ops(trn_ops_conv2d_backward(scope.queue(), vgx.get(), vgw.get(), vgb.get(), &vgo, &vx, &vw,
+                                    &p, nullptr),
             "conv2d_backward");
   return {grad_x, grad_w, grad_b};
 }
@@ -500,11 +437,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
   if (w.defined()) w = w.contiguous();
   if (b.defined()) b = b.contiguous();
   const auto vo = view_of(out), vm = view_of(mean), vr = view_of(rstd), vx = view_of(x);
-  trn_ops_tensor_t vw{}, vb{};
-  if (w.defined()) vw = view_of(w);
-  if (b.defined()) vb = view_of(b);
-  check_ops(trn_ops_layer_norm(scope.queue(), &vo, &vm, &vr, &vx, w.defined() ? &vw : nullptr,
-                               b.defined() ? &vb : nullptr,
+  const OptionalView vw(w), vb(b);
+  check_ops(trn_ops_layer_norm(scope.queue(), &vo, &vm, &vr, &vx, vw.get(), vb.get(),
                                static_cast<uint32_t>(normalized_shape.size()), eps, nullptr),
             "layer_norm");
   if (type != at::kFloat) {
@@ -548,15 +482,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
   const at::Tensor w = weight.defined() ? weight.contiguous() : weight;
   const auto vgx = view_of(gx), vgo = view_of(go), vx = view_of(x), vm = view_of(m),
              vr = view_of(r);
-  trn_ops_tensor_t vgw{}, vgb{}, vw{};
-  if (w.defined()) {
-    vgw = view_of(gw);
-    vgb = view_of(gb);
-    vw = view_of(w);
-  }
-  check_ops(trn_ops_layer_norm_backward(scope.queue(), &vgx, w.defined() ? &vgw : nullptr,
-                                        w.defined() ? &vgb : nullptr, &vgo, &vx, &vm, &vr,
-                                        w.defined() ? &vw : nullptr,
+  const OptionalView vgw(gw), vgb(gb), vw(w);
+  check_ops(trn_ops_layer_norm_backward(scope.queue(), &vgx, vgw.get(), vgb.get(), &vgo, &vx, &vm,
+                                        &vr, vw.get(),
                                         static_cast<uint32_t>(normalized_shape.size()), nullptr),
             "layer_norm_backward");
   if (output_mask[0]) grad_x = gx;
@@ -757,11 +685,10 @@ std::tuple<at::Tensor &, at::Tensor &> nll_loss_forward_out(
   const at::Tensor w = weight.defined() ? weight.to(self.scalar_type()).contiguous() : weight;
   OutTarget o(output, q), tw(total_weight, q);
   const auto vo = view_of(o.get()), vtw = view_of(tw.get()), vx = view_of(x), vt = view_of(t);
-  trn_ops_tensor_t vw{};
-  if (w.defined()) vw = view_of(w);
-  check_ops(trn_ops_nll_loss(q, &vo, &vtw, &vx, &vt, w.defined() ? &vw : nullptr, trn_reduction,
-                             ignore_index, nullptr),
-            "nll_loss");
+  const OptionalView vw(w);
+  check_ops(
+      trn_ops_nll_loss(q, &vo, &vtw, &vx, &vt, vw.get(), trn_reduction, ignore_index, nullptr),
+      "nll_loss");
   o.finish();
   tw.finish();
   return {output, total_weight};
@@ -808,10 +735,9 @@ at::Tensor &nll_loss_backward_out(const at::Tensor &grad_output, const at::Tenso
   const at::Tensor tw = total_weight.to(self.scalar_type()).contiguous();
   const auto vgi = view_of(gi.get()), vgo = view_of(go), vx = view_of(x), vt = view_of(t),
              vtw = view_of(tw);
-  trn_ops_tensor_t vw{};
-  if (w.defined()) vw = view_of(w);
-  check_ops(trn_ops_nll_loss_backward(q, &vgi, &vgo, &vx, &vt, w.defined() ? &vw : nullptr,
-                                      trn_reduction, ignore_index, &vtw, nullptr),
+  const OptionalView vw(w);
+  check_ops(trn_ops_nll_loss_backward(q, &vgi, &vgo, &vx, &vt, vw.get(), trn_reduction,
+                                      ignore_index, &vtw, nullptr),
             "nll_loss_backward");
   gi.finish();
   return grad_input;

@@ -35,6 +35,40 @@ OutputOrder in_output_order(const at::Tensor &out, std::vector<at::Tensor> input
   return {permuted, std::move(inputs)};
 }
 
+void t_copy(trn_queue_t q, const at::Tensor &out, const at::Tensor &x) {
+  const auto o = view_of(out), v = view_of(x);
+  check_ops(trn_ops_copy(q, &o, &v, nullptr), "copy");
+}
+
+void t_unary(trn_queue_t q, trn_ops_unary_op_t op, const at::Tensor &out, const at::Tensor &x) {
+  const auto o = view_of(out), v = view_of(x);
+  check_ops(trn_ops_unary(q, op, &o, &v, nullptr), "unary");
+}
+
+void t_binary(trn_queue_t q, trn_ops_binary_op_t op, const at::Tensor &out, const at::Tensor &a,
+              const at::Tensor &b) {
+  const auto o = view_of(out), va = view_of(a), vb = view_of(b);
+  check_ops(trn_ops_binary(q, op, &o, &va, &vb, nullptr), "binary");
+}
+
+void t_binary_scalar(trn_queue_t q, trn_ops_binary_op_t op, const at::Tensor &out,
+                     const at::Tensor &a, double s) {
+  const auto o = view_of(out), va = view_of(a);
+  check_ops(trn_ops_binary_scalar(q, op, &o, &va, s, 0, nullptr), "binary_scalar");
+}
+
+void t_where(trn_queue_t q, const at::Tensor &out, const at::Tensor &cond, const at::Tensor &a,
+             const at::Tensor &b) {
+  const auto o = view_of(out), vc = view_of(cond), va = view_of(a), vb = view_of(b);
+  check_ops(trn_ops_where(q, &o, &vc, &va, &vb, nullptr), "where");
+}
+
+void t_reduce_all(trn_queue_t q, trn_ops_reduce_op_t op, const at::Tensor &out,
+                  const at::Tensor &x) {
+  const auto o = view_of(out), v = view_of(x);
+  check_ops(trn_ops_reduce(q, op, &o, &v, nullptr, 0, 0, nullptr), "reduce");
+}
+
 at::Tensor empty_on(const at::Tensor &like, at::IntArrayRef sizes, c10::ScalarType type) {
   return at::empty(sizes, like.options().dtype(type));
 }

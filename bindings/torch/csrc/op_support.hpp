@@ -47,6 +47,38 @@ struct OutputOrder {
 };
 OutputOrder in_output_order(const at::Tensor &out, std::vector<at::Tensor> inputs);
 
+// libtrn_ops calls on at::Tensors, so that compositions of ops read as the math they compute.
+void t_copy(trn_queue_t q, const at::Tensor &out, const at::Tensor &x);
+void t_unary(trn_queue_t q, trn_ops_unary_op_t op, const at::Tensor &out, const at::Tensor &x);
+void t_binary(trn_queue_t q, trn_ops_binary_op_t op, const at::Tensor &out, const at::Tensor &a,
+              const at::Tensor &b);
+void t_binary_scalar(trn_queue_t q, trn_ops_binary_op_t op, const at::Tensor &out,
+                     const at::Tensor &a, double s);
+void t_where(trn_queue_t q, const at::Tensor &out, const at::Tensor &cond, const at::Tensor &a,
+             const at::Tensor &b);
+// Reduces every dim of x to the 0-dim `out`.
+void t_reduce_all(trn_queue_t q, trn_ops_reduce_op_t op, const at::Tensor &out,
+                  const at::Tensor &x);
+
+// The kernels write contiguous outputs: an output that is a strided view gets the result
+// through a contiguous temporary, copied into it by finish().
+class OutTarget {
+ public:
+  OutTarget(const at::Tensor &out, trn_queue_t q)
+      : out_(out),
+        q_(q),
+        target_(out.is_contiguous() ? out : at::empty(out.sizes(), out.options())) {}
+  const at::Tensor &get() const { return target_; }
+  void finish() const {
+    if (!target_.is_same(out_)) t_copy(q_, out_, target_);
+  }
+
+ private:
+  const at::Tensor &out_;
+  trn_queue_t q_;
+  at::Tensor target_;
+};
+
 // A new trn tensor on `like`'s device.
 at::Tensor empty_on(const at::Tensor &like, at::IntArrayRef sizes, c10::ScalarType type);
 

@@ -32,8 +32,7 @@ void reduce(trn_ops_reduce_op_t op, const at::Tensor &self, at::OptionalIntArray
   if (rank == 0) {  // any dim of a scalar (0 or -1) reduces it to itself
     if (dim)
       for (int64_t d : *dim) c10::maybe_wrap_dim(d, rank);  // refuses dims a scalar lacks
-    const auto o = view_of(out), v = view_of(self);
-    check_ops(trn_ops_copy(scope.queue(), &o, &v, nullptr), name);
+    t_copy(scope.queue(), out, self);
     return;
   }
   std::vector<bool> reduced(static_cast<size_t>(rank), !dim || dim->empty());
@@ -68,8 +67,7 @@ void reduce(trn_ops_reduce_op_t op, const at::Tensor &self, at::OptionalIntArray
   if (op == TRN_OPS_MEAN && (type == at::kBFloat16 || type == at::kHalf)) {
     at::Tensor wide = empty_on(o, o.sizes(), at::kFloat);
     run_reduce(scope.queue(), op, wide, x, dims, keep, name);
-    const auto vo = view_of(o), vw = view_of(wide);
-    check_ops(trn_ops_copy(scope.queue(), &vo, &vw, nullptr), "copy");
+    t_copy(scope.queue(), o, wide);
     return;
   }
   run_reduce(scope.queue(), op, o, x, dims, keep, name);

@@ -18,6 +18,20 @@ bool is_trn_dtype(c10::ScalarType type);
 // A 0-dim tensor is rank 0; an empty tensor's allocation may be null.
 trn_ops_tensor_t view_of(const at::Tensor &t);
 
+// The view of a tensor that may be undefined (an optional bias, a gradient not asked for), for
+// the libtrn_ops arguments that take NULL.
+class OptionalView {
+ public:
+  explicit OptionalView(const at::Tensor &t) : present_(t.defined()) {
+    if (present_) view_ = view_of(t);
+  }
+  const trn_ops_tensor_t *get() const { return present_ ? &view_ : nullptr; }
+
+ private:
+  bool present_;
+  trn_ops_tensor_t view_{};
+};
+
 // The current stream's queue of the tensor's device.
 trn_queue_t queue_of(const at::Tensor &t);
 
