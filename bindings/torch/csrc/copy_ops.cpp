@@ -238,8 +238,10 @@ const at::Tensor &resize(const at::Tensor &self, c10::SymIntArrayRef size_sym,
   if (needed > storage.nbytes()) {
     at::DataPtr fresh = allocator()->allocate(needed);
     trn_queue_t queue = queue_of(self);
-    // The old block is freed on its own stream when replaced: after the copy that reads it.
+    // The old block may have been written on the stream it belongs to: the copy follows that
+    // stream's work, and the block's free on that stream (when it is replaced) follows the copy.
     trn_queue_t old_queue = allocation_queue(storage.data_ptr());
+    if (old_queue) queue_wait(queue, queue_mark(old_queue));
     if (storage.nbytes() > 0 && storage.data() != nullptr) {
       const Device &dev = device_at(self.device());
       trn_mem_t from = nullptr, to = nullptr;
