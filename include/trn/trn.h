@@ -59,7 +59,7 @@ extern "C" {
 #define TRN_VERSION_MAJOR(version) (TRN_CAST_(uint32_t, version) >> 16)
 #define TRN_VERSION_MINOR(version) (TRN_CAST_(uint32_t, version) & 0xffffu)
 /** The API version this header describes. */
-#define TRN_API_VERSION TRN_MAKE_VERSION(0, 3)
+#define TRN_API_VERSION TRN_MAKE_VERSION(0, 4)
 
 /** The API version the loaded library implements (compare with TRN_API_VERSION). */
 TRN_API uint32_t trn_get_version(void);
@@ -160,6 +160,8 @@ typedef enum trn_struct_type {
   TRN_STRUCT_OPS_CONFIG = 18,         /**< trn_ops.h */
   TRN_STRUCT_OPS_CACHE_STATS = 19,    /**< trn_ops.h */
   TRN_STRUCT_OPS_FALLBACK = 20,       /**< trn_ops.h */
+  TRN_STRUCT_COMM_DESC = 21,          /**< trn_comm.h */
+  TRN_STRUCT_COMM_INFO = 22,          /**< trn_comm.h */
   TRN_STRUCT_FORCE_INT32 = 0x7fffffff
 } trn_struct_type_t;
 
@@ -670,6 +672,15 @@ TRN_API trn_result_t trn_sem_query(trn_sem_t sem, uint64_t *value);
  * @returns TRN_ERROR_OUT_OF_HOST_MEMORY when the process has no descriptors left.
  */
 TRN_API trn_result_t trn_sem_get_fd(trn_sem_t sem, uint64_t value, int *fd);
+/**
+ * Marks the semaphore failed from the host (Since 0.4), as a queue's failure marks the
+ * semaphores it was to signal: waits for values it has not reached, on the host and in queue
+ * commands of any process, end with TRN_ERROR_CANCELLED and `reason` (a queue command's in its
+ * queue's fault record), for a semaphore whose signaller is known to be gone (a collective's
+ * peer died). The next trn_sem_signal clears the mark. `reason` may be NULL. A queue's own
+ * semaphore is refused (TRN_ERROR_INVALID_ARGUMENT): it fails with its queue.
+ */
+TRN_API trn_result_t trn_sem_fail(trn_sem_t sem, const char *reason);
 /** Exports a TRN_SEM_FLAG_EXPORTABLE semaphore so another process can wait on or signal it. */
 TRN_API trn_result_t trn_sem_export(trn_sem_t sem, trn_ipc_handle_t *handle);
 TRN_API trn_result_t trn_sem_import(trn_device_t device, const trn_ipc_handle_t *handle,

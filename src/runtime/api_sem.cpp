@@ -91,6 +91,19 @@ TRN_API trn_result_t trn_sem_signal(trn_sem_t handle, uint64_t value) {
   });
 }
 
+TRN_API trn_result_t trn_sem_fail(trn_sem_t handle, const char *reason) {
+  return TRN_API_CALL({
+    TRN_GET_SESSION(session);
+    auto *sem = session->sems.find_fast(handle, &result);
+    if (!sem) return result;
+    if (sem->queue_timeline())
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  "a queue's semaphore fails with its queue only: use a semaphore of your own");
+    sem->mark_failed(reason && *reason ? reason : "trn_sem_fail was called on it");
+    return TRN_SUCCESS;
+  });
+}
+
 TRN_API trn_result_t trn_sem_wait(trn_sem_t handle, uint64_t value, uint64_t timeout_ns) {
   return TRN_API_CALL({
     TRN_GET_SESSION(session);

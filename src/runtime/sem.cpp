@@ -94,6 +94,10 @@ void Sem::signal(uint64_t value, bool clear_failure) {
   ops(device_).sem_signal(hal_, value, clear_failure ? 1 : 0);
 }
 
+void Sem::mark_failed(const std::string &reason) {
+  ops(device_).sem_fail(hal_, reason.c_str());
+}
+
 trn_result_t Sem::wait(uint64_t value, uint64_t timeout_ns) {
   return ops(device_).sem_wait(hal_, value, timeout_ns);
 }

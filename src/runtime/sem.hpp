@@ -35,6 +35,8 @@ class Sem {
   // Raises the value to at least `value` (never lowers it); `clear_failure` clears the failed
   // mark.
   void signal(uint64_t value, bool clear_failure);
+  // Marks it failed: waiters for values not reached get TRN_ERROR_CANCELLED with `reason`.
+  void mark_failed(const std::string &reason);
   // SUCCESS, TIMEOUT or CANCELLED (failed).
   trn_result_t wait(uint64_t value, uint64_t timeout_ns);
   // A descriptor the caller owns that becomes readable at `value` or on failure.

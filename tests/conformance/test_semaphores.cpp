@@ -864,3 +864,45 @@ TEST_CASE("shutdown and queue destroy end every watch", "[semaphores][fd]") {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   CHECK(open_descriptors() == idle);
 }
+
+TEST_CASE("trn_sem_fail fails host waits and queue waits with its reason until a signal",
+          "[semaphores][queues]") {
+  SimEnv env;
+  const trn_device_t device = first_device();
+  trn_sem_t sem = nullptr;
+  trn_sem_desc_t desc = TRN_SEM_DESC_INIT;
+  REQUIRE(trn_sem_create(device, &desc, &sem) == TRN_SUCCESS);
+  trn_queue_t queue = make_queue(core_at(device, 0));
+  const trn_sem_point_t wait{sem, 1};
+  const trn_sync_t sync{&wait, 1, nullptr, 0};
+  uint64_t sequence = 0;
+  REQUIRE(trn_queue_barrier(queue, &sync, &sequence) == TRN_SUCCESS);
+
+  REQUIRE(trn_sem_fail(sem, "the peer that signals it died") == TRN_SUCCESS);
+  CHECK(trn_sem_wait(sem, 1, 10 * kSecond) == TRN_ERROR_CANCELLED);
+  CHECK(error_contains("the peer that signals it died"));
+  CHECK(trn_queue_finish(queue, 10 * kSecond) == TRN_ERROR_CANCELLED);
+  trn_queue_fault_t fault = TRN_QUEUE_FAULT_INIT;
+  REQUIRE(trn_queue_get_fault(queue, &fault) == TRN_SUCCESS);
+  CHECK(fault.sequence == sequence);
+  CHECK(std::string(fault.reason).find("the peer that signals it died") != std::string::npos);
+
+  // A signal clears the mark; a NULL reason gets a default one.
+  REQUIRE(trn_sem_signal(sem, 1) == TRN_SUCCESS);
+  CHECK(trn_sem_wait(sem, 1, 0) == TRN_SUCCESS);
+  REQUIRE(trn_sem_fail(sem, nullptr) == TRN_SUCCESS);
+  CHECK(trn_sem_wait(sem, 2, 0) == TRN_ERROR_CANCELLED);
+  CHECK(error_contains("trn_sem_fail"));
+
+  // Refused: a queue's own semaphore, and handles that are not semaphores.
+  REQUIRE(trn_queue_reset(queue) == TRN_SUCCESS);
+  trn_sem_t timeline = nullptr;
+  REQUIRE(trn_queue_get_semaphore(queue, &timeline) == TRN_SUCCESS);
+  CHECK(trn_sem_fail(timeline, "no") == TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(error_contains("queue's semaphore"));
+  CHECK(trn_sem_fail(nullptr, "no") == TRN_ERROR_INVALID_HANDLE);
+  CHECK(trn_sem_fail(reinterpret_cast<trn_sem_t>(queue), "no") == TRN_ERROR_INVALID_HANDLE);
+  REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+  REQUIRE(trn_sem_destroy(sem) == TRN_SUCCESS);
+  CHECK(trn_sem_fail(sem, "no") == TRN_ERROR_INVALID_HANDLE);
+}
