@@ -3,7 +3,9 @@
 include(CMakePackageConfigHelpers)
 # libtrn_ops (eager ops, docs/ops.md) lies beside libtrn; find_package(trn) gives trn::ops.
 set_target_properties(trn_ops PROPERTIES EXPORT_NAME ops)
-install(TARGETS trn trn_ops EXPORT trnTargets
+# libtrn_comm (collectives, docs/collectives.md) likewise gives trn::comm.
+set_target_properties(trn_comm PROPERTIES EXPORT_NAME comm)
+install(TARGETS trn trn_ops trn_comm EXPORT trnTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Drivers lie beside libtrn, which finds them there (docs/ARCHITECTURE.md, "Driver discovery").

@@ -10,11 +10,27 @@
 namespace trn::test {
 
 const std::vector<const char *> &trn_environment_variables() {
-  static const std::vector<const char *> names = {
-      "TRN_SIM_ROOT",      "TRN_SIM_DEVICES",          "TRN_SIM_GENERATION",
-      "TRN_SIM_HBM_BYTES", "TRN_VISIBLE_CORES",        "NEURON_RT_VISIBLE_CORES",
-      "TRN_LNC",           "NEURON_LOGICAL_NC_CONFIG", "TRN_DRIVER",
-      "TRN_SIM_RACE_CHECK"};
+  static const std::vector<const char *> names = {"TRN_SIM_ROOT",
+                                                  "TRN_SIM_DEVICES",
+                                                  "TRN_SIM_GENERATION",
+                                                  "TRN_SIM_HBM_BYTES",
+                                                  "TRN_VISIBLE_CORES",
+                                                  "NEURON_RT_VISIBLE_CORES",
+                                                  "TRN_LNC",
+                                                  "NEURON_LOGICAL_NC_CONFIG",
+                                                  "TRN_DRIVER",
+                                                  "TRN_SIM_RACE_CHECK",
+                                                  "TRN_COMM_TIMEOUT_MS",
+                                                  "TRN_COMM_CHUNK_BYTES",
+                                                  "TRN_COMM_SOCKET_ADDR",
+                                                  "TRN_COMM_PORT",
+                                                  "TRN_COMM_RING_MIN_BYTES",
+                                                  "RANK",
+                                                  "WORLD_SIZE",
+                                                  "LOCAL_RANK",
+                                                  "MASTER_ADDR",
+                                                  "MASTER_PORT",
+                                                  "TORCHELASTIC_RUN_ID"};
   return names;
 }
 

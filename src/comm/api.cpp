@@ -1,0 +1,411 @@
+// The C entry points of trn_comm.h: handles, argument checks, errors.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "comm/bootstrap.hpp"
+#include "comm/bytes.hpp"
+#include "comm/communicator.hpp"
+#include "comm/config.hpp"
+#include "comm/error.hpp"
+#include "comm/operations.hpp"
+
+using namespace trn::comm;
+
+namespace {
+
+// Handles are numbers that are never reused, so a destroyed or made-up handle is refused rather
+// than followed. The table's lock is held only to look up or change it.
+struct Registry {
+  std::mutex mutex;
+  std::map<uintptr_t, std::shared_ptr<Comm>> comms;
+  uintptr_t next = 0x7c0000;
+};
+
+Registry &registry() {
+  static Registry *instance = new Registry();  // never destroyed: used by exit-time destroys
+  return *instance;
+}
+
+trn_comm_t add(std::shared_ptr<Comm> comm) {
+  Registry &r = registry();
+  std::lock_guard lock(r.mutex);
+  const uintptr_t id = r.next += 16;
+  r.comms.emplace(id, std::move(comm));
+  return reinterpret_cast<trn_comm_t>(id);
+}
+
+std::shared_ptr<Comm> find(trn_comm_t handle) {
+  if (!handle) fail(TRN_ERROR_INVALID_HANDLE, "comm is NULL");
+  Registry &r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.comms.find(reinterpret_cast<uintptr_t>(handle));
+  if (it == r.comms.end())
+    fail(TRN_ERROR_INVALID_HANDLE, "comm is not a live communicator (destroyed, or not one)");
+  return it->second;
+}
+
+std::shared_ptr<Comm> remove_comm(trn_comm_t handle) {
+  Registry &r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.comms.find(reinterpret_cast<uintptr_t>(handle));
+  if (it == r.comms.end())
+    fail(TRN_ERROR_INVALID_HANDLE, "comm is not a live communicator (destroyed, or not one)");
+  auto comm = std::move(it->second);
+  r.comms.erase(it);
+  return comm;
+}
+
+// Runs an entry point: errors become its result and trn_comm_last_error().
+template <typename Body>
+trn_result_t api_call(const char *function, Body body) {
+  try {
+    body();
+    set_last_error("");
+    return TRN_SUCCESS;
+  } catch (const CommError &e) {
+    set_last_error(std::string(function) + ": " + e.what());
+    return e.result();
+  } catch (const std::bad_alloc &) {
+    set_last_error(std::string(function) + ": out of host memory");
+    return TRN_ERROR_OUT_OF_HOST_MEMORY;
+  } catch (const std::exception &e) {
+    set_last_error(std::string(function) + ": " + e.what());
+    return TRN_ERROR_INTERNAL;
+  }
+}
+
+CommConfig config_of(const trn_comm_desc_t *desc) {
+  CommConfig config;
+  if (!desc) return config;
+  if (desc->header.type != TRN_STRUCT_COMM_DESC ||
+      desc->header.size < offsetof(trn_comm_desc_t, chunk_bytes) + sizeof(uint64_t))
+    fail(TRN_ERROR_INVALID_STRUCT, "desc was not set up with TRN_COMM_DESC_INIT");
+  config.core = desc->core;
+  config.rank = desc->rank;
+  config.size = desc->size;
+  config.timeout_ns = desc->timeout_ns;
+  config.chunk_bytes = desc->chunk_bytes;
+  return config;
+}
+
+uint64_t random_token() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device() ^ now_ns();
+}
+
+// The LOCAL_RANK-th visible core, counting across devices.
+trn_core_t core_for_local_rank(uint32_t local_rank) {
+  uint32_t count = 0;
+  check(trn_device_get(&count, nullptr), "trn_device_get");
+  std::vector<trn_device_t> devices(count);
+  check(trn_device_get(&count, devices.data()), "trn_device_get");
+  uint32_t left = local_rank;
+  for (trn_device_t device : devices) {
+    uint32_t cores = 0;
+    check(trn_core_get(device, &cores, nullptr), "trn_core_get");
+    if (left < cores) {
+      std::vector<trn_core_t> list(cores);
+      check(trn_core_get(device, &cores, list.data()), "trn_core_get");
+      return list[left];
+    }
+    left -= cores;
+  }
+  fail(TRN_ERROR_INVALID_CONFIG, "LOCAL_RANK=" + std::to_string(local_rank) +
+                                     " but this process sees fewer visible cores (check "
+                                     "TRN_VISIBLE_CORES and TRN_SIM_DEVICES)");
+}
+
+uint64_t operation(trn_comm_t handle, OpKind kind, const OpArgs &args) {
+  auto comm = find(handle);
+  return run_operation(*comm, kind, args);
+}
+
+void set_sequence(uint64_t *out, uint64_t value) {
+  if (out) *out = value;
+}
+
+int32_t read_int(const std::vector<uint8_t> &in, size_t at) {
+  return take<int32_t>(in, &at, "trn_comm_split's colour and key");
+}
+
+}  // namespace
+
+extern "C" {
+
+TRN_COMM_API uint32_t trn_comm_get_version(void) {
+  return TRN_COMM_API_VERSION;
+}
+
+TRN_COMM_API const char *trn_comm_last_error(void) {
+  return last_error();
+}
+
+TRN_COMM_API const char *trn_comm_red_op_name(trn_comm_red_op_t op) {
+  switch (op) {
+    case TRN_COMM_SUM: return "sum";
+    case TRN_COMM_PROD: return "prod";
+    case TRN_COMM_MAX: return "max";
+    case TRN_COMM_MIN: return "min";
+    case TRN_COMM_AVG: return "avg";
+    default: return "unknown";
+  }
+}
+
+TRN_COMM_API trn_result_t trn_comm_get_unique_id(trn_comm_unique_id_t *id) {
+  return api_call(__func__, [&] {
+    if (!id) fail(TRN_ERROR_NULL_POINTER, "id is NULL");
+    const RendezvousId made =
+        start_root_service({socket_address(), 0}, random_token(), default_timeout_ns());
+    *id = encode_id(made);
+  });
+}
+
+TRN_COMM_API trn_result_t trn_comm_init_rank(const trn_comm_unique_id_t *id,
+                                             const trn_comm_desc_t *desc, trn_comm_t *comm) {
+  return api_call(__func__, [&] {
+    if (!id) fail(TRN_ERROR_NULL_POINTER, "id is NULL");
+    if (!desc) fail(TRN_ERROR_NULL_POINTER, "desc is NULL");
+    if (!comm) fail(TRN_ERROR_NULL_POINTER, "comm is NULL");
+    *comm = nullptr;
+    const CommConfig config = config_of(desc);
+    const RendezvousId where = decode_id(*id);
+    *comm = add(Comm::create(where, config));
+  });
+}
+
+TRN_COMM_API trn_result_t trn_comm_init_from_env(const trn_comm_desc_t *desc, trn_comm_t *comm) {
+  return api_call(__func__, [&] {
+    if (!comm) fail(TRN_ERROR_NULL_POINTER, "comm is NULL");
+    *comm = nullptr;
+    CommConfig config = config_of(desc);
+    const TorchrunEnv env = read_torchrun_env();
+    config.rank = env.rank;
+    config.size = env.world_size;
+    if (!config.core) config.core = core_for_local_rank(env.local_rank.value_or(env.rank));
+    if (config.rank == 0) {
+      const uint64_t timeout = config.timeout_ns ? config.timeout_ns : default_timeout_ns();
+      start_root_service(env.rendezvous, env.token, timeout);
+    }
+    *comm = add(Comm::create({env.rendezvous, env.token}, config));
+  });
+}
+
+TRN_COMM_API trn_result_t trn_comm_init_all(uint32_t count, const trn_core_t *cores,
+                                            const trn_comm_desc_t *desc, trn_comm_t *comms) {
+  return api_call(__func__, [&] {
+    if (!cores) fail(TRN_ERROR_NULL_POINTER, "cores is NULL");
+    if (!comms) fail(TRN_ERROR_NULL_POINTER, "comms is NULL");
+    if (count == 0) fail(TRN_ERROR_INVALID_ARGUMENT, "count is 0");
+    CommConfig config = config_of(desc);
+    const uint64_t timeout = config.timeout_ns ? config.timeout_ns : default_timeout_ns();
+    const RendezvousId id = start_root_service({"127.0.0.1", 0}, random_token(), timeout);
+    std::vector<std::shared_ptr<Comm>> made(count);
+    std::vector<std::optional<CommError>> errors(count);
+    std::vector<std::thread> threads;
+    for (uint32_t i = 0; i < count; ++i) {
+      threads.emplace_back([&, i] {
+        CommConfig mine = config;
+        mine.core = cores[i];
+        mine.rank = i;
+        mine.size = count;
+        try {
+          made[i] = Comm::create(id, mine);
+        } catch (const CommError &e) {
+          errors[i] = e;
+        } catch (const std::exception &e) {
+          errors[i] = CommError(TRN_ERROR_INTERNAL, e.what());
+        }
+      });
+    }
+    for (auto &thread : threads) thread.join();
+    for (uint32_t i = 0; i < count; ++i) {
+      if (!errors[i]) continue;
+      for (auto &comm : made)
+        if (comm) comm->shutdown(true);
+      throw CommError(errors[i]->result(), "rank " + std::to_string(i) + ": " + errors[i]->what());
+    }
+    for (uint32_t i = 0; i < count; ++i) comms[i] = add(std::move(made[i]));
+  });
+}
+
+TRN_COMM_API trn_result_t trn_comm_split(trn_comm_t handle, int32_t color, int32_t key,
+                                         trn_comm_t *new_comm) {
+  return api_call(__func__, [&] {
+    if (!new_comm) fail(TRN_ERROR_NULL_POINTER, "new_comm is NULL");
+    *new_comm = nullptr;
+    auto comm = find(handle);
+    if (auto why = comm->error(); !why.empty())
+      fail(TRN_ERROR_COLLECTIVE, "the communicator failed: " + why);
+    // Round 1: everyone's colour and key.
+    std::vector<uint8_t> mine;
+    put(&mine, color);
+    put(&mine, key);
+    const auto all = comm->gather(mine);
+    std::vector<std::pair<std::pair<int32_t, uint32_t>, uint32_t>> group;  // (key, rank), rank
+    for (uint32_t r = 0; r < all.size(); ++r)
+      if (color >= 0 && read_int(all[r], 0) == color)
+        group.push_back({{read_int(all[r], 4), r}, r});
+    std::sort(group.begin(), group.end());
+    // Round 2: each group's first rank serves the new communicator's rendezvous.
+    std::vector<uint8_t> offer;
+    const bool leader = color >= 0 && group.front().second == comm->rank();
+    if (leader) {
+      const RendezvousId id =
+          start_root_service({socket_address(), 0}, random_token(), comm->timeout_ns());
+      const trn_comm_unique_id_t bytes = encode_id(id);
+      offer.assign(bytes.internal, bytes.internal + sizeof bytes.internal);
+    }
+    const auto offers = comm->gather(offer);
+    if (color < 0) return;
+    const auto &chosen = offers[group.front().second];
+    if (chosen.size() != sizeof(trn_comm_unique_id_t))
+      fail(TRN_ERROR_COLLECTIVE, "trn_comm_split: the group's first rank made no rendezvous");
+    trn_comm_unique_id_t id{};
+    std::memcpy(id.internal, chosen.data(), sizeof id.internal);
+    CommConfig config;
+    config.core = comm->core();
+    config.size = static_cast<uint32_t>(group.size());
+    for (uint32_t i = 0; i < group.size(); ++i)
+      if (group[i].second == comm->rank()) config.rank = i;
+    config.timeout_ns = comm->timeout_ns();
+    config.chunk_bytes = comm->chunk_bytes();
+    *new_comm = add(Comm::create(decode_id(id), config));
+  });
+}
+
+TRN_COMM_API trn_result_t trn_comm_destroy(trn_comm_t handle) {
+  return api_call(__func__, [&] {
+    if (!handle) return;
+    remove_comm(handle)->shutdown(false);
+  });
+}
+
+TRN_COMM_API trn_result_t trn_comm_abort(trn_comm_t handle) {
+  return api_call(__func__, [&] {
+    if (!handle) return;
+    remove_comm(handle)->shutdown(true);
+  });
+}
+
+TRN_COMM_API trn_result_t trn_comm_get_info(trn_comm_t handle, trn_comm_info_t *info) {
+  return api_call(__func__, [&] {
+    auto comm = find(handle);
+    if (!info) fail(TRN_ERROR_NULL_POINTER, "info is NULL");
+    if (info->header.type != TRN_STRUCT_COMM_INFO || info->header.size < sizeof(trn_comm_info_t))
+      fail(TRN_ERROR_INVALID_STRUCT, "info was not set up with TRN_COMM_INFO_INIT");
+    comm->fill_info(info);
+  });
+}
+
+TRN_COMM_API trn_result_t trn_comm_get_error(trn_comm_t handle) {
+  return api_call(__func__, [&] {
+    auto comm = find(handle);
+    if (auto why = comm->error(); !why.empty()) fail(TRN_ERROR_COLLECTIVE, why);
+  });
+}
+
+TRN_COMM_API trn_result_t trn_comm_synchronize(trn_comm_t handle, uint64_t timeout_ns) {
+  trn_result_t result = TRN_SUCCESS;
+  const trn_result_t r = api_call(__func__, [&] {
+    result = find(handle)->synchronize(timeout_ns);
+    if (result == TRN_TIMEOUT)
+      fail(TRN_TIMEOUT, "the communicator's operations did not complete within the timeout");
+  });
+  return r;
+}
+
+TRN_COMM_API trn_result_t trn_comm_all_reduce(trn_comm_t comm, trn_queue_t queue,
+                                              trn_comm_buffer_t send, trn_comm_buffer_t recv,
+                                              uint64_t count, trn_dtype_t dtype,
+                                              trn_comm_red_op_t op, const trn_sync_t *sync,
+                                              uint64_t *sequence) {
+  return api_call(__func__, [&] {
+    set_sequence(sequence, operation(comm, OpKind::all_reduce,
+                                     {queue, send, recv, count, dtype, op, 0, sync}));
+  });
+}
+
+TRN_COMM_API trn_result_t trn_comm_all_gather(trn_comm_t comm, trn_queue_t queue,
+                                              trn_comm_buffer_t send, trn_comm_buffer_t recv,
+                                              uint64_t count, trn_dtype_t dtype,
+                                              const trn_sync_t *sync, uint64_t *sequence) {
+  return api_call(__func__, [&] {
+    set_sequence(sequence, operation(comm, OpKind::all_gather,
+                                     {queue, send, recv, count, dtype, TRN_COMM_SUM, 0, sync}));
+  });
+}
+
+TRN_COMM_API trn_result_t trn_comm_reduce_scatter(trn_comm_t comm, trn_queue_t queue,
+                                                  trn_comm_buffer_t send, trn_comm_buffer_t recv,
+                                                  uint64_t count, trn_dtype_t dtype,
+                                                  trn_comm_red_op_t op, const trn_sync_t *sync,
+                                                  uint64_t *sequence) {
+  return api_call(__func__, [&] {
+    set_sequence(sequence, operation(comm, OpKind::reduce_scatter,
+                                     {queue, send, recv, count, dtype, op, 0, sync}));
+  });
+}
+
+TRN_COMM_API trn_result_t trn_comm_broadcast(trn_comm_t comm, trn_queue_t queue,
+                                             trn_comm_buffer_t send, trn_comm_buffer_t recv,
+                                             uint64_t count, trn_dtype_t dtype, uint32_t root,
+                                             const trn_sync_t *sync, uint64_t *sequence) {
+  return api_call(__func__, [&] {
+    set_sequence(sequence, operation(comm, OpKind::broadcast,
+                                     {queue, send, recv, count, dtype, TRN_COMM_SUM, root, sync}));
+  });
+}
+
+TRN_COMM_API trn_result_t trn_comm_reduce(trn_comm_t comm, trn_queue_t queue,
+                                          trn_comm_buffer_t send, trn_comm_buffer_t recv,
+                                          uint64_t count, trn_dtype_t dtype, trn_comm_red_op_t op,
+                                          uint32_t root, const trn_sync_t *sync,
+                                          uint64_t *sequence) {
+  return api_call(__func__, [&] {
+    set_sequence(sequence, operation(comm, OpKind::reduce,
+                                     {queue, send, recv, count, dtype, op, root, sync}));
+  });
+}
+
+TRN_COMM_API trn_result_t trn_comm_all_to_all(trn_comm_t comm, trn_queue_t queue,
+                                              trn_comm_buffer_t send, trn_comm_buffer_t recv,
+                                              uint64_t count, trn_dtype_t dtype,
+                                              const trn_sync_t *sync, uint64_t *sequence) {
+  return api_call(__func__, [&] {
+    set_sequence(sequence, operation(comm, OpKind::all_to_all,
+                                     {queue, send, recv, count, dtype, TRN_COMM_SUM, 0, sync}));
+  });
+}
+
+TRN_COMM_API trn_result_t trn_comm_send(trn_comm_t comm, trn_queue_t queue, trn_comm_buffer_t send,
+                                        uint64_t count, trn_dtype_t dtype, uint32_t peer,
+                                        const trn_sync_t *sync, uint64_t *sequence) {
+  return api_call(__func__, [&] {
+    set_sequence(sequence, operation(comm, OpKind::send,
+                                     {queue, send, {}, count, dtype, TRN_COMM_SUM, peer, sync}));
+  });
+}
+
+TRN_COMM_API trn_result_t trn_comm_recv(trn_comm_t comm, trn_queue_t queue, trn_comm_buffer_t recv,
+                                        uint64_t count, trn_dtype_t dtype, uint32_t peer,
+                                        const trn_sync_t *sync, uint64_t *sequence) {
+  return api_call(__func__, [&] {
+    set_sequence(sequence, operation(comm, OpKind::recv,
+                                     {queue, {}, recv, count, dtype, TRN_COMM_SUM, peer, sync}));
+  });
+}
+
+TRN_COMM_API trn_result_t trn_comm_barrier(trn_comm_t comm, trn_queue_t queue,
+                                           const trn_sync_t *sync, uint64_t *sequence) {
+  return api_call(__func__, [&] {
+    set_sequence(sequence, operation(comm, OpKind::barrier,
+                                     {queue, {}, {}, 0, TRN_DTYPE_F32, TRN_COMM_SUM, 0, sync}));
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,433 @@
+#include "comm/bootstrap.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "comm/bytes.hpp"
+#include "comm/error.hpp"
+
+namespace trn::comm {
+
+namespace {
+
+constexpr char kIdMagic[8] = {'T', 'R', 'N', 'C', 'O', 'M', 'M', '1'};
+constexpr size_t kHostBytes = 96;
+
+struct IdBytes {
+  char magic[8];
+  uint64_t token;
+  uint16_t port;
+  char host[kHostBytes];
+};
+static_assert(sizeof(IdBytes) <= sizeof(trn_comm_unique_id_t), "id layout");
+
+std::string rank_list(const std::vector<uint32_t> &ranks) {
+  std::string text;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i == 6 && ranks.size() > 8) {
+      text += ", ... (" + std::to_string(ranks.size()) + " in all)";
+      break;
+    }
+    text += (i ? ", " : "") + std::to_string(ranks[i]);
+  }
+  return text;
+}
+
+std::vector<uint8_t> text_payload(const std::string &text) {
+  return {text.begin(), text.end()};
+}
+
+// The service's side of one communicator.
+class RootService {
+ public:
+  RootService(Fd listener, uint64_t token, uint64_t timeout_ns)
+      : listener_(std::move(listener)), token_(token), timeout_ns_(timeout_ns) {}
+
+  void run() {
+    try {
+      if (rendezvous()) serve();
+    } catch (const std::exception &) {
+      // The service has nobody left to tell; the ranks see their connection close.
+    }
+  }
+
+ private:
+  struct Rank {
+    Fd fd;
+    uint32_t pid = 0;
+    std::vector<uint8_t> blob;
+    std::optional<std::vector<uint8_t>> gathered;
+    bool gone = false;
+  };
+
+  uint64_t deadline() const { return now_ns() + 10'000'000'000ull; }
+
+  // Tells every live rank but `except`.
+  void broadcast(uint32_t type, const std::vector<uint8_t> &payload, uint32_t except) {
+    for (uint32_t r = 0; r < ranks_.size(); ++r) {
+      if (r == except || ranks_[r].gone || !ranks_[r].fd) continue;
+      try {
+        send_message(ranks_[r].fd.get(), {type, r, payload}, deadline());
+      } catch (const CommError &) {
+        ranks_[r].gone = true;
+      }
+    }
+  }
+
+  void refuse(Fd &fd, const std::string &why) {
+    try {
+      send_message(fd.get(), {kFailed, 0, text_payload(why)}, now_ns() + 1'000'000'000ull);
+    } catch (const CommError &) {
+    }
+  }
+
+  // Accepts until every rank said hello; false if it did not happen by the deadline.
+  bool rendezvous() {
+    uint64_t end = now_ns() + timeout_ns_;
+    std::vector<Fd> pending;  // connected, hello not read yet
+    uint32_t arrived = 0;
+    while (size_ == 0 || arrived < size_) {
+      std::vector<pollfd> polls{{listener_.get(), POLLIN, 0}};
+      for (const Fd &fd : pending) polls.push_back({fd.get(), POLLIN, 0});
+      const uint64_t now = now_ns();
+      if (now >= end) {
+        std::vector<uint32_t> missing;
+        for (uint32_t r = 0; r < size_; ++r)
+          if (!ranks_[r].fd) missing.push_back(r);
+        const std::string why = size_ == 0 ? "no rank arrived at the rendezvous"
+                                           : "ranks " + rank_list(missing) + " of " +
+                                                 std::to_string(size_) +
+                                                 " never arrived at the rendezvous within " +
+                                                 std::to_string(timeout_ns_ / 1'000'000) + " ms";
+        broadcast(kFailed, text_payload(why), UINT32_MAX);
+        return false;
+      }
+      const int ms = static_cast<int>(std::min<uint64_t>((end - now) / 1'000'000 + 1, 100));
+      if (poll(polls.data(), polls.size(), ms) <= 0) continue;
+      if (polls[0].revents & POLLIN) {
+        Fd fd(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (fd) pending.push_back(std::move(fd));
+      }
+      for (size_t i = polls.size() - 1; i >= 1; --i) {
+        if (!polls[i].revents) continue;
+        Fd fd = std::move(pending[i - 1]);
+        pending.erase(pending.begin() + static_cast<long>(i - 1));
+        Message hello;
+        try {
+          if (!receive_message(fd.get(), &hello, now_ns() + 2'000'000'000ull)) continue;
+        } catch (const CommError &) {
+          continue;
+        }
+        if (hello.type != kHello) continue;
+        size_t at = 0;
+        uint64_t token = 0;
+        uint32_t size = 0, pid = 0;
+        uint64_t rank_timeout = 0;
+        try {
+          token = take<uint64_t>(hello.payload, &at, "a hello");
+          size = take<uint32_t>(hello.payload, &at, "a hello");
+          pid = take<uint32_t>(hello.payload, &at, "a hello");
+          rank_timeout = take<uint64_t>(hello.payload, &at, "a hello");
+        } catch (const CommError &) {
+          continue;
+        }
+        // The shortest timeout of a rank that arrived bounds the rendezvous, so that the service
+        // names the missing ranks before that rank gives up on its own.
+        if (rank_timeout && now_ns() + rank_timeout < end) end = now_ns() + rank_timeout;
+        if (token != token_) {
+          refuse(fd,
+                 "this rendezvous serves another communicator (a stale unique id, or two "
+                 "jobs on one MASTER_PORT)");
+          continue;
+        }
+        if (size_ == 0) {
+          size_ = size;
+          ranks_.resize(size);
+        }
+        if (size != size_) {
+          refuse(fd, "rank " + std::to_string(hello.rank) + " says the communicator has " +
+                         std::to_string(size) + " ranks, others said " + std::to_string(size_));
+          continue;
+        }
+        if (hello.rank >= size_ || ranks_[hello.rank].fd) {
+          refuse(fd, "rank " + std::to_string(hello.rank) +
+                         (hello.rank >= size_ ? " is out of range"
+                                              : " joined twice (two processes with one RANK)"));
+          continue;
+        }
+        Rank &rank = ranks_[hello.rank];
+        rank.fd = std::move(fd);
+        rank.pid = pid;
+        rank.blob.assign(hello.payload.begin() + static_cast<long>(at), hello.payload.end());
+        ++arrived;
+      }
+    }
+    listener_.reset();  // no one else may join
+    std::vector<std::vector<uint8_t>> blobs;
+    for (Rank &rank : ranks_) blobs.push_back(std::move(rank.blob));
+    broadcast(kTable, pack_blobs(blobs), UINT32_MAX);
+    return true;
+  }
+
+  void lost(uint32_t r) {
+    ranks_[r].gone = true;
+    ranks_[r].fd.reset();
+    if (failed_) return;
+    failed_ = true;
+    broadcast(kFailed,
+              text_payload("rank " + std::to_string(r) + " (pid " + std::to_string(ranks_[r].pid) +
+                           ") left without ending the communicator: its process died or it "
+                           "closed the connection"),
+              r);
+  }
+
+  // Until every rank left: gathers, aborts, departures.
+  void serve() {
+    for (;;) {
+      std::vector<pollfd> polls;
+      std::vector<uint32_t> who;
+      for (uint32_t r = 0; r < ranks_.size(); ++r)
+        if (!ranks_[r].gone) {
+          polls.push_back({ranks_[r].fd.get(), POLLIN, 0});
+          who.push_back(r);
+        }
+      if (polls.empty()) return;
+      if (poll(polls.data(), polls.size(), 1000) <= 0) continue;
+      for (size_t i = 0; i < polls.size(); ++i) {
+        if (!polls[i].revents) continue;
+        const uint32_t r = who[i];
+        Message message;
+        bool open = false;
+        try {
+          open = receive_message(ranks_[r].fd.get(), &message, deadline());
+        } catch (const CommError &) {
+          open = false;
+        }
+        if (!open) {
+          lost(r);
+          continue;
+        }
+        switch (message.type) {
+          case kBye:
+            ranks_[r].gone = true;
+            ranks_[r].fd.reset();
+            break;
+          case kAbort:
+            if (!failed_) {
+              failed_ = true;
+              broadcast(kFailed, text_payload(explain_abort(message.payload)), UINT32_MAX);
+            }
+            break;
+          case kGather:
+            ranks_[r].gathered = std::move(message.payload);
+            complete_gather();
+            break;
+          default: lost(r);
+        }
+      }
+    }
+  }
+
+  // An abort names the operation (its number on the aborting rank) where it timed out: the
+  // ranks that never started that operation are the ones to look at. Every live rank is asked
+  // how many operations it started (a second at most), and the reason says who lags.
+  std::string explain_abort(const std::vector<uint8_t> &payload) {
+    size_t at = 0;
+    uint64_t operation = 0;
+    try {
+      operation = take<uint64_t>(payload, &at, "an abort");
+    } catch (const CommError &) {
+      return "a rank aborted the communicator";
+    }
+    std::string text(payload.begin() + static_cast<long>(at), payload.end());
+    if (operation == 0) return text;
+    std::vector<std::optional<uint64_t>> started(ranks_.size());
+    broadcast(kStatus, {}, UINT32_MAX);
+    const uint64_t end = now_ns() + 1'000'000'000ull;
+    for (;;) {
+      std::vector<pollfd> polls;
+      std::vector<uint32_t> who;
+      for (uint32_t r = 0; r < ranks_.size(); ++r)
+        if (!ranks_[r].gone && !started[r]) {
+          polls.push_back({ranks_[r].fd.get(), POLLIN, 0});
+          who.push_back(r);
+        }
+      const uint64_t now = now_ns();
+      if (polls.empty() || now >= end) break;
+      if (poll(polls.data(), polls.size(), static_cast<int>((end - now) / 1'000'000 + 1)) <= 0)
+        continue;
+      for (size_t i = 0; i < polls.size(); ++i) {
+        if (!polls[i].revents) continue;
+        Message reply;
+        bool open = false;
+        try {
+          open = receive_message(polls[i].fd, &reply, end);
+        } catch (const CommError &) {
+        }
+        if (!open) {
+          ranks_[who[i]].gone = true;
+          continue;
+        }
+        size_t p = 0;
+        if (reply.type == kStatus) {
+          try {
+            started[who[i]] = take<uint64_t>(reply.payload, &p, "a status");
+          } catch (const CommError &) {
+          }
+        }
+      }
+    }
+    std::vector<uint32_t> behind;
+    for (uint32_t r = 0; r < ranks_.size(); ++r)
+      if (!started[r] || *started[r] < operation) behind.push_back(r);
+    if (behind.empty()) return text;
+    std::string names;
+    for (uint32_t r : behind)
+      names += (names.empty() ? "" : ", ") + std::to_string(r) + " (pid " +
+               std::to_string(ranks_[r].pid) + (ranks_[r].gone ? ", gone" : "") + ")";
+    return text + "; ranks that never called operation #" + std::to_string(operation) + ": " +
+           names;
+  }
+
+  void complete_gather() {
+    for (const Rank &rank : ranks_)
+      if (!rank.gathered) return;
+    std::vector<std::vector<uint8_t>> all;
+    for (Rank &rank : ranks_) {
+      all.push_back(std::move(*rank.gathered));
+      rank.gathered.reset();
+    }
+    broadcast(kGathered, pack_blobs(all), UINT32_MAX);
+  }
+
+  Fd listener_;
+  uint64_t token_;
+  uint64_t timeout_ns_;
+  uint32_t size_ = 0;
+  std::vector<Rank> ranks_;
+  bool failed_ = false;
+};
+
+}  // namespace
+
+trn_comm_unique_id_t encode_id(const RendezvousId &id) {
+  if (id.endpoint.host.size() >= kHostBytes)
+    fail(TRN_ERROR_INVALID_CONFIG,
+         "the rendezvous address '" + id.endpoint.host + "' is longer than a unique id holds");
+  IdBytes bytes{};
+  std::memcpy(bytes.magic, kIdMagic, sizeof kIdMagic);
+  bytes.token = id.token;
+  bytes.port = id.endpoint.port;
+  std::memcpy(bytes.host, id.endpoint.host.data(), id.endpoint.host.size());
+  trn_comm_unique_id_t out{};
+  std::memcpy(out.internal, &bytes, sizeof bytes);
+  return out;
+}
+
+RendezvousId decode_id(const trn_comm_unique_id_t &id) {
+  IdBytes bytes{};
+  std::memcpy(&bytes, id.internal, sizeof bytes);
+  if (std::memcmp(bytes.magic, kIdMagic, sizeof kIdMagic) != 0 || bytes.port == 0 ||
+      std::memchr(bytes.host, '\0', kHostBytes) == nullptr || bytes.host[0] == '\0')
+    fail(TRN_ERROR_INVALID_ARGUMENT,
+         "the unique id is not one trn_comm_get_unique_id made (pass its 128 bytes unchanged)");
+  return {{bytes.host, bytes.port}, bytes.token};
+}
+
+RendezvousId start_root_service(const Endpoint &where, uint64_t token, uint64_t timeout_ns) {
+  uint16_t port = 0;
+  Fd listener = listen_on(where, &port);
+  auto service = std::make_shared<RootService>(std::move(listener), token, timeout_ns);
+  std::thread([service] { service->run(); }).detach();
+  return {{where.host, port}, token};
+}
+
+std::vector<uint8_t> pack_blobs(const std::vector<std::vector<uint8_t>> &blobs) {
+  std::vector<uint8_t> out;
+  put(&out, static_cast<uint32_t>(blobs.size()));
+  for (const auto &blob : blobs) {
+    put(&out, static_cast<uint64_t>(blob.size()));
+    out.insert(out.end(), blob.begin(), blob.end());
+  }
+  return out;
+}
+
+std::vector<std::vector<uint8_t>> unpack_blobs(const std::vector<uint8_t> &packed) {
+  size_t at = 0;
+  const auto count = take<uint32_t>(packed, &at, "the table");
+  std::vector<std::vector<uint8_t>> blobs;
+  for (uint32_t i = 0; i < count; ++i) {
+    const auto bytes = take<uint64_t>(packed, &at, "the table");
+    if (bytes > packed.size() - at)
+      fail(TRN_ERROR_COLLECTIVE, "rendezvous: a truncated table (not a trn communicator's peer)");
+    blobs.emplace_back(packed.begin() + static_cast<long>(at),
+                       packed.begin() + static_cast<long>(at + bytes));
+    at += bytes;
+  }
+  return blobs;
+}
+
+std::vector<std::vector<uint8_t>> BootstrapClient::join(const RendezvousId &id, uint32_t rank,
+                                                        uint32_t size,
+                                                        const std::vector<uint8_t> &blob,
+                                                        uint64_t timeout_ns) {
+  rank_ = rank;
+  const uint64_t deadline = now_ns() + timeout_ns;
+  try {
+    fd_ = connect_to(id.endpoint, deadline);
+  } catch (const CommError &e) {
+    fail(TRN_ERROR_COLLECTIVE, std::string("rank ") + std::to_string(rank) + ": " + e.what() +
+                                   " (is rank 0, or the process that made the unique id, "
+                                   "running? its address must be reachable from here)");
+  }
+  Message hello{kHello, rank, {}};
+  put(&hello.payload, id.token);
+  put(&hello.payload, size);
+  put(&hello.payload, static_cast<uint32_t>(getpid()));
+  put(&hello.payload, timeout_ns);
+  hello.payload.insert(hello.payload.end(), blob.begin(), blob.end());
+  Message reply;
+  try {
+    send_message(fd_.get(), hello, deadline);
+    // The service answers by its own deadline; allow a little more for the message to travel.
+    if (!receive_message(fd_.get(), &reply, deadline + 2'000'000'000ull))
+      fail(TRN_ERROR_COLLECTIVE, "the rendezvous host closed the connection (its process died?)");
+  } catch (const CommError &e) {
+    fail(TRN_ERROR_COLLECTIVE, "rendezvous at " + id.endpoint.text() + ": " + e.what());
+  }
+  if (reply.type == kFailed)
+    fail(TRN_ERROR_COLLECTIVE, std::string(reply.payload.begin(), reply.payload.end()));
+  if (reply.type != kTable)
+    fail(TRN_ERROR_COLLECTIVE, "rendezvous: an unexpected answer (not a trn communicator)");
+  auto blobs = unpack_blobs(reply.payload);
+  if (blobs.size() != size)
+    fail(TRN_ERROR_COLLECTIVE, "rendezvous: the table has " + std::to_string(blobs.size()) +
+                                   " ranks, not " + std::to_string(size));
+  return blobs;
+}
+
+void BootstrapClient::send(uint32_t type, const std::vector<uint8_t> &payload,
+                           uint64_t deadline_ns) {
+  std::lock_guard lock(send_mutex_);
+  if (!fd_) fail(TRN_ERROR_COLLECTIVE, "the connection to the rendezvous host is closed");
+  send_message(fd_.get(), {type, rank_, payload}, deadline_ns);
+}
+
+void BootstrapClient::close(bool clean) {
+  std::lock_guard lock(send_mutex_);
+  if (!fd_) return;
+  if (clean) {
+    try {
+      send_message(fd_.get(), {kBye, rank_, {}}, now_ns() + 1'000'000'000ull);
+    } catch (const CommError &) {
+    }
+  }
+  fd_.reset();
+}
+
+}  // namespace trn::comm

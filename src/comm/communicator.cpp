@@ -1,0 +1,594 @@
+#include "comm/communicator.hpp"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "comm/bytes.hpp"
+#include "comm/config.hpp"
+#include "comm/error.hpp"
+
+namespace trn::comm {
+
+namespace {
+
+constexpr uint32_t kMaxRanks = 64;
+constexpr uint64_t kSliceNs = 5'000'000;  // how often a blocked wait looks at the failure state
+
+// One random number per process: tells processes apart where pids might repeat (other hosts).
+uint64_t process_token() {
+  static const uint64_t token = [] {
+    std::random_device device;
+    return (static_cast<uint64_t>(device()) << 32) ^ device() ^ static_cast<uint64_t>(getpid());
+  }();
+  return token;
+}
+
+// kAbort's payload: the operation's number (0: none), then the reason.
+std::vector<uint8_t> abort_payload(uint64_t operation, const std::string &why) {
+  std::vector<uint8_t> payload(sizeof operation + why.size());
+  std::memcpy(payload.data(), &operation, sizeof operation);
+  std::memcpy(payload.data() + sizeof operation, why.data(), why.size());
+  return payload;
+}
+
+trn_device_t device_by_index(uint32_t index) {
+  uint32_t count = 0;
+  check(trn_device_get(&count, nullptr), "trn_device_get");
+  std::vector<trn_device_t> devices(count);
+  check(trn_device_get(&count, devices.data()), "trn_device_get");
+  for (trn_device_t device : devices) {
+    trn_device_properties_t properties = TRN_DEVICE_PROPERTIES_INIT;
+    check(trn_device_get_properties(device, &properties), "trn_device_get_properties");
+    if (properties.index == index) return device;
+  }
+  fail(TRN_ERROR_COLLECTIVE, "a peer's device " + std::to_string(index) +
+                                 " is not one of this process's devices (set TRN_SIM_DEVICES "
+                                 "alike for every rank)");
+}
+
+}  // namespace
+
+std::shared_ptr<Comm> Comm::create(const RendezvousId &id, const CommConfig &config) {
+  if (!config.core) fail(TRN_ERROR_NULL_POINTER, "desc->core is NULL: give the rank's NeuronCore");
+  if (config.size == 0 || config.size > kMaxRanks)
+    fail(TRN_ERROR_INVALID_ARGUMENT, "desc->size is " + std::to_string(config.size) +
+                                         ": a communicator has 1 to " + std::to_string(kMaxRanks) +
+                                         " ranks");
+  if (config.rank >= config.size)
+    fail(TRN_ERROR_INVALID_ARGUMENT, "desc->rank " + std::to_string(config.rank) +
+                                         " is not below desc->size " + std::to_string(config.size));
+  std::shared_ptr<Comm> comm(new Comm());
+  try {
+    comm->join(id, config);
+  } catch (...) {
+    comm->stop_ = true;
+    if (comm->monitor_thread_.joinable()) comm->monitor_thread_.join();
+    comm->bootstrap_.close(false);
+    comm->release_resources();
+    throw;
+  }
+  return comm;
+}
+
+Comm::~Comm() {
+  stop_ = true;
+  if (monitor_thread_.joinable()) monitor_thread_.join();
+}
+
+void Comm::join(const RendezvousId &id, const CommConfig &config) {
+  rank_ = config.rank;
+  size_ = config.size;
+  core_ = config.core;
+  timeout_ns_ = config.timeout_ns ? config.timeout_ns : default_timeout_ns();
+  chunk_bytes_ = config.chunk_bytes ? config.chunk_bytes : default_chunk_bytes();
+  if (chunk_bytes_ % 4096 != 0 || chunk_bytes_ < 4096 || chunk_bytes_ > (64ull << 20))
+    fail(TRN_ERROR_INVALID_ARGUMENT, "chunk_bytes " + std::to_string(chunk_bytes_) +
+                                         " is not a multiple of 4096 from 4096 to 64 MiB");
+  trn_core_properties_t core = TRN_CORE_PROPERTIES_INIT;
+  check(trn_core_get_properties(core_, &core), "desc->core");
+  device_index_ = core.device_index;
+  core_index_ = core.index;
+  device_ = device_by_index(device_index_);
+  trn_pool_desc_t pool = TRN_POOL_DESC_INIT;
+  pool.hbm_bank = core.hbm_bank;
+  check(trn_pool_create(device_, &pool, &pool_), "creating the communicator's pool");
+  links_.resize(size_);
+  if (size_ > 1) {
+    check(trn_mem_alloc(pool_, static_cast<uint64_t>(size_) * slots_ * chunk_bytes_, 4096,
+                        TRN_MEM_CATEGORY_COLLECTIVES, TRN_MEM_FLAG_EXPORTABLE, &staging_),
+          "allocating the staging buffer (" + std::to_string(size_) + " ranks x " +
+              std::to_string(slots_) + " slots x " + std::to_string(chunk_bytes_) + " bytes)");
+    trn_sem_desc_t sem = TRN_SEM_DESC_INIT;
+    sem.flags = TRN_SEM_FLAG_EXPORTABLE;
+    for (uint32_t p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      check(trn_sem_create(device_, &sem, &links_[p].rx_ready), "creating a semaphore");
+      check(trn_sem_create(device_, &sem, &links_[p].rx_free), "creating a semaphore");
+    }
+  }
+  const auto blobs = bootstrap_.join(id, rank_, size_, make_blob(), timeout_ns_);
+  connect_peers(blobs);
+  monitor_thread_ = std::thread([this] { monitor(); });
+}
+
+std::vector<uint8_t> Comm::make_blob() {
+  std::vector<uint8_t> out;
+  put(&out, static_cast<uint32_t>(getpid()));
+  put(&out, device_index_);
+  put(&out, core_index_);
+  put(&out, process_token());
+  trn_ipc_handle_t none{};
+  trn_ipc_handle_t handle{};
+  if (staging_) check(trn_mem_export(staging_, &handle), "exporting the staging buffer");
+  put(&out, staging_ ? handle : none);
+  for (uint32_t p = 0; p < size_; ++p) {
+    for (trn_sem_t sem : {links_[p].rx_ready, links_[p].rx_free}) {
+      if (!sem) {
+        put(&out, none);
+        continue;
+      }
+      check(trn_sem_export(sem, &handle), "exporting a semaphore");
+      put(&out, handle);
+    }
+  }
+  return out;
+}
+
+void Comm::connect_peers(const std::vector<std::vector<uint8_t>> &blobs) {
+  ranks_.resize(size_);
+  std::set<uint64_t> processes;
+  std::set<uint32_t> devices;
+  local_ranks_ = 0;
+  for (uint32_t r = 0; r < size_; ++r) {
+    size_t at = 0;
+    RankInfo &info = ranks_[r];
+    info.pid = take<uint32_t>(blobs[r], &at, "a rank\'s description");
+    info.device_index = take<uint32_t>(blobs[r], &at, "a rank\'s description");
+    info.core_index = take<uint32_t>(blobs[r], &at, "a rank\'s description");
+    info.process_token = take<uint64_t>(blobs[r], &at, "a rank\'s description");
+    info.staging = take<trn_ipc_handle_t>(blobs[r], &at, "a rank\'s description");
+    info.ready.resize(size_);
+    info.freed.resize(size_);
+    for (uint32_t p = 0; p < size_; ++p) {
+      info.ready[p] = take<trn_ipc_handle_t>(blobs[r], &at, "a rank\'s description");
+      info.freed[p] = take<trn_ipc_handle_t>(blobs[r], &at, "a rank\'s description");
+    }
+    processes.insert(info.process_token);
+    devices.insert(info.device_index);
+    if (info.process_token == process_token()) ++local_ranks_;
+  }
+  processes_ = static_cast<uint32_t>(processes.size());
+  devices_ = static_cast<uint32_t>(devices.size());
+  for (uint32_t r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    for (uint32_t q = r + 1; q < size_; ++q)
+      if (ranks_[q].device_index == ranks_[r].device_index &&
+          ranks_[q].core_index == ranks_[r].core_index && ranks_[q].pid == ranks_[r].pid &&
+          ranks_[q].process_token == ranks_[r].process_token)
+        fail(TRN_ERROR_COLLECTIVE, "ranks " + std::to_string(r) + " and " + std::to_string(q) +
+                                       " are the same core of the same process");
+    const trn_device_t peer_device = device_by_index(ranks_[r].device_index);
+    PeerLink &link = links_[r];
+    check(trn_mem_import(peer_device, &ranks_[r].staging, &link.tx_staging),
+          "importing rank " + std::to_string(r) + "'s staging buffer");
+    check(trn_sem_import(peer_device, &ranks_[r].ready[rank_], &link.tx_ready),
+          "importing rank " + std::to_string(r) + "'s semaphore");
+    check(trn_sem_import(peer_device, &ranks_[r].freed[rank_], &link.tx_free),
+          "importing rank " + std::to_string(r) + "'s semaphore");
+  }
+}
+
+void Comm::fill_info(trn_comm_info_t *info) const {
+  info->rank = rank_;
+  info->size = size_;
+  info->device_index = device_index_;
+  info->core_index = core_index_;
+  info->local_ranks = local_ranks_;
+  info->devices = devices_;
+  info->processes = processes_;
+  info->chunk_bytes = chunk_bytes_;
+  info->timeout_ns = timeout_ns_;
+  std::lock_guard lock(const_cast<std::mutex &>(op_mutex_));
+  info->operations = operations_;
+  std::snprintf(info->transport, sizeof info->transport, "%s", "device");
+}
+
+std::string Comm::error() const {
+  std::lock_guard lock(state_mutex_);
+  return error_;
+}
+
+void Comm::fail_comm(const std::string &why, bool tell_others, uint64_t operation) {
+  {
+    std::lock_guard lock(state_mutex_);
+    if (!error_.empty()) return;
+    error_ = why;
+  }
+  state_cv_.notify_all();
+  fail_semaphores(why);
+  if (tell_others) {
+    try {
+      bootstrap_.send(kAbort, abort_payload(operation, why), now_ns() + 1'000'000'000ull);
+    } catch (const CommError &) {
+      // The others learn it from their own timeouts.
+    }
+  }
+}
+
+void Comm::fail_semaphores(const std::string &why) {
+  const std::string reason = "collective failed: " + why;
+  for (PeerLink &link : links_)
+    for (trn_sem_t sem : {link.rx_ready, link.rx_free, link.tx_ready, link.tx_free})
+      if (sem) trn_sem_fail(sem, reason.c_str());
+}
+
+void Comm::monitor() {
+  bool connected = true;
+  while (!stop_.load()) {
+    pollfd p{connected ? bootstrap_.fd() : -1, POLLIN, 0};
+    const int ready = poll(&p, 1, 20);
+    if (ready > 0 && connected && !stop_.load()) {
+      Message message;
+      bool open = false;
+      try {
+        open = receive_message(bootstrap_.fd(), &message, now_ns() + 5'000'000'000ull);
+      } catch (const CommError &) {
+      }
+      if (!open) {
+        connected = false;
+        if (!stop_.load())
+          fail_comm("rank " + std::to_string(rank_) +
+                        " lost its connection to the rendezvous host (the process that made the "
+                        "unique id, pid " +
+                        std::to_string(ranks_.empty() ? 0 : ranks_[0].pid) +
+                        " for rank 0): it died or ended before this rank",
+                    false);
+      } else if (message.type == kStatus) {
+        std::vector<uint8_t> payload(8);
+        const uint64_t started = operations_.load();
+        std::memcpy(payload.data(), &started, 8);
+        try {
+          bootstrap_.send(kStatus, payload, now_ns() + 1'000'000'000ull);
+        } catch (const CommError &) {
+        }
+      } else if (message.type == kFailed) {
+        fail_comm(std::string(message.payload.begin(), message.payload.end()), false);
+      } else if (message.type == kGathered) {
+        try {
+          auto all = unpack_blobs(message.payload);
+          std::lock_guard lock(state_mutex_);
+          gathered_ = std::move(all);
+        } catch (const CommError &e) {
+          fail_comm(e.what(), true);
+        }
+        state_cv_.notify_all();
+      }
+    }
+    check_deadlines();
+  }
+}
+
+void Comm::check_deadlines() {
+  if (abort_wait_until_) {
+    // No answer from the service in time: fail with this rank's own account.
+    if (now_ns() >= abort_wait_until_) fail_comm(abort_reason_, false);
+    return;
+  }
+  std::string why;
+  uint64_t operation = 0;
+  {
+    std::lock_guard lock(state_mutex_);
+    if (!error_.empty()) return;
+    while (!records_.empty()) {
+      OpRecord &op = records_.front();
+      uint64_t value = 0;
+      const trn_result_t r = trn_sem_query(op.queue_sem, &value);
+      if (r == TRN_SUCCESS && value >= op.last_sequence) {
+        records_.pop_front();
+        continue;
+      }
+      if (r == TRN_ERROR_CANCELLED) {
+        why = op.name + " did not complete: its queue failed (" + trn_last_error() + ")";
+        break;
+      }
+      if (r != TRN_SUCCESS) {
+        why = op.name + ": its queue is gone (destroyed before the operation completed)";
+        break;
+      }
+      if (now_ns() < op.deadline_ns) break;
+      std::vector<uint32_t> silent, stalled;
+      for (auto [peer, want] : op.expect_ready) {
+        uint64_t have = 0;
+        trn_sem_query(links_[peer].rx_ready, &have);
+        if (have < want) silent.push_back(peer);
+      }
+      for (auto [peer, want] : op.expect_free) {
+        uint64_t have = 0;
+        trn_sem_query(links_[peer].tx_free, &have);
+        if (have < want) stalled.push_back(peer);
+      }
+      auto names = [&](const std::vector<uint32_t> &ranks) {
+        std::string text;
+        for (uint32_t r2 : ranks)
+          text += (text.empty() ? "" : ", ") + std::to_string(r2) + " (pid " +
+                  std::to_string(ranks_[r2].pid) + ")";
+        return text;
+      };
+      operation = op.number;
+      why = op.name + " on rank " + std::to_string(rank_) + " timed out after " +
+            std::to_string(timeout_ns_ / 1'000'000) + " ms";
+      if (!silent.empty()) why += ": no data from ranks " + names(silent);
+      if (!stalled.empty())
+        why += (silent.empty() ? ": " : "; ") + std::string("ranks ") + names(stalled) +
+               " took no data";
+      if (silent.empty() && stalled.empty())
+        why += ": this rank's queue did not reach the operation (earlier work on it is stuck)";
+      else
+        why += " (they never joined the operation, or are stuck before it)";
+      break;
+    }
+  }
+  if (why.empty()) return;
+  if (operation == 0) return fail_comm(why, true);
+  // The service asks every rank how far it got and answers everyone, this rank too.
+  try {
+    bootstrap_.send(kAbort, abort_payload(operation, why), now_ns() + 1'000'000'000ull);
+    abort_reason_ = why;
+    abort_wait_until_ = now_ns() + 3'000'000'000ull;
+  } catch (const CommError &) {
+    fail_comm(why, false);
+  }
+}
+
+trn_result_t Comm::synchronize(uint64_t timeout_ns) {
+  const uint64_t start = now_ns();
+  const uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
+  trn_sem_t sem = nullptr;
+  uint64_t sequence = 0;
+  {
+    std::lock_guard lock(op_mutex_);
+    sem = last_queue_sem_;
+    sequence = last_sequence_;
+  }
+  for (;;) {
+    if (std::string why = error(); !why.empty()) fail(TRN_ERROR_COLLECTIVE, why);
+    if (!sem) return TRN_SUCCESS;
+    const uint64_t now = now_ns();
+    const uint64_t slice = std::min<uint64_t>(kSliceNs, deadline > now ? deadline - now : 0);
+    const trn_result_t r = trn_sem_wait(sem, sequence, slice);
+    if (r == TRN_SUCCESS) return TRN_SUCCESS;
+    if (r == TRN_TIMEOUT) {
+      if (now_ns() >= deadline) return TRN_TIMEOUT;
+      continue;
+    }
+    // The queue failed (or went away): the communicator is out of step with its peers.
+    queue_failed(std::string("rank ") + std::to_string(rank_) +
+                 ": the queue of its last operation failed (" + trn_last_error() + ")");
+  }
+}
+
+void Comm::queue_failed(const std::string &why) {
+  // A peer that failed marks the shared semaphores at once, before the service's word of why
+  // arrives: wait a moment for that word, which names the rank and the cause.
+  {
+    std::unique_lock lock(state_mutex_);
+    state_cv_.wait_for(lock, std::chrono::milliseconds(1500), [&] { return !error_.empty(); });
+  }
+  fail_comm(why, true);
+  fail(TRN_ERROR_COLLECTIVE, error());
+}
+
+std::vector<std::vector<uint8_t>> Comm::gather(const std::vector<uint8_t> &payload) {
+  {
+    std::lock_guard lock(state_mutex_);
+    gathered_.reset();
+  }
+  const uint64_t deadline = now_ns() + timeout_ns_;
+  try {
+    bootstrap_.send(kGather, payload, deadline);
+  } catch (const CommError &e) {
+    fail(TRN_ERROR_COLLECTIVE, std::string("rank ") + std::to_string(rank_) + ": " + e.what());
+  }
+  std::unique_lock lock(state_mutex_);
+  while (!gathered_ && error_.empty()) {
+    if (now_ns() >= deadline) {
+      lock.unlock();
+      fail_comm("trn_comm_split on rank " + std::to_string(rank_) +
+                    " timed out: not every rank "
+                    "called it",
+                true);
+      lock.lock();
+      break;
+    }
+    state_cv_.wait_for(lock, std::chrono::milliseconds(5));
+  }
+  if (!error_.empty()) fail(TRN_ERROR_COLLECTIVE, error_);
+  auto all = std::move(*gathered_);
+  gathered_.reset();
+  if (all.size() != size_) fail(TRN_ERROR_COLLECTIVE, "trn_comm_split: a short table");
+  return all;
+}
+
+void Comm::shutdown(bool abort) {
+  if (abort) {
+    fail_comm("rank " + std::to_string(rank_) + " aborted the communicator", true);
+  } else {
+    try {
+      synchronize(timeout_ns_);
+    } catch (const CommError &) {
+      // Failed already: the resources go all the same.
+    }
+  }
+  const bool clean = error().empty();
+  stop_ = true;
+  if (monitor_thread_.joinable()) monitor_thread_.join();
+  bootstrap_.close(clean);
+  release_resources();
+}
+
+void Comm::release_resources() {
+  // Commands that still wait or signal keep a semaphore in use for a moment after a failure:
+  // the queue cancels them, then the semaphore can go.
+  auto destroy = [](trn_sem_t sem) {
+    if (!sem) return;
+    for (int i = 0; i < 400; ++i) {
+      if (trn_sem_destroy(sem) != TRN_ERROR_HANDLE_IN_USE) return;
+      usleep(5000);
+    }
+  };
+  for (PeerLink &link : links_) {
+    for (trn_sem_t *sem : {&link.tx_ready, &link.tx_free, &link.rx_ready, &link.rx_free}) {
+      destroy(*sem);
+      *sem = nullptr;
+    }
+    trn_mem_free(link.tx_staging);
+    link.tx_staging = nullptr;
+  }
+  trn_mem_free(staging_);
+  staging_ = nullptr;
+  trn_pool_destroy(pool_);
+  pool_ = nullptr;
+}
+
+std::unique_lock<std::mutex> Comm::begin_operation() {
+  std::unique_lock lock(op_mutex_);
+  if (std::string why = error(); !why.empty())
+    fail(TRN_ERROR_COLLECTIVE,
+         "the communicator failed: " + why + " (destroy it and make a new one)");
+  return lock;
+}
+
+std::string Comm::next_operation_name(const std::string &what) {
+  return what + " #" + std::to_string(++operations_);
+}
+
+void Comm::submit(trn_queue_t queue, const std::function<trn_result_t()> &submit_fn,
+                  const std::string &doing) {
+  const uint64_t deadline = now_ns() + timeout_ns_;
+  trn_sem_t timeline = nullptr;
+  for (;;) {
+    const trn_result_t r = submit_fn();
+    if (r == TRN_SUCCESS) return;
+    if (r != TRN_ERROR_QUEUE_FULL) check(r, doing);
+    if (!timeline) check(trn_queue_get_semaphore(queue, &timeline), "trn_queue_get_semaphore");
+    uint64_t done = 0;
+    trn_sem_query(timeline, &done);
+    const trn_result_t w = trn_sem_wait(timeline, done + 1, kSliceNs);
+    if (w != TRN_SUCCESS && w != TRN_TIMEOUT)
+      queue_failed(doing + ": the queue failed (" + trn_last_error() + ")");
+    if (std::string why = error(); !why.empty()) fail(TRN_ERROR_COLLECTIVE, why);
+    if (now_ns() >= deadline)
+      fail(TRN_ERROR_COLLECTIVE, doing + ": the queue stayed full for " +
+                                     std::to_string(timeout_ns_ / 1'000'000) +
+                                     " ms (its peers are not taking part?)");
+  }
+}
+
+uint64_t Comm::slot_offset(uint32_t sender, uint64_t count) const {
+  return (static_cast<uint64_t>(sender) * slots_ + (count - 1) % slots_) * chunk_bytes_;
+}
+
+void Comm::send_chunk(trn_queue_t queue, uint32_t peer, trn_mem_t source, uint64_t offset,
+                      uint64_t bytes) {
+  PeerLink &link = links_[peer];
+  const uint64_t k = link.tx_count + 1;
+  const trn_sem_point_t wait{link.tx_free, k > slots_ ? k - slots_ : 0};
+  const trn_sem_point_t signal{link.tx_ready, k};
+  const trn_sync_t sync{&wait, k > slots_ ? 1u : 0u, &signal, 1};
+  const uint64_t at = slot_offset(rank_, k);
+  submit(
+      queue,
+      [&] {
+        return bytes == 0 ? trn_queue_barrier(queue, &sync, nullptr)
+                          : trn_queue_copy(queue, link.tx_staging, at, source, offset, bytes, &sync,
+                                           nullptr);
+      },
+      "sending to rank " + std::to_string(peer));
+  link.tx_count = k;
+}
+
+void Comm::receive_chunk(trn_queue_t queue, uint32_t peer, uint64_t bytes, const ChunkUse &use,
+                         const char *doing) {
+  PeerLink &link = links_[peer];
+  const uint64_t k = link.rx_count + 1;
+  const trn_sem_point_t wait{link.rx_ready, k};
+  const trn_sem_point_t signal{link.rx_free, k};
+  const trn_sync_t sync{&wait, 1, &signal, 1};
+  const uint64_t at = slot_offset(peer, k);
+  submit(
+      queue,
+      [&] {
+        return bytes == 0 || !use ? trn_queue_barrier(queue, &sync, nullptr)
+                                  : use(staging_, at, &sync);
+      },
+      std::string(doing) + " from rank " + std::to_string(peer));
+  link.rx_count = k;
+}
+
+trn_mem_t Comm::scratch(trn_queue_t, uint64_t bytes) {
+  trn_mem_t mem = nullptr;
+  check(trn_mem_alloc(pool_, std::max<uint64_t>(bytes, 512), 4096, TRN_MEM_CATEGORY_COLLECTIVES, 0,
+                      &mem),
+        "allocating " + std::to_string(bytes) + " bytes of scratch for a collective");
+  return mem;
+}
+
+void Comm::free_in_queue(trn_queue_t queue, trn_mem_t mem) {
+  submit(
+      queue, [&] { return trn_queue_free(queue, mem, nullptr, nullptr); }, "trn_queue_free");
+}
+
+void Comm::open_operation(trn_queue_t queue, const trn_sync_t *sync) {
+  trn_sem_t timeline = nullptr;
+  check(trn_queue_get_semaphore(queue, &timeline), "queue");
+  std::vector<trn_sem_point_t> waits;
+  if (sync) {
+    if (sync->wait_count && !sync->waits) fail(TRN_ERROR_NULL_POINTER, "sync->waits is NULL");
+    if (sync->signal_count && !sync->signals) fail(TRN_ERROR_NULL_POINTER, "sync->signals is NULL");
+    waits.assign(sync->waits, sync->waits + sync->wait_count);
+    for (uint32_t i = 0; i < sync->signal_count; ++i) {
+      uint64_t value = 0;
+      const trn_result_t r = trn_sem_query(sync->signals[i].sem, &value);
+      if (r != TRN_SUCCESS && r != TRN_ERROR_CANCELLED)
+        check(r, "sync->signals[" + std::to_string(i) + "]");
+    }
+  }
+  // The previous operation of this communicator on another queue comes first: peers count
+  // chunks in operation order.
+  if (last_queue_sem_ && last_queue_sem_ != timeline)
+    waits.push_back({last_queue_sem_, last_sequence_});
+  if (waits.empty()) return;
+  const trn_sync_t before{waits.data(), static_cast<uint32_t>(waits.size()), nullptr, 0};
+  check(trn_queue_barrier(queue, &before, nullptr), "ordering the operation (sync->waits)");
+}
+
+uint64_t Comm::close_operation(trn_queue_t queue, const std::string &name, const trn_sync_t *sync,
+                               const std::vector<uint32_t> &peers_in,
+                               const std::vector<uint32_t> &peers_out) {
+  const trn_sync_t after{nullptr, 0, sync ? sync->signals : nullptr, sync ? sync->signal_count : 0};
+  uint64_t sequence = 0;
+  submit(
+      queue, [&] { return trn_queue_barrier(queue, &after, &sequence); },
+      "completing the operation (sync->signals)");
+  OpRecord op;
+  op.name = name;
+  op.number = operations_.load();
+  check(trn_queue_get_semaphore(queue, &op.queue_sem), "queue");
+  op.last_sequence = sequence;
+  op.deadline_ns = now_ns() + timeout_ns_;
+  for (uint32_t p : peers_in) op.expect_ready.push_back({p, links_[p].rx_count});
+  for (uint32_t p : peers_out)
+    if (links_[p].tx_count > slots_) op.expect_free.push_back({p, links_[p].tx_count - slots_});
+  last_queue_sem_ = op.queue_sem;
+  last_sequence_ = sequence;
+  std::lock_guard lock(state_mutex_);
+  records_.push_back(std::move(op));
+  return sequence;
+}
+
+}  // namespace trn::comm

@@ -1,0 +1,173 @@
+// One rank of a communicator: its staging buffer and semaphores, the peers' imported ones, the
+// chunk protocol every operation is made of, the record of operations in flight, and the
+// monitor thread that turns a peer's death, an abort or a timeout into the communicator's
+// failure.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/bootstrap.hpp"
+#include "trn/trn_comm.h"
+#include "trn/trn_ops.h"
+
+namespace trn::comm {
+
+struct CommConfig {
+  trn_core_t core = nullptr;
+  uint32_t rank = 0;
+  uint32_t size = 1;
+  uint64_t timeout_ns = 0;
+  uint64_t chunk_bytes = 0;
+};
+
+// What every rank tells the others at the rendezvous.
+struct RankInfo {
+  uint32_t pid = 0;
+  uint32_t device_index = 0;
+  uint32_t core_index = 0;
+  uint64_t process_token = 0;           // tells processes apart (pids may repeat across hosts)
+  trn_ipc_handle_t staging{};           // this rank's staging buffer
+  std::vector<trn_ipc_handle_t> ready;  // per sender: the sender signals it after a write
+  std::vector<trn_ipc_handle_t> freed;  // per sender: this rank signals it after reading
+};
+
+class Comm;
+
+// Both directions between this rank and one peer.
+struct PeerLink {
+  // Receiving from the peer: this rank's semaphores (exported) and its count of chunks.
+  trn_sem_t rx_ready = nullptr;
+  trn_sem_t rx_free = nullptr;
+  uint64_t rx_count = 0;
+  // Sending to the peer: its staging buffer and semaphores, imported.
+  trn_mem_t tx_staging = nullptr;
+  trn_sem_t tx_ready = nullptr;
+  trn_sem_t tx_free = nullptr;
+  uint64_t tx_count = 0;
+};
+
+// An operation in flight: where it ends, its deadline, and the counts it expects of each peer.
+struct OpRecord {
+  std::string name;     // "all_reduce of 4096 x f32 #3"
+  uint64_t number = 0;  // its place in the communicator's order (1, 2, ...)
+  trn_sem_t queue_sem = nullptr;
+  uint64_t last_sequence = 0;
+  uint64_t deadline_ns = 0;
+  std::vector<std::pair<uint32_t, uint64_t>> expect_ready;  // peer, rx_ready value
+  std::vector<std::pair<uint32_t, uint64_t>> expect_free;   // peer, tx_free value
+};
+
+class Comm : public std::enable_shared_from_this<Comm> {
+ public:
+  // Joins the communicator the id names (blocks until every rank arrived).
+  static std::shared_ptr<Comm> create(const RendezvousId &id, const CommConfig &config);
+  ~Comm();
+
+  uint32_t rank() const { return rank_; }
+  uint32_t size() const { return size_; }
+  trn_device_t device() const { return device_; }
+  trn_core_t core() const { return core_; }
+  uint64_t chunk_bytes() const { return chunk_bytes_; }
+  uint64_t timeout_ns() const { return timeout_ns_; }
+  void fill_info(trn_comm_info_t *info) const;
+
+  // The failure, if any (empty: healthy).
+  std::string error() const;
+  // Fails the communicator: the commands still waiting on peers fail, and (if `tell_others`)
+  // the other ranks learn it through the rendezvous host.
+  void fail_comm(const std::string &why, bool tell_others, uint64_t operation = 0);
+  // Waits for every operation enqueued so far.
+  trn_result_t synchronize(uint64_t timeout_ns);
+  // Ends the communicator: waits for its operations (up to its timeout), then lets go of
+  // everything. `abort` fails it first.
+  void shutdown(bool abort);
+  // Every rank's payload of one round, by rank (trn_comm_split).
+  std::vector<std::vector<uint8_t>> gather(const std::vector<uint8_t> &payload);
+
+  // --- building operations (operations.cpp) ---
+  // Serialises operations; throws TRN_ERROR_COLLECTIVE on a failed communicator.
+  std::unique_lock<std::mutex> begin_operation();
+  std::string next_operation_name(const std::string &what);
+  // Submits one command, waiting out a full queue (bounded by the timeout).
+  void submit(trn_queue_t queue, const std::function<trn_result_t()> &submit_fn,
+              const std::string &doing);
+  // Chunk protocol, see operations.cpp.
+  void send_chunk(trn_queue_t queue, uint32_t peer, trn_mem_t source, uint64_t offset,
+                  uint64_t bytes);
+  // Waits for the peer's next chunk and hands its (staging memory, offset) to `use`, whose
+  // command must carry the sync it is given (the wait for the data, the signal of the slot).
+  using ChunkUse =
+      std::function<trn_result_t(trn_mem_t staging, uint64_t offset, const trn_sync_t *sync)>;
+  void receive_chunk(trn_queue_t queue, uint32_t peer, uint64_t bytes, const ChunkUse &use,
+                     const char *doing);
+  uint64_t slot_offset(uint32_t sender, uint64_t count) const;
+  trn_mem_t staging() const { return staging_; }
+  // Scratch memory for one operation, freed in queue order.
+  trn_mem_t scratch(trn_queue_t queue, uint64_t bytes);
+  void free_in_queue(trn_queue_t queue, trn_mem_t mem);
+  // Orders the operation after the previous one (which may have run on another queue) and
+  // after the caller's waits; records it when done.
+  void open_operation(trn_queue_t queue, const trn_sync_t *sync);
+  uint64_t close_operation(trn_queue_t queue, const std::string &name, const trn_sync_t *sync,
+                           const std::vector<uint32_t> &peers_in,
+                           const std::vector<uint32_t> &peers_out);
+  PeerLink &link(uint32_t peer) { return links_[peer]; }
+
+ private:
+  Comm() = default;
+  void join(const RendezvousId &id, const CommConfig &config);
+  std::vector<uint8_t> make_blob();
+  void connect_peers(const std::vector<std::vector<uint8_t>> &blobs);
+  [[noreturn]] void queue_failed(const std::string &why);
+  void monitor();
+  void check_deadlines();
+  void fail_semaphores(const std::string &why);
+  void release_resources();
+  bool operations_done();
+
+  uint32_t rank_ = 0;
+  uint32_t size_ = 1;
+  uint64_t timeout_ns_ = 0;
+  uint64_t chunk_bytes_ = 0;
+  uint32_t slots_ = 4;
+  trn_core_t core_ = nullptr;
+  trn_device_t device_ = nullptr;
+  uint32_t device_index_ = 0;
+  uint32_t core_index_ = 0;
+  trn_pool_t pool_ = nullptr;
+  trn_mem_t staging_ = nullptr;
+  std::vector<PeerLink> links_;
+  std::vector<RankInfo> ranks_;
+  std::vector<trn_mem_t> imports_;
+  uint32_t local_ranks_ = 1, devices_ = 1, processes_ = 1;
+
+  BootstrapClient bootstrap_;
+  std::thread monitor_thread_;
+  std::atomic<bool> stop_{false};
+
+  std::mutex op_mutex_;  // one operation at a time
+  std::atomic<uint64_t> operations_{0};
+  trn_sem_t last_queue_sem_ = nullptr;
+  uint64_t last_sequence_ = 0;
+
+  mutable std::mutex state_mutex_;  // error_, records_, gather
+  std::condition_variable state_cv_;
+  std::string error_;
+  std::deque<OpRecord> records_;
+  std::optional<std::vector<std::vector<uint8_t>>> gathered_;
+  // A timeout told to the service: its answer (naming who lags) is awaited until this time.
+  uint64_t abort_wait_until_ = 0;
+  std::string abort_reason_;
+};
+
+}  // namespace trn::comm

@@ -1,0 +1,82 @@
+#include "comm/config.hpp"
+
+#include <cstdlib>
+
+#include "comm/error.hpp"
+
+namespace trn::comm {
+
+namespace {
+
+std::optional<std::string> env(const char *name) {
+  const char *value = std::getenv(name);
+  if (!value || !*value) return std::nullopt;
+  return std::string(value);
+}
+
+uint64_t parse_number(const char *name, const std::string &text, uint64_t low, uint64_t high) {
+  char *end = nullptr;
+  errno = 0;
+  const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || text[0] == '-' || *end != '\0' || errno != 0 || value < low || value > high)
+    fail(TRN_ERROR_INVALID_CONFIG, std::string(name) + "='" + text + "' is not a number from " +
+                                       std::to_string(low) + " to " + std::to_string(high));
+  return value;
+}
+
+uint64_t required(const char *name, uint64_t low, uint64_t high) {
+  const auto text = env(name);
+  if (!text)
+    fail(TRN_ERROR_INVALID_CONFIG,
+         std::string(name) +
+             " is not set: trn_comm_init_from_env needs RANK, WORLD_SIZE, MASTER_ADDR and "
+             "MASTER_PORT, as torchrun sets them");
+  return parse_number(name, *text, low, high);
+}
+
+uint64_t fnv1a(const std::string &text) {
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
+  return hash;
+}
+
+}  // namespace
+
+uint64_t default_timeout_ns() {
+  if (auto text = env("TRN_COMM_TIMEOUT_MS"))
+    return parse_number("TRN_COMM_TIMEOUT_MS", *text, 1, 86'400'000) * 1'000'000ull;
+  return 300'000'000'000ull;
+}
+
+uint64_t default_chunk_bytes() {
+  if (auto text = env("TRN_COMM_CHUNK_BYTES"))
+    return parse_number("TRN_COMM_CHUNK_BYTES", *text, 4096, 64ull << 20);
+  return 1ull << 20;
+}
+
+std::string socket_address() {
+  return env("TRN_COMM_SOCKET_ADDR").value_or("127.0.0.1");
+}
+
+TorchrunEnv read_torchrun_env() {
+  TorchrunEnv out;
+  out.world_size = static_cast<uint32_t>(required("WORLD_SIZE", 1, 64));
+  out.rank = static_cast<uint32_t>(required("RANK", 0, out.world_size - 1));
+  if (env("LOCAL_RANK"))
+    out.local_rank = static_cast<uint32_t>(required("LOCAL_RANK", 0, 1u << 20));
+  const auto address = env("MASTER_ADDR");
+  if (!address)
+    fail(TRN_ERROR_INVALID_CONFIG,
+         "MASTER_ADDR is not set: trn_comm_init_from_env needs RANK, "
+         "WORLD_SIZE, MASTER_ADDR and MASTER_PORT, as torchrun sets them");
+  uint64_t port = required("MASTER_PORT", 1, 65535);
+  // torchrun's own store listens on MASTER_PORT; the communicator's rendezvous takes the next.
+  if (env("TORCHELASTIC_RUN_ID")) port = port == 65535 ? 65534 : port + 1;
+  if (auto text = env("TRN_COMM_PORT")) port = parse_number("TRN_COMM_PORT", *text, 1, 65535);
+  out.rendezvous = {*address, static_cast<uint16_t>(port)};
+  out.token = fnv1a("trn-comm:" + out.rendezvous.text() + ":" + std::to_string(out.world_size) +
+                    ":" + env("TORCHELASTIC_RUN_ID").value_or(""));
+  return out;
+}
+
+}  // namespace trn::comm

@@ -1,0 +1,29 @@
+// Settings from the environment: TRN_COMM_TIMEOUT_MS, TRN_COMM_CHUNK_BYTES,
+// TRN_COMM_SOCKET_ADDR, TRN_COMM_PORT, and torchrun's RANK, WORLD_SIZE, LOCAL_RANK,
+// MASTER_ADDR, MASTER_PORT. A malformed value throws TRN_ERROR_INVALID_CONFIG naming it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "comm/socket.hpp"
+
+namespace trn::comm {
+
+uint64_t default_timeout_ns();
+uint64_t default_chunk_bytes();
+// Where trn_comm_get_unique_id listens: TRN_COMM_SOCKET_ADDR or 127.0.0.1.
+std::string socket_address();
+
+struct TorchrunEnv {
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+  std::optional<uint32_t> local_rank;
+  Endpoint rendezvous;  // where rank 0 serves the rendezvous
+  uint64_t token = 0;   // the same on every rank of the job
+};
+
+TorchrunEnv read_torchrun_env();
+
+}  // namespace trn::comm

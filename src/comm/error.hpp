@@ -1,0 +1,30 @@
+// Errors inside libtrn_comm: a CommError carries a trn_result_t and the message that
+// trn_comm_last_error() returns; the C entry points turn it into their result.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "trn/trn.h"
+
+namespace trn::comm {
+
+class CommError : public std::runtime_error {
+ public:
+  CommError(trn_result_t result, const std::string &what)
+      : std::runtime_error(what), result_(result) {}
+  trn_result_t result() const { return result_; }
+
+ private:
+  trn_result_t result_;
+};
+
+[[noreturn]] void fail(trn_result_t result, const std::string &what);
+// Throws with the runtime's (or libtrn_ops') message when `result` is not TRN_SUCCESS.
+void check(trn_result_t result, const std::string &doing);
+void check_ops(trn_result_t result, const std::string &doing);
+
+void set_last_error(std::string message);
+const char *last_error();
+
+}  // namespace trn::comm

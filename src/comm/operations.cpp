@@ -1,0 +1,434 @@
+#include "comm/operations.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
+#include "comm/error.hpp"
+
+namespace trn::comm {
+
+namespace {
+
+const char *kind_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::all_reduce: return "all_reduce";
+    case OpKind::all_gather: return "all_gather";
+    case OpKind::reduce_scatter: return "reduce_scatter";
+    case OpKind::broadcast: return "broadcast";
+    case OpKind::reduce: return "reduce";
+    case OpKind::all_to_all: return "all_to_all";
+    case OpKind::send: return "send";
+    case OpKind::recv: return "recv";
+    case OpKind::barrier: return "barrier";
+  }
+  return "operation";
+}
+
+trn_ops_binary_op_t binary_of(trn_comm_red_op_t op) {
+  switch (op) {
+    case TRN_COMM_PROD: return TRN_OPS_MUL;
+    case TRN_COMM_MAX: return TRN_OPS_MAXIMUM;
+    case TRN_COMM_MIN: return TRN_OPS_MINIMUM;
+    default: return TRN_OPS_ADD;
+  }
+}
+
+// A place in memory: an allocation and a byte offset.
+struct Place {
+  trn_mem_t mem = nullptr;
+  uint64_t offset = 0;
+  Place at(uint64_t bytes) const { return {mem, offset + bytes}; }
+  bool operator==(const Place &other) const = default;
+};
+
+// Builds one operation's commands on the rank's queue: transfers split into staging-slot
+// chunks, and the chunk protocol's receive actions (copy, or a reduction kernel).
+class Builder {
+ public:
+  Builder(Comm &comm, const OpArgs &args)
+      : comm_(comm),
+        args_(args),
+        queue_(args.queue),
+        es_(trn_dtype_size(args.dtype)),
+        chunk_(comm.chunk_bytes()) {}
+
+  uint32_t rank() const { return comm_.rank(); }
+  uint32_t size() const { return comm_.size(); }
+  uint64_t es() const { return es_; }
+  const std::set<uint32_t> &peers_in() const { return in_; }
+  const std::set<uint32_t> &peers_out() const { return out_; }
+
+  // Elements [begin, end) of block i of `count` split n ways.
+  static uint64_t block_start(uint64_t count, uint32_t i, uint32_t n) {
+    // count * i / n without overflow: (q * n + rem) * i / n = q * i + rem * i / n.
+    const uint64_t q = count / n, rem = count % n;
+    return q * i + rem * i / n;
+  }
+
+  uint64_t chunks(uint64_t bytes) const { return (bytes + chunk_ - 1) / chunk_; }
+  uint64_t chunk_len(uint64_t bytes, uint64_t j) const {
+    return std::min(chunk_, bytes - j * chunk_);
+  }
+
+  void local_copy(Place to, Place from, uint64_t bytes) {
+    if (bytes == 0 || to == from) return;
+    comm_.submit(
+        queue_,
+        [&] {
+          return trn_queue_copy(queue_, to.mem, to.offset, from.mem, from.offset, bytes, nullptr,
+                                nullptr);
+        },
+        "copying within the rank");
+  }
+
+  void send_chunk(uint32_t peer, Place from, uint64_t bytes, uint64_t j) {
+    const uint64_t len = chunk_len(bytes, j);
+    comm_.send_chunk(queue_, peer, from.mem, from.offset + j * chunk_, len);
+    out_.insert(peer);
+  }
+
+  // Chunk j of a transfer: copied to `to`, or, with `a`, reduced: to = a op incoming.
+  void receive_chunk(uint32_t peer, Place to, const Place *a, uint64_t bytes, uint64_t j) {
+    const uint64_t len = chunk_len(bytes, j);
+    const Place dst = to.at(j * chunk_);
+    in_.insert(peer);
+    if (!a) {
+      comm_.receive_chunk(
+          queue_, peer, len,
+          [&](trn_mem_t staging, uint64_t at, const trn_sync_t *sync) {
+            return trn_queue_copy(queue_, dst.mem, dst.offset, staging, at, len, sync, nullptr);
+          },
+          "receiving");
+      return;
+    }
+    const Place src = a->at(j * chunk_);
+    comm_.receive_chunk(
+        queue_, peer, len,
+        [&](trn_mem_t staging, uint64_t at, const trn_sync_t *sync) {
+          const int64_t n = static_cast<int64_t>(len / es_);
+          trn_ops_tensor_t out{}, lhs{}, rhs{};
+          trn_result_t r = trn_ops_tensor_init(&out, dst.mem, dst.offset, args_.dtype, 1, &n);
+          if (r == TRN_SUCCESS)
+            r = trn_ops_tensor_init(&lhs, src.mem, src.offset, args_.dtype, 1, &n);
+          if (r == TRN_SUCCESS) r = trn_ops_tensor_init(&rhs, staging, at, args_.dtype, 1, &n);
+          if (r == TRN_SUCCESS)
+            r = trn_ops_binary(queue_, binary_of(args_.op), &out, &lhs, &rhs, sync);
+          if (r != TRN_SUCCESS && r != TRN_ERROR_QUEUE_FULL) check_ops(r, "the reduction kernel");
+          return r;
+        },
+        "reducing");
+  }
+
+  // One step of a schedule: a transfer out and one in, chunk by chunk (send first, so the peer
+  // never waits on this rank's receive to make room).
+  void exchange(uint32_t to_peer, Place from, uint64_t send_bytes, uint32_t from_peer, Place to,
+                const Place *a, uint64_t recv_bytes) {
+    const uint64_t n = std::max(chunks(send_bytes), chunks(recv_bytes));
+    for (uint64_t j = 0; j < n; ++j) {
+      if (j * chunk_ < send_bytes) send_chunk(to_peer, from, send_bytes, j);
+      if (j * chunk_ < recv_bytes) receive_chunk(from_peer, to, a, recv_bytes, j);
+    }
+  }
+  void send(uint32_t peer, Place from, uint64_t bytes) {
+    for (uint64_t j = 0; j < chunks(bytes); ++j) send_chunk(peer, from, bytes, j);
+  }
+  void receive(uint32_t peer, Place to, const Place *a, uint64_t bytes) {
+    for (uint64_t j = 0; j < chunks(bytes); ++j) receive_chunk(peer, to, a, bytes, j);
+  }
+  // Receives chunk by chunk and passes each on (chains).
+  void forward(uint32_t from_peer, Place to, const Place *a, uint32_t to_peer, uint64_t bytes) {
+    for (uint64_t j = 0; j < chunks(bytes); ++j) {
+      receive_chunk(from_peer, to, a, bytes, j);
+      send_chunk(to_peer, to, bytes, j);
+    }
+  }
+  // A message with no data: orders the peers' queues only.
+  void notify(uint32_t peer) {
+    comm_.send_chunk(queue_, peer, nullptr, 0, 0);
+    out_.insert(peer);
+  }
+  void await(uint32_t peer) {
+    comm_.receive_chunk(queue_, peer, 0, nullptr, "waiting");
+    in_.insert(peer);
+  }
+
+  void divide(Place where, uint64_t count) {
+    if (count == 0) return;
+    const int64_t n = static_cast<int64_t>(count);
+    trn_ops_tensor_t t{};
+    check_ops(trn_ops_tensor_init(&t, where.mem, where.offset, args_.dtype, 1, &n), "avg");
+    check_ops(trn_ops_binary_scalar(queue_, TRN_OPS_DIV, &t, &t, size(), 0, nullptr),
+              "dividing by the rank count (avg)");
+  }
+
+ private:
+  Comm &comm_;
+  const OpArgs &args_;
+  trn_queue_t queue_;
+  uint64_t es_;
+  uint64_t chunk_;
+  std::set<uint32_t> in_, out_;
+};
+
+void ring_all_reduce(Builder &b, Place S, Place R, uint64_t count) {
+  const uint32_t n = b.size(), r = b.rank();
+  const uint64_t es = b.es();
+  auto block = [&](Place base, uint32_t i) {
+    return base.at(Builder::block_start(count, i, n) * es);
+  };
+  auto bytes = [&](uint32_t i) {
+    return (Builder::block_start(count, i + 1, n) - Builder::block_start(count, i, n)) * es;
+  };
+  for (uint32_t s = 0; s + 1 < n; ++s) {  // reduce-scatter
+    const uint32_t out = (r + n - s) % n, in = (r + 2 * n - s - 1) % n;
+    const Place a = block(S, in);
+    b.exchange((r + 1) % n, block(s == 0 ? S : R, out), bytes(out), (r + n - 1) % n, block(R, in),
+               &a, bytes(in));
+  }
+  for (uint32_t s = 0; s + 1 < n; ++s) {  // all-gather of the reduced blocks
+    const uint32_t out = (r + 1 + n - s) % n, in = (r + n - s) % n;
+    b.exchange((r + 1) % n, block(R, out), bytes(out), (r + n - 1) % n, block(R, in), nullptr,
+               bytes(in));
+  }
+}
+
+void recursive_doubling_all_reduce(Builder &b, Place S, Place R, uint64_t count) {
+  const uint32_t n = b.size(), r = b.rank();
+  const uint64_t bytes = count * b.es();
+  b.local_copy(R, S, bytes);
+  uint32_t p2 = 1;
+  while (p2 * 2 <= n) p2 *= 2;
+  const uint32_t extra = n - p2;
+  if (r >= p2) {  // folded into rank r - p2, then told the result
+    b.send(r - p2, R, bytes);
+    b.receive(r - p2, R, nullptr, bytes);
+    return;
+  }
+  if (r < extra) b.receive(r + p2, R, &R, bytes);
+  for (uint32_t mask = 1; mask < p2; mask <<= 1) {
+    const uint32_t partner = r ^ mask;
+    b.exchange(partner, R, bytes, partner, R, &R, bytes);
+  }
+  if (r < extra) b.send(r + p2, R, bytes);
+}
+
+void all_gather(Builder &b, Place S, Place R, uint64_t count) {
+  const uint32_t n = b.size(), r = b.rank();
+  const uint64_t bytes = count * b.es();
+  b.local_copy(R.at(r * bytes), S, bytes);
+  for (uint32_t s = 0; s + 1 < n; ++s) {
+    const uint32_t out = (r + n - s) % n, in = (r + 2 * n - s - 1) % n;
+    b.exchange((r + 1) % n, R.at(out * bytes), bytes, (r + n - 1) % n, R.at(in * bytes), nullptr,
+               bytes);
+  }
+}
+
+void reduce_scatter(Builder &b, Place S, Place R, Place scratch, uint64_t count) {
+  const uint32_t n = b.size(), r = b.rank();
+  const uint64_t bytes = count * b.es();
+  if (n == 1) return b.local_copy(R, S, bytes);
+  for (uint32_t s = 0; s + 1 < n; ++s) {
+    const uint32_t out = (r + 2 * n - s - 1) % n, in = (r + 2 * n - s - 2) % n;
+    const Place a = S.at(in * bytes);
+    b.exchange((r + 1) % n, s == 0 ? S.at(out * bytes) : scratch, bytes, (r + n - 1) % n,
+               s + 2 == n ? R : scratch, &a, bytes);
+  }
+}
+
+void broadcast(Builder &b, Place S, Place R, uint64_t count, uint32_t root) {
+  const uint32_t n = b.size(), r = b.rank();
+  const uint64_t bytes = count * b.es();
+  const uint32_t v = (r + n - root) % n, next = (r + 1) % n, prev = (r + n - 1) % n;
+  if (v == 0) {
+    b.local_copy(R, S, bytes);
+    if (n > 1) b.send(next, S, bytes);
+  } else if (v + 1 < n) {
+    b.forward(prev, R, nullptr, next, bytes);
+  } else {
+    b.receive(prev, R, nullptr, bytes);
+  }
+}
+
+void reduce(Builder &b, Place S, Place R, Place scratch, uint64_t count, uint32_t root) {
+  const uint32_t n = b.size(), r = b.rank();
+  const uint64_t bytes = count * b.es();
+  const uint32_t v = (r + n - root) % n, toward = (r + n - 1) % n, from = (r + 1) % n;
+  if (n == 1) return b.local_copy(R, S, bytes);
+  if (v + 1 == n) return b.send(toward, S, bytes);
+  if (v == 0) return b.receive(from, R, &S, bytes);
+  b.forward(from, scratch, &S, toward, bytes);
+}
+
+void all_to_all(Builder &b, Place S, Place R, uint64_t count) {
+  const uint32_t n = b.size(), r = b.rank();
+  const uint64_t bytes = count * b.es();
+  b.local_copy(R.at(r * bytes), S.at(r * bytes), bytes);
+  for (uint32_t s = 1; s < n; ++s) {
+    const uint32_t to = (r + s) % n, from = (r + n - s) % n;
+    b.exchange(to, S.at(to * bytes), bytes, from, R.at(from * bytes), nullptr, bytes);
+  }
+}
+
+void barrier(Builder &b) {
+  const uint32_t n = b.size(), r = b.rank();
+  for (uint32_t k = 1; k < n; k <<= 1) {
+    b.notify((r + k) % n);
+    b.await((r + n - k) % n);
+  }
+}
+
+// The buffer's allocation must hold `bytes` from its offset, aligned to the element size.
+void check_buffer(const char *name, const trn_comm_buffer_t &buffer, uint64_t bytes, uint64_t es) {
+  if (!buffer.mem) fail(TRN_ERROR_INVALID_HANDLE, std::string(name) + ".mem is NULL");
+  trn_mem_info_t info = TRN_MEM_INFO_INIT;
+  check(trn_mem_get_info(buffer.mem, &info), name);
+  if (buffer.offset % es != 0)
+    fail(TRN_ERROR_INVALID_ARGUMENT,
+         std::string(name) + ".offset " + std::to_string(buffer.offset) +
+             " is not a multiple of the element size " + std::to_string(es));
+  if (buffer.offset > info.size || bytes > info.size - buffer.offset)
+    fail(TRN_ERROR_INVALID_ARGUMENT, std::string(name) + ": " + std::to_string(bytes) +
+                                         " bytes at offset " + std::to_string(buffer.offset) +
+                                         " do not fit the allocation of " +
+                                         std::to_string(info.size) + " bytes");
+}
+
+bool overlaps(const trn_comm_buffer_t &a, uint64_t a_bytes, const trn_comm_buffer_t &b,
+              uint64_t b_bytes) {
+  return a.mem == b.mem && a.offset < b.offset + b_bytes && b.offset < a.offset + a_bytes;
+}
+
+}  // namespace
+
+uint64_t ring_threshold_bytes() {
+  if (const char *text = std::getenv("TRN_COMM_RING_MIN_BYTES"); text && *text) {
+    char *end = nullptr;
+    const unsigned long long value = std::strtoull(text, &end, 10);
+    if (*end != '\0' || text[0] == '-')
+      fail(TRN_ERROR_INVALID_CONFIG,
+           std::string("TRN_COMM_RING_MIN_BYTES='") + text + "' is not a number of bytes");
+    return value;
+  }
+  return 256 * 1024;
+}
+
+uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
+  // Arguments first: nothing is enqueued for a bad call.
+  if (!args.queue) fail(TRN_ERROR_INVALID_HANDLE, "queue is NULL");
+  const bool data = kind != OpKind::barrier;
+  if (data && args.dtype != TRN_DTYPE_F32 && args.dtype != TRN_DTYPE_BF16 &&
+      args.dtype != TRN_DTYPE_F16 && args.dtype != TRN_DTYPE_I32)
+    fail(TRN_ERROR_INVALID_ARGUMENT, std::string("dtype ") + trn_dtype_name(args.dtype) +
+                                         ": collectives take f32, bf16, f16 or i32");
+  const bool reduces =
+      kind == OpKind::all_reduce || kind == OpKind::reduce_scatter || kind == OpKind::reduce;
+  if (reduces && (args.op < TRN_COMM_SUM || args.op > TRN_COMM_AVG))
+    fail(TRN_ERROR_INVALID_ENUM, "op " + std::to_string(args.op) + " is not a trn_comm_red_op_t");
+  const uint32_t n = comm.size(), r = comm.rank();
+  if ((kind == OpKind::broadcast || kind == OpKind::reduce) && args.root >= n)
+    fail(TRN_ERROR_INVALID_ARGUMENT, "root " + std::to_string(args.root) +
+                                         " is not a rank of this communicator of " +
+                                         std::to_string(n));
+  if ((kind == OpKind::send || kind == OpKind::recv) && (args.root >= n || args.root == r))
+    fail(TRN_ERROR_INVALID_ARGUMENT,
+         "peer " + std::to_string(args.root) +
+             (args.root == r ? " is this rank itself" : " is not a rank of this communicator"));
+  const uint64_t es = trn_dtype_size(args.dtype);
+  if (data && args.count > (UINT64_MAX / es) / n)
+    fail(TRN_ERROR_INVALID_ARGUMENT, "count " + std::to_string(args.count) + " is too large");
+  const uint64_t bytes = args.count * es;
+  uint64_t send_bytes = bytes, recv_bytes = bytes;
+  switch (kind) {
+    case OpKind::all_gather: recv_bytes = bytes * n; break;
+    case OpKind::reduce_scatter: send_bytes = bytes * n; break;
+    case OpKind::all_to_all: send_bytes = recv_bytes = bytes * n; break;
+    default: break;
+  }
+  const bool reads_send = kind != OpKind::recv && kind != OpKind::barrier &&
+                          (kind != OpKind::broadcast || args.root == r);
+  const bool writes_recv =
+      kind != OpKind::send && kind != OpKind::barrier && (kind != OpKind::reduce || args.root == r);
+  if (reads_send) check_buffer("send", args.send, send_bytes, es);
+  if (writes_recv) check_buffer("recv", args.recv, recv_bytes, es);
+  // In place means exactly NCCL's layouts; other overlaps would read what they just wrote.
+  bool in_place = false;
+  if (reads_send && writes_recv && overlaps(args.send, send_bytes, args.recv, recv_bytes)) {
+    const uint64_t at = args.recv.offset, from = args.send.offset;
+    switch (kind) {
+      case OpKind::all_gather: in_place = from == at + r * bytes; break;
+      case OpKind::reduce_scatter: in_place = at == from + r * bytes; break;
+      default: in_place = from == at; break;
+    }
+    if (!in_place)
+      fail(TRN_ERROR_INVALID_ARGUMENT,
+           "send and recv overlap without being in place (the same offset; all_gather: send at "
+           "recv + rank * count; reduce_scatter: recv at send + rank * count)");
+  }
+
+  std::unique_lock lock = comm.begin_operation();
+  const std::string name = comm.next_operation_name(
+      std::string(kind_name(kind)) +
+      (data ? " of " + std::to_string(args.count) + " x " + trn_dtype_name(args.dtype) : ""));
+  // Scratch before any command: a failure here leaves the peers in step.
+  trn_mem_t scratch = nullptr;
+  if ((kind == OpKind::reduce_scatter && n > 2) ||
+      (kind == OpKind::reduce && n > 2 && args.root != r) ||
+      (kind == OpKind::all_to_all && in_place && n > 1))
+    scratch = comm.scratch(args.queue, kind == OpKind::all_to_all ? send_bytes : bytes);
+  const Place S{args.send.mem, args.send.offset}, R{args.recv.mem, args.recv.offset};
+  const Place T{scratch, 0};
+  Builder b(comm, args);
+  try {
+    comm.open_operation(args.queue, args.sync);
+  } catch (...) {
+    if (scratch) trn_mem_free(scratch);
+    throw;
+  }
+  try {
+    switch (kind) {
+      case OpKind::all_reduce:
+        if (n == 1)
+          b.local_copy(R, S, bytes);
+        else if (bytes <= ring_threshold_bytes() || args.count < n)
+          recursive_doubling_all_reduce(b, S, R, args.count);
+        else
+          ring_all_reduce(b, S, R, args.count);
+        if (args.op == TRN_COMM_AVG) b.divide(R, args.count);
+        break;
+      case OpKind::all_gather: all_gather(b, S, R, args.count); break;
+      case OpKind::reduce_scatter:
+        reduce_scatter(b, S, R, T, args.count);
+        if (args.op == TRN_COMM_AVG) b.divide(R, args.count);
+        break;
+      case OpKind::broadcast: broadcast(b, S, R, args.count, args.root); break;
+      case OpKind::reduce:
+        reduce(b, S, R, T, args.count, args.root);
+        if (args.op == TRN_COMM_AVG && r == args.root) b.divide(R, args.count);
+        break;
+      case OpKind::all_to_all:
+        if (in_place && scratch) {  // one rank in place: nothing moves
+          b.local_copy(T, S, send_bytes);
+          all_to_all(b, T, R, args.count);
+        } else {
+          all_to_all(b, S, R, args.count);
+        }
+        break;
+      case OpKind::send: b.send(args.root, S, bytes); break;
+      case OpKind::recv: b.receive(args.root, R, nullptr, bytes); break;
+      case OpKind::barrier: barrier(b); break;
+    }
+    if (scratch) comm.free_in_queue(args.queue, scratch);
+    return comm.close_operation(args.queue, name, args.sync,
+                                {b.peers_in().begin(), b.peers_in().end()},
+                                {b.peers_out().begin(), b.peers_out().end()});
+  } catch (const CommError &e) {
+    // Part of it is queued: the peers count chunks this rank will never send.
+    comm.fail_comm(
+        name + " could be enqueued only in part on rank " + std::to_string(r) + ": " + e.what(),
+        true);
+    throw;
+  }
+}
+
+}  // namespace trn::comm

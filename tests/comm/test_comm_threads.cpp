@@ -1,0 +1,416 @@
+// Collectives with every rank a thread of this process (trn_comm_init_all): every operation,
+// dtype and reduction, in place and out of place, on 1 to 8 ranks over two devices, against the
+// host reference; then the API's refusals and its failures (a rank that never arrives, a rank
+// that skips an operation, an abort).
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <thread>
+
+#include "comm_cases.hpp"
+#include "support/sim_env.hpp"
+
+using namespace trn::test;
+
+namespace {
+
+// n ranks on the first n visible cores (two devices of 4 logical cores each).
+struct ThreadWorld {
+  std::vector<RankResources> ranks;
+  std::vector<trn_comm_t> comms;
+
+  explicit ThreadWorld(uint32_t n, uint64_t chunk_bytes = 4096, uint64_t timeout_ms = 30'000,
+                       uint32_t first_core = 0) {
+    const auto cores = all_cores();
+    REQUIRE(cores.size() >= first_core + n);
+    ranks.resize(n);
+    std::vector<trn_core_t> mine;
+    for (uint32_t i = 0; i < n; ++i) {
+      std::string why;
+      INFO(why);
+      REQUIRE(ranks[i].open(cores[first_core + i], &why));
+      mine.push_back(cores[first_core + i]);
+    }
+    trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
+    desc.chunk_bytes = chunk_bytes;
+    desc.timeout_ns = timeout_ms * 1'000'000ull;
+    comms.resize(n);
+    INFO(comm_error());
+    REQUIRE(trn_comm_init_all(n, mine.data(), &desc, comms.data()) == TRN_SUCCESS);
+  }
+  ~ThreadWorld() {
+    for (trn_comm_t comm : comms) trn_comm_destroy(comm);
+    for (auto &rank : ranks) rank.close();
+  }
+  // Runs body(rank) on one thread per rank; returns the failures.
+  std::vector<std::string> each(const std::function<std::string(uint32_t)> &body) {
+    std::vector<std::string> failures(ranks.size());
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < ranks.size(); ++r)
+      threads.emplace_back([&, r] { failures[r] = body(r); });
+    for (auto &t : threads) t.join();
+    std::vector<std::string> out;
+    for (auto &f : failures)
+      if (!f.empty()) out.push_back(f);
+    return out;
+  }
+};
+
+std::vector<CaseSpec> every_case(uint32_t n, uint64_t count) {
+  std::vector<CaseSpec> specs;
+  const trn_dtype_t dtypes[] = {TRN_DTYPE_F32, TRN_DTYPE_BF16, TRN_DTYPE_F16, TRN_DTYPE_I32};
+  const Collective collectives[] = {Collective::all_reduce,     Collective::all_gather,
+                                    Collective::reduce_scatter, Collective::broadcast,
+                                    Collective::reduce,         Collective::all_to_all,
+                                    Collective::send_recv,      Collective::barrier};
+  for (trn_dtype_t dtype : dtypes)
+    for (Collective c : collectives)
+      for (bool in_place : {false, true}) {
+        CaseSpec spec;
+        spec.collective = c;
+        spec.dtype = dtype;
+        spec.in_place = in_place;
+        spec.count = count;
+        spec.root = n > 1 ? n - 1 : 0;
+        spec.op = TRN_COMM_SUM;
+        specs.push_back(spec);
+      }
+  return specs;
+}
+
+void run_all(ThreadWorld &world, const std::vector<CaseSpec> &specs) {
+  const uint32_t n = static_cast<uint32_t>(world.ranks.size());
+  const auto failures = world.each([&](uint32_t r) -> std::string {
+    for (const CaseSpec &spec : specs)
+      if (auto why = run_case(world.ranks[r], world.comms[r], r, n, spec); !why.empty()) return why;
+    return "";
+  });
+  for (const auto &f : failures) FAIL_CHECK(f);
+}
+
+}  // namespace
+
+TEST_CASE("every collective and dtype, in and out of place, on 1 to 8 ranks", "[comm]") {
+  SimEnv env;
+  env.set("TRN_SIM_DEVICES", "2");
+  const uint32_t n = GENERATE(1u, 2u, 3u, 5u, 8u);
+  // 4096-byte chunks: 2600 elements take several chunks and split unevenly over any rank count.
+  const uint64_t count = GENERATE(7ull, 2600ull);
+  INFO(n << " ranks, " << count << " elements");
+  ThreadWorld world(n);
+  run_all(world, every_case(n, count));
+}
+
+TEST_CASE("every reduction of all_reduce, reduce_scatter and reduce", "[comm]") {
+  SimEnv env;
+  env.set("TRN_SIM_DEVICES", "2");
+  const uint32_t n = GENERATE(2u, 3u, 4u);
+  ThreadWorld world(n);
+  std::vector<CaseSpec> specs;
+  for (trn_comm_red_op_t op :
+       {TRN_COMM_SUM, TRN_COMM_PROD, TRN_COMM_MAX, TRN_COMM_MIN, TRN_COMM_AVG})
+    for (trn_dtype_t dtype : {TRN_DTYPE_F32, TRN_DTYPE_BF16, TRN_DTYPE_I32})
+      for (Collective c : {Collective::all_reduce, Collective::reduce_scatter, Collective::reduce})
+        for (uint64_t count : {5ull, 3000ull}) {
+          CaseSpec spec;
+          spec.collective = c;
+          spec.dtype = dtype;
+          spec.op = op;
+          spec.count = count;
+          spec.root = 1;
+          specs.push_back(spec);
+        }
+  run_all(world, specs);
+}
+
+TEST_CASE("a large all_reduce runs as a ring, a small one by recursive doubling", "[comm]") {
+  SimEnv env;
+  env.set("TRN_SIM_DEVICES", "2");
+  env.set("TRN_COMM_RING_MIN_BYTES", "16384");
+  const uint32_t n = GENERATE(3u, 4u, 6u);
+  ThreadWorld world(n);
+  std::vector<CaseSpec> specs;
+  for (uint64_t count : {3ull, 4000ull, 70001ull}) {  // 12 B, 16 KB (doubling), 280 KB (ring)
+    CaseSpec spec;
+    spec.count = count;
+    specs.push_back(spec);
+    spec.in_place = true;
+    specs.push_back(spec);
+  }
+  run_all(world, specs);
+}
+
+TEST_CASE("operations are ordered with the queue's other work and with sync", "[comm]") {
+  SimEnv env;
+  ThreadWorld world(2);
+  const auto failures = world.each([&](uint32_t r) -> std::string {
+    RankResources &res = world.ranks[r];
+    trn_mem_t buf = nullptr;
+    if (trn_mem_alloc(res.pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &buf) != TRN_SUCCESS)
+      return trn_last_error();
+    // A memset before the all-reduce on the same queue, and a host semaphore it waits for.
+    trn_sem_t go = nullptr, done = nullptr;
+    trn_sem_desc_t sd = TRN_SEM_DESC_INIT;
+    trn_sem_create(res.device, &sd, &go);
+    trn_sem_create(res.device, &sd, &done);
+    trn_queue_memset(res.queue, buf, 0, 0, 4096, nullptr, nullptr);
+    const float one = 1.0f;
+    trn_queue_write(res.queue, buf, 0, &one, 4, nullptr, nullptr);
+    const trn_sem_point_t wait{go, 1}, signal{done, 1};
+    const trn_sync_t sync{&wait, 1, &signal, 1};
+    uint64_t sequence = 0;
+    if (trn_comm_all_reduce(world.comms[r], res.queue, {buf, 0}, {buf, 0}, 1024, TRN_DTYPE_F32,
+                            TRN_COMM_SUM, &sync, &sequence) != TRN_SUCCESS)
+      return comm_error();
+    std::string why;
+    uint64_t value = 0;
+    trn_sem_query(done, &value);
+    if (value != 0) why = "the operation signalled before its wait was satisfied";
+    trn_sem_signal(go, 1);
+    if (why.empty() && trn_sem_wait(done, 1, 30'000'000'000ull) != TRN_SUCCESS)
+      why = std::string("the operation's signal never came: ") + trn_last_error();
+    trn_sem_t timeline = nullptr;
+    trn_queue_get_semaphore(res.queue, &timeline);
+    if (why.empty() && trn_sem_wait(timeline, sequence, 30'000'000'000ull) != TRN_SUCCESS)
+      why = "the returned sequence was never reached";
+    float out = 0;
+    trn_mem_read(buf, 0, &out, 4);
+    if (why.empty() && out != 2.0f) why = "the all-reduce of 1 and 1 gave " + std::to_string(out);
+    trn_queue_finish(res.queue, 10'000'000'000ull);
+    trn_sem_destroy(go);
+    trn_sem_destroy(done);
+    trn_mem_free(buf);
+    return why;
+  });
+  for (const auto &f : failures) FAIL_CHECK(f);
+}
+
+TEST_CASE("trn_comm_split makes groups by colour, ordered by key", "[comm]") {
+  SimEnv env;
+  env.set("TRN_SIM_DEVICES", "2");
+  ThreadWorld world(6);
+  std::vector<trn_comm_t> halves(6, nullptr);
+  const auto failures = world.each([&](uint32_t r) -> std::string {
+    // Colours 0 and 1 by parity; rank 5 stays out; keys reverse the order.
+    const int32_t color = r == 5 ? TRN_COMM_SPLIT_NOCOLOR : static_cast<int32_t>(r % 2);
+    if (trn_comm_split(world.comms[r], color, 10 - static_cast<int32_t>(r), &halves[r]) !=
+        TRN_SUCCESS)
+      return comm_error();
+    if (r == 5) return halves[r] == nullptr ? "" : "a rank with no colour got a communicator";
+    trn_comm_info_t info = TRN_COMM_INFO_INIT;
+    trn_comm_get_info(halves[r], &info);
+    const uint32_t want_size = r % 2 == 0 ? 3 : 2;  // {0, 2, 4} and {1, 3}
+    const uint32_t want_rank = r % 2 == 0 ? (4 - r) / 2 : (3 - r) / 2;
+    if (info.size != want_size || info.rank != want_rank)
+      return "rank " + std::to_string(r) + " became " + std::to_string(info.rank) + " of " +
+             std::to_string(info.size);
+    CaseSpec spec;
+    spec.count = 100;
+    return run_case(world.ranks[r], halves[r], info.rank, info.size, spec);
+  });
+  for (const auto &f : failures) FAIL_CHECK(f);
+  for (trn_comm_t c : halves) trn_comm_destroy(c);
+}
+
+TEST_CASE("a rank that never arrives fails the others' init within the timeout, named",
+          "[comm][failure]") {
+  SimEnv env;
+  const auto cores = all_cores();
+  trn_comm_unique_id_t id{};
+  REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
+  std::vector<trn_comm_t> comms(2, nullptr);
+  std::vector<trn_result_t> results(2);
+  std::vector<std::string> errors(2);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
+      desc.core = cores[r];
+      desc.rank = r;
+      desc.size = 3;  // rank 2 never comes
+      desc.timeout_ns = 1'000'000'000ull;
+      results[r] = trn_comm_init_rank(&id, &desc, &comms[r]);
+      errors[r] = comm_error();
+    });
+  for (auto &t : threads) t.join();
+  const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start);
+  for (uint32_t r = 0; r < 2; ++r) {
+    INFO(errors[r]);
+    CHECK(results[r] == TRN_ERROR_COLLECTIVE);
+    CHECK(errors[r].find("ranks 2 of 3 never arrived") != std::string::npos);
+    CHECK(comms[r] == nullptr);
+  }
+  CHECK(seconds.count() < 10.0);
+}
+
+TEST_CASE("a rank that skips an operation makes the others fail naming it", "[comm][failure]") {
+  SimEnv env;
+  ThreadWorld world(3, 4096, 1500);
+  const auto failures = world.each([&](uint32_t r) -> std::string {
+    if (r == 2) return "";  // never calls the all-reduce
+    RankResources &res = world.ranks[r];
+    trn_mem_t buf = nullptr;
+    trn_mem_alloc(res.pool, 1 << 16, 0, TRN_MEM_CATEGORY_TENSORS, 0, &buf);
+    if (trn_comm_all_reduce(world.comms[r], res.queue, {buf, 0}, {buf, 0}, 1 << 14, TRN_DTYPE_F32,
+                            TRN_COMM_SUM, nullptr, nullptr) != TRN_SUCCESS)
+      return comm_error();
+    const trn_result_t result = trn_comm_synchronize(world.comms[r], 20'000'000'000ull);
+    const std::string why = comm_error();
+    std::string wrong;
+    if (result != TRN_ERROR_COLLECTIVE)
+      wrong = std::string("synchronize gave ") + trn_result_name(result);
+    else if (why.find("all_reduce") == std::string::npos || why.find("2 (pid") == std::string::npos)
+      wrong = "the error does not name the operation and rank 2: " + why;
+    if (wrong.empty() && trn_comm_get_error(world.comms[r]) != TRN_ERROR_COLLECTIVE)
+      wrong = "trn_comm_get_error does not report the failure";
+    // The queue's commands that waited on rank 2 failed; the queue works after a reset.
+    trn_queue_finish(res.queue, 10'000'000'000ull);
+    trn_queue_fault_t fault = TRN_QUEUE_FAULT_INIT;
+    trn_queue_get_fault(res.queue, &fault);
+    if (wrong.empty() && fault.result != TRN_ERROR_CANCELLED)
+      wrong = std::string("the queue's fault is ") + trn_result_name(fault.result);
+    if (wrong.empty() && std::string(fault.reason).find("collective failed") == std::string::npos)
+      wrong = std::string("the fault does not say the collective failed: ") + fault.reason;
+    trn_queue_reset(res.queue);
+    if (wrong.empty() &&
+        trn_queue_memset(res.queue, buf, 0, 0, 64, nullptr, nullptr) != TRN_SUCCESS)
+      wrong = "the queue does not take work after a reset";
+    trn_queue_finish(res.queue, 10'000'000'000ull);
+    // Further operations are refused at once.
+    if (wrong.empty() &&
+        trn_comm_barrier(world.comms[r], res.queue, nullptr, nullptr) != TRN_ERROR_COLLECTIVE)
+      wrong = "a failed communicator took another operation";
+    trn_mem_free(buf);
+    return wrong;
+  });
+  for (const auto &f : failures) FAIL_CHECK(f);
+}
+
+TEST_CASE("trn_comm_abort fails the peers' operations", "[comm][failure]") {
+  SimEnv env;
+  ThreadWorld world(2, 4096, 60'000);
+  std::atomic<bool> posted{false};
+  const auto failures = world.each([&](uint32_t r) -> std::string {
+    if (r == 1) {
+      while (!posted.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      trn_comm_abort(world.comms[1]);
+      world.comms[1] = nullptr;
+      return "";
+    }
+    RankResources &res = world.ranks[0];
+    trn_mem_t buf = nullptr;
+    trn_mem_alloc(res.pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &buf);
+    trn_comm_all_reduce(world.comms[0], res.queue, {buf, 0}, {buf, 0}, 1024, TRN_DTYPE_F32,
+                        TRN_COMM_SUM, nullptr, nullptr);
+    posted = true;
+    const auto start = std::chrono::steady_clock::now();
+    const trn_result_t result = trn_comm_synchronize(world.comms[0], 30'000'000'000ull);
+    const std::string why = comm_error();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    trn_queue_finish(res.queue, 10'000'000'000ull);
+    trn_queue_reset(res.queue);
+    trn_mem_free(buf);
+    if (result != TRN_ERROR_COLLECTIVE) return std::string("gave ") + trn_result_name(result);
+    if (why.find("rank 1 aborted") == std::string::npos) return "the reason is " + why;
+    if (s > 10) return "it took " + std::to_string(s) + " s";
+    return "";
+  });
+  for (const auto &f : failures) FAIL_CHECK(f);
+}
+
+TEST_CASE("bad arguments are refused and nothing is enqueued", "[comm][negative]") {
+  SimEnv env;
+  ThreadWorld world(1);
+  RankResources &res = world.ranks[0];
+  trn_comm_t comm = world.comms[0];
+  trn_mem_t buf = nullptr;
+  REQUIRE(trn_mem_alloc(res.pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &buf) == TRN_SUCCESS);
+  const trn_comm_buffer_t b{buf, 0};
+  CHECK(trn_comm_all_reduce(nullptr, res.queue, b, b, 4, TRN_DTYPE_F32, TRN_COMM_SUM, nullptr,
+                            nullptr) == TRN_ERROR_INVALID_HANDLE);
+  CHECK(trn_comm_all_reduce(reinterpret_cast<trn_comm_t>(0x1234), res.queue, b, b, 4, TRN_DTYPE_F32,
+                            TRN_COMM_SUM, nullptr, nullptr) == TRN_ERROR_INVALID_HANDLE);
+  CHECK(trn_comm_all_reduce(comm, nullptr, b, b, 4, TRN_DTYPE_F32, TRN_COMM_SUM, nullptr,
+                            nullptr) == TRN_ERROR_INVALID_HANDLE);
+  CHECK(trn_comm_all_reduce(comm, res.queue, b, b, 4, TRN_DTYPE_F64, TRN_COMM_SUM, nullptr,
+                            nullptr) == TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(comm_error().find("f32, bf16, f16 or i32") != std::string::npos);
+  CHECK(trn_comm_all_reduce(comm, res.queue, b, b, 2048, TRN_DTYPE_F32, TRN_COMM_SUM, nullptr,
+                            nullptr) == TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(comm_error().find("do not fit") != std::string::npos);
+  CHECK(trn_comm_all_reduce(comm, res.queue, {buf, 2}, b, 4, TRN_DTYPE_F32, TRN_COMM_SUM, nullptr,
+                            nullptr) == TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(trn_comm_all_reduce(comm, res.queue, b, b, 4, TRN_DTYPE_F32,
+                            static_cast<trn_comm_red_op_t>(9), nullptr,
+                            nullptr) == TRN_ERROR_INVALID_ENUM);
+  CHECK(trn_comm_all_reduce(comm, res.queue, b, {buf, 4}, 4, TRN_DTYPE_F32, TRN_COMM_SUM, nullptr,
+                            nullptr) == TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(comm_error().find("overlap") != std::string::npos);
+  CHECK(trn_comm_broadcast(comm, res.queue, b, b, 4, TRN_DTYPE_F32, 1, nullptr, nullptr) ==
+        TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(trn_comm_send(comm, res.queue, b, 4, TRN_DTYPE_F32, 0, nullptr, nullptr) ==
+        TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(comm_error().find("this rank itself") != std::string::npos);
+  CHECK(trn_comm_all_reduce(comm, res.queue, {nullptr, 0}, b, 4, TRN_DTYPE_F32, TRN_COMM_SUM,
+                            nullptr, nullptr) == TRN_ERROR_INVALID_HANDLE);
+  const trn_sync_t bad_sync{nullptr, 1, nullptr, 0};
+  CHECK(trn_comm_barrier(comm, res.queue, &bad_sync, nullptr) == TRN_ERROR_NULL_POINTER);
+  // Nothing was enqueued by any of them: the communicator still works.
+  CHECK(trn_comm_get_error(comm) == TRN_SUCCESS);
+  CaseSpec spec;
+  CHECK(run_case(res, comm, 0, 1, spec) == "");
+
+  trn_comm_info_t info = TRN_COMM_INFO_INIT;
+  CHECK(trn_comm_get_info(comm, nullptr) == TRN_ERROR_NULL_POINTER);
+  trn_comm_info_t raw{};
+  CHECK(trn_comm_get_info(comm, &raw) == TRN_ERROR_INVALID_STRUCT);
+  REQUIRE(trn_comm_get_info(comm, &info) == TRN_SUCCESS);
+  CHECK(info.size == 1);
+  CHECK(std::string(info.transport) == "device");
+  CHECK(trn_comm_get_unique_id(nullptr) == TRN_ERROR_NULL_POINTER);
+  trn_comm_unique_id_t garbage{};
+  trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
+  desc.core = res.core;
+  desc.size = 1;
+  trn_comm_t out = nullptr;
+  CHECK(trn_comm_init_rank(&garbage, &desc, &out) == TRN_ERROR_INVALID_ARGUMENT);
+  trn_comm_unique_id_t id{};
+  REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
+  desc.rank = 1;
+  CHECK(trn_comm_init_rank(&id, &desc, &out) == TRN_ERROR_INVALID_ARGUMENT);
+  desc.rank = 0;
+  desc.size = 0;
+  CHECK(trn_comm_init_rank(&id, &desc, &out) == TRN_ERROR_INVALID_ARGUMENT);
+  desc.size = 1;
+  desc.chunk_bytes = 1000;
+  CHECK(trn_comm_init_rank(&id, &desc, &out) == TRN_ERROR_INVALID_ARGUMENT);
+  desc.core = nullptr;
+  CHECK(trn_comm_init_rank(&id, &desc, &out) == TRN_ERROR_NULL_POINTER);
+  CHECK(trn_comm_destroy(nullptr) == TRN_SUCCESS);
+  CHECK(trn_comm_abort(nullptr) == TRN_SUCCESS);
+  CHECK(trn_comm_destroy(reinterpret_cast<trn_comm_t>(0x42)) == TRN_ERROR_INVALID_HANDLE);
+  CHECK(std::string(trn_comm_red_op_name(TRN_COMM_AVG)) == "avg");
+  CHECK(std::string(trn_comm_red_op_name(static_cast<trn_comm_red_op_t>(77))) == "unknown");
+  CHECK(trn_comm_get_version() == TRN_COMM_API_VERSION);
+  trn_mem_free(buf);
+}
+
+TEST_CASE("trn_comm_init_from_env refuses a missing or malformed variable", "[comm][negative]") {
+  SimEnv env;
+  trn_comm_t comm = nullptr;
+  unsetenv("RANK");
+  setenv("WORLD_SIZE", "2", 1);
+  CHECK(trn_comm_init_from_env(nullptr, &comm) == TRN_ERROR_INVALID_CONFIG);
+  CHECK(comm_error().find("RANK is not set") != std::string::npos);
+  setenv("RANK", "two", 1);
+  CHECK(trn_comm_init_from_env(nullptr, &comm) == TRN_ERROR_INVALID_CONFIG);
+  CHECK(comm_error().find("RANK='two'") != std::string::npos);
+  setenv("RANK", "0", 1);
+  unsetenv("MASTER_ADDR");
+  CHECK(trn_comm_init_from_env(nullptr, &comm) == TRN_ERROR_INVALID_CONFIG);
+  CHECK(comm_error().find("MASTER_ADDR") != std::string::npos);
+  for (const char *name : {"RANK", "WORLD_SIZE", "MASTER_ADDR"}) unsetenv(name);
+}
