@@ -310,13 +310,12 @@ TRN_COMM_API trn_result_t trn_comm_get_error(trn_comm_t handle) {
 }
 
 TRN_COMM_API trn_result_t trn_comm_synchronize(trn_comm_t handle, uint64_t timeout_ns) {
-  trn_result_t result = TRN_SUCCESS;
-  const trn_result_t r = api_call(__func__, [&] {
-    result = find(handle)->synchronize(timeout_ns);
-    if (result == TRN_TIMEOUT)
-      fail(TRN_TIMEOUT, "the communicator's operations did not complete within the timeout");
+  return api_call(__func__, [&] {
+    if (find(handle)->synchronize(timeout_ns) == TRN_TIMEOUT)
+      fail(TRN_TIMEOUT,
+           "the communicator's operations did not complete within the timeout "
+           "(they go on; wait again, or abort the communicator)");
   });
-  return r;
 }
 
 TRN_COMM_API trn_result_t trn_comm_all_reduce(trn_comm_t comm, trn_queue_t queue,

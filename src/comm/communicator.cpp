@@ -530,7 +530,7 @@ void Comm::receive_chunk(trn_queue_t queue, uint32_t peer, uint64_t bytes, const
   link.rx_count = k;
 }
 
-trn_mem_t Comm::scratch(trn_queue_t, uint64_t bytes) {
+trn_mem_t Comm::scratch(uint64_t bytes) {
   trn_mem_t mem = nullptr;
   check(trn_mem_alloc(pool_, std::max<uint64_t>(bytes, 512), 4096, TRN_MEM_CATEGORY_COLLECTIVES, 0,
                       &mem),

@@ -113,7 +113,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   uint64_t slot_offset(uint32_t sender, uint64_t count) const;
   trn_mem_t staging() const { return staging_; }
   // Scratch memory for one operation, freed in queue order.
-  trn_mem_t scratch(trn_queue_t queue, uint64_t bytes);
+  trn_mem_t scratch(uint64_t bytes);
   void free_in_queue(trn_queue_t queue, trn_mem_t mem);
   // Orders the operation after the previous one (which may have run on another queue) and
   // after the caller's waits; records it when done.

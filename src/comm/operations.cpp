@@ -375,7 +375,7 @@ uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
   if ((kind == OpKind::reduce_scatter && n > 2) ||
       (kind == OpKind::reduce && n > 2 && args.root != r) ||
       (kind == OpKind::all_to_all && in_place && n > 1))
-    scratch = comm.scratch(args.queue, kind == OpKind::all_to_all ? send_bytes : bytes);
+    scratch = comm.scratch(kind == OpKind::all_to_all ? send_bytes : bytes);
   const Place S{args.send.mem, args.send.offset}, R{args.recv.mem, args.recv.offset};
   const Place T{scratch, 0};
   Builder b(comm, args);

@@ -89,9 +89,7 @@ inline double input_value(uint32_t rank, uint64_t i, trn_comm_red_op_t op) {
   return static_cast<double>(static_cast<int64_t>((i * 7 + rank * 3) % 5) - 2);
 }
 
-inline double reduce_values(trn_comm_red_op_t op, uint32_t ranks, uint64_t i, trn_dtype_t dtype,
-                            uint32_t base_index_offset = 0) {
-  (void)base_index_offset;
+inline double reduce_values(trn_comm_red_op_t op, uint32_t ranks, uint64_t i, trn_dtype_t dtype) {
   double acc = input_value(0, i, op);
   for (uint32_t r = 1; r < ranks; ++r) {
     const double v = input_value(r, i, op);
