@@ -77,7 +77,25 @@ void Commands::barrier() {
   commands_.push_back([q](const trn_sync_t *sync) { return trn_queue_barrier(q, sync, nullptr); });
 }
 
+// Kernels loaded before the runtime restarted are let go, every stale one (not only the first),
+// and reported before anything is queued: the retry then loads them all again. Checked up front
+// because an op's first command need not be a launch, and once a command is queued the op cannot
+// be issued again.
+void Commands::drop_stale_kernels() const {
+  bool stale = false;
+  for (const KernelPtr &k : kernels_) {
+    trn_kernel_properties_t p = TRN_KERNEL_PROPERTIES_INIT;
+    if (trn_kernel_get_properties(k->kernel, &p) == TRN_ERROR_INVALID_HANDLE) {
+      forget_kernel(k);
+      forget_device(k->device_index);
+      stale = true;
+    }
+  }
+  if (stale) throw StaleHandle{};
+}
+
 void Commands::submit() {
+  drop_stale_kernels();
   const trn_sync_t none{};
   const trn_sync_t *sync = sync_ ? sync_ : &none;
   for (size_t i = 0; i < commands_.size(); ++i) {
@@ -99,20 +117,6 @@ void Commands::submit() {
     if (r == TRN_SUCCESS) {
       ++submitted_;
       continue;
-    }
-    if (r == TRN_ERROR_INVALID_HANDLE && i == 0) {
-      // Kernels loaded before the runtime restarted: every stale one is let go (not only the
-      // first), so that the retry loads them all again before anything is queued.
-      bool stale = false;
-      for (const KernelPtr &k : kernels_) {
-        trn_kernel_properties_t p = TRN_KERNEL_PROPERTIES_INIT;
-        if (trn_kernel_get_properties(k->kernel, &p) != TRN_SUCCESS) {
-          forget_kernel(k);
-          forget_device(k->device_index);
-          stale = true;
-        }
-      }
-      if (stale) throw StaleHandle{};
     }
     if (i == 0) check(r, "submitting the op");
     check(r, fmt::format("submitting command {} of the op's {} (the commands before it are queued "

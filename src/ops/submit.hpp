@@ -35,6 +35,8 @@ class Commands {
   trn_queue_t queue_;
   const trn_sync_t *sync_;
   std::vector<Command> commands_;
+  void drop_stale_kernels() const;
+
   size_t submitted_ = 0;
   std::vector<KernelPtr> kernels_;  // kept alive until submitted (the queue keeps them after)
 };
