@@ -77,6 +77,14 @@ uint64_t simulated_dma_ns(uint64_t bytes, uint64_t bytes_per_s, uint32_t engines
   return kDmaFixedNs + static_cast<uint64_t>(static_cast<double>(bytes) / rate);
 }
 
+uint64_t simulated_link_ns(uint64_t bytes, uint64_t engine_bytes_per_s, uint32_t engines,
+                           uint64_t link_bytes_per_s, uint32_t hops) {
+  const uint64_t engine_ns = simulated_dma_ns(bytes, engine_bytes_per_s, engines);
+  if (link_bytes_per_s == 0) return engine_ns;
+  const double link_ns = static_cast<double>(bytes) / (static_cast<double>(link_bytes_per_s) / 1e9);
+  return std::max(engine_ns, kDmaFixedNs + static_cast<uint64_t>(link_ns)) + hops * kLinkHopNs;
+}
+
 trn_result_t dma_copy(const MemorySpan &destination, const MemorySpan &source, std::string *why) {
   const uint64_t bytes = std::min(destination.bytes, source.bytes);
   if (bytes == 0) return TRN_SUCCESS;

@@ -18,6 +18,13 @@ constexpr uint64_t kDmaFixedNs = 1900;
 
 // Simulated time of a transfer of `bytes` on `engines` engines of `bytes_per_s` each.
 uint64_t simulated_dma_ns(uint64_t bytes, uint64_t bytes_per_s, uint32_t engines);
+// A NeuronLink hop's latency. No figure is published; this is the order of the DMA's own fixed
+// cost (the semaphore-to-start latency of §1.5), an assumption docs/collectives.md states.
+constexpr uint64_t kLinkHopNs = 1000;
+// A DMA from one device's HBM to another's over NeuronLink: the engines' time or one link's
+// (the chip's NeuronLink bandwidth over its links), whichever is longer, plus each hop's latency.
+uint64_t simulated_link_ns(uint64_t bytes, uint64_t engine_bytes_per_s, uint32_t engines,
+                           uint64_t link_bytes_per_s, uint32_t hops);
 
 // Backs a range with storage (HBM; registered host memory is backed already): afterwards a store
 // there cannot fault, and what was never written reads as zeros through the mapping.

@@ -31,6 +31,8 @@ struct GenerationSpec {
   uint64_t gpsimd_clock_hz;
   uint32_t max_lnc;                 // largest logical-core grouping the generation supports
   uint64_t dma_engine_bytes_per_s;  // achievable per-engine rate, §1.5 (17/23/33 B/ns)
+  uint64_t neuronlink_bytes_per_s;  // the chip's NeuronLink bandwidth over all its links, §1.1
+  uint32_t neuronlink_links;        // links per chip (one per torus neighbour)
 };
 
 const GenerationSpec &generation_spec(trn_generation_t generation);

@@ -1,4 +1,5 @@
 // Queues: creation on claimed cores, submission, status, reset, destruction.
+#include <algorithm>
 #include <memory>
 
 #include "sim/generation.hpp"
@@ -57,6 +58,7 @@ trn_result_t sim_queue_create(trn_hal_instance_t *instance, uint32_t device, uin
     shape.capacity = capacity;
     shape.dma_engines = dma_engines == 0 ? engines : dma_engines;
     shape.dma_engine_bytes_per_s = spec.dma_engine_bytes_per_s;
+    shape.link_bytes_per_s = spec.neuronlink_bytes_per_s / std::max(1u, spec.neuronlink_links);
     auto made = std::make_unique<trn_hal_queue>(*instance, runtime, shape);
     std::lock_guard lock(instance->queues_mu);
     instance->queues.insert(made.get());

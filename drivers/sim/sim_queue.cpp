@@ -10,6 +10,8 @@
 #include "sim/dma_engine.hpp"
 #include "sim/file_io.hpp"
 #include "sim/semaphore.hpp"
+#include "sim/sim_instance.hpp"
+#include "sim/topology.hpp"
 #include "sim/wait_primitives.hpp"
 
 namespace trn::sim {
@@ -262,6 +264,14 @@ void SimQueue::charge_dma(uint64_t bytes, trn_hal_core_activity_t *activity) {
   tick(ns);
 }
 
+void SimQueue::charge_link(uint64_t bytes, uint32_t hops, trn_hal_core_activity_t *activity) {
+  const uint64_t ns = simulated_link_ns(bytes, shape_.dma_engine_bytes_per_s, shape_.dma_engines,
+                                        shape_.link_bytes_per_s, hops);
+  activity->dma_bytes += bytes;
+  activity->dma_busy_ns += ns;
+  tick(ns);
+}
+
 trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_core,
                                        trn_hal_core_activity_t *activity, Failure *failure) {
   std::string &why = failure->reason;
@@ -283,7 +293,13 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
         r = copy ? dma_copy(to, from, &why)
                  : dma_fill(to, static_cast<uint8_t>(c.u.memset.value), &why);
       if (r != TRN_SUCCESS) return r;
-      charge_dma(failure->bytes, activity);
+      if (copy && to.hbm && from.hbm && to.hbm != from.hbm)
+        charge_link(failure->bytes,
+                    torus_hops(to.hbm->index(), from.hbm->index(),
+                               static_cast<uint32_t>(instance_.devices.size())),
+                    activity);
+      else
+        charge_dma(failure->bytes, activity);
       return TRN_SUCCESS;
     }
     case TRN_HAL_COMMAND_LAUNCH: {

@@ -30,4 +30,15 @@ std::vector<uint32_t> torus_neighbors(uint32_t device, uint32_t device_count) {
   return out;
 }
 
+uint32_t torus_hops(uint32_t a, uint32_t b, uint32_t device_count) {
+  if (a >= device_count || b >= device_count) return 0;
+  const TorusShape shape = torus_shape(device_count);
+  auto ring_distance = [](uint32_t x, uint32_t y, uint32_t size) {
+    const uint32_t d = x > y ? x - y : y - x;
+    return std::min(d, size - d);
+  };
+  return ring_distance(a / shape.cols, b / shape.cols, shape.rows) +
+         ring_distance(a % shape.cols, b % shape.cols, shape.cols);
+}
+
 }  // namespace trn::sim

@@ -17,5 +17,8 @@ struct TorusShape {
 TorusShape torus_shape(uint32_t device_count);
 // Sorted, without duplicates or the device itself.
 std::vector<uint32_t> torus_neighbors(uint32_t device, uint32_t device_count);
+// Links a transfer from device `a` to `b` crosses: dimension-order routing, each dimension the
+// shorter way round (0 for the same device).
+uint32_t torus_hops(uint32_t a, uint32_t b, uint32_t device_count);
 
 }  // namespace trn::sim
