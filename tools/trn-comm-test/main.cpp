@@ -1,0 +1,349 @@
+// trn-comm-test: measures and checks collectives, as nccl-tests and nccom-test do. Ranks are
+// threads of this process (default), forked processes (--processes), or, under torchrun's
+// variables (RANK, WORLD_SIZE, ...), the processes of that world. Prints a table of host and
+// simulated device times and bandwidths per size with the count of wrong elements, or JSON lines.
+//
+// Exit codes: 0 every result right, 1 some elements wrong, 2 any other error.
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/parse.hpp"
+#include "rank_bench.hpp"
+#include "report.hpp"
+#include "tool_common/cli_checks.hpp"
+
+namespace {
+
+using namespace trn::comm_test;
+
+constexpr int kExitOk = 0;
+constexpr int kExitWrong = 1;
+constexpr int kExitError = 2;
+
+struct Options {
+  Settings settings;
+  uint32_t ranks = 2;
+  bool ranks_given = false;
+  bool processes = false;
+  bool json = false;
+};
+
+struct ToolError {
+  std::string message;
+};
+
+void check(trn_result_t result, const std::string &what) {
+  if (result != TRN_SUCCESS)
+    throw ToolError{what + ": " + trn_result_name(result) + ": " + trn_last_error()};
+}
+
+struct Place {
+  trn_device_t device;
+  trn_core_t core;
+};
+
+// Every visible core of every device, in order: rank r runs on the r-th.
+std::vector<Place> visible_cores() {
+  uint32_t count = 0;
+  check(trn_device_get(&count, nullptr), "counting devices");
+  std::vector<trn_device_t> devices(count);
+  check(trn_device_get(&count, devices.data()), "listing devices");
+  std::vector<Place> cores;
+  for (trn_device_t device : devices) {
+    uint32_t n = 0;
+    check(trn_core_get(device, &n, nullptr), "counting cores");
+    std::vector<trn_core_t> list(n);
+    check(trn_core_get(device, &n, list.data()), "listing cores");
+    for (trn_core_t core : list) cores.push_back({device, core});
+  }
+  return cores;
+}
+
+std::vector<Place> cores_for(uint32_t ranks) {
+  std::vector<Place> cores = visible_cores();
+  if (cores.size() < ranks)
+    throw ToolError{"--ranks " + std::to_string(ranks) + " needs " + std::to_string(ranks) +
+                    " cores, one per rank; " + std::to_string(cores.size()) +
+                    " are visible (TRN_SIM_DEVICES=N simulates N devices; TRN_VISIBLE_CORES "
+                    "may hide some)"};
+  cores.resize(ranks);
+  return cores;
+}
+
+void print(const Options &o, const RunInfo &info, const std::vector<Row> &rows) {
+  const std::string text =
+      o.json ? json_lines(o.settings, info, rows) : table_text(o.settings, info, rows);
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+int exit_code(const std::vector<Row> &rows) {
+  for (const Row &r : rows)
+    if (r.wrong) return kExitWrong;
+  return kExitOk;
+}
+
+trn_comm_desc_t comm_desc(const Options &o) {
+  trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
+  desc.timeout_ns = o.settings.timeout_ns;
+  return desc;
+}
+
+// Every rank a thread of this process, through trn_comm_init_all.
+int run_threads(const Options &o) {
+  const std::vector<Place> places = cores_for(o.ranks);
+  std::vector<trn_core_t> cores;
+  for (const Place &p : places) cores.push_back(p.core);
+  std::vector<trn_comm_t> comms(o.ranks);
+  const trn_comm_desc_t desc = comm_desc(o);
+  if (trn_comm_init_all(o.ranks, cores.data(), &desc, comms.data()) != TRN_SUCCESS)
+    throw ToolError{std::string("making the communicator: ") + trn_comm_last_error()};
+  std::vector<std::vector<Row>> rows(o.ranks);
+  std::vector<std::string> errors(o.ranks);
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < o.ranks; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        rows[r] = run_rank(o.settings, {places[r].device, cores[r], comms[r], r, o.ranks});
+      } catch (const RankError &e) {
+        errors[r] = e.message;
+        trn_comm_abort(comms[r]);  // the others fail now instead of at their timeout
+        comms[r] = nullptr;
+      }
+    });
+  for (auto &t : threads) t.join();
+  for (trn_comm_t comm : comms) trn_comm_destroy(comm);
+  bool failed = false;
+  for (uint32_t r = 0; r < o.ranks; ++r)
+    if (!errors[r].empty()) {
+      std::fprintf(stderr, "trn-comm-test: rank %u: %s\n", r, errors[r].c_str());
+      failed = true;
+    }
+  if (failed) return kExitError;
+  print(o, {o.ranks, 1, "threads"}, rows[0]);
+  return exit_code(rows[0]);
+}
+
+// One rank in this process: rank 0 prints. Returns the exit code.
+int run_one_rank(const Options &o, const RunInfo &info, const Place &place, trn_comm_t comm,
+                 uint32_t rank) {
+  int code = kExitOk;
+  try {
+    const std::vector<Row> rows =
+        run_rank(o.settings, {place.device, place.core, comm, rank, info.ranks});
+    if (rank == 0) {
+      print(o, info, rows);
+      code = exit_code(rows);
+    }
+    trn_comm_destroy(comm);
+  } catch (const RankError &e) {
+    std::fprintf(stderr, "trn-comm-test: rank %u: %s\n", rank, e.message.c_str());
+    trn_comm_abort(comm);
+    code = kExitError;
+  }
+  return code;
+}
+
+// Child r of --processes: joins through the parent's unique id.
+int process_rank(const Options &o, const trn_comm_unique_id_t &id, uint32_t r) {
+  int code = kExitError;
+  try {
+    const std::vector<Place> cores = cores_for(o.ranks);
+    trn_comm_desc_t desc = comm_desc(o);
+    desc.core = cores[r].core;
+    desc.rank = r;
+    desc.size = o.ranks;
+    trn_comm_t comm = nullptr;
+    if (trn_comm_init_rank(&id, &desc, &comm) != TRN_SUCCESS)
+      throw ToolError{std::string("joining the communicator: ") + trn_comm_last_error()};
+    code = run_one_rank(o, {o.ranks, o.ranks, "processes"}, cores[r], comm, r);
+  } catch (const ToolError &e) {
+    std::fprintf(stderr, "trn-comm-test: rank %u: %s\n", r, e.message.c_str());
+  }
+  trn_runtime_shutdown();
+  return code;
+}
+
+// One process per rank. The parent only serves the rendezvous (the unique id's thread) and waits:
+// once a rank fails, the others get the communicator's timeout and a few seconds to follow
+// before they are killed.
+int run_processes(const Options &o) {
+  cores_for(o.ranks);      // refuse too many ranks here, once, rather than in every child
+  trn_runtime_shutdown();  // the children start their own runtimes
+  trn_comm_unique_id_t id{};
+  if (trn_comm_get_unique_id(&id) != TRN_SUCCESS)
+    throw ToolError{std::string("making a unique id: ") + trn_comm_last_error()};
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::map<pid_t, uint32_t> children;
+  for (uint32_t r = 0; r < o.ranks; ++r) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      for (const auto &[child, rank] : children) kill(child, SIGKILL);
+      throw ToolError{"fork failed"};
+    }
+    if (pid == 0) _exit(process_rank(o, id, r));
+    children.emplace(pid, r);
+  }
+  int worst = kExitOk;
+  auto kill_at = std::chrono::steady_clock::time_point::max();  // none yet
+  while (!children.empty()) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0 && children.count(pid)) {
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : kExitError;
+      if (!WIFEXITED(status))
+        std::fprintf(stderr, "trn-comm-test: rank %u ended by signal %d\n", children[pid],
+                     WTERMSIG(status));
+      worst = std::max(worst, code);
+      if (code == kExitError && kill_at == std::chrono::steady_clock::time_point::max())
+        kill_at = std::chrono::steady_clock::now() +
+                  std::chrono::nanoseconds(o.settings.timeout_ns) + std::chrono::seconds(5);
+      children.erase(pid);
+      continue;
+    }
+    if (std::chrono::steady_clock::now() > kill_at) {
+      for (const auto &[child, rank] : children) {
+        std::fprintf(stderr, "trn-comm-test: rank %u did not end after another failed; killed\n",
+                     rank);
+        kill(child, SIGKILL);
+      }
+      kill_at = std::chrono::steady_clock::time_point::max();
+    }
+    poll(nullptr, 0, 5);
+  }
+  return worst;
+}
+
+// A rank of the world torchrun's variables describe; its core is the LOCAL_RANK-th visible one.
+int run_torchrun(const Options &o) {
+  const auto world = trn::common::parse_uint(std::getenv("WORLD_SIZE"));
+  const auto rank = trn::common::parse_uint(std::getenv("RANK"));
+  if (!world || !rank || *world == 0 || *rank >= *world)
+    throw ToolError{"RANK and WORLD_SIZE must be numbers with RANK < WORLD_SIZE (they are '" +
+                    std::string(std::getenv("RANK")) + "' and '" + std::getenv("WORLD_SIZE") +
+                    "')"};
+  if (o.ranks_given && o.ranks != *world)
+    throw ToolError{"--ranks " + std::to_string(o.ranks) + " differs from torchrun's WORLD_SIZE " +
+                    std::to_string(*world) + "; leave --ranks out under torchrun"};
+  if (o.processes)
+    throw ToolError{
+        "--processes forks ranks itself; under torchrun every process is a rank "
+        "already, so leave it out"};
+  const char *local_text = std::getenv("LOCAL_RANK");
+  const auto local = local_text ? trn::common::parse_uint(local_text) : rank;
+  if (!local) throw ToolError{std::string("LOCAL_RANK '") + local_text + "' is not a number"};
+  const std::vector<Place> cores = cores_for(static_cast<uint32_t>(*local) + 1);
+  trn_comm_desc_t desc = comm_desc(o);
+  desc.core = cores[*local].core;
+  trn_comm_t comm = nullptr;
+  if (trn_comm_init_from_env(&desc, &comm) != TRN_SUCCESS)
+    throw ToolError{std::string("joining torchrun's world: ") + trn_comm_last_error()};
+  trn_comm_info_t info = TRN_COMM_INFO_INIT;
+  trn_comm_get_info(comm, &info);
+  return run_one_rank(o, {info.size, info.processes, "torchrun"}, cores[*local], comm, info.rank);
+}
+
+std::optional<trn_dtype_t> parse_dtype(const std::string &name) {
+  static const std::map<std::string, trn_dtype_t> names = {
+      {"f32", TRN_DTYPE_F32},   {"fp32", TRN_DTYPE_F32},      {"float32", TRN_DTYPE_F32},
+      {"bf16", TRN_DTYPE_BF16}, {"bfloat16", TRN_DTYPE_BF16}, {"f16", TRN_DTYPE_F16},
+      {"fp16", TRN_DTYPE_F16},  {"float16", TRN_DTYPE_F16},   {"i32", TRN_DTYPE_I32},
+      {"int32", TRN_DTYPE_I32}};
+  auto it = names.find(name);
+  if (it == names.end()) return std::nullopt;
+  return it->second;
+}
+
+CLI::Validator byte_count() {
+  return CLI::Validator(
+      [](std::string &text) -> std::string {
+        const auto n = trn::common::parse_bytes(text);
+        if (!n || *n == 0) return "'" + text + "' is not a byte count > 0 (8, 64K, 256MiB, 1G)";
+        return {};
+      },
+      "BYTES");
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{
+      "trn-comm-test: measure and check collectives on NeuronCores (nccl-tests' algbw and "
+      "busbw).\nRanks are threads of this process, forked processes (--processes), or under "
+      "torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) that world.\n"
+      "Exit codes: 0 all results right, 1 some elements wrong, 2 error."};
+  Options o;
+  std::string op = "allr", dtype = "f32", redop = "sum", min_bytes = "8", max_bytes = "1M";
+  double timeout_s = 60;
+  app.add_option("--op,-o", op, "allr, allg, redsct, bcast, alltoall or sendrecv")
+      ->check(CLI::IsMember({"allr", "allg", "redsct", "bcast", "alltoall", "sendrecv"}))
+      ->capture_default_str();
+  app.add_option("--ranks,-r", o.ranks, "ranks, one per visible core (default 2)")
+      ->check(CLI::Range(1, 64));
+  app.add_flag("--processes,-p", o.processes, "one forked process per rank (default: threads)");
+  app.add_option("--min-bytes,-b", min_bytes, "smallest size (8, 64K, 1M, ...)")
+      ->check(byte_count())
+      ->capture_default_str();
+  app.add_option("--max-bytes,-e", max_bytes, "largest size")
+      ->check(byte_count())
+      ->capture_default_str();
+  app.add_option("--step-factor,-f", o.settings.step_factor, "each size this times the last")
+      ->check(CLI::Range(1.0, 1024.0))
+      ->capture_default_str();
+  app.add_option("--dtype,-d", dtype, "f32, bf16, f16 or i32")->capture_default_str();
+  app.add_option("--redop", redop, "the reduction of allr and redsct: sum, max or min")
+      ->check(CLI::IsMember({"sum", "max", "min"}))
+      ->capture_default_str();
+  app.add_option("--iters,-n", o.settings.iters, "timed iterations per size")
+      ->check(CLI::Range(1, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--warmup,-w", o.settings.warmup, "untimed iterations first")
+      ->check(CLI::Range(0, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--timeout", timeout_s, "the communicator's per-operation deadline, seconds")
+      ->check(trn::tools::positive_seconds())
+      ->capture_default_str();
+  app.add_flag("--json", o.json, "one JSON object per size instead of the table");
+  app.set_version_flag("--version", std::string("trn-comm-test ") + trn_get_version_string());
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    return app.exit(e) == 0 ? kExitOk : kExitError;
+  }
+  o.ranks_given = app.count("--ranks") > 0;
+  o.settings.op = *parse_op(op);
+  o.settings.redop = redop == "max" ? TRN_COMM_MAX : redop == "min" ? TRN_COMM_MIN : TRN_COMM_SUM;
+  o.settings.min_bytes = *trn::common::parse_bytes(min_bytes);
+  o.settings.max_bytes = *trn::common::parse_bytes(max_bytes);
+  o.settings.timeout_ns = trn::tools::seconds_to_ns(timeout_s);
+  int code = kExitOk;
+  try {
+    const auto type = parse_dtype(dtype);
+    if (!type) throw ToolError{"--dtype '" + dtype + "' is not one of f32, bf16, f16, i32"};
+    o.settings.dtype = *type;
+    if (o.settings.min_bytes > o.settings.max_bytes)
+      throw ToolError{"--min-bytes " + min_bytes + " is larger than --max-bytes " + max_bytes};
+    if (std::getenv("RANK") && std::getenv("WORLD_SIZE"))
+      code = run_torchrun(o);
+    else
+      code = o.processes ? run_processes(o) : run_threads(o);
+  } catch (const ToolError &e) {
+    std::fprintf(stderr, "trn-comm-test: %s\n", e.message.c_str());
+    code = kExitError;
+  }
+  trn_runtime_shutdown();
+  return code;
+}
