@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -51,5 +52,9 @@ struct ProgramResult {
   std::string output;
 };
 ProgramResult run_program(const std::vector<std::string> &argv, int timeout_ms);
+
+// A loopback TCP port nothing listens on now (the kernel's pick for a socket bound to port 0),
+// for a server a child process starts.
+uint16_t free_port();
 
 }  // namespace trn::test

@@ -93,18 +93,6 @@ const json *find_process(const json &device, int pid) {
   return nullptr;
 }
 
-uint16_t free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr *>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  getsockname(fd, reinterpret_cast<sockaddr *>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 // GET over loopback; "" when nothing answers.
 std::string http_get(uint16_t port, const std::string &path) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -185,7 +173,7 @@ TEST_CASE("trn-top and trn-monitor report a process working on two cores, then i
 
 TEST_CASE("trn-monitor serves Prometheus text over loopback and writes a textfile") {
   SimEnv env;
-  const uint16_t port = free_port();
+  const uint16_t port = trn::test::free_port();
   Child monitor({TRN_MONITOR_PATH, "-n", "20", "-i", "200", "--prometheus", std::to_string(port)});
   REQUIRE(!monitor.read_line(20000).empty());  // the first document: the endpoint is up
   const std::string metrics = http_get(port, "/metrics");
@@ -352,7 +340,7 @@ TEST_CASE("trn-monitor: an unwritable textfile is an error") {
 
 TEST_CASE("trn-monitor answers a scrape while idle clients hold connections open") {
   SimEnv env;
-  const uint16_t port = free_port();
+  const uint16_t port = trn::test::free_port();
   Child monitor({TRN_MONITOR_PATH, "-n", "100", "-i", "200", "--prometheus", std::to_string(port)});
   REQUIRE(!monitor.read_line(20000).empty());
   std::vector<int> idle;

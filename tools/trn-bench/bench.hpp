@@ -66,5 +66,6 @@ int bench_load(int argc, char **argv);
 int bench_kernels(int argc, char **argv);
 int bench_graph(int argc, char **argv);
 int bench_ops(int argc, char **argv);
+int bench_allreduce(int argc, char **argv);
 
 }  // namespace trn::bench

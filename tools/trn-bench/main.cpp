@@ -57,6 +57,11 @@ constexpr Entry kBenches[] = {
      "eager ops (libtrn_ops): host time to issue a cached op vs computing it on the host CPU; "
      "first-use build vs disk-cache load; large ops' simulated time vs the roofline",
      {"--quick"}},
+    {"allreduce",
+     trn::bench::bench_allreduce,
+     "all-reduce over 2 and 4 processes, 8 B-256 MiB: host busbw and 8 B latency vs OpenMPI's "
+     "MPI_Allreduce; simulated busbw across devices vs a NeuronLink link",
+     {"--quick"}},
 };
 
 void usage() {

@@ -1,0 +1,180 @@
+// trn-comm-test: every operation checked and measured on ranks as threads, as forked processes
+// and as a torchrun world of two processes; the table and the JSON lines; refusals of bad
+// arguments with exit code 2.
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/sim_env.hpp"
+#include "support/subprocess.hpp"
+
+using nlohmann::json;
+using trn::test::SimEnv;
+
+namespace {
+
+constexpr int kTimeoutMs = 120000;
+
+trn::test::ProgramResult comm_test(std::vector<std::string> args) {
+  args.insert(args.begin(), TRN_COMM_TEST_PATH);
+  return trn::test::run_program(args, kTimeoutMs);
+}
+
+std::vector<json> rows_of(const std::string &output) {
+  std::vector<json> rows;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] == '{') rows.push_back(json::parse(line));
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("every operation and dtype on three ranks as threads, all elements right",
+          "[trn-comm-test]") {
+  SimEnv env;
+  const std::string op = GENERATE("allr", "allg", "redsct", "bcast", "alltoall", "sendrecv");
+  const std::string dtype = GENERATE("f32", "bf16", "f16", "i32");
+  auto r = comm_test({"--op", op, "--dtype", dtype, "--ranks", "3", "-b", "7", "-e", "40000", "-f",
+                      "10", "-n", "2", "-w", "1", "--json"});
+  INFO(op << " " << dtype << "\n" << r.output);
+  REQUIRE(r.code == 0);
+  const auto rows = rows_of(r.output);
+  REQUIRE(rows.size() == 5);  // 7, 70, 700, 7000 bytes and the maximum 40000
+  for (const json &row : rows) {
+    CHECK(row["op"] == op);
+    CHECK(row["wrong"] == 0);
+    CHECK(row["ranks"] == 3);
+    CHECK(row["mode"] == "threads");
+    CHECK(row["time_us"].get<double>() > 0);
+    CHECK(row["sim_time_us"].get<double>() > 0);
+    const double factor = op == "allr"                          ? 4.0 / 3
+                          : (op == "bcast" || op == "sendrecv") ? 1
+                                                                : 2.0 / 3;
+    CHECK(row["busbw_gbps"].get<double>() ==
+          Approx(row["algbw_gbps"].get<double>() * factor).epsilon(1e-9));
+    // Whole elements, and for the block operations whole elements per rank.
+    const uint64_t es = dtype == "bf16" || dtype == "f16" ? 2 : 4;
+    CHECK(row["size"].get<uint64_t>() == row["count"].get<uint64_t>() * es);
+    if (op == "allg" || op == "redsct" || op == "alltoall")
+      CHECK(row["count"].get<uint64_t>() % 3 == 0);
+  }
+  CHECK(rows.back()["size"].get<uint64_t>() <= 40000);
+}
+
+TEST_CASE("the table names its columns and counts wrong elements", "[trn-comm-test]") {
+  SimEnv env;
+  auto r = comm_test({"--ranks", "2", "-b", "1K", "-e", "4K", "-n", "2", "-w", "0"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  for (const char *column : {"size(B)", "count", "type", "redop", "time(us)", "algbw(GB/s)",
+                             "busbw(GB/s)", "sim time(us)", "sim busbw(GB/s)", "#wrong"})
+    CHECK(r.output.find(column) != std::string::npos);
+  CHECK(r.output.find("| 1024 ") != std::string::npos);
+  CHECK(r.output.find("| 4096 ") != std::string::npos);
+  CHECK(r.output.find("# 0 wrong elements") != std::string::npos);
+}
+
+TEST_CASE("max and min reductions are checked too", "[trn-comm-test]") {
+  SimEnv env;
+  const std::string redop = GENERATE("max", "min");
+  auto r = comm_test({"--op", "allr", "--redop", redop, "--ranks", "3", "-b", "4K", "-e", "4K",
+                      "-n", "1", "-w", "0", "--json"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto rows = rows_of(r.output);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0]["redop"] == redop);
+  CHECK(rows[0]["wrong"] == 0);
+}
+
+TEST_CASE("--processes forks one process per rank", "[trn-comm-test]") {
+  SimEnv env;
+  auto r = comm_test({"--op", "allr", "--processes", "--ranks", "3", "-b", "8", "-e", "300K", "-f",
+                      "64", "-n", "2", "-w", "1", "--json"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto rows = rows_of(r.output);
+  REQUIRE(rows.size() == 4);  // 8 B, 512 B, 32 KiB (recursive doubling), 300 KiB (a ring)
+  for (const json &row : rows) {
+    CHECK(row["mode"] == "processes");
+    CHECK(row["processes"] == 3);
+    CHECK(row["wrong"] == 0);
+  }
+}
+
+TEST_CASE("under torchrun's variables each process joins that world; rank 0 prints",
+          "[trn-comm-test]") {
+  SimEnv env;
+  const std::string port = std::to_string(trn::test::free_port());
+  env.set("WORLD_SIZE", "2");
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("MASTER_PORT", port.c_str());
+  std::vector<std::string> args = {TRN_COMM_TEST_PATH,
+                                   "--op",
+                                   "allg",
+                                   "-b",
+                                   "64",
+                                   "-e",
+                                   "64K",
+                                   "-f",
+                                   "32",
+                                   "-n",
+                                   "2",
+                                   "-w",
+                                   "1",
+                                   "--json"};
+  env.set("RANK", "0");
+  env.set("LOCAL_RANK", "0");
+  trn::test::Child rank0(args);
+  env.set("RANK", "1");
+  env.set("LOCAL_RANK", "1");
+  trn::test::Child rank1(args);
+  std::string output;
+  for (std::string line; !(line = rank0.read_line(kTimeoutMs)).empty();) output += line + "\n";
+  CHECK(rank1.read_line(kTimeoutMs).empty());  // only rank 0 prints
+  CHECK(rank0.wait(kTimeoutMs) == 0);
+  CHECK(rank1.wait(kTimeoutMs) == 0);
+  INFO(output);
+  const auto rows = rows_of(output);
+  REQUIRE(rows.size() == 3);
+  for (const json &row : rows) {
+    CHECK(row["mode"] == "torchrun");
+    CHECK(row["ranks"] == 2);
+    CHECK(row["processes"] == 2);
+    CHECK(row["wrong"] == 0);
+  }
+  // --processes makes no sense inside a world that already has its processes.
+  auto refused = comm_test({"--processes"});
+  CHECK(refused.code == 2);
+  CHECK(refused.output.find("under torchrun") != std::string::npos);
+}
+
+TEST_CASE("bad arguments are refused with a message and exit code 2", "[trn-comm-test]") {
+  SimEnv env;
+  struct Case {
+    std::vector<std::string> args;
+    const char *says;
+  };
+  const Case cases[] = {
+      {{"--op", "allreduce"}, "--op"},
+      {{"--dtype", "f64"}, "f64"},
+      {{"--min-bytes", "1M", "--max-bytes", "8"}, "larger than --max-bytes"},
+      {{"--min-bytes", "lots"}, "byte count"},
+      {{"--ranks", "0"}, "--ranks"},
+      {{"--ranks", "60"}, "needs 60 cores"},
+      {{"--iters", "0"}, "--iters"},
+      {{"--redop", "prod"}, "--redop"},
+      {{"--timeout", "-1"}, "--timeout"},
+  };
+  for (const Case &c : cases) {
+    auto r = comm_test(c.args);
+    INFO(c.args.front() << ": " << r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.find(c.says) != std::string::npos);
+  }
+}

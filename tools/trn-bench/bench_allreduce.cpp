@@ -1,0 +1,171 @@
+// trn-bench allreduce: trn's all-reduce (trn-comm-test, one process per rank) against OpenMPI's
+// MPI_Allreduce (trn-bench-mpi-allreduce under mpirun) on the same host, ranks and sizes, both
+// measured the same way (P50 of the slowest rank, float sum, out of place): host busbw per size
+// and the latency of 8 bytes. Then the simulated busbw of ranks on separate simulated devices
+// against one NeuronLink link, the bound of a ring on the torus.
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench.hpp"
+#include "common/parse.hpp"
+
+namespace trn::bench {
+
+namespace {
+
+// A helper program: next to trn-bench when installed, else where the build put it.
+std::string helper(const char *name, const char *build_path) {
+  char self[PATH_MAX] = {};
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<size_t>(n));
+    dir = dir.substr(0, dir.rfind('/') + 1);
+    if (access((dir + name).c_str(), X_OK) == 0) return dir + name;
+  }
+  return access(build_path, X_OK) == 0 ? build_path : "";
+}
+
+// Runs `command` (bounded by `timeout 900`) and returns its stdout's JSON lines; exits on failure.
+std::vector<nlohmann::json> json_lines(const std::string &command) {
+  const std::string bounded = "timeout 900 " + command;
+  FILE *pipe = popen(bounded.c_str(), "r");
+  if (!pipe) {
+    std::fprintf(stderr, "trn-bench allreduce: cannot run %s\n", command.c_str());
+    std::exit(1);
+  }
+  std::vector<nlohmann::json> lines;
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof buffer, pipe)) {
+    auto j = nlohmann::json::parse(buffer, nullptr, false);
+    if (!j.is_discarded() && j.is_object()) lines.push_back(std::move(j));
+  }
+  const int status = pclose(pipe);
+  if (status != 0) {
+    std::fprintf(stderr, "trn-bench allreduce: '%s' failed (status %d)\n", command.c_str(), status);
+    std::exit(1);
+  }
+  return lines;
+}
+
+struct Band {
+  const char *min, *max;
+  int iters, warmup;
+};
+
+std::string size_label(uint64_t bytes) {
+  return common::format_bytes(bytes);  // "64 MiB", "8 B"
+}
+
+// trn's rows by size: P50 time (us) and simulated busbw; exits when an element was wrong.
+struct TrnRow {
+  double time_us = 0, busbw = 0, sim_busbw = 0;
+};
+std::map<uint64_t, TrnRow> run_trn(const std::string &tool, uint32_t ranks, const Band &band,
+                                   const std::string &env = "") {
+  std::map<uint64_t, TrnRow> rows;
+  const std::string command = (env.empty() ? "" : "env " + env + " ") + tool +
+                              " --op allr --processes --ranks " + std::to_string(ranks) +
+                              " --json -b " + band.min + " -e " + band.max + " -f 4 -n " +
+                              std::to_string(band.iters) + " -w " + std::to_string(band.warmup);
+  for (const auto &j : json_lines(command)) {
+    if (j.value("wrong", 0) != 0) {
+      std::fprintf(stderr, "trn-bench allreduce: %s gave wrong elements: %s\n", command.c_str(),
+                   j.dump().c_str());
+      std::exit(1);
+    }
+    rows[j.at("size").get<uint64_t>()] = {j.at("time_us").get<double>(),
+                                          j.at("busbw_gbps").get<double>(),
+                                          j.at("sim_busbw_gbps").get<double>()};
+  }
+  return rows;
+}
+
+std::map<uint64_t, double> run_mpi(const std::string &program, uint32_t ranks,
+                                   const std::vector<uint64_t> &sizes, int iters, int warmup) {
+  std::string command = "mpirun -np " + std::to_string(ranks) +
+                        " --oversubscribe --bind-to none --mca btl self,vader";
+  if (geteuid() == 0) command += " --allow-run-as-root";
+  command += " " + program + " " + std::to_string(iters) + " " + std::to_string(warmup);
+  for (uint64_t s : sizes) command += " " + std::to_string(s);
+  std::map<uint64_t, double> out;
+  for (const auto &j : json_lines(command + " 2>/dev/null"))
+    out[j.at("size").get<uint64_t>()] = j.at("time_us").get<double>();
+  return out;
+}
+
+}  // namespace
+
+int bench_allreduce(int argc, char **argv) {
+  const bool quick = has_flag(argc, argv, "--quick");
+  const std::string tool = helper("trn-comm-test", TRN_COMM_TEST_BUILD_PATH);
+  const std::string mpi = helper("trn-bench-mpi-allreduce", TRN_MPI_ALLREDUCE_BUILD_PATH);
+  if (tool.empty()) {
+    std::fprintf(stderr, "trn-bench allreduce: trn-comm-test is not installed beside trn-bench\n");
+    return 1;
+  }
+  if (mpi.empty() || system("command -v mpirun > /dev/null 2>&1") != 0) {
+    std::fprintf(stderr,
+                 "trn-bench allreduce: the OpenMPI baseline is missing (mpirun or "
+                 "trn-bench-mpi-allreduce); run scripts/install-deps and build again\n");
+    return 1;
+  }
+  // Small sizes take many iterations to settle, large ones few to keep the run short.
+  const std::vector<Band> bands =
+      quick ? std::vector<Band>{{"8", "8", 20, 5}, {"1K", "256K", 20, 5}, {"1M", "4M", 5, 1}}
+            : std::vector<Band>{{"8", "8", 50, 10}, {"1K", "256K", 20, 5}, {"1M", "256M", 5, 1}};
+  const std::vector<uint32_t> rank_counts =
+      quick ? std::vector<uint32_t>{2} : std::vector<uint32_t>{2, 4};
+  for (uint32_t ranks : rank_counts) {
+    const double factor = 2.0 * (ranks - 1) / ranks;
+    for (const Band &band : bands) {
+      const auto trn = run_trn(tool, ranks, band);
+      std::vector<uint64_t> sizes;
+      for (const auto &[size, row] : trn) sizes.push_back(size);
+      const auto base = run_mpi(mpi, ranks, sizes, band.iters, band.warmup);
+      for (const auto &[size, row] : trn) {
+        auto it = base.find(size);
+        if (it == base.end()) continue;
+        const std::string name = std::to_string(ranks) + " processes, " + size_label(size);
+        if (size == 8) {
+          print({"allreduce", name + " latency", "us", row.time_us, it->second,
+                 "OpenMPI MPI_Allreduce", false});
+          continue;
+        }
+        const double mpi_busbw = static_cast<double>(size) / (it->second * 1e3) * factor;
+        print(
+            {"allreduce", name, "GB/s busbw", row.busbw, mpi_busbw, "OpenMPI MPI_Allreduce", true});
+      }
+    }
+  }
+  // Ranks on separate simulated trn2 devices (the first core of each, devices in a 2x2 torus):
+  // simulated busbw against one NeuronLink-v3 link, 1.28 TB/s per chip over 4 links.
+  char root[] = "/tmp/trn-bench-allreduce-XXXXXX";
+  if (!mkdtemp(root)) {
+    std::fprintf(stderr, "trn-bench allreduce: cannot make a temporary directory\n");
+    return 1;
+  }
+  const double link_gbps = 1280.0 / 4;
+  for (uint32_t ranks : quick ? std::vector<uint32_t>{2} : std::vector<uint32_t>{2, 4}) {
+    std::string cores;
+    for (uint32_t r = 0; r < ranks; ++r) cores += (r ? "," : "") + std::to_string(r * 8);
+    const std::string env =
+        std::string("TRN_SIM_ROOT=") + root +
+        " TRN_SIM_GENERATION=trn2 TRN_LNC=1 TRN_SIM_DEVICES=" + std::to_string(ranks) +
+        " TRN_VISIBLE_CORES=" + cores;
+    const Band band = quick ? Band{"16M", "16M", 2, 1} : Band{"16M", "64M", 2, 1};
+    for (const auto &[size, row] : run_trn(tool, ranks, band, env))
+      print({"allreduce", "simulated, " + std::to_string(ranks) + " devices, " + size_label(size),
+             "GB/s busbw", row.sim_busbw, link_gbps, "NeuronLink-v3, one link (320 GB/s)", true});
+  }
+  std::string cleanup = std::string("rm -rf ") + root;
+  return system(cleanup.c_str()) == 0 ? 0 : 1;
+}
+
+}  // namespace trn::bench
