@@ -92,7 +92,7 @@ TEST_CASE("max and min reductions are checked too", "[trn-comm-test]") {
   CHECK(rows[0]["wrong"] == 0);
 }
 
-TEST_CASE("--processes forks one process per rank", "[trn-comm-test]") {
+TEST_CASE("with --processes every rank is a forked process", "[trn-comm-test]") {
   SimEnv env;
   auto r = comm_test({"--op", "allr", "--processes", "--ranks", "3", "-b", "8", "-e", "300K", "-f",
                       "64", "-n", "2", "-w", "1", "--json"});
