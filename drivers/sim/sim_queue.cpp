@@ -219,7 +219,15 @@ void SimQueue::process(Slot &buffer) {
     return;
   }
   if (in_error_.load(std::memory_order_acquire)) {
-    cancel(buffer, "an earlier command of the queue failed");
+    // With the first failure's reason: whoever waits on this command's signals learns the cause,
+    // not only that something failed before.
+    std::string first;
+    {
+      std::lock_guard lock(fault_mu_);
+      first = fault_.reason;
+    }
+    cancel(buffer,
+           "an earlier command of the queue failed" + (first.empty() ? "" : " (" + first + ")"));
     return;
   }
   trn_hal_core_activity_t activity{};
