@@ -245,7 +245,7 @@ TRN_COMM_API trn_result_t trn_comm_split(trn_comm_t handle, int32_t color, int32
     std::vector<uint8_t> mine;
     put(&mine, color);
     put(&mine, key);
-    const auto all = comm->gather(mine);
+    const auto all = comm->gather(mine, "trn_comm_split");
     std::vector<std::pair<std::pair<int32_t, uint32_t>, uint32_t>> group;  // (key, rank), rank
     for (uint32_t r = 0; r < all.size(); ++r)
       if (color >= 0 && read_int(all[r], 0) == color)
@@ -260,7 +260,7 @@ TRN_COMM_API trn_result_t trn_comm_split(trn_comm_t handle, int32_t color, int32
       const trn_comm_unique_id_t bytes = encode_id(id);
       offer.assign(bytes.internal, bytes.internal + sizeof bytes.internal);
     }
-    const auto offers = comm->gather(offer);
+    const auto offers = comm->gather(offer, "trn_comm_split");
     if (color < 0) return;
     const auto &chosen = offers[group.front().second];
     if (chosen.size() != sizeof(trn_comm_unique_id_t))

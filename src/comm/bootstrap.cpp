@@ -60,6 +60,7 @@ class RootService {
   struct Rank {
     Fd fd;
     uint32_t pid = 0;
+    std::string host;
     std::vector<uint8_t> blob;
     std::optional<std::vector<uint8_t>> gathered;
     bool gone = false;
@@ -128,11 +129,17 @@ class RootService {
         uint64_t token = 0;
         uint32_t size = 0, pid = 0;
         uint64_t rank_timeout = 0;
+        std::string host;
         try {
           token = take<uint64_t>(hello.payload, &at, "a hello");
           size = take<uint32_t>(hello.payload, &at, "a hello");
           pid = take<uint32_t>(hello.payload, &at, "a hello");
           rank_timeout = take<uint64_t>(hello.payload, &at, "a hello");
+          const auto host_bytes = take<uint32_t>(hello.payload, &at, "a hello");
+          if (at + host_bytes > hello.payload.size()) continue;
+          host.assign(hello.payload.begin() + static_cast<long>(at),
+                      hello.payload.begin() + static_cast<long>(at + host_bytes));
+          at += host_bytes;
         } catch (const CommError &) {
           continue;
         }
@@ -163,6 +170,7 @@ class RootService {
         Rank &rank = ranks_[hello.rank];
         rank.fd = std::move(fd);
         rank.pid = pid;
+        rank.host = host;
         rank.blob.assign(hello.payload.begin() + static_cast<long>(at), hello.payload.end());
         ++arrived;
       }
@@ -181,8 +189,9 @@ class RootService {
     failed_ = true;
     broadcast(kFailed,
               text_payload("rank " + std::to_string(r) + " (pid " + std::to_string(ranks_[r].pid) +
-                           ") left without ending the communicator: its process died or it "
-                           "closed the connection"),
+                           " on " + ranks_[r].host +
+                           ") left without ending the communicator: its process or host died, "
+                           "or it closed the connection"),
               r);
   }
 
@@ -289,7 +298,8 @@ class RootService {
     std::string names;
     for (uint32_t r : behind)
       names += (names.empty() ? "" : ", ") + std::to_string(r) + " (pid " +
-               std::to_string(ranks_[r].pid) + (ranks_[r].gone ? ", gone" : "") + ")";
+               std::to_string(ranks_[r].pid) + " on " + ranks_[r].host +
+               (ranks_[r].gone ? ", gone" : "") + ")";
     return text + "; ranks that never called operation #" + std::to_string(operation) + ": " +
            names;
   }
@@ -373,7 +383,7 @@ std::vector<std::vector<uint8_t>> unpack_blobs(const std::vector<uint8_t> &packe
 }
 
 std::vector<std::vector<uint8_t>> BootstrapClient::join(const RendezvousId &id, uint32_t rank,
-                                                        uint32_t size,
+                                                        uint32_t size, const std::string &host,
                                                         const std::vector<uint8_t> &blob,
                                                         uint64_t timeout_ns) {
   rank_ = rank;
@@ -390,6 +400,8 @@ std::vector<std::vector<uint8_t>> BootstrapClient::join(const RendezvousId &id, 
   put(&hello.payload, size);
   put(&hello.payload, static_cast<uint32_t>(getpid()));
   put(&hello.payload, timeout_ns);
+  put(&hello.payload, static_cast<uint32_t>(host.size()));
+  hello.payload.insert(hello.payload.end(), host.begin(), host.end());
   hello.payload.insert(hello.payload.end(), blob.begin(), blob.end());
   Message reply;
   try {

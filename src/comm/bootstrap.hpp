@@ -18,7 +18,7 @@
 namespace trn::comm {
 
 enum MessageType : uint32_t {
-  kHello = 1,     // rank -> service: token, size, blob
+  kHello = 1,     // rank -> service: token, size, pid, timeout, host, blob
   kTable = 2,     // service -> rank: every rank's blob
   kGather = 3,    // rank -> service: one round's payload
   kGathered = 4,  // service -> rank: the round's payloads of every rank
@@ -52,8 +52,10 @@ class BootstrapClient {
  public:
   // Connects and exchanges blobs; returns every rank's blob by rank. Throws
   // TRN_ERROR_COLLECTIVE naming what went wrong (ranks that never arrived, disagreements).
+  // `host` names the rank's host in the service's messages.
   std::vector<std::vector<uint8_t>> join(const RendezvousId &id, uint32_t rank, uint32_t size,
-                                         const std::vector<uint8_t> &blob, uint64_t timeout_ns);
+                                         const std::string &host, const std::vector<uint8_t> &blob,
+                                         uint64_t timeout_ns);
   int fd() const { return fd_.get(); }
   // Sends one message (thread-safe).
   void send(uint32_t type, const std::vector<uint8_t> &payload, uint64_t deadline_ns);

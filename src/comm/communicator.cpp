@@ -11,6 +11,7 @@
 #include "comm/bytes.hpp"
 #include "comm/config.hpp"
 #include "comm/error.hpp"
+#include "comm/host.hpp"
 
 namespace trn::comm {
 
@@ -111,9 +112,10 @@ void Comm::join(const RendezvousId &id, const CommConfig &config) {
       check(trn_sem_create(device_, &sem, &links_[p].rx_free), "creating a semaphore");
     }
   }
-  const auto blobs = bootstrap_.join(id, rank_, size_, make_blob(), timeout_ns_);
+  const auto blobs = bootstrap_.join(id, rank_, size_, host_label(), make_blob(), timeout_ns_);
   connect_peers(blobs);
   monitor_thread_ = std::thread([this] { monitor(); });
+  if (hosts_ > 1) connect_remote_peers();
 }
 
 std::vector<uint8_t> Comm::make_blob() {
@@ -122,6 +124,9 @@ std::vector<uint8_t> Comm::make_blob() {
   put(&out, device_index_);
   put(&out, core_index_);
   put(&out, process_token());
+  const std::string host = host_key();
+  put(&out, static_cast<uint32_t>(host.size()));
+  out.insert(out.end(), host.begin(), host.end());
   trn_ipc_handle_t none{};
   trn_ipc_handle_t handle{};
   if (staging_) check(trn_mem_export(staging_, &handle), "exporting the staging buffer");
@@ -142,7 +147,6 @@ std::vector<uint8_t> Comm::make_blob() {
 void Comm::connect_peers(const std::vector<std::vector<uint8_t>> &blobs) {
   ranks_.resize(size_);
   std::set<uint64_t> processes;
-  std::set<uint32_t> devices;
   local_ranks_ = 0;
   for (uint32_t r = 0; r < size_; ++r) {
     size_t at = 0;
@@ -151,6 +155,12 @@ void Comm::connect_peers(const std::vector<std::vector<uint8_t>> &blobs) {
     info.device_index = take<uint32_t>(blobs[r], &at, "a rank\'s description");
     info.core_index = take<uint32_t>(blobs[r], &at, "a rank\'s description");
     info.process_token = take<uint64_t>(blobs[r], &at, "a rank\'s description");
+    const auto host_bytes = take<uint32_t>(blobs[r], &at, "a rank\'s description");
+    if (at + host_bytes > blobs[r].size())
+      fail(TRN_ERROR_COLLECTIVE, "rendezvous: a rank's description is truncated");
+    info.host.assign(blobs[r].begin() + static_cast<long>(at),
+                     blobs[r].begin() + static_cast<long>(at + host_bytes));
+    at += host_bytes;
     info.staging = take<trn_ipc_handle_t>(blobs[r], &at, "a rank\'s description");
     info.ready.resize(size_);
     info.freed.resize(size_);
@@ -159,11 +169,16 @@ void Comm::connect_peers(const std::vector<std::vector<uint8_t>> &blobs) {
       info.freed[p] = take<trn_ipc_handle_t>(blobs[r], &at, "a rank\'s description");
     }
     processes.insert(info.process_token);
-    devices.insert(info.device_index);
     if (info.process_token == process_token()) ++local_ranks_;
   }
   processes_ = static_cast<uint32_t>(processes.size());
-  devices_ = static_cast<uint32_t>(devices.size());
+  std::set<std::string> hosts;
+  for (const RankInfo &info : ranks_) hosts.insert(info.host);
+  hosts_ = static_cast<uint32_t>(hosts.size());
+  // Devices are told apart by host too: another host's device 0 is another device.
+  std::set<std::pair<std::string, uint32_t>> host_devices;
+  for (const RankInfo &info : ranks_) host_devices.emplace(info.host, info.device_index);
+  devices_ = static_cast<uint32_t>(host_devices.size());
   for (uint32_t r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     for (uint32_t q = r + 1; q < size_; ++q)
@@ -172,8 +187,13 @@ void Comm::connect_peers(const std::vector<std::vector<uint8_t>> &blobs) {
           ranks_[q].process_token == ranks_[r].process_token)
         fail(TRN_ERROR_COLLECTIVE, "ranks " + std::to_string(r) + " and " + std::to_string(q) +
                                        " are the same core of the same process");
-    const trn_device_t peer_device = device_by_index(ranks_[r].device_index);
     PeerLink &link = links_[r];
+    if (ranks_[r].host != ranks_[rank_].host) {
+      link.remote = true;  // connect_remote_peers
+      continue;
+    }
+    link.tx_base = slot_offset(rank_, 1);
+    const trn_device_t peer_device = device_by_index(ranks_[r].device_index);
     check(trn_mem_import(peer_device, &ranks_[r].staging, &link.tx_staging),
           "importing rank " + std::to_string(r) + "'s staging buffer");
     check(trn_sem_import(peer_device, &ranks_[r].ready[rank_], &link.tx_ready),
@@ -181,6 +201,55 @@ void Comm::connect_peers(const std::vector<std::vector<uint8_t>> &blobs) {
     check(trn_sem_import(peer_device, &ranks_[r].freed[rank_], &link.tx_free),
           "importing rank " + std::to_string(r) + "'s semaphore");
   }
+}
+
+void Comm::connect_remote_peers() {
+  // Every rank takes part in the round, also one whose endpoint failed to open: it sends its
+  // reason instead of an address, so that all fail alike rather than wait.
+  std::vector<uint8_t> mine;
+  try {
+    proxy_ = std::make_unique<Proxy>(rank_, slots_, chunk_bytes_, [this](const std::string &why) {
+      fail_comm("rank " + std::to_string(rank_) + ": " + why, true);
+    });
+    mine.push_back(1);
+    mine.insert(mine.end(), proxy_->address().begin(), proxy_->address().end());
+  } catch (const CommError &e) {
+    const std::string why = e.what();
+    mine.push_back(0);
+    mine.insert(mine.end(), why.begin(), why.end());
+  }
+  const auto all = gather(mine, "connecting the hosts' fabric endpoints");
+  for (uint32_t r = 0; r < size_; ++r)
+    if (all[r].empty() || all[r][0] != 1)
+      fail(TRN_ERROR_COLLECTIVE,
+           "rank " + std::to_string(r) + " on " + ranks_[r].host + " cannot reach other hosts: " +
+               (all[r].empty() ? std::string("no answer")
+                               : std::string(all[r].begin() + 1, all[r].end())));
+  trn_sem_desc_t sem = TRN_SEM_DESC_INIT;
+  void *staging = nullptr;
+  check(trn_mem_map(staging_, &staging), "mapping the staging buffer for the fabric");
+  for (uint32_t r = 0; r < size_; ++r) {
+    PeerLink &link = links_[r];
+    if (!link.remote) continue;
+    check(trn_mem_alloc(pool_, uint64_t{slots_} * chunk_bytes_, 4096, TRN_MEM_CATEGORY_COLLECTIVES,
+                        0, &link.tx_staging),
+          "allocating the outbox for rank " + std::to_string(r) + " on another host");
+    check(trn_sem_create(device_, &sem, &link.tx_ready), "creating a semaphore");
+    check(trn_sem_create(device_, &sem, &link.tx_free), "creating a semaphore");
+    void *outbox = nullptr;
+    check(trn_mem_map(link.tx_staging, &outbox), "mapping an outbox for the fabric");
+    RemotePeer peer;
+    peer.rank = r;
+    peer.address.assign(all[r].begin() + 1, all[r].end());
+    peer.outbox = static_cast<std::byte *>(outbox);
+    peer.out_ready = link.tx_ready;
+    peer.out_free = link.tx_free;
+    peer.inbox = static_cast<std::byte *>(staging) + slot_offset(r, 1);
+    peer.rx_ready = link.rx_ready;
+    peer.rx_free = link.rx_free;
+    proxy_->add_peer(peer);
+  }
+  proxy_->start();
 }
 
 void Comm::fill_info(trn_comm_info_t *info) const {
@@ -195,7 +264,8 @@ void Comm::fill_info(trn_comm_info_t *info) const {
   info->timeout_ns = timeout_ns_;
   std::lock_guard lock(const_cast<std::mutex &>(op_mutex_));
   info->operations = operations_;
-  std::snprintf(info->transport, sizeof info->transport, "%s", "device");
+  const std::string transport = proxy_ ? "fabric (" + proxy_->provider() + ")" : "device";
+  std::snprintf(info->transport, sizeof info->transport, "%s", transport.c_str());
 }
 
 std::string Comm::error() const {
@@ -383,7 +453,8 @@ void Comm::queue_failed(const std::string &why) {
   fail(TRN_ERROR_COLLECTIVE, error());
 }
 
-std::vector<std::vector<uint8_t>> Comm::gather(const std::vector<uint8_t> &payload) {
+std::vector<std::vector<uint8_t>> Comm::gather(const std::vector<uint8_t> &payload,
+                                               const char *what) {
   {
     std::lock_guard lock(state_mutex_);
     gathered_.reset();
@@ -398,9 +469,8 @@ std::vector<std::vector<uint8_t>> Comm::gather(const std::vector<uint8_t> &paylo
   while (!gathered_ && error_.empty()) {
     if (now_ns() >= deadline) {
       lock.unlock();
-      fail_comm("trn_comm_split on rank " + std::to_string(rank_) +
-                    " timed out: not every rank "
-                    "called it",
+      fail_comm(std::string(what) + " on rank " + std::to_string(rank_) +
+                    " timed out: not every rank took part",
                 true);
       lock.lock();
       break;
@@ -410,7 +480,7 @@ std::vector<std::vector<uint8_t>> Comm::gather(const std::vector<uint8_t> &paylo
   if (!error_.empty()) fail(TRN_ERROR_COLLECTIVE, error_);
   auto all = std::move(*gathered_);
   gathered_.reset();
-  if (all.size() != size_) fail(TRN_ERROR_COLLECTIVE, "trn_comm_split: a short table");
+  if (all.size() != size_) fail(TRN_ERROR_COLLECTIVE, std::string(what) + ": a short table");
   return all;
 }
 
@@ -432,6 +502,7 @@ void Comm::shutdown(bool abort) {
 }
 
 void Comm::release_resources() {
+  proxy_.reset();  // its thread uses the semaphores and memory let go below
   // Commands that still wait or signal keep a semaphore in use for a moment after a failure:
   // the queue cancels them, then the semaphore can go.
   auto destroy = [](trn_sem_t sem) {
@@ -500,7 +571,8 @@ void Comm::send_chunk(trn_queue_t queue, uint32_t peer, trn_mem_t source, uint64
   const trn_sem_point_t wait{link.tx_free, k > slots_ ? k - slots_ : 0};
   const trn_sem_point_t signal{link.tx_ready, k};
   const trn_sync_t sync{&wait, k > slots_ ? 1u : 0u, &signal, 1};
-  const uint64_t at = slot_offset(rank_, k);
+  const uint64_t at = link.tx_base + (k - 1) % slots_ * chunk_bytes_;
+  if (link.remote) proxy_->expect_send(peer, k, bytes);
   submit(
       queue,
       [&] {
@@ -520,6 +592,7 @@ void Comm::receive_chunk(trn_queue_t queue, uint32_t peer, uint64_t bytes, const
   const trn_sem_point_t signal{link.rx_free, k};
   const trn_sync_t sync{&wait, 1, &signal, 1};
   const uint64_t at = slot_offset(peer, k);
+  if (link.remote) proxy_->expect_receive(peer, k);
   submit(
       queue,
       [&] {

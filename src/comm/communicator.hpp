@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/bootstrap.hpp"
+#include "comm/proxy.hpp"
 #include "trn/trn_comm.h"
 #include "trn/trn_ops.h"
 
@@ -36,6 +37,7 @@ struct RankInfo {
   uint32_t device_index = 0;
   uint32_t core_index = 0;
   uint64_t process_token = 0;           // tells processes apart (pids may repeat across hosts)
+  std::string host;                     // host and device set: ranks on one share memory
   trn_ipc_handle_t staging{};           // this rank's staging buffer
   std::vector<trn_ipc_handle_t> ready;  // per sender: the sender signals it after a write
   std::vector<trn_ipc_handle_t> freed;  // per sender: this rank signals it after reading
@@ -54,6 +56,10 @@ struct PeerLink {
   trn_sem_t tx_ready = nullptr;
   trn_sem_t tx_free = nullptr;
   uint64_t tx_count = 0;
+  // Where this rank's slots start in tx_staging: its region of the peer's staging buffer, or
+  // for a peer on another host the outbox the proxy sends from (remote).
+  uint64_t tx_base = 0;
+  bool remote = false;
 };
 
 // An operation in flight: where it ends, its deadline, and the counts it expects of each peer.
@@ -91,8 +97,9 @@ class Comm : public std::enable_shared_from_this<Comm> {
   // Ends the communicator: waits for its operations (up to its timeout), then lets go of
   // everything. `abort` fails it first.
   void shutdown(bool abort);
-  // Every rank's payload of one round, by rank (trn_comm_split).
-  std::vector<std::vector<uint8_t>> gather(const std::vector<uint8_t> &payload);
+  // Every rank's payload of one round, by rank (trn_comm_split, fabric addresses); `what` names
+  // the round in the timeout's message.
+  std::vector<std::vector<uint8_t>> gather(const std::vector<uint8_t> &payload, const char *what);
 
   // --- building operations (operations.cpp) ---
   // Serialises operations; throws TRN_ERROR_COLLECTIVE on a failed communicator.
@@ -128,6 +135,9 @@ class Comm : public std::enable_shared_from_this<Comm> {
   void join(const RendezvousId &id, const CommConfig &config);
   std::vector<uint8_t> make_blob();
   void connect_peers(const std::vector<std::vector<uint8_t>> &blobs);
+  // Ranks on other hosts: an outbox and stand-in semaphores each, and the proxy's fabric
+  // endpoint, whose addresses every rank exchanges in one more round.
+  void connect_remote_peers();
   [[noreturn]] void queue_failed(const std::string &why);
   void monitor();
   void check_deadlines();
@@ -149,7 +159,8 @@ class Comm : public std::enable_shared_from_this<Comm> {
   std::vector<PeerLink> links_;
   std::vector<RankInfo> ranks_;
   std::vector<trn_mem_t> imports_;
-  uint32_t local_ranks_ = 1, devices_ = 1, processes_ = 1;
+  uint32_t local_ranks_ = 1, devices_ = 1, processes_ = 1, hosts_ = 1;
+  std::unique_ptr<Proxy> proxy_;  // only when the communicator spans hosts
 
   BootstrapClient bootstrap_;
   std::thread monitor_thread_;

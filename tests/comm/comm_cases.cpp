@@ -26,6 +26,27 @@ std::string describe(const CaseSpec &spec, uint32_t ranks) {
   return out.str();
 }
 
+std::vector<CaseSpec> every_case(uint32_t root, const std::vector<uint64_t> &counts,
+                                 trn_comm_red_op_t (*op_of)(trn_dtype_t)) {
+  std::vector<CaseSpec> specs;
+  for (trn_dtype_t dtype : {TRN_DTYPE_F32, TRN_DTYPE_BF16, TRN_DTYPE_F16, TRN_DTYPE_I32})
+    for (Collective c : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
+                         Collective::broadcast, Collective::reduce, Collective::all_to_all,
+                         Collective::send_recv, Collective::barrier})
+      for (bool in_place : {false, true})
+        for (uint64_t count : counts) {
+          CaseSpec spec;
+          spec.collective = c;
+          spec.dtype = dtype;
+          spec.in_place = in_place;
+          spec.count = count;
+          spec.root = root;
+          spec.op = op_of(dtype);
+          specs.push_back(spec);
+        }
+  return specs;
+}
+
 namespace {
 
 // Element i of block b of this rank's input: distinct per rank and block.

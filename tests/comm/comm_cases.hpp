@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "comm_world.hpp"
 
@@ -33,6 +34,11 @@ struct CaseSpec {
 };
 
 std::string describe(const CaseSpec &spec, uint32_t ranks);
+
+// Every collective x dtype x (out of place, in place), once per count of `counts`, with `root`
+// and the reduction `op_of` picks for each dtype.
+std::vector<CaseSpec> every_case(uint32_t root, const std::vector<uint64_t> &counts,
+                                 trn_comm_red_op_t (*op_of)(trn_dtype_t));
 
 // Runs `spec` on this rank (every rank must run the same specs in the same order).
 std::string run_case(RankResources &rank, trn_comm_t comm, uint32_t my_rank, uint32_t ranks,

@@ -2,8 +2,11 @@
 // and as a torchrun world of two processes; the table and the JSON lines; refusals of bad
 // arguments with exit code 2.
 
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -154,6 +157,70 @@ TEST_CASE("under torchrun's variables each process joins that world; rank 0 prin
   CHECK(refused.output.find("under torchrun") != std::string::npos);
 }
 
+TEST_CASE("with --hosts the processes are on simulated hosts joined over libfabric",
+          "[trn-comm-test]") {
+  SimEnv env;
+  const std::string op = GENERATE("allr", "allg", "redsct", "bcast", "alltoall", "sendrecv");
+  auto r = comm_test({"--op", op, "--processes", "--hosts", "2", "--ranks", "4", "-b", "100", "-e",
+                      "3M", "-f", "30", "-n", "2", "-w", "1", "--json"});
+  INFO(op << "\n" << r.output);
+  REQUIRE(r.code == 0);
+  const auto rows = rows_of(r.output);
+  REQUIRE(rows.size() == 5);  // 100 B, 3000 B, 90000 B, 2700000 B and 3 MiB
+  for (const json &row : rows) {
+    CHECK(row["hosts"] == 2);
+    CHECK(row["processes"] == 4);
+    CHECK(row["transport"].get<std::string>().find("fabric") != std::string::npos);
+    CHECK(row["wrong"] == 0);
+  }
+}
+
+TEST_CASE("two simulated hosts under torchrun's variables, a TRN_SIM_ROOT each",
+          "[trn-comm-test]") {
+  SimEnv env;
+  const std::string port = std::to_string(trn::test::free_port());
+  env.set("WORLD_SIZE", "2");
+  env.set("LOCAL_WORLD_SIZE", "1");
+  env.set("LOCAL_RANK", "0");
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("MASTER_PORT", port.c_str());
+  std::vector<std::string> args = {TRN_COMM_TEST_PATH,
+                                   "--op",
+                                   "allr",
+                                   "-b",
+                                   "8",
+                                   "-e",
+                                   "1M",
+                                   "-f",
+                                   "64",
+                                   "-n",
+                                   "2",
+                                   "-w",
+                                   "1",
+                                   "--json"};
+  std::vector<std::unique_ptr<trn::test::Child>> ranks;
+  for (const char *rank : {"0", "1"}) {
+    const std::string root = env.root() + "/host" + rank;
+    mkdir(root.c_str(), 0700);
+    env.set("RANK", rank);
+    env.set("TRN_SIM_ROOT", root.c_str());
+    ranks.push_back(std::make_unique<trn::test::Child>(args));
+  }
+  std::string output;
+  for (std::string line; !(line = ranks[0]->read_line(kTimeoutMs)).empty();) output += line + "\n";
+  CHECK(ranks[0]->wait(kTimeoutMs) == 0);
+  CHECK(ranks[1]->wait(kTimeoutMs) == 0);
+  INFO(output);
+  const auto rows = rows_of(output);
+  REQUIRE(rows.size() == 4);  // 8 B, 512 B, 32 KiB and 1 MiB
+  for (const json &row : rows) {
+    CHECK(row["mode"] == "torchrun");
+    CHECK(row["hosts"] == 2);
+    CHECK(row["transport"].get<std::string>().find("fabric") != std::string::npos);
+    CHECK(row["wrong"] == 0);
+  }
+}
+
 TEST_CASE("bad arguments are refused with a message and exit code 2", "[trn-comm-test]") {
   SimEnv env;
   struct Case {
@@ -170,6 +237,8 @@ TEST_CASE("bad arguments are refused with a message and exit code 2", "[trn-comm
       {{"--iters", "0"}, "--iters"},
       {{"--redop", "prod"}, "--redop"},
       {{"--timeout", "-1"}, "--timeout"},
+      {{"--hosts", "2"}, "needs --processes"},
+      {{"--processes", "--hosts", "2", "--ranks", "3"}, "evenly"},
   };
   for (const Case &c : cases) {
     auto r = comm_test(c.args);

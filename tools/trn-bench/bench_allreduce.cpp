@@ -1,8 +1,9 @@
 // trn-bench allreduce: trn's all-reduce (trn-comm-test, one process per rank) against OpenMPI's
 // MPI_Allreduce (trn-bench-mpi-allreduce under mpirun) on the same host, ranks and sizes, both
 // measured the same way (P50 of the slowest rank, float sum, out of place): host busbw per size
-// and the latency of 8 bytes. Then the simulated busbw of ranks on separate simulated devices
-// against one NeuronLink link, the bound of a ring on the torus.
+// and the latency of 8 bytes; within a host (OpenMPI over shared memory) and across two simulated
+// hosts (trn over libfabric, OpenMPI over TCP). Then the simulated busbw of ranks on separate
+// simulated devices against one NeuronLink link, the bound of a ring on the torus.
 #include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -67,13 +68,14 @@ std::string size_label(uint64_t bytes) {
 struct TrnRow {
   double time_us = 0, busbw = 0, sim_busbw = 0;
 };
-std::map<uint64_t, TrnRow> run_trn(const std::string &tool, uint32_t ranks, const Band &band,
-                                   const std::string &env = "") {
+std::map<uint64_t, TrnRow> run_trn(const std::string &tool, uint32_t ranks, uint32_t hosts,
+                                   const Band &band, const std::string &env = "") {
   std::map<uint64_t, TrnRow> rows;
   const std::string command = (env.empty() ? "" : "env " + env + " ") + tool +
-                              " --op allr --processes --ranks " + std::to_string(ranks) +
-                              " --json -b " + band.min + " -e " + band.max + " -f 4 -n " +
-                              std::to_string(band.iters) + " -w " + std::to_string(band.warmup);
+                              " --op allr --processes --hosts " + std::to_string(hosts) +
+                              " --ranks " + std::to_string(ranks) + " --json -b " + band.min +
+                              " -e " + band.max + " -f 4 -n " + std::to_string(band.iters) +
+                              " -w " + std::to_string(band.warmup);
   for (const auto &j : json_lines(command)) {
     if (j.value("wrong", 0) != 0) {
       std::fprintf(stderr, "trn-bench allreduce: %s gave wrong elements: %s\n", command.c_str(),
@@ -87,10 +89,11 @@ std::map<uint64_t, TrnRow> run_trn(const std::string &tool, uint32_t ranks, cons
   return rows;
 }
 
-std::map<uint64_t, double> run_mpi(const std::string &program, uint32_t ranks,
+// `btl`: OpenMPI's transports, "self,vader" (shared memory) or "self,tcp".
+std::map<uint64_t, double> run_mpi(const std::string &program, uint32_t ranks, const char *btl,
                                    const std::vector<uint64_t> &sizes, int iters, int warmup) {
-  std::string command = "mpirun -np " + std::to_string(ranks) +
-                        " --oversubscribe --bind-to none --mca btl self,vader";
+  std::string command =
+      "mpirun -np " + std::to_string(ranks) + " --oversubscribe --bind-to none --mca btl " + btl;
   if (geteuid() == 0) command += " --allow-run-as-root";
   command += " " + program + " " + std::to_string(iters) + " " + std::to_string(warmup);
   for (uint64_t s : sizes) command += " " + std::to_string(s);
@@ -98,6 +101,36 @@ std::map<uint64_t, double> run_mpi(const std::string &program, uint32_t ranks,
   for (const auto &j : json_lines(command + " 2>/dev/null"))
     out[j.at("size").get<uint64_t>()] = j.at("time_us").get<double>();
   return out;
+}
+
+// trn's all-reduce against OpenMPI's over `ranks` processes on `hosts` simulated hosts: host
+// busbw per size, latency at 8 bytes.
+void compare(const std::string &tool, const std::string &mpi, uint32_t ranks, uint32_t hosts,
+             const std::vector<Band> &bands) {
+  const double factor = 2.0 * (ranks - 1) / ranks;
+  const std::string who = hosts == 1 ? std::to_string(ranks) + " processes"
+                                     : std::to_string(hosts) + " hosts x " +
+                                           std::to_string(ranks / hosts) + " processes";
+  const char *btl = hosts == 1 ? "self,vader" : "self,tcp";
+  const std::string baseline =
+      std::string("OpenMPI MPI_Allreduce (") + (hosts == 1 ? "shared memory" : "tcp") + ")";
+  for (const Band &band : bands) {
+    const auto trn = run_trn(tool, ranks, hosts, band);
+    std::vector<uint64_t> sizes;
+    for (const auto &[size, row] : trn) sizes.push_back(size);
+    const auto base = run_mpi(mpi, ranks, btl, sizes, band.iters, band.warmup);
+    for (const auto &[size, row] : trn) {
+      auto it = base.find(size);
+      if (it == base.end()) continue;
+      const std::string name = who + ", " + size_label(size);
+      if (size == 8) {
+        print({"allreduce", name + " latency", "us", row.time_us, it->second, baseline, false});
+        continue;
+      }
+      const double mpi_busbw = static_cast<double>(size) / (it->second * 1e3) * factor;
+      print({"allreduce", name, "GB/s busbw", row.busbw, mpi_busbw, baseline, true});
+    }
+  }
 }
 
 }  // namespace
@@ -120,30 +153,14 @@ int bench_allreduce(int argc, char **argv) {
   const std::vector<Band> bands =
       quick ? std::vector<Band>{{"8", "8", 20, 5}, {"1K", "256K", 20, 5}, {"1M", "4M", 5, 1}}
             : std::vector<Band>{{"8", "8", 50, 10}, {"1K", "256K", 20, 5}, {"1M", "256M", 5, 1}};
+  // Across hosts every byte crosses TCP: up to 64 MiB.
+  const std::vector<Band> cross_host_bands = {
+      {"8", "8", 50, 10}, {"1K", "256K", 20, 5}, {"1M", "64M", 5, 1}};
   const std::vector<uint32_t> rank_counts =
       quick ? std::vector<uint32_t>{2} : std::vector<uint32_t>{2, 4};
-  for (uint32_t ranks : rank_counts) {
-    const double factor = 2.0 * (ranks - 1) / ranks;
-    for (const Band &band : bands) {
-      const auto trn = run_trn(tool, ranks, band);
-      std::vector<uint64_t> sizes;
-      for (const auto &[size, row] : trn) sizes.push_back(size);
-      const auto base = run_mpi(mpi, ranks, sizes, band.iters, band.warmup);
-      for (const auto &[size, row] : trn) {
-        auto it = base.find(size);
-        if (it == base.end()) continue;
-        const std::string name = std::to_string(ranks) + " processes, " + size_label(size);
-        if (size == 8) {
-          print({"allreduce", name + " latency", "us", row.time_us, it->second,
-                 "OpenMPI MPI_Allreduce", false});
-          continue;
-        }
-        const double mpi_busbw = static_cast<double>(size) / (it->second * 1e3) * factor;
-        print(
-            {"allreduce", name, "GB/s busbw", row.busbw, mpi_busbw, "OpenMPI MPI_Allreduce", true});
-      }
-    }
-  }
+  for (uint32_t ranks : rank_counts) compare(tool, mpi, ranks, 1, bands);
+  // Simulated hosts (a TRN_SIM_ROOT each) joined over libfabric, against OpenMPI over TCP.
+  for (uint32_t ranks : rank_counts) compare(tool, mpi, ranks, 2, quick ? bands : cross_host_bands);
   // Ranks on separate simulated trn2 devices (the first core of each, devices in a 2x2 torus):
   // simulated busbw against one NeuronLink-v3 link, 1.28 TB/s per chip over 4 links.
   char root[] = "/tmp/trn-bench-allreduce-XXXXXX";
@@ -160,7 +177,7 @@ int bench_allreduce(int argc, char **argv) {
         " TRN_SIM_GENERATION=trn2 TRN_LNC=1 TRN_SIM_DEVICES=" + std::to_string(ranks) +
         " TRN_VISIBLE_CORES=" + cores;
     const Band band = quick ? Band{"16M", "16M", 2, 1} : Band{"16M", "64M", 2, 1};
-    for (const auto &[size, row] : run_trn(tool, ranks, band, env))
+    for (const auto &[size, row] : run_trn(tool, ranks, 1, band, env))
       print({"allreduce", "simulated, " + std::to_string(ranks) + " devices, " + size_label(size),
              "GB/s busbw", row.sim_busbw, link_gbps, "NeuronLink-v3, one link (320 GB/s)", true});
   }

@@ -59,8 +59,9 @@ constexpr Entry kBenches[] = {
      {"--quick"}},
     {"allreduce",
      trn::bench::bench_allreduce,
-     "all-reduce over 2 and 4 processes, 8 B-256 MiB: host busbw and 8 B latency vs OpenMPI's "
-     "MPI_Allreduce; simulated busbw across devices vs a NeuronLink link",
+     "all-reduce over 2 and 4 processes, 8 B-256 MiB, within a host and across 2 simulated hosts: "
+     "host busbw and 8 B latency vs OpenMPI's MPI_Allreduce (shared memory, tcp); simulated "
+     "busbw across devices vs a NeuronLink link",
      {"--quick"}},
 };
 

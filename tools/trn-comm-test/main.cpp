@@ -22,6 +22,7 @@
 #include "common/parse.hpp"
 #include "rank_bench.hpp"
 #include "report.hpp"
+#include "sim_hosts.hpp"
 #include "tool_common/cli_checks.hpp"
 
 namespace {
@@ -37,6 +38,7 @@ struct Options {
   uint32_t ranks = 2;
   bool ranks_given = false;
   bool processes = false;
+  uint32_t hosts = 1;  // simulated hosts of --processes, a TRN_SIM_ROOT each
   bool json = false;
 };
 
@@ -95,6 +97,13 @@ int exit_code(const std::vector<Row> &rows) {
   return kExitOk;
 }
 
+// What the table's header and the JSON rows say about the run, from rank 0's communicator.
+RunInfo run_info(trn_comm_t comm, const char *mode, uint32_t hosts) {
+  trn_comm_info_t info = TRN_COMM_INFO_INIT;
+  trn_comm_get_info(comm, &info);
+  return {info.size, info.processes, hosts, mode, info.transport};
+}
+
 trn_comm_desc_t comm_desc(const Options &o) {
   trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
   desc.timeout_ns = o.settings.timeout_ns;
@@ -112,6 +121,7 @@ int run_threads(const Options &o) {
     throw ToolError{std::string("making the communicator: ") + trn_comm_last_error()};
   std::vector<std::vector<Row>> rows(o.ranks);
   std::vector<std::string> errors(o.ranks);
+  const RunInfo info = run_info(comms[0], "threads", 1);
   std::vector<std::thread> threads;
   for (uint32_t r = 0; r < o.ranks; ++r)
     threads.emplace_back([&, r] {
@@ -132,14 +142,15 @@ int run_threads(const Options &o) {
       failed = true;
     }
   if (failed) return kExitError;
-  print(o, {o.ranks, 1, "threads"}, rows[0]);
+  print(o, info, rows[0]);
   return exit_code(rows[0]);
 }
 
 // One rank in this process: rank 0 prints. Returns the exit code.
-int run_one_rank(const Options &o, const RunInfo &info, const Place &place, trn_comm_t comm,
-                 uint32_t rank) {
+int run_one_rank(const Options &o, const char *mode, uint32_t hosts, const Place &place,
+                 trn_comm_t comm, uint32_t rank) {
   int code = kExitOk;
+  const RunInfo info = run_info(comm, mode, hosts);
   try {
     const std::vector<Row> rows =
         run_rank(o.settings, {place.device, place.core, comm, rank, info.ranks});
@@ -156,19 +167,24 @@ int run_one_rank(const Options &o, const RunInfo &info, const Place &place, trn_
   return code;
 }
 
-// Child r of --processes: joins through the parent's unique id.
-int process_rank(const Options &o, const trn_comm_unique_id_t &id, uint32_t r) {
+// Child r of --processes: joins through the parent's unique id. With simulated hosts it is on
+// host r / (ranks / hosts), whose TRN_SIM_ROOT is `roots[host]`, on that host's cores.
+int process_rank(const Options &o, const trn_comm_unique_id_t &id, uint32_t r,
+                 const std::vector<std::string> &roots) {
   int code = kExitError;
   try {
-    const std::vector<Place> cores = cores_for(o.ranks);
+    const uint32_t per_host = o.ranks / o.hosts;
+    if (o.hosts > 1) setenv("TRN_SIM_ROOT", roots[r / per_host].c_str(), 1);
+    const uint32_t local = o.hosts > 1 ? r % per_host : r;
+    const std::vector<Place> cores = cores_for(local + 1);
     trn_comm_desc_t desc = comm_desc(o);
-    desc.core = cores[r].core;
+    desc.core = cores[local].core;
     desc.rank = r;
     desc.size = o.ranks;
     trn_comm_t comm = nullptr;
     if (trn_comm_init_rank(&id, &desc, &comm) != TRN_SUCCESS)
       throw ToolError{std::string("joining the communicator: ") + trn_comm_last_error()};
-    code = run_one_rank(o, {o.ranks, o.ranks, "processes"}, cores[r], comm, r);
+    code = run_one_rank(o, "processes", o.hosts, cores[local], comm, r);
   } catch (const ToolError &e) {
     std::fprintf(stderr, "trn-comm-test: rank %u: %s\n", r, e.message.c_str());
   }
@@ -180,7 +196,13 @@ int process_rank(const Options &o, const trn_comm_unique_id_t &id, uint32_t r) {
 // once a rank fails, the others get the communicator's timeout and a few seconds to follow
 // before they are killed.
 int run_processes(const Options &o) {
-  cores_for(o.ranks);      // refuse too many ranks here, once, rather than in every child
+  if (o.ranks % o.hosts != 0)
+    throw ToolError{"--ranks " + std::to_string(o.ranks) + " do not split evenly over --hosts " +
+                    std::to_string(o.hosts)};
+  SimulatedHosts hosts(o.hosts);
+  // Refuse too many ranks here, once, rather than in every child.
+  if (o.hosts > 1) setenv("TRN_SIM_ROOT", hosts.roots()[0].c_str(), 1);
+  cores_for(o.ranks / o.hosts);
   trn_runtime_shutdown();  // the children start their own runtimes
   trn_comm_unique_id_t id{};
   if (trn_comm_get_unique_id(&id) != TRN_SUCCESS)
@@ -194,7 +216,7 @@ int run_processes(const Options &o) {
       for (const auto &[child, rank] : children) kill(child, SIGKILL);
       throw ToolError{"fork failed"};
     }
-    if (pid == 0) _exit(process_rank(o, id, r));
+    if (pid == 0) _exit(process_rank(o, id, r, hosts.roots()));
     children.emplace(pid, r);
   }
   int worst = kExitOk;
@@ -253,7 +275,11 @@ int run_torchrun(const Options &o) {
     throw ToolError{std::string("joining torchrun's world: ") + trn_comm_last_error()};
   trn_comm_info_t info = TRN_COMM_INFO_INIT;
   trn_comm_get_info(comm, &info);
-  return run_one_rank(o, {info.size, info.processes, "torchrun"}, cores[*local], comm, info.rank);
+  // torchrun's LOCAL_WORLD_SIZE gives the hosts; without it, 0 says they are not known.
+  const auto per_host = trn::common::parse_uint(
+      std::getenv("LOCAL_WORLD_SIZE") ? std::getenv("LOCAL_WORLD_SIZE") : "");
+  const uint32_t hosts = per_host && *per_host ? static_cast<uint32_t>(*world / *per_host) : 0;
+  return run_one_rank(o, "torchrun", hosts, cores[*local], comm, info.rank);
 }
 
 std::optional<trn_dtype_t> parse_dtype(const std::string &name) {
@@ -294,6 +320,10 @@ int main(int argc, char **argv) {
   app.add_option("--ranks,-r", o.ranks, "ranks, one per visible core (default 2)")
       ->check(CLI::Range(1, 64));
   app.add_flag("--processes,-p", o.processes, "one forked process per rank (default: threads)");
+  app.add_option("--hosts", o.hosts,
+                 "with --processes: simulated hosts, each its own TRN_SIM_ROOT, the ranks split "
+                 "evenly over them and joined over libfabric (default 1)")
+      ->check(CLI::Range(1, 64));
   app.add_option("--min-bytes,-b", min_bytes, "smallest size (8, 64K, 1M, ...)")
       ->check(byte_count())
       ->capture_default_str();
@@ -334,6 +364,9 @@ int main(int argc, char **argv) {
     const auto type = parse_dtype(dtype);
     if (!type) throw ToolError{"--dtype '" + dtype + "' is not one of f32, bf16, f16, i32"};
     o.settings.dtype = *type;
+    if (o.hosts > 1 && !o.processes)
+      throw ToolError{"--hosts " + std::to_string(o.hosts) +
+                      " needs --processes (simulated hosts are separate processes)"};
     if (o.settings.min_bytes > o.settings.max_bytes)
       throw ToolError{"--min-bytes " + min_bytes + " is larger than --max-bytes " + max_bytes};
     if (std::getenv("RANK") && std::getenv("WORLD_SIZE"))
@@ -342,6 +375,9 @@ int main(int argc, char **argv) {
       code = o.processes ? run_processes(o) : run_threads(o);
   } catch (const ToolError &e) {
     std::fprintf(stderr, "trn-comm-test: %s\n", e.message.c_str());
+    code = kExitError;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "trn-comm-test: %s\n", e.what());
     code = kExitError;
   }
   trn_runtime_shutdown();

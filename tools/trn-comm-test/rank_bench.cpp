@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <thread>
 
 namespace trn::comm_test {
 
@@ -17,6 +18,16 @@ void check(trn_result_t result, const std::string &what) {
 void check_comm(trn_result_t result, const std::string &what) {
   if (result != TRN_SUCCESS)
     throw RankError{what + ": " + trn_result_name(result) + ": " + trn_comm_last_error()};
+}
+
+// A timestamp on the queue, waiting out a queue filled by a large operation's commands.
+void write_timestamp(trn_queue_t queue, trn_timestamp_t *at, uint64_t timeout_ns) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout_ns);
+  trn_result_t r;
+  while ((r = trn_queue_write_timestamp(queue, at, nullptr, nullptr)) == TRN_ERROR_QUEUE_FULL &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  check(r, "writing a timestamp on the rank's queue");
 }
 
 double now_us() {
@@ -120,12 +131,12 @@ std::vector<Row> run_rank(const Settings &s, const Rank &rank) {
     check(trn_queue_memset(b.queue, b.recv, 0, 0x7f, recv_bytes, nullptr, nullptr),
           "marking the output");
     auto once = [&](trn_timestamp_t *before, trn_timestamp_t *after) {
-      if (before) check(trn_queue_write_timestamp(b.queue, before, nullptr, nullptr), "timestamp");
+      if (before) write_timestamp(b.queue, before, s.timeout_ns);
       check_comm(
           enqueue(s.op, rank.comm, b.queue, {b.send, 0}, {b.recv, 0}, row.shape, s.dtype, s.redop,
                   rank.rank, rank.ranks),
           std::string(op_name(s.op)) + " of " + std::to_string(row.shape.size_bytes) + " bytes");
-      if (after) check(trn_queue_write_timestamp(b.queue, after, nullptr, nullptr), "timestamp");
+      if (after) write_timestamp(b.queue, after, s.timeout_ns);
       check_comm(
           trn_comm_synchronize(rank.comm, s.timeout_ns),
           std::string(op_name(s.op)) + " of " + std::to_string(row.shape.size_bytes) + " bytes");

@@ -37,11 +37,13 @@ std::string table_text(const Settings &s, const RunInfo &info, const std::vector
     wrong += r.wrong;
   }
   std::string out = fmt::format(
-      "# {} on {} rank{} ({}, {} process{}), {} warm-up and {} timed iterations per size\n"
+      "# {} on {} rank{} ({}, {} process{}, {} host{}, transport {}), {} warm-up and {} timed "
+      "iterations per size\n"
       "# time: host P50 of the slowest rank, enqueue to completion; sim: simulated device "
       "time on the ranks' queues\n",
       op_name(s.op), info.ranks, info.ranks == 1 ? "" : "s", info.mode, info.processes,
-      info.processes == 1 ? "" : "es", s.warmup, s.iters);
+      info.processes == 1 ? "" : "es", info.hosts, info.hosts == 1 ? "" : "s", info.transport,
+      s.warmup, s.iters);
   out += table.render();
   out += fmt::format("# {} wrong element{}\n", wrong, wrong == 1 ? "" : "s");
   return out;
@@ -57,6 +59,8 @@ std::string json_lines(const Settings &s, const RunInfo &info, const std::vector
                                 {"ranks", info.ranks},
                                 {"processes", info.processes},
                                 {"mode", info.mode},
+                                {"hosts", info.hosts},
+                                {"transport", info.transport},
                                 {"size", r.shape.size_bytes},
                                 {"count", r.shape.count},
                                 {"type", trn_dtype_name(s.dtype)},

@@ -1,0 +1,60 @@
+// A libfabric endpoint for ranks on other hosts, as aws-ofi-nccl uses one: a reliable datagram
+// endpoint (FI_EP_RDM) with tagged messages, an address vector of the peers' names and one
+// completion queue, driven by one thread (the proxy). The provider is libfabric's choice among
+// those that can cross hosts (FI_PROVIDER narrows it, as everywhere in libfabric; shm is taken
+// only when FI_PROVIDER names it). Host buffers are registered when the provider needs it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace trn::comm {
+
+class Fabric {
+ public:
+  // Opens an endpoint. Throws CommError (TRN_ERROR_DRIVER) saying why when none can be made.
+  Fabric();
+  ~Fabric();
+  Fabric(const Fabric &) = delete;
+  Fabric &operator=(const Fabric &) = delete;
+
+  const std::string &provider() const { return provider_; }
+  // This endpoint's address, for the peers.
+  const std::vector<uint8_t> &name() const { return name_; }
+  // Adds a peer's address; returns its handle for send/receive.
+  uint64_t add_peer(const std::vector<uint8_t> &name);
+
+  // Memory the endpoint sends from and receives into (registered when the provider needs it).
+  void register_buffer(void *base, size_t bytes);
+
+  // A tagged send or receive; `context` comes back with its completion. False: the provider
+  // has no room now (try again after polling). Throws CommError on an error.
+  bool send(uint64_t peer, uint64_t tag, const void *buffer, size_t bytes, void *context);
+  bool receive(uint64_t peer, uint64_t tag, uint64_t ignore, void *buffer, size_t bytes,
+               void *context);
+
+  struct Completion {
+    void *context;
+    uint64_t tag;
+    size_t bytes;
+  };
+  // Reads what completed (up to 16); an error completion throws CommError with the provider's
+  // text.
+  size_t poll(Completion *out, size_t capacity);
+
+  // Per operation: the provider's context, which must stay in place until its completion.
+  static constexpr size_t kContextBytes = 64;
+
+ private:
+  struct Handles;
+  std::unique_ptr<Handles> h_;
+  std::string provider_;
+  std::vector<uint8_t> name_;
+  bool local_mr_ = false;
+};
+
+}  // namespace trn::comm

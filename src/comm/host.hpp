@@ -1,0 +1,16 @@
+// Which host a rank is on, for telling peers that share device memory from peers reached over
+// the fabric. A host is a machine and its device set: the host name and, for the simulated
+// driver, TRN_SIM_ROOT, so that several simulated hosts can run on one machine, each with its
+// own root (docs/collectives.md).
+#pragma once
+
+#include <string>
+
+namespace trn::comm {
+
+// Equal for ranks whose devices this process can reach directly.
+std::string host_key();
+// The host as messages name it: "node-a", or "node-a (TRN_SIM_ROOT /tmp/host1)".
+std::string host_label();
+
+}  // namespace trn::comm

@@ -1,0 +1,284 @@
+#include "comm/proxy.hpp"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+
+#include "comm/error.hpp"
+
+namespace trn::comm {
+
+namespace {
+
+enum Kind : uint64_t { kData = 1, kCredit = 2 };
+constexpr uint64_t kCountBits = 48;
+constexpr uint64_t kCountMask = (uint64_t{1} << kCountBits) - 1;
+constexpr uint32_t kCreditSends = 8;  // credits in flight per peer
+
+// The message's kind, its sender and (data) the chunk's number.
+uint64_t tag_of(uint64_t kind, uint32_t sender, uint64_t count) {
+  return (kind << 62) | (uint64_t{sender} << kCountBits) | (count & kCountMask);
+}
+
+}  // namespace
+
+// Where a completion belongs: the provider's room first, as FI_CONTEXT requires.
+struct Proxy::Context {
+  alignas(16) unsigned char provider[Fabric::kContextBytes] = {};
+  Kind kind = kData;
+  bool sending = false;
+  uint32_t peer = 0;  // index in peers_
+  uint32_t slot = 0;
+};
+
+struct Proxy::Peer {
+  RemotePeer remote;
+  uint64_t address = 0;
+  // Sending: the chunks the queue will signal, the host copies in flight, the receiver's credits.
+  std::mutex pending_mutex;
+  std::deque<std::pair<uint64_t, uint64_t>> pending;  // (chunk, bytes)
+  std::vector<bool> tx_busy;                          // per slot
+  std::vector<Context> tx_context;
+  uint64_t credit = 0;  // chunks the receiver consumed
+  // Receiving: chunks arrived out of order, what the queue was told.
+  std::vector<Context> rx_context;
+  std::map<uint64_t, uint64_t> arrived;  // chunk -> bytes, not yet signalled
+  uint64_t signalled = 0;
+  std::atomic<uint64_t> expected{0};  // chunks the queue will wait for
+  uint64_t posted = 0;                // data receives posted (chunks 1..posted)
+  uint64_t credit_sent = 0;
+  // Credits: receives (their payload is the count) and sends.
+  std::vector<uint64_t> credit_rx;
+  std::vector<Context> credit_rx_context;
+  std::vector<bool> credit_rx_posted;
+  std::vector<uint64_t> credit_tx;
+  std::vector<Context> credit_tx_context;
+  std::vector<bool> credit_tx_busy;
+};
+
+Proxy::Proxy(uint32_t rank, uint32_t slots, uint64_t chunk_bytes,
+             std::function<void(const std::string &)> on_failure)
+    : rank_(rank), slots_(slots), chunk_bytes_(chunk_bytes), on_failure_(std::move(on_failure)) {}
+
+Proxy::~Proxy() {
+  stop();
+}
+
+void Proxy::add_peer(const RemotePeer &remote) {
+  auto p = std::make_unique<Peer>();
+  p->remote = remote;
+  p->address = fabric_.add_peer(remote.address);
+  const uint32_t index = static_cast<uint32_t>(peers_.size());
+  auto contexts = [&](std::vector<Context> *c, Kind kind, bool sending, size_t count) {
+    *c = std::vector<Context>(count);
+    for (uint32_t s = 0; s < count; ++s) {
+      (*c)[s].kind = kind;
+      (*c)[s].sending = sending;
+      (*c)[s].peer = index;
+      (*c)[s].slot = s;
+    }
+  };
+  contexts(&p->tx_context, kData, true, slots_);
+  contexts(&p->rx_context, kData, false, slots_);
+  contexts(&p->credit_rx_context, kCredit, false, slots_);
+  contexts(&p->credit_tx_context, kCredit, true, kCreditSends);
+  p->tx_busy.assign(slots_, false);
+  fabric_.register_buffer(remote.outbox, slots_ * chunk_bytes_);
+  fabric_.register_buffer(remote.inbox, slots_ * chunk_bytes_);
+  p->credit_rx.assign(slots_, 0);
+  p->credit_rx_posted.assign(slots_, false);
+  p->credit_tx.assign(kCreditSends, 0);
+  p->credit_tx_busy.assign(kCreditSends, false);
+  fabric_.register_buffer(p->credit_rx.data(), p->credit_rx.size() * sizeof(uint64_t));
+  fabric_.register_buffer(p->credit_tx.data(), p->credit_tx.size() * sizeof(uint64_t));
+  peers_.push_back(std::move(p));
+}
+
+void Proxy::start() {
+  if (peers_.empty()) return;
+  for (auto &p : peers_) post_receives(*p);
+  thread_ = std::thread([this] { run(); });
+}
+
+void Proxy::stop() {
+  {
+    std::lock_guard lock(wake_mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Proxy::Peer *Proxy::peer_of(uint32_t rank) {
+  for (auto &p : peers_)
+    if (p->remote.rank == rank) return p.get();
+  return nullptr;
+}
+
+void Proxy::expect_send(uint32_t peer, uint64_t k, uint64_t bytes) {
+  if (Peer *p = peer_of(peer)) {
+    std::lock_guard lock(p->pending_mutex);
+    p->pending.emplace_back(k, bytes);
+  }
+  {
+    std::lock_guard lock(wake_mutex_);
+    ++expectations_;
+  }
+  wake_.notify_one();
+}
+
+void Proxy::expect_receive(uint32_t peer, uint64_t k) {
+  if (Peer *p = peer_of(peer)) p->expected.store(k, std::memory_order_release);
+  {
+    std::lock_guard lock(wake_mutex_);
+    ++expectations_;
+  }
+  wake_.notify_one();
+}
+
+bool Proxy::busy() {
+  for (auto &p : peers_) {
+    const uint64_t expected = p->expected.load(std::memory_order_acquire);
+    if (p->signalled < expected || p->credit_sent < expected) return true;
+    for (bool b : p->tx_busy)
+      if (b) return true;
+    std::lock_guard lock(p->pending_mutex);
+    if (!p->pending.empty()) return true;
+  }
+  return false;
+}
+
+bool Proxy::post_receives(Peer &p) {
+  bool any = false;
+  // Data: chunk k lands in host slot (k - 1) % slots; chunk k + slots is posted once chunk k
+  // was written to the device, and the sender sends it only after the credit for chunk k.
+  while (p.posted < p.signalled + p.arrived.size() + slots_ &&
+         p.posted - (p.signalled + p.arrived.size()) < slots_) {
+    const uint64_t k = p.posted + 1;
+    const uint32_t slot = static_cast<uint32_t>((k - 1) % slots_);
+    if (!fabric_.receive(p.address, tag_of(kData, p.remote.rank, k), 0,
+                         p.remote.inbox + slot * chunk_bytes_, chunk_bytes_, &p.rx_context[slot]))
+      break;
+    p.posted = k;
+    any = true;
+  }
+  for (uint32_t s = 0; s < slots_; ++s) {
+    if (p.credit_rx_posted[s]) continue;
+    if (!fabric_.receive(p.address, tag_of(kCredit, p.remote.rank, 0), kCountMask, &p.credit_rx[s],
+                         sizeof(uint64_t), &p.credit_rx_context[s]))
+      break;
+    p.credit_rx_posted[s] = true;
+    any = true;
+  }
+  return any;
+}
+
+bool Proxy::progress_sends(Peer &p) {
+  bool any = false;
+  for (;;) {
+    std::pair<uint64_t, uint64_t> next;
+    {
+      std::lock_guard lock(p.pending_mutex);
+      if (p.pending.empty()) return any;
+      next = p.pending.front();
+    }
+    const auto [k, bytes] = next;
+    const uint32_t slot = static_cast<uint32_t>((k - 1) % slots_);
+    if (k > p.credit + slots_ || p.tx_busy[slot]) return any;  // the receiver's slot is in use
+    uint64_t ready = 0;
+    if (trn_sem_query(p.remote.out_ready, &ready) != TRN_SUCCESS || ready < k) return any;
+    if (!fabric_.send(p.address, tag_of(kData, rank_, k), p.remote.outbox + slot * chunk_bytes_,
+                      bytes, &p.tx_context[slot]))
+      return any;
+    p.tx_busy[slot] = true;
+    std::lock_guard lock(p.pending_mutex);
+    p.pending.pop_front();
+    any = true;
+  }
+}
+
+bool Proxy::progress_credits(Peer &p) {
+  uint64_t freed = 0;
+  if (trn_sem_query(p.remote.rx_free, &freed) != TRN_SUCCESS || freed <= p.credit_sent)
+    return false;
+  for (uint32_t s = 0; s < kCreditSends; ++s) {
+    if (p.credit_tx_busy[s]) continue;
+    p.credit_tx[s] = freed;
+    if (!fabric_.send(p.address, tag_of(kCredit, rank_, 0), &p.credit_tx[s], sizeof(uint64_t),
+                      &p.credit_tx_context[s]))
+      return false;
+    p.credit_tx_busy[s] = true;
+    p.credit_sent = freed;
+    return true;
+  }
+  return false;
+}
+
+void Proxy::complete(const Fabric::Completion &c) {
+  auto *ctx = static_cast<Context *>(c.context);
+  Peer &p = *peers_[ctx->peer];
+  if (ctx->sending) {
+    (ctx->kind == kData ? p.tx_busy : p.credit_tx_busy)[ctx->slot] = false;
+    return;
+  }
+  if (ctx->kind == kCredit) {
+    p.credit_rx_posted[ctx->slot] = false;
+    const uint64_t credit = p.credit_rx[ctx->slot];
+    if (credit > p.credit) {
+      p.credit = credit;
+      if (trn_sem_signal(p.remote.out_free, credit) != TRN_SUCCESS)
+        fail(TRN_ERROR_COLLECTIVE, std::string("signalling a sent chunk: ") + trn_last_error());
+    }
+    return;
+  }
+  const uint64_t k = c.tag & kCountMask;
+  p.arrived[k] = c.bytes;
+  // In order: the queue may only see chunk k once every chunk before it is in place.
+  uint64_t until = p.signalled;
+  while (!p.arrived.empty() && p.arrived.begin()->first == until + 1) {
+    p.arrived.erase(p.arrived.begin());
+    ++until;
+  }
+  if (until > p.signalled) {
+    p.signalled = until;
+    if (trn_sem_signal(p.remote.rx_ready, until) != TRN_SUCCESS)
+      fail(TRN_ERROR_COLLECTIVE, std::string("signalling a received chunk: ") + trn_last_error());
+  }
+}
+
+void Proxy::run() {
+  uint64_t seen = 0;
+  try {
+    while (!stop_.load(std::memory_order_relaxed)) {
+      bool any = false;
+      Fabric::Completion done[16];
+      const size_t n = fabric_.poll(done, 16);
+      for (size_t i = 0; i < n; ++i) complete(done[i]);
+      any = n > 0;
+      for (auto &p : peers_) {
+        any = progress_sends(*p) || any;
+        any = progress_credits(*p) || any;
+        any = post_receives(*p) || any;
+      }
+      if (any) continue;
+      // While transfers are under way the provider needs progress calls (its segments and
+      // acknowledgements): poll, yielding the core between polls. Otherwise sleep until an
+      // operation expects a transfer, waking now and then for the provider's own traffic.
+      if (busy()) {
+        usleep(1);
+        continue;
+      }
+      std::unique_lock lock(wake_mutex_);
+      wake_.wait_for(lock, std::chrono::milliseconds(2),
+                     [&] { return expectations_ != seen || stop_.load(); });
+      seen = expectations_;
+    }
+  } catch (const CommError &e) {
+    on_failure_(e.what());
+  }
+}
+
+}  // namespace trn::comm

@@ -1,0 +1,86 @@
+// The host side of transfers to and from ranks on other hosts, like NCCL's proxy thread. The
+// queues keep the chunk protocol they use with local peers, against stand-ins on this device:
+// a sending queue copies a chunk into the peer's outbox slot and signals `out_ready`; the proxy
+// sends the slot over the fabric straight from device memory (mapped, as GPUDirect RDMA sends
+// from GPU memory), and signals `out_free` once the receiver reports the chunk consumed (a
+// credit). On the receiving side the fabric lands a chunk straight in the rank's staging slot;
+// the proxy signals `rx_ready`, the queue reduces or copies it and signals `rx_free`, which the
+// proxy returns to the sender as a credit. A receive is posted into a slot before the slot is
+// free, which is safe: the sender sends into it only after the credit for the slot's last
+// chunk. Chunks are signalled in order even if the fabric completes them out of order.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/fabric.hpp"
+#include "trn/trn.h"
+
+namespace trn::comm {
+
+struct RemotePeer {
+  uint32_t rank = 0;
+  std::vector<uint8_t> address;  // its fabric endpoint's name
+  std::byte *outbox = nullptr;   // this rank's slots for it (device memory, mapped)
+  trn_sem_t out_ready = nullptr, out_free = nullptr;
+  std::byte *inbox = nullptr;  // the peer's slots in this rank's staging buffer (mapped)
+  trn_sem_t rx_ready = nullptr, rx_free = nullptr;
+};
+
+class Proxy {
+ public:
+  // `on_failure` runs on the proxy's thread when a transfer fails; the proxy then stops.
+  Proxy(uint32_t rank, uint32_t slots, uint64_t chunk_bytes,
+        std::function<void(const std::string &)> on_failure);
+  ~Proxy();  // stop()
+  Proxy(const Proxy &) = delete;
+  Proxy &operator=(const Proxy &) = delete;
+
+  // The endpoint's provider and address (to give the other ranks before add_peer).
+  const std::string &provider() const { return fabric_.provider(); }
+  const std::vector<uint8_t> &address() const { return fabric_.name(); }
+
+  void add_peer(const RemotePeer &peer);
+  void start();
+  void stop();
+  // The queue will signal chunk `k` (of `bytes`) to `peer` ready in the outbox.
+  void expect_send(uint32_t peer, uint64_t k, uint64_t bytes);
+  // The queue will wait for chunk `k` from `peer` (and free it after).
+  void expect_receive(uint32_t peer, uint64_t k);
+
+ private:
+  struct Context;
+  struct Peer;
+  void run();
+  bool post_receives(Peer &p);
+  bool progress_sends(Peer &p);
+  bool progress_credits(Peer &p);
+  void complete(const Fabric::Completion &c);
+  // Whether a transfer is under way or expected: the proxy then polls without sleeping.
+  bool busy();
+  Peer *peer_of(uint32_t rank);
+
+  Fabric fabric_;
+  uint32_t rank_;
+  uint32_t slots_;
+  uint64_t chunk_bytes_;
+  std::function<void(const std::string &)> on_failure_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  // An idle proxy sleeps until an operation expects transfers (or a short timeout passes).
+  std::mutex wake_mutex_;
+  std::condition_variable wake_;
+  uint64_t expectations_ = 0;  // guarded by wake_mutex_
+};
+
+}  // namespace trn::comm

@@ -1,0 +1,104 @@
+// Collectives across simulated hosts: every rank a forked process whose host is its own
+// TRN_SIM_ROOT, so ranks on different hosts cannot share device memory and go through the
+// libfabric transport. Every operation and dtype on 2 hosts x 1 and 2 ranks, against the host
+// reference; a host whose processes are killed mid-operation fails the others, naming the rank
+// and the host, within the timeout.
+#include <poll.h>
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <thread>
+
+#include "comm_cases.hpp"
+#include "forked_ranks.hpp"
+#include "support/sim_env.hpp"
+
+using namespace trn::test;
+
+namespace {
+
+// `hosts` simulated hosts under the test's root, `per_host` ranks each: rank r is on host
+// r / per_host, on that host's (r % per_host)-th core.
+struct Hosts {
+  std::vector<std::string> roots;
+  uint32_t per_host;
+
+  Hosts(const SimEnv &env, uint32_t hosts, uint32_t per) : per_host(per) {
+    for (uint32_t h = 0; h < hosts; ++h) {
+      roots.push_back(env.root() + "/host" + std::to_string(h));
+      mkdir(roots.back().c_str(), 0700);
+    }
+  }
+  uint32_t ranks() const { return static_cast<uint32_t>(roots.size()) * per_host; }
+  // In the child, before its runtime starts.
+  void enter(uint32_t r) const { setenv("TRN_SIM_ROOT", roots[r / per_host].c_str(), 1); }
+  std::string join(const trn_comm_unique_id_t &id, uint32_t r, RankResources *res, trn_comm_t *comm,
+                   uint64_t timeout_ns = 30'000'000'000ull) const {
+    enter(r);
+    return join_rank_on(id, r, ranks(), r % per_host, 4096, timeout_ns, res, comm);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("every collective and dtype across two simulated hosts", "[comm][hosts]") {
+  SimEnv env;
+  const uint32_t per_host = GENERATE(1u, 2u);
+  const Hosts hosts(env, 2, per_host);
+  const uint32_t n = hosts.ranks();
+  // One element, a size that does not divide by the ranks, and many chunks.
+  auto specs = every_case(n - 1, {1, 2601}, [](trn_dtype_t t) {
+    return t == TRN_DTYPE_BF16 ? TRN_COMM_MAX : TRN_COMM_SUM;
+  });
+  // A large all-reduce: a ring whose chunks fill every slot of the outboxes many times over.
+  CaseSpec large;
+  large.count = 200'001;
+  specs.push_back(large);
+  trn_comm_unique_id_t id{};
+  REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
+  std::vector<Forked> children;
+  for (uint32_t r = 0; r < n; ++r)
+    children.push_back(fork_rank([&, r]() -> std::string {
+      RankResources res;
+      trn_comm_t comm = nullptr;
+      if (auto why = hosts.join(id, r, &res, &comm); !why.empty()) return why;
+      trn_comm_info_t info = TRN_COMM_INFO_INIT;
+      trn_comm_get_info(comm, &info);
+      std::string why;
+      if (std::string(info.transport).find("fabric") == std::string::npos)
+        why = std::string("the transport is '") + info.transport + "', not the fabric";
+      if (why.empty() && (info.processes != n || info.devices != 2))
+        why = "the communicator counts " + std::to_string(info.processes) + " processes and " +
+              std::to_string(info.devices) + " devices";
+      for (const CaseSpec &spec : specs) {
+        if (!why.empty()) break;
+        why = run_case(res, comm, r, n, spec);
+      }
+      if (trn_comm_destroy(comm) != TRN_SUCCESS && why.empty()) why = comm_error();
+      res.close();
+      return why;
+    }));
+  for (const auto &f : reap(children, 240'000)) FAIL_CHECK(f);
+}
+
+TEST_CASE("a host killed mid-operation fails the ranks on the other host, naming it",
+          "[comm][hosts][failure]") {
+  SimEnv env;
+  const Hosts hosts(env, 2, 2);
+  const uint32_t n = hosts.ranks();
+  trn_comm_unique_id_t id{};
+  REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
+  kill_mid_collective(
+      n, {2, 3}, 1 << 20,  // host1: ranks 2 and 3
+      [&](uint32_t r, RankResources *res, trn_comm_t *comm) {
+        return hosts.join(id, r, res, comm, 20'000'000'000ull);
+      },
+      [](const std::string &error) -> std::string {
+        if (error.find("host1") == std::string::npos ||
+            (error.find("rank 2") == std::string::npos &&
+             error.find("rank 3") == std::string::npos))
+          return "the error names neither host1 nor its ranks";
+        return "";
+      });
+}
