@@ -175,6 +175,7 @@ void Comm::connect_peers(const std::vector<std::vector<uint8_t>> &blobs) {
   std::set<std::string> hosts;
   for (const RankInfo &info : ranks_) hosts.insert(info.host);
   hosts_ = static_cast<uint32_t>(hosts.size());
+  find_host_groups();
   // Devices are told apart by host too: another host's device 0 is another device.
   std::set<std::pair<std::string, uint32_t>> host_devices;
   for (const RankInfo &info : ranks_) host_devices.emplace(info.host, info.device_index);
@@ -201,6 +202,34 @@ void Comm::connect_peers(const std::vector<std::vector<uint8_t>> &blobs) {
     check(trn_sem_import(peer_device, &ranks_[r].freed[rank_], &link.tx_free),
           "importing rank " + std::to_string(r) + "'s semaphore");
   }
+}
+
+void Comm::find_host_groups() {
+  // Hosts in order of their first rank; each host's ranks in rank order.
+  std::vector<std::string> order;
+  std::vector<std::vector<uint32_t>> members;
+  for (uint32_t r = 0; r < size_; ++r) {
+    auto it = std::find(order.begin(), order.end(), ranks_[r].host);
+    if (it == order.end()) {
+      order.push_back(ranks_[r].host);
+      members.emplace_back();
+      it = order.end() - 1;
+    }
+    members[static_cast<size_t>(it - order.begin())].push_back(r);
+  }
+  if (members.size() < 2 || members[0].size() < 2) return;
+  for (const auto &m : members)
+    if (m.size() != members[0].size()) return;
+  HostGroups g;
+  for (size_t h = 0; h < members.size(); ++h) {
+    const auto at = std::find(members[h].begin(), members[h].end(), rank_);
+    if (at == members[h].end()) continue;
+    g.local = members[h];
+    g.local_pos = static_cast<uint32_t>(at - members[h].begin());
+    g.cross_pos = static_cast<uint32_t>(h);
+  }
+  for (const auto &m : members) g.cross.push_back(m[g.local_pos]);
+  host_groups_ = std::move(g);
 }
 
 void Comm::connect_remote_peers() {

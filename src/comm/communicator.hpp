@@ -45,6 +45,14 @@ struct RankInfo {
 
 class Comm;
 
+// How the ranks sit on hosts, when every host has the same number of them (more than one) and
+// there is more than one host: this rank's host's ranks and one rank of each host (the ones at
+// this rank's place on theirs), both in rank order, and this rank's place in each.
+struct HostGroups {
+  std::vector<uint32_t> local, cross;
+  uint32_t local_pos = 0, cross_pos = 0;
+};
+
 // Both directions between this rank and one peer.
 struct PeerLink {
   // Receiving from the peer: this rank's semaphores (exported) and its count of chunks.
@@ -129,6 +137,8 @@ class Comm : public std::enable_shared_from_this<Comm> {
                            const std::vector<uint32_t> &peers_in,
                            const std::vector<uint32_t> &peers_out);
   PeerLink &link(uint32_t peer) { return links_[peer]; }
+  // For hierarchical algorithms; empty unless the ranks spread evenly over several hosts.
+  const std::optional<HostGroups> &host_groups() const { return host_groups_; }
 
  private:
   Comm() = default;
@@ -138,6 +148,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   // Ranks on other hosts: an outbox and stand-in semaphores each, and the proxy's fabric
   // endpoint, whose addresses every rank exchanges in one more round.
   void connect_remote_peers();
+  void find_host_groups();
   [[noreturn]] void queue_failed(const std::string &why);
   void monitor();
   void check_deadlines();
@@ -161,6 +172,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   std::vector<trn_mem_t> imports_;
   uint32_t local_ranks_ = 1, devices_ = 1, processes_ = 1, hosts_ = 1;
   std::unique_ptr<Proxy> proxy_;  // only when the communicator spans hosts
+  std::optional<HostGroups> host_groups_;
 
   BootstrapClient bootstrap_;
   std::thread monitor_thread_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <set>
+#include <vector>
 
 #include "comm/error.hpp"
 
@@ -171,46 +172,104 @@ class Builder {
   std::set<uint32_t> in_, out_;
 };
 
-void ring_all_reduce(Builder &b, Place S, Place R, uint64_t count) {
-  const uint32_t n = b.size(), r = b.rank();
-  const uint64_t es = b.es();
-  auto block = [&](Place base, uint32_t i) {
-    return base.at(Builder::block_start(count, i, n) * es);
-  };
-  auto bytes = [&](uint32_t i) {
-    return (Builder::block_start(count, i + 1, n) - Builder::block_start(count, i, n)) * es;
-  };
-  for (uint32_t s = 0; s + 1 < n; ++s) {  // reduce-scatter
-    const uint32_t out = (r + n - s) % n, in = (r + 2 * n - s - 1) % n;
-    const Place a = block(S, in);
-    b.exchange((r + 1) % n, block(s == 0 ? S : R, out), bytes(out), (r + n - 1) % n, block(R, in),
-               &a, bytes(in));
+// Ranks taking part in one phase of an algorithm, in ring order, and this rank's place among
+// them: the whole communicator, the ranks of this rank's host, or one rank of each host.
+struct Group {
+  std::vector<uint32_t> ranks;
+  uint32_t pos = 0;
+  uint32_t size() const { return static_cast<uint32_t>(ranks.size()); }
+  // The rank `step` places after this one (negative: before), around the ring.
+  uint32_t at(int64_t step) const {
+    const int64_t n = size();
+    return ranks[static_cast<size_t>(((pos + step) % n + n) % n)];
   }
-  for (uint32_t s = 0; s + 1 < n; ++s) {  // all-gather of the reduced blocks
-    const uint32_t out = (r + 1 + n - s) % n, in = (r + n - s) % n;
-    b.exchange((r + 1) % n, block(R, out), bytes(out), (r + n - 1) % n, block(R, in), nullptr,
-               bytes(in));
+};
+
+Group whole(const Builder &b) {
+  Group g;
+  for (uint32_t r = 0; r < b.size(); ++r) g.ranks.push_back(r);
+  g.pos = b.rank();
+  return g;
+}
+
+// Block i of `count` elements split over the group, and its bytes.
+struct Blocks {
+  uint64_t count, es;
+  uint32_t n;
+  Place of(Place base, uint32_t i) const { return base.at(Builder::block_start(count, i, n) * es); }
+  uint64_t bytes(uint32_t i) const {
+    return (Builder::block_start(count, i + 1, n) - Builder::block_start(count, i, n)) * es;
+  }
+};
+
+// The ring's reduce-scatter: afterwards this rank holds block (pos + 1) % n of R reduced over
+// the group.
+void ring_reduce_scatter_phase(Builder &b, const Group &g, Place S, Place R, uint64_t count) {
+  const uint32_t n = g.size(), r = g.pos;
+  const Blocks blk{count, b.es(), n};
+  for (uint32_t s = 0; s + 1 < n; ++s) {
+    const uint32_t out = (r + n - s) % n, in = (r + 2 * n - s - 1) % n;
+    const Place a = blk.of(S, in);
+    b.exchange(g.at(1), blk.of(s == 0 ? S : R, out), blk.bytes(out), g.at(-1), blk.of(R, in), &a,
+               blk.bytes(in));
   }
 }
 
-void recursive_doubling_all_reduce(Builder &b, Place S, Place R, uint64_t count) {
-  const uint32_t n = b.size(), r = b.rank();
+// The ring's all-gather of the reduced blocks.
+void ring_all_gather_phase(Builder &b, const Group &g, Place R, uint64_t count) {
+  const uint32_t n = g.size(), r = g.pos;
+  const Blocks blk{count, b.es(), n};
+  for (uint32_t s = 0; s + 1 < n; ++s) {
+    const uint32_t out = (r + 1 + n - s) % n, in = (r + n - s) % n;
+    b.exchange(g.at(1), blk.of(R, out), blk.bytes(out), g.at(-1), blk.of(R, in), nullptr,
+               blk.bytes(in));
+  }
+}
+
+void ring_all_reduce(Builder &b, const Group &g, Place S, Place R, uint64_t count) {
+  ring_reduce_scatter_phase(b, g, S, R, count);
+  ring_all_gather_phase(b, g, R, count);
+}
+
+void recursive_doubling_all_reduce(Builder &b, const Group &g, Place S, Place R, uint64_t count) {
+  const uint32_t n = g.size(), r = g.pos;
   const uint64_t bytes = count * b.es();
   b.local_copy(R, S, bytes);
   uint32_t p2 = 1;
   while (p2 * 2 <= n) p2 *= 2;
   const uint32_t extra = n - p2;
-  if (r >= p2) {  // folded into rank r - p2, then told the result
-    b.send(r - p2, R, bytes);
-    b.receive(r - p2, R, nullptr, bytes);
+  if (r >= p2) {  // folded into the rank p2 places before, then told the result
+    b.send(g.ranks[r - p2], R, bytes);
+    b.receive(g.ranks[r - p2], R, nullptr, bytes);
     return;
   }
-  if (r < extra) b.receive(r + p2, R, &R, bytes);
+  if (r < extra) b.receive(g.ranks[r + p2], R, &R, bytes);
   for (uint32_t mask = 1; mask < p2; mask <<= 1) {
-    const uint32_t partner = r ^ mask;
+    const uint32_t partner = g.ranks[r ^ mask];
     b.exchange(partner, R, bytes, partner, R, &R, bytes);
   }
-  if (r < extra) b.send(r + p2, R, bytes);
+  if (r < extra) b.send(g.ranks[r + p2], R, bytes);
+}
+
+// By size: recursive doubling for small messages (latency), a ring for large (bandwidth).
+void flat_all_reduce(Builder &b, const Group &g, Place S, Place R, uint64_t count) {
+  if (count * b.es() <= ring_threshold_bytes() || count < g.size())
+    recursive_doubling_all_reduce(b, g, S, R, count);
+  else
+    ring_all_reduce(b, g, S, R, count);
+}
+
+// Across hosts with the same number of ranks each: a reduce-scatter within the host (HBM,
+// NeuronLink), an all-reduce of each rank's block with its counterparts on the other hosts (the
+// fabric carries 1/m of the data per rank), and an all-gather within the host.
+void hierarchical_all_reduce(Builder &b, const Group &local, const Group &cross, Place S, Place R,
+                             uint64_t count) {
+  ring_reduce_scatter_phase(b, local, S, R, count);
+  const Blocks blk{count, b.es(), local.size()};
+  const uint32_t mine = (local.pos + 1) % local.size();
+  const Place block = blk.of(R, mine);
+  flat_all_reduce(b, cross, block, block, blk.bytes(mine) / b.es());
+  ring_all_gather_phase(b, local, R, count);
 }
 
 void all_gather(Builder &b, Place S, Place R, uint64_t count) {
@@ -390,10 +449,11 @@ uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
       case OpKind::all_reduce:
         if (n == 1)
           b.local_copy(R, S, bytes);
-        else if (bytes <= ring_threshold_bytes() || args.count < n)
-          recursive_doubling_all_reduce(b, S, R, args.count);
+        else if (const auto hosts = comm.host_groups(); hosts && args.count >= n)
+          hierarchical_all_reduce(b, {hosts->local, hosts->local_pos},
+                                  {hosts->cross, hosts->cross_pos}, S, R, args.count);
         else
-          ring_all_reduce(b, S, R, args.count);
+          flat_all_reduce(b, whole(b), S, R, args.count);
         if (args.op == TRN_COMM_AVG) b.divide(R, args.count);
         break;
       case OpKind::all_gather: all_gather(b, S, R, args.count); break;
