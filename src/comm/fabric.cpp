@@ -89,7 +89,6 @@ Fabric::Fabric() : h_(std::make_unique<Handles>()) {
   h_->info = fi_dupinfo(pick);
   fi_freeinfo(all);
   provider_ = h_->info->fabric_attr->prov_name ? h_->info->fabric_attr->prov_name : "unknown";
-  local_mr_ = (h_->info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
 
   checked(fi_fabric(h_->info->fabric_attr, &h_->fabric, nullptr), "opening the fabric");
   checked(fi_domain(h_->fabric, h_->info, &h_->domain, nullptr), "opening a domain");
@@ -122,9 +121,13 @@ uint64_t Fabric::add_peer(const std::vector<uint8_t> &name) {
 }
 
 void Fabric::register_buffer(void *base, size_t bytes) {
-  if (!local_mr_) return;
+  // Registered whether or not the provider requires it (FI_MR_LOCAL): with descriptors at hand
+  // a provider's rendezvous protocol for large messages need not register each message itself.
   fid_mr *mr = nullptr;
-  checked(fi_mr_reg(h_->domain, base, bytes, FI_SEND | FI_RECV, 0, 0, 0, &mr, nullptr),
+  // A key of its own per region, for providers that do not pick keys themselves.
+  const uint64_t key = h_->regions.size() + 1;
+  checked(fi_mr_reg(h_->domain, base, bytes, FI_SEND | FI_RECV | FI_READ | FI_REMOTE_READ, 0, key,
+                    0, &mr, nullptr),
           "registering " + std::to_string(bytes) + " bytes of host memory");
   h_->regions.push_back(mr);
   h_->spans.emplace_back(static_cast<const std::byte *>(base), bytes);

@@ -2,7 +2,7 @@
 // endpoint (FI_EP_RDM) with tagged messages, an address vector of the peers' names and one
 // completion queue, driven by one thread (the proxy). The provider is libfabric's choice among
 // those that can cross hosts (FI_PROVIDER narrows it, as everywhere in libfabric; shm is taken
-// only when FI_PROVIDER names it). Host buffers are registered when the provider needs it.
+// only when FI_PROVIDER names it). The memory it sends from and receives into is registered.
 #pragma once
 
 #include <cstddef>
@@ -28,7 +28,7 @@ class Fabric {
   // Adds a peer's address; returns its handle for send/receive.
   uint64_t add_peer(const std::vector<uint8_t> &name);
 
-  // Memory the endpoint sends from and receives into (registered when the provider needs it).
+  // Memory the endpoint sends from and receives into.
   void register_buffer(void *base, size_t bytes);
 
   // A tagged send or receive; `context` comes back with its completion. False: the provider
@@ -54,7 +54,6 @@ class Fabric {
   std::unique_ptr<Handles> h_;
   std::string provider_;
   std::vector<uint8_t> name_;
-  bool local_mr_ = false;
 };
 
 }  // namespace trn::comm
