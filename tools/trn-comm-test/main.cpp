@@ -167,12 +167,39 @@ int run_one_rank(const Options &o, const char *mode, uint32_t hosts, const Place
   return code;
 }
 
-// Child r of --processes: joins through the parent's unique id. With simulated hosts it is on
+// The unique id, made by rank 0's process and passed to the others through a pipe: the parent
+// forks before any thread exists (a child forked beside a running thread may inherit a lock
+// that thread held, in the allocator or elsewhere, and never get it).
+trn_comm_unique_id_t share_unique_id(uint32_t r, uint32_t ranks, const int pipe_fds[2],
+                                     uint64_t timeout_ns) {
+  trn_comm_unique_id_t id{};
+  if (r == 0) {
+    close(pipe_fds[0]);
+    if (trn_comm_get_unique_id(&id) != TRN_SUCCESS)
+      throw ToolError{std::string("making a unique id: ") + trn_comm_last_error()};
+    for (uint32_t i = 1; i < ranks; ++i)
+      if (write(pipe_fds[1], &id, sizeof id) != static_cast<ssize_t>(sizeof id))
+        throw ToolError{"passing the unique id to the other ranks failed"};
+    close(pipe_fds[1]);
+    return id;
+  }
+  close(pipe_fds[1]);
+  pollfd p{pipe_fds[0], POLLIN, 0};
+  const int ms = static_cast<int>(std::min<uint64_t>(timeout_ns / 1'000'000, INT32_MAX));
+  // One id per read: a pipe hands out writes of up to PIPE_BUF bytes whole.
+  if (poll(&p, 1, ms) != 1 || read(pipe_fds[0], &id, sizeof id) != static_cast<ssize_t>(sizeof id))
+    throw ToolError{"rank 0 did not pass the unique id (it failed before, see its message)"};
+  close(pipe_fds[0]);
+  return id;
+}
+
+// Child r of --processes: joins through rank 0's unique id. With simulated hosts it is on
 // host r / (ranks / hosts), whose TRN_SIM_ROOT is `roots[host]`, on that host's cores.
-int process_rank(const Options &o, const trn_comm_unique_id_t &id, uint32_t r,
+int process_rank(const Options &o, const int id_pipe[2], uint32_t r,
                  const std::vector<std::string> &roots) {
   int code = kExitError;
   try {
+    const trn_comm_unique_id_t id = share_unique_id(r, o.ranks, id_pipe, o.settings.timeout_ns);
     const uint32_t per_host = o.ranks / o.hosts;
     if (o.hosts > 1) setenv("TRN_SIM_ROOT", roots[r / per_host].c_str(), 1);
     const uint32_t local = o.hosts > 1 ? r % per_host : r;
@@ -192,9 +219,8 @@ int process_rank(const Options &o, const trn_comm_unique_id_t &id, uint32_t r,
   return code;
 }
 
-// One process per rank. The parent only serves the rendezvous (the unique id's thread) and waits:
-// once a rank fails, the others get the communicator's timeout and a few seconds to follow
-// before they are killed.
+// One process per rank (rank 0's serves the rendezvous). The parent only waits: once a rank fails,
+// the others get the communicator's timeout and a few seconds to follow before they are killed.
 int run_processes(const Options &o) {
   if (o.ranks % o.hosts != 0)
     throw ToolError{"--ranks " + std::to_string(o.ranks) + " do not split evenly over --hosts " +
@@ -204,9 +230,8 @@ int run_processes(const Options &o) {
   if (o.hosts > 1) setenv("TRN_SIM_ROOT", hosts.roots()[0].c_str(), 1);
   cores_for(o.ranks / o.hosts);
   trn_runtime_shutdown();  // the children start their own runtimes
-  trn_comm_unique_id_t id{};
-  if (trn_comm_get_unique_id(&id) != TRN_SUCCESS)
-    throw ToolError{std::string("making a unique id: ") + trn_comm_last_error()};
+  int id_pipe[2];
+  if (pipe(id_pipe) != 0) throw ToolError{"pipe failed"};
   std::fflush(stdout);
   std::fflush(stderr);
   std::map<pid_t, uint32_t> children;
@@ -214,11 +239,15 @@ int run_processes(const Options &o) {
     const pid_t pid = fork();
     if (pid < 0) {
       for (const auto &[child, rank] : children) kill(child, SIGKILL);
+      close(id_pipe[0]);
+      close(id_pipe[1]);
       throw ToolError{"fork failed"};
     }
-    if (pid == 0) _exit(process_rank(o, id, r, hosts.roots()));
+    if (pid == 0) _exit(process_rank(o, id_pipe, r, hosts.roots()));
     children.emplace(pid, r);
   }
+  close(id_pipe[0]);
+  close(id_pipe[1]);
   int worst = kExitOk;
   auto kill_at = std::chrono::steady_clock::time_point::max();  // none yet
   while (!children.empty()) {
