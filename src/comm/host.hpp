@@ -10,7 +10,7 @@ namespace trn::comm {
 
 // Equal for ranks whose devices this process can reach directly.
 std::string host_key();
-// The host as messages name it: "node-a", or "node-a (TRN_SIM_ROOT /tmp/host1)".
+// The host as messages name it: "node-a", or "node-a (TRN_SIM_ROOT /srv/sim/host1)".
 std::string host_label();
 
 }  // namespace trn::comm
