@@ -67,7 +67,6 @@ Fabric::Fabric() : h_(std::make_unique<Handles>()) {
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
-  hints->tx_attr->msg_order = 0;
   fi_info *all = nullptr;
   const int r = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &all);
   fi_freeinfo(hints);

@@ -1,11 +1,9 @@
 #include "comm/proxy.hpp"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
-#include <map>
+#include <set>
 
 #include "comm/error.hpp"
 
@@ -37,7 +35,7 @@ struct Proxy::Context {
 struct Proxy::Peer {
   RemotePeer remote;
   uint64_t address = 0;
-  // Sending: the chunks the queue will signal, the host copies in flight, the receiver's credits.
+  // Sending: the chunks the queue will signal, the sends in flight, the receiver's credits.
   std::mutex pending_mutex;
   std::deque<std::pair<uint64_t, uint64_t>> pending;  // (chunk, bytes)
   std::vector<bool> tx_busy;                          // per slot
@@ -45,7 +43,7 @@ struct Proxy::Peer {
   uint64_t credit = 0;  // chunks the receiver consumed
   // Receiving: chunks arrived out of order, what the queue was told.
   std::vector<Context> rx_context;
-  std::map<uint64_t, uint64_t> arrived;  // chunk -> bytes, not yet signalled
+  std::set<uint64_t> arrived;  // chunks landed, not yet signalled
   uint64_t signalled = 0;
   std::atomic<uint64_t> expected{0};  // chunks the queue will wait for
   uint64_t posted = 0;                // data receives posted (chunks 1..posted)
@@ -123,15 +121,15 @@ void Proxy::expect_send(uint32_t peer, uint64_t k, uint64_t bytes) {
     std::lock_guard lock(p->pending_mutex);
     p->pending.emplace_back(k, bytes);
   }
-  {
-    std::lock_guard lock(wake_mutex_);
-    ++expectations_;
-  }
-  wake_.notify_one();
+  wake();
 }
 
 void Proxy::expect_receive(uint32_t peer, uint64_t k) {
   if (Peer *p = peer_of(peer)) p->expected.store(k, std::memory_order_release);
+  wake();
+}
+
+void Proxy::wake() {
   {
     std::lock_guard lock(wake_mutex_);
     ++expectations_;
@@ -153,10 +151,10 @@ bool Proxy::busy() {
 
 bool Proxy::post_receives(Peer &p) {
   bool any = false;
-  // Data: chunk k lands in host slot (k - 1) % slots; chunk k + slots is posted once chunk k
-  // was written to the device, and the sender sends it only after the credit for chunk k.
-  while (p.posted < p.signalled + p.arrived.size() + slots_ &&
-         p.posted - (p.signalled + p.arrived.size()) < slots_) {
+  // Data: chunk k lands in staging slot (k - 1) % slots; chunk k + slots is posted into it once
+  // chunk k landed, and the sender sends it only after the credit for chunk k.
+  const uint64_t landed = p.signalled + p.arrived.size();
+  while (p.posted < landed + slots_) {
     const uint64_t k = p.posted + 1;
     const uint32_t slot = static_cast<uint32_t>((k - 1) % slots_);
     if (!fabric_.receive(p.address, tag_of(kData, p.remote.rank, k), 0,
@@ -230,22 +228,23 @@ void Proxy::complete(const Fabric::Completion &c) {
     if (credit > p.credit) {
       p.credit = credit;
       if (trn_sem_signal(p.remote.out_free, credit) != TRN_SUCCESS)
-        fail(TRN_ERROR_COLLECTIVE, std::string("signalling a sent chunk: ") + trn_last_error());
+        fail(TRN_ERROR_COLLECTIVE, "marking the outbox for rank " + std::to_string(p.remote.rank) +
+                                       " free: " + trn_last_error());
     }
     return;
   }
-  const uint64_t k = c.tag & kCountMask;
-  p.arrived[k] = c.bytes;
+  p.arrived.insert(c.tag & kCountMask);
   // In order: the queue may only see chunk k once every chunk before it is in place.
   uint64_t until = p.signalled;
-  while (!p.arrived.empty() && p.arrived.begin()->first == until + 1) {
+  while (!p.arrived.empty() && *p.arrived.begin() == until + 1) {
     p.arrived.erase(p.arrived.begin());
     ++until;
   }
   if (until > p.signalled) {
     p.signalled = until;
     if (trn_sem_signal(p.remote.rx_ready, until) != TRN_SUCCESS)
-      fail(TRN_ERROR_COLLECTIVE, std::string("signalling a received chunk: ") + trn_last_error());
+      fail(TRN_ERROR_COLLECTIVE, "signalling chunk " + std::to_string(until) + " from rank " +
+                                     std::to_string(p.remote.rank) + " ready: " + trn_last_error());
   }
 }
 

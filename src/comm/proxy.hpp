@@ -68,6 +68,8 @@ class Proxy {
   // Whether a transfer is under way or expected: the proxy then polls without sleeping.
   bool busy();
   Peer *peer_of(uint32_t rank);
+  // A new expectation: an idle proxy wakes for it.
+  void wake();
 
   Fabric fabric_;
   uint32_t rank_;

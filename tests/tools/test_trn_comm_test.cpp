@@ -38,6 +38,16 @@ std::vector<json> rows_of(const std::string &output) {
   return rows;
 }
 
+// Two ranks run to the end: rank 0's output (only it prints), each exit code checked.
+std::string finish_two_ranks(trn::test::Child &rank0, trn::test::Child &rank1) {
+  std::string output;
+  for (std::string line; !(line = rank0.read_line(kTimeoutMs)).empty();) output += line + "\n";
+  CHECK(rank1.read_line(kTimeoutMs).empty());
+  CHECK(rank0.wait(kTimeoutMs) == 0);
+  CHECK(rank1.wait(kTimeoutMs) == 0);
+  return output;
+}
+
 }  // namespace
 
 TEST_CASE("every operation and dtype on three ranks as threads, all elements right",
@@ -140,11 +150,7 @@ TEST_CASE("under torchrun's variables each process joins that world; rank 0 prin
   env.set("RANK", "1");
   env.set("LOCAL_RANK", "1");
   trn::test::Child rank1(args);
-  std::string output;
-  for (std::string line; !(line = rank0.read_line(kTimeoutMs)).empty();) output += line + "\n";
-  CHECK(rank1.read_line(kTimeoutMs).empty());  // only rank 0 prints
-  CHECK(rank0.wait(kTimeoutMs) == 0);
-  CHECK(rank1.wait(kTimeoutMs) == 0);
+  const std::string output = finish_two_ranks(rank0, rank1);
   INFO(output);
   const auto rows = rows_of(output);
   REQUIRE(rows.size() == 3);
@@ -209,10 +215,7 @@ TEST_CASE("two simulated hosts under torchrun's variables, a TRN_SIM_ROOT each",
     env.set("TRN_SIM_ROOT", root.c_str());
     ranks.push_back(std::make_unique<trn::test::Child>(args));
   }
-  std::string output;
-  for (std::string line; !(line = ranks[0]->read_line(kTimeoutMs)).empty();) output += line + "\n";
-  CHECK(ranks[0]->wait(kTimeoutMs) == 0);
-  CHECK(ranks[1]->wait(kTimeoutMs) == 0);
+  const std::string output = finish_two_ranks(*ranks[0], *ranks[1]);
   INFO(output);
   const auto rows = rows_of(output);
   REQUIRE(rows.size() == 4);  // 8 B, 512 B, 32 KiB and 1 MiB
@@ -320,10 +323,7 @@ TEST_CASE("two hosts in separate network namespaces joined by a veth pair", "[tr
                                               "--json"};
     ranks.push_back(std::make_unique<trn::test::Child>(command));
   }
-  std::string output;
-  for (std::string line; !(line = ranks[0]->read_line(kTimeoutMs)).empty();) output += line + "\n";
-  CHECK(ranks[0]->wait(kTimeoutMs) == 0);
-  CHECK(ranks[1]->wait(kTimeoutMs) == 0);
+  const std::string output = finish_two_ranks(*ranks[0], *ranks[1]);
   INFO(output);
   const auto rows = rows_of(output);
   REQUIRE(rows.size() == 5);  // 8 B, 512 B, 32 KiB, 2 MiB and 4 MiB
