@@ -74,7 +74,39 @@ thread_local ThreadRing t_ring;
 struct Piece {
   uint64_t at = 0, bytes = 0, done = 0;
   bool direct = false;
-  bool cached = false;  // all its pages were in the page cache when planned
+  bool cached = false;  // all its pages were in the page cache just before it was submitted
+  bool looked = false;  // whether the page cache was looked at for it
+};
+
+// A mapping of part of a file that is never touched: mincore on it says which pages the page
+// cache holds without reading anything.
+class CacheView {
+ public:
+  CacheView() = default;
+  CacheView(const CacheView &) = delete;
+  CacheView &operator=(const CacheView &) = delete;
+  ~CacheView() {
+    if (map_ != nullptr) ::munmap(map_, bytes_);
+  }
+  void open(int fd, uint64_t file_offset, uint64_t bytes) {
+    void *map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(file_offset));
+    if (map == MAP_FAILED) return;  // nothing is known to be cached: reads go direct
+    map_ = static_cast<unsigned char *>(map);
+    bytes_ = bytes;
+  }
+  // Whether every page of [at, at+bytes) of the view is in the page cache (`at` page aligned).
+  bool resident(uint64_t at, uint64_t bytes) {
+    if (map_ == nullptr || at + bytes > bytes_) return false;
+    pages_.resize((bytes + kAlign - 1) / kAlign);
+    if (::mincore(map_ + at, bytes, pages_.data()) != 0) return false;
+    return std::all_of(pages_.begin(), pages_.end(),
+                       [](unsigned char page) { return (page & 1) != 0; });
+  }
+
+ private:
+  unsigned char *map_ = nullptr;
+  uint64_t bytes_ = 0;
+  std::vector<unsigned char> pages_;
 };
 
 class Transfer {
@@ -151,27 +183,19 @@ class Transfer {
     add(0, head, false);
     add(head, tail, true);
     add(tail, bytes_, false);
-    if (reading() && tail > head) use_page_cache(head, tail);
+    if (reading() && tail > head) cache_view_.open(buffered_, offset_ + head, tail - head);
+    direct_begin_ = head;
   }
 
-  // Direct reads of what the page cache holds already would read storage again: chunks whose
-  // pages are all cached are copied from the cache instead (a warm file loads at memory speed).
-  // mincore on a mapping of the file looks without reading anything.
-  void use_page_cache(uint64_t head, uint64_t tail) {
-    const uint64_t bytes = tail - head;
-    void *map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, buffered_,
-                       static_cast<off_t>(offset_ + head));
-    if (map == MAP_FAILED) return;
-    std::vector<unsigned char> resident((bytes + kAlign - 1) / kAlign);
-    if (::mincore(map, bytes, resident.data()) == 0)
-      for (Piece &p : pieces_) {
-        if (!p.direct) continue;
-        const auto first = resident.begin() + static_cast<ptrdiff_t>((p.at - head) / kAlign);
-        p.cached = std::all_of(first, first + static_cast<ptrdiff_t>(p.bytes / kAlign),
-                               [](unsigned char page) { return (page & 1) != 0; });
-        p.direct = !p.cached;
-      }
-    ::munmap(map, bytes);
+  // Direct reads of what the page cache holds already would read storage again: a chunk whose
+  // pages are all cached is copied from the cache instead (a warm file loads at memory speed).
+  // Each chunk is looked at just before it is submitted, so that the look (a page cache lookup
+  // per page) overlaps the chunks already being copied rather than delaying the first.
+  void use_page_cache(Piece &p) {
+    if (!p.direct || p.looked) return;
+    p.looked = true;
+    p.cached = cache_view_.resident(p.at - direct_begin_, p.bytes);
+    p.direct = !p.cached;
   }
 
   uint64_t file_position(const Piece &p) const { return offset_ + p.at + p.done; }
@@ -202,6 +226,7 @@ class Transfer {
 
   void prepare(io_uring *ring, size_t index) {
     Piece &p = pieces_[index];
+    use_page_cache(p);
     io_uring_sqe *sqe = io_uring_get_sqe(ring);  // never NULL: no more in flight than entries
     if (reading())
       io_uring_prep_read(sqe, descriptor(p), memory(p), remaining(p), file_position(p));
@@ -252,6 +277,7 @@ class Transfer {
   void run_blocking() {
     for (Piece &p : pieces_) {
       if (failed_) break;
+      use_page_cache(p);
       for (;;) {
         const auto at = static_cast<off_t>(file_position(p));
         const ssize_t n = reading() ? ::pread(descriptor(p), memory(p), remaining(p), at)
@@ -269,6 +295,8 @@ class Transfer {
   int buffered_ = -1;
   OwnedFd reopened_buffered_;
   OwnedFd direct_fd_;
+  CacheView cache_view_;
+  uint64_t direct_begin_ = 0;  // where the aligned middle (the view) starts in the memory
   std::vector<Piece> pieces_;
   unsigned prepared_ = 0;  // in the submission ring, not yet submitted
   bool failed_ = false;
