@@ -597,6 +597,30 @@ TEST_CASE("ops: sources are read before the destination is written") {
     check_tensor_tensor(core, rng, AluOp::kAdd, sbuf(DType::kF32, 1, 64, 60, {{-1, 16}}),
                         sbuf(DType::kF32, 0, 64, 0, {{1, 16}}), b, "shifted, reversed");
   }
+  SECTION("destination a few elements along the same rows") {
+    // fp32 rows are computed where they lie when nothing but the same element is shared; a
+    // destination that overlaps a source's row at another element is not.
+    const auto b = sbuf(DType::kF32, 0, 16, 1024, {{1, 32}});
+    const auto row = sbuf(DType::kF32, 0, 16, 0, {{1, 32}});
+    check_tensor_tensor(core, rng, AluOp::kAdd, sbuf(DType::kF32, 0, 16, 8, {{1, 32}}), row, b,
+                        "two elements later");
+    check_tensor_tensor(core, rng, AluOp::kAdd, row, sbuf(DType::kF32, 0, 16, 8, {{1, 32}}), b,
+                        "two elements earlier");
+    check_tensor_tensor(core, rng, AluOp::kMultiply, sbuf(DType::kF32, 0, 16, 128, {{1, 32}}), row,
+                        b, "right after the source's row");
+    check_tensor_tensor(core, rng, AluOp::kAdd, row, row, row, "every operand the same tile");
+    for (uint64_t offset : {uint64_t{8}, uint64_t{128}}) {
+      const auto dst = sbuf(DType::kF32, 0, 16, offset, {{1, 32}});
+      auto v = random_values(rng, row, -4, 4);
+      core.write(row, v);
+      auto ts = make(Opcode::kTensorScalar, u8(AluOp::kMultiply), dst, row);
+      ts.imm = {3.0f, 0.0f};
+      exec::op_tensor_scalar(ts, core.ctx);
+      std::vector<double> want(v.size());
+      for (size_t i = 0; i < v.size(); ++i) want[i] = to_dst(DType::kF32, v[i] * 3.0);
+      expect_exact("tensor_scalar to offset " + std::to_string(offset), core.read(dst), want);
+    }
+  }
   SECTION("copy, activation and tensor_scalar shifted") {
     const auto src = sbuf(DType::kBf16, 0, 64, 0, {{1, 16}});
     const auto dst = sbuf(DType::kBf16, 16, 64, 0, {{1, 16}});

@@ -424,6 +424,44 @@ bool must_preload(const isa::AccessPattern &dst, const isa::AccessPattern &src) 
   return byte_ranges_meet(dst, src);
 }
 
+// Partition p of a contiguous fp32 tile, as the row of floats it is.
+float *f32_row(const Tile &t, uint32_t p) {
+  return reinterpret_cast<float *>(t.partition(p));
+}
+
+// Whether an element-wise op may read fp32 rows of `src` and write fp32 rows of `dst` where they
+// lie, row by row: both contiguous fp32, and `dst` either `src` itself or nowhere near it (a
+// partial overlap could write elements of `src` not yet read).
+bool f32_in_place(const Tile &dst, const Tile &src) {
+  if (dst.dtype != isa::DType::kF32 || src.dtype != isa::DType::kF32) return false;
+  if (dst.partitions == 0 || dst.free_elements == 0) return false;
+  // Rows that overlap each other (an HBM pattern's rows may) need the general path.
+  auto rows_apart = [](const Tile &t) {
+    const auto pitch = static_cast<uint64_t>(std::abs(t.partition_pitch));
+    return t.contiguous() && (t.partitions == 1 || pitch >= t.free_elements * t.elem_size);
+  };
+  if (!rows_apart(dst) || !rows_apart(src)) return false;
+  if (dst.partition_pitch == src.partition_pitch && dst.partition_pitch != 0) {
+    // Same pitch (rows of SBUF partitions): no row of one meets a row of the other, or each
+    // row is the other's.
+    const int64_t pitch = std::abs(int64_t{dst.partition_pitch});
+    const int64_t row = static_cast<int64_t>(dst.free_elements * dst.elem_size);
+    const int64_t apart = src.base - dst.base;
+    const int64_t r = (apart % pitch + pitch) % pitch;  // within-row distance, mod the pitch
+    if (apart == 0 || (r >= row && r <= pitch - row)) return true;
+  }
+  auto extent = [](const Tile &t, const std::byte *&lo, const std::byte *&hi) {
+    const std::byte *first = t.partition(0);
+    const std::byte *last = t.partition(t.partitions - 1);
+    lo = std::min(first, last);
+    hi = std::max(first, last) + t.free_elements * t.elem_size;
+  };
+  const std::byte *dlo, *dhi, *slo, *shi;
+  extent(dst, dlo, dhi);
+  extent(src, slo, shi);
+  return dhi <= slo || shi <= dlo;
+}
+
 // Rows of a source tile, loaded partition by partition into one row of buffer, or all at once
 // when `preload` (the destination overlaps the source). Rows may be modified in place.
 template <typename T, void (*Load)(const Tile &, uint32_t, T *)>
@@ -611,9 +649,15 @@ void op_tensor_tensor(const isa::Instruction &inst, ExecContext &ctx) {
     }
     return;
   }
+  const BinaryF32 fn = kBinaryF32[idx];
+  if (f32_in_place(dst, a) && f32_in_place(dst, b)) {
+    // fp32 rows need no conversion: computed where they lie (the same values, fewer passes).
+    for (uint32_t p = 0; p < dst.partitions; ++p)
+      fn(f32_row(a, p), f32_row(b, p), f32_row(dst, p), n);
+    return;
+  }
   F32Rows ra(ctx, 0, a, must_preload(inst.dst, inst.src0));
   F32Rows rb(ctx, 1, b, must_preload(inst.dst, inst.src1));
-  const BinaryF32 fn = kBinaryF32[idx];
   for (uint32_t p = 0; p < dst.partitions; ++p) {
     float *x = ra.row(p);
     const float *y = rb.row(p);
@@ -647,12 +691,23 @@ void op_tensor_scalar(const isa::Instruction &inst, ExecContext &ctx) {
                         static_cast<unsigned>(k), operand_name[k]);
       fn[k] = kScalarF32[reverse[k]][static_cast<size_t>(ops[k])];
     }
-    F32Rows rows(ctx, 0, src, preload);
-    for (uint32_t p = 0; p < dst.partitions; ++p) {
-      float *x = rows.row(p);
+    auto apply = [&](float *x, uint32_t p) {
       for (size_t k = 0; k < 2; ++k) {
         if (fn[k] != nullptr) fn[k](x, n, s[k][p]);
       }
+    };
+    if (f32_in_place(dst, src)) {
+      for (uint32_t p = 0; p < dst.partitions; ++p) {
+        float *x = f32_row(dst, p);
+        if (x != f32_row(src, p)) std::memcpy(x, f32_row(src, p), n * sizeof(float));
+        apply(x, p);
+      }
+      return;
+    }
+    F32Rows rows(ctx, 0, src, preload);
+    for (uint32_t p = 0; p < dst.partitions; ++p) {
+      float *x = rows.row(p);
+      apply(x, p);
       store_row_f32(dst, p, x);
     }
     return;
