@@ -40,6 +40,16 @@ double now_ns();
 // and `after` (either may be empty).
 double median_ns_between(int runs, const std::function<void()> &before,
                          const std::function<void()> &body, const std::function<void()> &after);
+// The medians of `runs` timings each of `trn` and `baseline` in nanoseconds, the two taking
+// turns (each after an untimed `before`, which may be empty): a machine whose speed drifts
+// during the runs weighs on both alike, where timing all of one and then all of the other
+// would credit the drift to whichever ran in the faster stretch.
+struct PairedMedians {
+  double trn_ns, baseline_ns;
+};
+PairedMedians paired_medians_ns(int runs, const std::function<void()> &before,
+                                const std::function<void()> &trn,
+                                const std::function<void()> &baseline);
 
 // Whether `flag` is among the benchmark's arguments (main.cpp has already refused unknown ones).
 bool has_flag(int argc, char **argv, const char *flag);

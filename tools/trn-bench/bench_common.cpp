@@ -50,6 +50,23 @@ double median_ns_between(int runs, const std::function<void()> &before,
   return median(std::move(samples));
 }
 
+PairedMedians paired_medians_ns(int runs, const std::function<void()> &before,
+                                const std::function<void()> &trn,
+                                const std::function<void()> &baseline) {
+  std::vector<double> trn_samples, baseline_samples;
+  for (int i = 0; i < runs; ++i) {
+    // Which goes first alternates too, so that neither always follows the other's work.
+    for (int turn = 0; turn < 2; ++turn) {
+      const bool trn_turn = (turn == 0) == (i % 2 == 0);
+      if (before) before();
+      const double start = now_ns();
+      (trn_turn ? trn : baseline)();
+      (trn_turn ? trn_samples : baseline_samples).push_back(now_ns() - start);
+    }
+  }
+  return {median(std::move(trn_samples)), median(std::move(baseline_samples))};
+}
+
 double median_ns_per_op(int runs, uint64_t operations, const std::function<void()> &body) {
   return median_ns_between(runs, {}, body, {}) / static_cast<double>(operations);
 }

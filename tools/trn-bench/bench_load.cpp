@@ -98,7 +98,7 @@ std::string label(uint64_t bytes) {
 
 int bench_load(int argc, char **argv) {
   const bool q = has_flag(argc, argv, "--quick");
-  const int runs = q ? 2 : 3;
+  const int runs = q ? 3 : 5;
   std::vector<uint64_t> sizes = {256ull << 20, 1ull << 30};
   if (!q) sizes.push_back(2ull << 30);
   const std::string dir = bench_dir();
@@ -135,23 +135,19 @@ int bench_load(int argc, char **argv) {
             "trn_queue_read_file");
       check(trn_queue_finish(queue, UINT64_MAX), "trn_queue_finish");
     };
+    const auto gbps = [&](double ns) { return static_cast<double>(size) / ns; };
     // Cold: each run starts with the file's pages dropped (timed without the drop).
-    auto cold = [&](const std::function<void()> &body) {
-      return static_cast<double>(size) /
-             median_ns_between(runs, [&] { drop_cache(fd); }, body, {});  // GB/s
-    };
-    const double trn_cold = cold(load);
-    const double host_cold = cold([&] { direct_read(fd, host); });
-    print({"load", "direct " + label(size), "GB/s", trn_cold, host_cold,
+    const PairedMedians cold = paired_medians_ns(
+        runs, [&] { drop_cache(fd); }, load, [&] { direct_read(fd, host); });
+    print({"load", "direct " + label(size), "GB/s", gbps(cold.trn_ns), gbps(cold.baseline_ns),
            "O_DIRECT read into host memory", true});
     // Warm: the file in the page cache.
     warm_cache(fd, size, host);
     void *file = ::mmap(nullptr, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (file == MAP_FAILED) fail_errno("mmap");
-    const double trn_warm = static_cast<double>(size) / median_ns_per_op(runs, 1, load);
-    const double host_warm = static_cast<double>(size) /
-                             median_ns_per_op(runs, 1, [&] { std::memcpy(host.data, file, size); });
-    print({"load", "warm " + label(size), "GB/s", trn_warm, host_warm,
+    const PairedMedians warm =
+        paired_medians_ns(runs, {}, load, [&] { std::memcpy(host.data, file, size); });
+    print({"load", "warm " + label(size), "GB/s", gbps(warm.trn_ns), gbps(warm.baseline_ns),
            "memcpy from the cached pages (mmap)", true});
     ::munmap(file, size);
     trn_mem_free(mem);
