@@ -19,19 +19,20 @@ std::byte *zeroed(size_t bytes) {
 CoreMemory::CoreMemory(uint32_t partitions, uint32_t sbuf_bytes_per_partition,
                        uint32_t psum_bytes_per_partition)
     : partitions_(partitions),
-      sbuf_pitch_(sbuf_bytes_per_partition),
-      psum_pitch_(psum_bytes_per_partition),
+      sbuf_bytes_(sbuf_bytes_per_partition),
+      psum_bytes_(psum_bytes_per_partition),
       sbuf_dirty_(0),
       psum_dirty_(0),
-      sbuf_(zeroed(size_t{partitions} * sbuf_bytes_per_partition)),
-      psum_(zeroed(size_t{partitions} * psum_bytes_per_partition)) {}
+      sbuf_(zeroed(size_t{partitions} * sbuf_pitch())),
+      psum_(zeroed(size_t{partitions} * psum_pitch())) {}
 
 namespace {
 
-void zero_prefix(std::byte *memory, uint32_t partitions, uint32_t pitch, uint64_t used) {
-  const size_t n = std::min<uint64_t>(used, pitch);
+void zero_prefix(std::byte *memory, uint32_t partitions, uint32_t bytes, uint32_t pitch,
+                 uint64_t used) {
+  const size_t n = std::min<uint64_t>(used, bytes);
   if (n == 0) return;
-  if (n == pitch) {
+  if (n == bytes) {
     std::memset(memory, 0, size_t{partitions} * pitch);
     return;
   }
@@ -41,8 +42,8 @@ void zero_prefix(std::byte *memory, uint32_t partitions, uint32_t pitch, uint64_
 }  // namespace
 
 void CoreMemory::clear() {
-  zero_prefix(sbuf_.get(), partitions_, sbuf_pitch_, sbuf_dirty_);
-  zero_prefix(psum_.get(), partitions_, psum_pitch_, psum_dirty_);
+  zero_prefix(sbuf_.get(), partitions_, sbuf_bytes_, sbuf_pitch(), sbuf_dirty_);
+  zero_prefix(psum_.get(), partitions_, psum_bytes_, psum_pitch(), psum_dirty_);
   sbuf_dirty_ = psum_dirty_ = 0;
 }
 

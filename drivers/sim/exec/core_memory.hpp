@@ -16,13 +16,20 @@ class CoreMemory {
              uint32_t psum_bytes_per_partition);
 
   uint32_t partitions() const { return partitions_; }
-  uint32_t sbuf_pitch() const { return sbuf_pitch_; }
-  uint32_t psum_pitch() const { return psum_pitch_; }
+  // Bytes a partition holds (what kernels may address).
+  uint32_t sbuf_bytes() const { return sbuf_bytes_; }
+  uint32_t psum_bytes() const { return psum_bytes_; }
+  // Bytes from one partition to the next in host memory: the size and a pad. Partition sizes
+  // are multiples of large powers of two, so unpadded, the same offset of every partition would
+  // fall in the same few sets of the host's caches, and a tile (a row in each of 128
+  // partitions) would evict itself before the next instruction read it.
+  uint32_t sbuf_pitch() const { return sbuf_bytes_ + kPartitionPad; }
+  uint32_t psum_pitch() const { return psum_bytes_ + kPartitionPad; }
   std::byte *sbuf(uint32_t partition, uint64_t offset = 0) {
-    return sbuf_.get() + size_t{partition} * sbuf_pitch_ + offset;
+    return sbuf_.get() + size_t{partition} * sbuf_pitch() + offset;
   }
   std::byte *psum(uint32_t partition, uint64_t offset = 0) {
-    return psum_.get() + size_t{partition} * psum_pitch_ + offset;
+    return psum_.get() + size_t{partition} * psum_pitch() + offset;
   }
   // Direct writes through sbuf()/psum() (tests) must be noted like a kernel's writes.
   // A kernel may write bytes [0, end) of every SBUF / PSUM partition (clear() zeroes them).
@@ -34,7 +41,10 @@ class CoreMemory {
   void clear();
 
  private:
-  uint32_t partitions_, sbuf_pitch_, psum_pitch_;
+  // 33 cache lines: an odd number of lines, so that partition p's rows start at p * 33 lines
+  // (mod a cache way) and consecutive partitions' rows spread over every set.
+  static constexpr uint32_t kPartitionPad = 33 * 64;
+  uint32_t partitions_, sbuf_bytes_, psum_bytes_;
   uint64_t sbuf_dirty_, psum_dirty_;
   // calloc'd: the pages stay untouched (and free) until a kernel uses them.
   struct Free {

@@ -49,18 +49,18 @@ Tile ExecContext::resolve(const isa::AccessPattern &ap, const char *what) const 
 
   if (ap.space == isa::MemSpace::kSbuf || ap.space == isa::MemSpace::kPsum) {
     const bool sbuf = ap.space == isa::MemSpace::kSbuf;
-    const uint32_t pitch = sbuf ? memory_.sbuf_pitch() : memory_.psum_pitch();
+    const uint32_t bytes = sbuf ? memory_.sbuf_bytes() : memory_.psum_bytes();
     if (uint64_t{ap.partition_start} + ap.partition_count > memory_.partitions())
       throw ExecFault(fmt::format("{} partitions {}..{} are outside the {} {} partitions", what,
                                   ap.partition_start,
                                   uint64_t{ap.partition_start} + ap.partition_count - 1,
                                   memory_.partitions(), space_name(ap.space)));
     const Wide first = Wide{ap.offset} + lo, end = Wide{ap.offset} + hi;
-    if (first < 0 || end > pitch)
+    if (first < 0 || end > bytes)
       throw ExecFault(
           fmt::format("{} reaches bytes [{}, {}) of each {} partition, which has {} bytes", what,
-                      first, end, space_name(ap.space), pitch));
-    t.partition_pitch = pitch;
+                      first, end, space_name(ap.space), bytes));
+    t.partition_pitch = sbuf ? memory_.sbuf_pitch() : memory_.psum_pitch();
     t.base = sbuf ? memory_.sbuf(ap.partition_start, ap.offset)
                   : memory_.psum(ap.partition_start, ap.offset);
     return t;
