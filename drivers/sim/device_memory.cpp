@@ -589,7 +589,10 @@ void DeviceState::core_account(uint32_t core, const trn_hal_core_activity_t &del
   if (slot_ < 0 || core >= kMaxPhysicalCores) return;
   auto *a = reinterpret_cast<uint64_t *>(&file_->slot_memory[slot_].activity[core]);
   const auto *d = reinterpret_cast<const uint64_t *>(&delta);
-  for (size_t i = 0; i < kActivityWords; ++i) store(a[i], load(a[i]) + d[i]);
+  // Several queue threads of this process add to the same counters: atomic adds, and only of
+  // what changed (a command usually moves two or three of them).
+  for (size_t i = 0; i < kActivityWords; ++i)
+    if (d[i] != 0) std::atomic_ref<uint64_t>(a[i]).fetch_add(d[i], std::memory_order_relaxed);
 }
 
 void DeviceState::fill_memory_locked(uint32_t slot, trn_hal_process_t *process) {

@@ -35,7 +35,6 @@ void DeviceRuntime::advance_time(uint64_t ns) {
 }
 
 void DeviceRuntime::account(uint32_t physical_core, const trn_hal_core_activity_t &delta) {
-  std::lock_guard lock(account_mu_);
   state_.core_account(physical_core, delta);
 }
 

@@ -55,8 +55,7 @@ class DeviceRuntime {
   uint64_t time_ns() const { return time_ns_.load(std::memory_order_acquire); }
   void advance_time(uint64_t ns);
 
-  // Adds to this process's counters of a physical core (serialised: the counters in the state
-  // file are read-modify-written).
+  // Adds to this process's counters of a physical core (atomic adds: any thread may).
   void account(uint32_t physical_core, const trn_hal_core_activity_t &delta);
 
   // This process's shared semaphores, one SemCore per (record, id) however many holds it has.
@@ -88,7 +87,6 @@ class DeviceRuntime {
   HostRegistry hosts_;
   std::atomic<char *> hbm_base_{nullptr};
   std::atomic<uint64_t> time_ns_{0};
-  std::mutex account_mu_;
   std::once_flag executors_made_;
   std::unique_ptr<CoreExecutors> executors_;
   std::vector<std::unique_ptr<CoreArbiter>> arbiters_;  // one per physical core
