@@ -237,11 +237,12 @@ void SimQueue::process(Slot &buffer) {
   const size_t tail = trailing_signals(buffer);
   // A buffer of signals only (a barrier) has no work to time: its completion is not delayed by
   // two clock reads (a round trip's worth of a fast hand-off).
-  const uint64_t start = tail > 0 ? monotonic_ns() : 0;
+  const bool has_work = tail > 0;
+  const uint64_t start = has_work ? monotonic_ns() : 0;
   const bool reached_tail = execute(buffer, tail, &activity);
   // A buffer is one command of the submitter's (a barrier too): it completed or failed.
   (reached_tail ? activity.commands_completed : activity.commands_failed) = 1;
-  if (tail > 0) activity.busy_host_ns = monotonic_ns() - start;
+  if (has_work) activity.busy_host_ns = monotonic_ns() - start;
   device_.account(shape_.first_core, activity);
   if (!reached_tail) return;
   // The slot is the next submitter's once retired: take the signals (and the holds) out first.

@@ -266,9 +266,9 @@ void Proxy::run() {
       // While transfers are under way the provider needs progress calls (its segments and
       // acknowledgements): poll, yielding the core between polls to whatever else may run
       // (the queues that copy and reduce). Not a sleep: the shortest, usleep(1), lasts ~55 us
-      // with the default timer slack, and each step of a transfer waited that long to be seen
-      // (2 hosts x 1 rank, all-reduce of 512 KiB: ~1.4 ms to ~0.7 ms here). Otherwise sleep
-      // until an operation expects a transfer, waking now and then for the provider's traffic.
+      // with the default timer slack, and each step of a transfer would wait that long to be
+      // seen. Otherwise sleep until an operation expects a transfer, waking now and then for
+      // the provider's traffic.
       if (busy()) {
         sched_yield();
         continue;
