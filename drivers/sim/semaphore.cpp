@@ -27,8 +27,8 @@ constexpr uint64_t kInterruptSliceNs = 10'000'000;
 
 SemCore::SemCore(DeviceRuntime &device, uint64_t initial, uint64_t spin_ns)
     : device_(device),
-      local_(std::make_unique<SharedSemCell>()),
-      cell_(local_.get()),
+      local_(std::make_unique<LocalCell>()),
+      cell_(&local_->cell),
       spin_ns_(spin_ns) {
   cell_->value.store(initial, std::memory_order_relaxed);
   cell_->device_ns.store(device.time_ns(), std::memory_order_relaxed);

@@ -66,7 +66,12 @@ class SemCore {
   void reap_abandoned_locked();
 
   DeviceRuntime &device_;
-  std::unique_ptr<SharedSemCell> local_;
+  // A local semaphore's cell, alone in its cache lines: two semaphores signalled back and forth
+  // by two threads would otherwise share a line, and every signal would take it from the waiter.
+  struct alignas(64) LocalCell {
+    SharedSemCell cell{};
+  };
+  std::unique_ptr<LocalCell> local_;
   SharedSemCell *cell_;
   const uint32_t record_ = 0;
   const uint64_t id_ = 0;

@@ -10,6 +10,7 @@
 
 #include "common/log.hpp"
 #include "common/parse.hpp"
+#include "runtime/asymmetric_fence.hpp"
 #include "runtime/driver_loader.hpp"
 #include "runtime/error.hpp"
 #include "runtime/memory.hpp"
@@ -251,15 +252,16 @@ Current &current() {
 // caches. Both hold references, so trn_runtime_shutdown must be able to empty them on threads
 // that make no call after it; every thread's state is therefore listed here.
 //
-// `use` says who may touch the rest: its thread during a call (in_call), a shutdown emptying it
-// (emptying), or nobody (idle). A shutdown changes the epoch, then empties every idle thread's
-// state; a thread that is in a call empties its own when the call ends and finds the epoch
-// changed. Both sides write their flag, then read the other's (sequentially consistent), so at
-// least one of them sees the other and the references go either way.
+// Who may touch the rest: its thread while `in_call` is set, a shutdown while `emptying` is set;
+// each flag is written by one side only. A call sets in_call, fences, and backs off while it
+// finds emptying set; a shutdown changes the epoch, sets every thread's emptying, fences, empties
+// the threads it finds out of a call, and clears the flags. The fences are asymmetric (the call
+// side's costs nothing, see asymmetric_fence.hpp), and at least one side sees the other's flag:
+// a thread in a call empties its own state when the call ends and finds the epoch changed.
 struct ThreadState;
 
 struct Registry {
-  std::mutex mu;  // guards threads
+  std::mutex mu;  // guards threads, and the emptying of their states
   std::vector<ThreadState *> threads;
 };
 Registry &registry() {
@@ -267,17 +269,12 @@ Registry &registry() {
   return *instance;
 }
 
-enum Use : int { idle, in_call, emptying };
-
 struct ThreadState {
   ThreadState() {
     std::lock_guard lock(registry().mu);
     registry().threads.push_back(this);
   }
-  ~ThreadState() {
-    std::lock_guard lock(registry().mu);
-    std::erase(registry().threads, this);
-  }
+  ~ThreadState();
   ThreadState(const ThreadState &) = delete;
   ThreadState &operator=(const ThreadState &) = delete;
 
@@ -294,12 +291,28 @@ struct ThreadState {
     return out;
   }
 
-  std::atomic<int> use{idle};
+  std::atomic<bool> in_call{false};   // written by its thread only
+  std::atomic<bool> emptying{false};  // written by a shutdown only, under registry().mu
   uint64_t epoch = 0;
   std::shared_ptr<Session> session;
   ThreadObjectCache objects;
 };
 thread_local ThreadState t_state;
+// The same object through a trivially initialised variable: reaching t_state itself runs its
+// lazy-initialisation check on every access, which costs more than the rest of a lookup.
+thread_local ThreadState *t_self = nullptr;
+
+ThreadState::~ThreadState() {
+  t_self = nullptr;
+  std::lock_guard lock(registry().mu);
+  std::erase(registry().threads, this);
+}
+
+ThreadState &self_state() {
+  ThreadState *self = t_self;
+  if (__builtin_expect(self == nullptr, 0)) self = t_self = &t_state;
+  return *self;
+}
 
 // Set in a forked child: the inherited session's locks belong to the parent, so the child must
 // start over without touching them.
@@ -342,30 +355,32 @@ void abandon_after_fork(std::shared_ptr<Session> session) {
 
 // Starts a call on this thread: waits (for microseconds) while a shutdown empties its state.
 void enter_call(ThreadState &self) {
-  if (self.use.load(std::memory_order_relaxed) == in_call) return;  // a nested call
-  for (int expected = idle; !self.use.compare_exchange_weak(expected, in_call); expected = idle) {
-    if (expected == in_call) return;
-    std::this_thread::yield();
+  if (self.in_call.load(std::memory_order_relaxed)) return;  // a nested call
+  for (;;) {
+    self.in_call.store(true, std::memory_order_relaxed);
+    light_fence();
+    if (!self.emptying.load(std::memory_order_acquire)) return;
+    self.in_call.store(false, std::memory_order_release);
+    while (self.emptying.load(std::memory_order_acquire)) std::this_thread::yield();
   }
 }
 
-// Empties the state of every thread not in a call (the caller's own included).
+// Empties the state of every thread not in a call (the caller's own included). Called after the
+// epoch changed.
 void empty_idle_threads() {
-  ThreadState &self = t_state;  // before the lock: creating it takes the lock
+  ThreadState &self = self_state();  // before the lock: creating it takes the lock
   std::vector<ThreadState::Held> dropped;
   {
     std::lock_guard lock(registry().mu);
     dropped.reserve(registry().threads.size());  // the only allocation: before anything changes
-    for (ThreadState *state : registry().threads) {
-      if (state == &self) {
-        dropped.push_back(state->take());
-        continue;
-      }
-      int expected = idle;
-      if (!state->use.compare_exchange_strong(expected, emptying)) continue;  // it empties itself
-      dropped.push_back(state->take());
-      state->use.store(idle);
-    }
+    for (ThreadState *state : registry().threads)
+      if (state != &self) state->emptying.store(true, std::memory_order_relaxed);
+    heavy_fence();
+    for (ThreadState *state : registry().threads)
+      if (state == &self || !state->in_call.load(std::memory_order_acquire))
+        dropped.push_back(state->take());  // else it empties itself
+    for (ThreadState *state : registry().threads)
+      state->emptying.store(false, std::memory_order_release);
   }
   // Dropped here, without locks: the last reference to the session closes its drivers.
 }
@@ -373,14 +388,14 @@ void empty_idle_threads() {
 }  // namespace
 
 ThreadObjectCache &thread_object_cache() {
-  return t_state.objects;
+  return self_state().objects;
 }
 
 Session *current_session(trn_result_t *result) {
-  ThreadState &self = t_state;
+  ThreadState &self = self_state();
   enter_call(self);
   if (!g_forked.load(std::memory_order_relaxed) && self.session &&
-      self.epoch == g_epoch.load(std::memory_order_seq_cst)) {
+      self.epoch == g_epoch.load(std::memory_order_relaxed)) {
     *result = TRN_SUCCESS;
     return self.session.get();
   }
@@ -413,16 +428,17 @@ Session *current_session(trn_result_t *result) {
 }
 
 void end_api_call() noexcept {
-  ThreadState &self = t_state;
-  if (self.use.load(std::memory_order_relaxed) != in_call) return;
+  ThreadState &self = self_state();
+  if (!self.in_call.load(std::memory_order_relaxed)) return;
   const uint64_t seen = self.epoch;
-  self.use.store(idle, std::memory_order_seq_cst);
-  if (seen == 0 || seen == g_epoch.load(std::memory_order_seq_cst)) return;
-  // The session changed during the call: let go of the old one unless a shutdown is doing it.
-  int expected = idle;
-  if (!self.use.compare_exchange_strong(expected, in_call)) return;
+  self.in_call.store(false, std::memory_order_release);
+  light_fence();
+  if (seen == 0 || seen == g_epoch.load(std::memory_order_relaxed)) return;
+  // The session changed during the call: let go of the old one (a shutdown may have done it
+  // meanwhile; taking an empty state again does nothing).
+  enter_call(self);
   ThreadState::Held dropped = self.take();
-  self.use.store(idle, std::memory_order_seq_cst);
+  self.in_call.store(false, std::memory_order_release);
 }
 
 void shutdown_session() {
@@ -432,7 +448,7 @@ void shutdown_session() {
     std::lock_guard lock(state.mu);
     if (g_forked.exchange(false, std::memory_order_relaxed)) {
       abandon_after_fork(state.session);
-      if (t_state.session != state.session) abandon_after_fork(t_state.session);
+      if (self_state().session != state.session) abandon_after_fork(self_state().session);
       state.session.reset();
       g_epoch.fetch_add(1, std::memory_order_seq_cst);
       empty_idle_threads();

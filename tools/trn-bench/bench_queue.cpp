@@ -26,11 +26,26 @@ trn_sem_t make_sem(const Context &c) {
   return sem;
 }
 
-// Two threads hand a counter back and forth through two spinning atomics: the floor for any
-// cross-thread signal on this machine.
-double raw_ping_pong_ns(int runs, uint64_t rounds) {
+// Where a raw hand-off's two flags lie. In one cache line, a single line moves between the
+// cores (the machine's floor for any cross-thread signal); in lines of their own, as any two
+// semaphores (or a queue's ring and its timeline) are, each hand-off moves two lines, which here
+// costs about twice as much.
+enum class FlagLayout { one_line, own_lines };
+
+struct alignas(64) OwnLine {
+  std::atomic<uint64_t> value{0};
+};
+
+// Two threads hand a counter back and forth through two spinning atomics.
+double raw_ping_pong_ns(int runs, uint64_t rounds, FlagLayout layout = FlagLayout::one_line) {
   return median_ns_per_op(runs, rounds, [&] {
-    std::atomic<uint64_t> ping{0}, pong{0};
+    struct alignas(64) {
+      std::atomic<uint64_t> ping{0}, pong{0};
+    } one_line;
+    OwnLine own[2];
+    const bool apart = layout == FlagLayout::own_lines;
+    std::atomic<uint64_t> &ping = apart ? own[0].value : one_line.ping;
+    std::atomic<uint64_t> &pong = apart ? own[1].value : one_line.pong;
     std::thread other([&] {
       for (uint64_t i = 1; i <= rounds; ++i) {
         while (ping.load(std::memory_order_acquire) < i) __builtin_ia32_pause();
@@ -107,9 +122,12 @@ int bench_sem(int argc, char **argv) {
     return 0;
   }
   const uint64_t rounds = q ? 20000 : 200000;
-  print({"sem", "signal->wake round trip, spinning waiters", "ns/round trip",
-         sem_ping_pong_ns(c, runs, rounds), raw_ping_pong_ns(runs, rounds),
-         "raw atomic ping-pong of two threads", false});
+  const double spinning = sem_ping_pong_ns(c, runs, rounds);
+  print({"sem", "signal->wake round trip, spinning waiters", "ns/round trip", spinning,
+         raw_ping_pong_ns(runs, rounds), "raw atomic ping-pong of two threads", false});
+  print({"sem", "signal->wake round trip, spinning waiters, against flags in separate lines",
+         "ns/round trip", spinning, raw_ping_pong_ns(runs, rounds, FlagLayout::own_lines),
+         "raw atomic ping-pong of two threads, each flag in its own cache line", false});
   // The parked variant needs the spin budget set before the runtime reads it: run it anew.
   trn_runtime_shutdown();
   std::fflush(stdout);
@@ -146,6 +164,9 @@ int bench_submit(int argc, char **argv) {
   });
   print({"submit", "empty command submit->completion round trip", "ns/round trip", round_trip, raw,
          "raw atomic ping-pong of two threads", false});
+  print({"submit", "empty command submit->completion round trip, against flags in separate lines",
+         "ns/round trip", round_trip, raw_ping_pong_ns(runs, rounds, FlagLayout::own_lines),
+         "raw atomic ping-pong of two threads, each flag in its own cache line", false});
   constexpr uint64_t kBatch = 64;
   const uint64_t batches = rounds / kBatch;
   const double per_command = median_ns_per_op(runs, batches * kBatch, [&] {
