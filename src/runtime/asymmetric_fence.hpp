@@ -14,14 +14,18 @@ namespace detail {
 // Whether membarrier's private expedited command was registered; set once before main (or when
 // libtrn is loaded) and only read after.
 extern bool g_membarrier_registered;
+// Without membarrier: a full fence on both sides. ThreadSanitizer neither sees membarrier nor
+// supports stand-alone fences, so there both sides read-modify-write one word instead (two such
+// operations on one word are ordered, the later one acquiring what the earlier released).
+void full_fence() noexcept;
 }  // namespace detail
 
-// The cheap side: a compiler barrier where the expensive side can fence for it, else a full fence.
+// The cheap side: a compiler barrier where the expensive side can fence for it.
 inline void light_fence() noexcept {
   if (__builtin_expect(detail::g_membarrier_registered, 1))
     std::atomic_signal_fence(std::memory_order_seq_cst);
   else
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    detail::full_fence();
 }
 
 // The expensive side: orders this thread's accesses before it against every other thread's
