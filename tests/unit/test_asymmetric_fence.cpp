@@ -14,20 +14,13 @@
 
 using namespace trn::rt;
 
-namespace {
-
-bool kernel_has_private_expedited() {
-  const long supported = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-  return supported > 0 && (supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0;
-}
-
-}  // namespace
-
 TEST_CASE("the fence's heavy side uses membarrier where the kernel has it") {
 #if defined(__SANITIZE_THREAD__)
   CHECK_FALSE(detail::g_membarrier_registered);  // ThreadSanitizer sees full fences only
 #else
-  CHECK(detail::g_membarrier_registered == kernel_has_private_expedited());
+  const long supported = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  CHECK(detail::g_membarrier_registered ==
+        (supported > 0 && (supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0));
 #endif
   heavy_fence();  // returns, registered or not
   light_fence();
