@@ -63,8 +63,9 @@ void SemCore::query(trn_hal_sem_state_t *state) const {
   state->device_ns = device_ns();
   state->failed = failed() ? 1u : 0u;
   state->reserved = 0;
-  const std::string reason = state->failed ? failure_reason() : std::string();
-  std::snprintf(state->reason, sizeof state->reason, "%s", reason.c_str());
+  state->reason[0] = '\0';  // a query of a healthy semaphore takes no lock and formats nothing
+  if (state->failed)
+    std::snprintf(state->reason, sizeof state->reason, "%s", failure_reason().c_str());
 }
 
 void SemCore::wake_sleepers() {
