@@ -43,11 +43,13 @@ void full_fence() noexcept {
 }  // namespace detail
 
 void heavy_fence() noexcept {
-  detail::full_fence();  // this thread's side, which membarrier's own fence also gives
-  if (!detail::g_membarrier_registered) return;
-  // Registration survives fork (and exec loads the library anew), so only a kernel out of memory
-  // refuses the expedited command; the global one gives the same guarantee without allocating,
-  // in milliseconds.
+  if (!detail::g_membarrier_registered) {
+    detail::full_fence();
+    return;
+  }
+  // membarrier fences the calling thread too, before and after the others. Registration survives
+  // fork (and exec loads the library anew), so only a kernel out of memory refuses the expedited
+  // command; the global one gives the same guarantee without allocating, in milliseconds.
   if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
     (void)syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
 }

@@ -32,20 +32,15 @@ trn_sem_t make_sem(const Context &c) {
 // costs about twice as much.
 enum class FlagLayout { one_line, own_lines };
 
-struct alignas(64) OwnLine {
-  std::atomic<uint64_t> value{0};
-};
-
 // Two threads hand a counter back and forth through two spinning atomics.
 double raw_ping_pong_ns(int runs, uint64_t rounds, FlagLayout layout = FlagLayout::one_line) {
   return median_ns_per_op(runs, rounds, [&] {
+    constexpr size_t kPerLine = 64 / sizeof(std::atomic<uint64_t>);
     struct alignas(64) {
-      std::atomic<uint64_t> ping{0}, pong{0};
-    } one_line;
-    OwnLine own[2];
-    const bool apart = layout == FlagLayout::own_lines;
-    std::atomic<uint64_t> &ping = apart ? own[0].value : one_line.ping;
-    std::atomic<uint64_t> &pong = apart ? own[1].value : one_line.pong;
+      std::atomic<uint64_t> words[2 * kPerLine] = {};
+    } flags;
+    std::atomic<uint64_t> &ping = flags.words[0];
+    std::atomic<uint64_t> &pong = flags.words[layout == FlagLayout::own_lines ? kPerLine : 1];
     std::thread other([&] {
       for (uint64_t i = 1; i <= rounds; ++i) {
         while (ping.load(std::memory_order_acquire) < i) __builtin_ia32_pause();
@@ -103,6 +98,17 @@ double sem_ping_pong_ns(const Context &c, int runs, uint64_t rounds) {
   });
 }
 
+// A round trip against both raw layouts: the one-line hand-off (`one_line_ns`, measured by the
+// caller) and the same with each flag in its own line.
+void print_round_trip(const char *bench, const std::string &what, double trn_ns, double one_line_ns,
+                      int runs, uint64_t rounds) {
+  print({bench, what, "ns/round trip", trn_ns, one_line_ns, "raw atomic ping-pong of two threads",
+         false});
+  print({bench, what + ", against flags in separate lines", "ns/round trip", trn_ns,
+         raw_ping_pong_ns(runs, rounds, FlagLayout::own_lines),
+         "raw atomic ping-pong of two threads, each flag in its own cache line", false});
+}
+
 bool quick(int argc, char **argv) {
   return has_flag(argc, argv, "--quick");
 }
@@ -122,12 +128,8 @@ int bench_sem(int argc, char **argv) {
     return 0;
   }
   const uint64_t rounds = q ? 20000 : 200000;
-  const double spinning = sem_ping_pong_ns(c, runs, rounds);
-  print({"sem", "signal->wake round trip, spinning waiters", "ns/round trip", spinning,
-         raw_ping_pong_ns(runs, rounds), "raw atomic ping-pong of two threads", false});
-  print({"sem", "signal->wake round trip, spinning waiters, against flags in separate lines",
-         "ns/round trip", spinning, raw_ping_pong_ns(runs, rounds, FlagLayout::own_lines),
-         "raw atomic ping-pong of two threads, each flag in its own cache line", false});
+  print_round_trip("sem", "signal->wake round trip, spinning waiters",
+                   sem_ping_pong_ns(c, runs, rounds), raw_ping_pong_ns(runs, rounds), runs, rounds);
   // The parked variant needs the spin budget set before the runtime reads it: run it anew.
   trn_runtime_shutdown();
   std::fflush(stdout);
@@ -162,11 +164,8 @@ int bench_submit(int argc, char **argv) {
       check(trn_sem_wait(timeline, sequence, UINT64_MAX), "trn_sem_wait");
     }
   });
-  print({"submit", "empty command submit->completion round trip", "ns/round trip", round_trip, raw,
-         "raw atomic ping-pong of two threads", false});
-  print({"submit", "empty command submit->completion round trip, against flags in separate lines",
-         "ns/round trip", round_trip, raw_ping_pong_ns(runs, rounds, FlagLayout::own_lines),
-         "raw atomic ping-pong of two threads, each flag in its own cache line", false});
+  print_round_trip("submit", "empty command submit->completion round trip", round_trip, raw, runs,
+                   rounds);
   constexpr uint64_t kBatch = 64;
   const uint64_t batches = rounds / kBatch;
   const double per_command = median_ns_per_op(runs, batches * kBatch, [&] {
