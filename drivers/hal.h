@@ -42,7 +42,7 @@ extern "C" {
 #define TRN_HAL_MAKE_VERSION(major, minor) TRN_CAST_(uint32_t, ((major) << 16) | (minor))
 #define TRN_HAL_VERSION_MAJOR(version) (TRN_CAST_(uint32_t, version) >> 16)
 #define TRN_HAL_VERSION_MINOR(version) (TRN_CAST_(uint32_t, version) & 0xffffu)
-#define TRN_HAL_VERSION TRN_HAL_MAKE_VERSION(2u, 1u)
+#define TRN_HAL_VERSION TRN_HAL_MAKE_VERSION(2u, 2u)
 
 typedef struct trn_hal_error {
   char message[TRN_DETAIL_MAX];
@@ -229,7 +229,13 @@ typedef enum trn_hal_command_kind {
    *  file offset where it failed and the bytes before it. Never a partial silent result. */
   TRN_HAL_COMMAND_FILE_READ = 8,
   /** Writes `bytes` of device memory to an open file at `file_offset`; failures as FILE_READ. */
-  TRN_HAL_COMMAND_FILE_WRITE = 9
+  TRN_HAL_COMMAND_FILE_WRITE = 9,
+  /** Since 2.2: destination[i] = a[i] op b[i] over `count` elements, computed by the DMA engines
+   *  as the data moves (the collective engines' reduction). `dtype` is a trn_dtype_t (F32, BF16,
+   *  F16: computed in fp32, rounded to nearest even; I32: exact, wrapping), `op` a
+   *  trn_reduce_op_t (MAX and MIN propagate NaN). The destination may equal an operand exactly
+   *  but not overlap one otherwise. Device addresses (HBM or registered host memory). */
+  TRN_HAL_COMMAND_REDUCE = 10
 } trn_hal_command_kind_t;
 
 /** COPY flags: which side is a plain host pointer (`source`/`destination` hold its value). */
@@ -289,6 +295,12 @@ typedef struct trn_hal_command {
       uint64_t device_address; /**< the destination (FILE_READ) or the source (FILE_WRITE) */
       uint64_t bytes;
     } file; /**< FILE_READ, FILE_WRITE */
+    struct {
+      uint64_t destination, a, b;
+      uint32_t count; /**< elements */
+      uint16_t dtype; /**< trn_dtype_t */
+      uint16_t op;    /**< trn_reduce_op_t */
+    } reduce;         /**< REDUCE (the union's size is unchanged: 32 bytes) */
   } u;
 } trn_hal_command_t;
 

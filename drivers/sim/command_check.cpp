@@ -1,7 +1,9 @@
 // Submission checks: everything about a buffer that can be refused before anything runs.
 #include "sim/command_check.hpp"
 
+#include "isa/dtype.hpp"
 #include "sim/launch.hpp"
+#include "sim/reduce_math.hpp"
 
 namespace trn::sim {
 
@@ -9,6 +11,44 @@ namespace {
 
 bool ranges_overflow(uint64_t address, uint64_t bytes) {
   return bytes > UINT64_MAX - address;
+}
+
+trn_result_t check_reduce(trn_hal_instance_t &instance, const trn_hal_command_t &c,
+                          std::string *why) {
+  const auto &r = c.u.reduce;
+  if (!reduce_dtype_supported(r.dtype)) {
+    *why = "a reduce of dtype " + std::to_string(r.dtype) +
+           ": the DMA engines reduce TRN_DTYPE_F32, BF16, F16 and I32";
+    return TRN_ERROR_INVALID_ARGUMENT;
+  }
+  if (!reduce_op_supported(r.op)) {
+    *why = "reduce op " + std::to_string(r.op) + " is not TRN_REDUCE_SUM, _PROD, _MAX or _MIN";
+    return TRN_ERROR_INVALID_ARGUMENT;
+  }
+  const uint64_t bytes = uint64_t{r.count} * isa::dtype_size(static_cast<isa::DType>(r.dtype));
+  const std::pair<uint64_t, const char *> operands[] = {
+      {r.destination, "destination"}, {r.a, "operand a"}, {r.b, "operand b"}};
+  MemorySpan span;
+  for (const auto &[address, name] : operands) {
+    if (ranges_overflow(address, bytes)) {
+      *why = std::string("a reduce of ") + std::to_string(bytes) + " bytes at its " + name +
+             " runs past the end of the address space";
+      return TRN_ERROR_INVALID_ARGUMENT;
+    }
+    if (trn_result_t result = resolve(instance, address, bytes, &span, why);
+        result != TRN_SUCCESS) {
+      *why = std::string("reduce ") + name + ": " + *why;
+      return result;
+    }
+    // Elementwise in order: the destination may be an operand, not overlap one otherwise.
+    if (address != r.destination && address < r.destination + bytes &&
+        r.destination < address + bytes) {
+      *why = std::string("the reduce's destination partly overlaps its ") + name +
+             ": reduce in place (the same address) or into separate memory";
+      return TRN_ERROR_INVALID_ARGUMENT;
+    }
+  }
+  return TRN_SUCCESS;
 }
 
 trn_result_t check_command(trn_hal_instance_t &instance, DeviceRuntime &device,
@@ -114,9 +154,10 @@ trn_result_t check_command(trn_hal_instance_t &instance, DeviceRuntime &device,
       }
       return TRN_SUCCESS;
     }
+    case TRN_HAL_COMMAND_REDUCE: return check_reduce(instance, c, why);
     default:
       *why = "unknown command kind " + std::to_string(c.kind) +
-             " (hal.h lists TRN_HAL_COMMAND_COPY to TRN_HAL_COMMAND_FILE_WRITE)";
+             " (hal.h lists TRN_HAL_COMMAND_COPY to TRN_HAL_COMMAND_REDUCE)";
       return TRN_ERROR_INVALID_ARGUMENT;
   }
 }

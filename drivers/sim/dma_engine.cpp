@@ -6,6 +6,9 @@
 #include <thread>
 #include <vector>
 
+#include "isa/dtype.hpp"
+#include "sim/reduce_math.hpp"
+
 namespace trn::sim {
 
 namespace {
@@ -106,6 +109,19 @@ trn_result_t dma_fill(const MemorySpan &destination, uint8_t value, std::string 
   if (trn_result_t r = dma_back(destination, why); r != TRN_SUCCESS) return r;
   return parallel_parts(destination.bytes, why, [&](uint64_t at, uint64_t part, std::string *) {
     std::memset(destination.host + at, value, part);
+    return TRN_SUCCESS;
+  });
+}
+
+trn_result_t dma_reduce(const MemorySpan &destination, const MemorySpan &a, const MemorySpan &b,
+                        trn_dtype_t dtype, trn_reduce_op_t op, std::string *why) {
+  if (destination.bytes == 0) return TRN_SUCCESS;
+  for (const MemorySpan *span : {&destination, &a, &b})
+    if (trn_result_t r = dma_back(*span, why); r != TRN_SUCCESS) return r;
+  const uint64_t element = isa::dtype_size(static_cast<isa::DType>(dtype));
+  // Parts split at multiples of 4096 bytes: whole elements of every reducible dtype.
+  return parallel_parts(destination.bytes, why, [&](uint64_t at, uint64_t part, std::string *) {
+    reduce_elements(dtype, op, destination.host + at, a.host + at, b.host + at, part / element);
     return TRN_SUCCESS;
   });
 }

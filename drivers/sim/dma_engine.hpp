@@ -31,6 +31,11 @@ uint64_t simulated_link_ns(uint64_t bytes, uint64_t engine_bytes_per_s, uint32_t
 trn_result_t dma_back(const MemorySpan &span, std::string *why);
 trn_result_t dma_copy(const MemorySpan &destination, const MemorySpan &source, std::string *why);
 trn_result_t dma_fill(const MemorySpan &destination, uint8_t value, std::string *why);
+// destination = a op b over `count` elements (the DMA engines' reduction, reduce_math.hpp); the
+// operands are backed first (never-written memory reads as zeros). The destination may be an
+// operand exactly; the caller refused other overlaps.
+trn_result_t dma_reduce(const MemorySpan &destination, const MemorySpan &a, const MemorySpan &b,
+                        trn_dtype_t dtype, trn_reduce_op_t op, std::string *why);
 // Host <-> device copies (mem_write, mem_read, timestamps).
 trn_result_t dma_write(const MemorySpan &destination, const void *source, std::string *why);
 trn_result_t dma_read(const MemorySpan &source, void *destination, std::string *why);

@@ -33,6 +33,9 @@ struct GenerationSpec {
   uint64_t dma_engine_bytes_per_s;  // achievable per-engine rate, §1.5 (17/23/33 B/ns)
   uint64_t neuronlink_bytes_per_s;  // the chip's NeuronLink bandwidth over all its links, §1.1
   uint32_t neuronlink_links;        // links per chip (one per torus neighbour)
+  // What reductions by DMA (B = A op B as the data moves) get of the DMA rate: half through the
+  // collective engines on trn1/trn2, all of it in trn3's DMA engines (§1.5 [A3]).
+  uint32_t dma_reduce_rate_percent;
 };
 
 const GenerationSpec &generation_spec(trn_generation_t generation);

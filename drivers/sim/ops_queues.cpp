@@ -59,6 +59,7 @@ trn_result_t sim_queue_create(trn_hal_instance_t *instance, uint32_t device, uin
     shape.dma_engines = dma_engines == 0 ? engines : dma_engines;
     shape.dma_engine_bytes_per_s = spec.dma_engine_bytes_per_s;
     shape.link_bytes_per_s = spec.neuronlink_bytes_per_s / std::max(1u, spec.neuronlink_links);
+    shape.dma_reduce_rate_percent = spec.dma_reduce_rate_percent;
     auto made = std::make_unique<trn_hal_queue>(*instance, runtime, shape);
     std::lock_guard lock(instance->queues_mu);
     instance->queues.insert(made.get());

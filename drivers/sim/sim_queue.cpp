@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 
+#include "isa/dtype.hpp"
 #include "sim/command_check.hpp"
 #include "sim/dma_engine.hpp"
 #include "sim/file_io.hpp"
@@ -275,6 +276,15 @@ void SimQueue::charge_dma(uint64_t bytes, trn_hal_core_activity_t *activity) {
   tick(ns);
 }
 
+void SimQueue::charge_reduce(uint64_t bytes, trn_hal_core_activity_t *activity) {
+  // The engines move one operand's bytes at their share of the DMA rate for reductions.
+  const uint64_t rate = shape_.dma_engine_bytes_per_s * shape_.dma_reduce_rate_percent / 100;
+  const uint64_t ns = simulated_dma_ns(bytes, rate, shape_.dma_engines);
+  activity->dma_bytes += bytes;
+  activity->dma_busy_ns += ns;
+  tick(ns);
+}
+
 void SimQueue::charge_link(uint64_t bytes, uint32_t hops, trn_hal_core_activity_t *activity) {
   const uint64_t ns = simulated_link_ns(bytes, shape_.dma_engine_bytes_per_s, shape_.dma_engines,
                                         shape_.link_bytes_per_s, hops);
@@ -379,6 +389,22 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
       if (r != TRN_SUCCESS) return r;
       // The storage side has no figure of its own: the transfer costs what the DMA engines take.
       charge_dma(failure->bytes, activity);
+      return TRN_SUCCESS;
+    }
+    case TRN_HAL_COMMAND_REDUCE: {
+      const auto &op = c.u.reduce;
+      const auto dtype = static_cast<trn_dtype_t>(op.dtype);
+      failure->destination = op.destination;
+      failure->source = op.a;
+      failure->bytes = uint64_t{op.count} * isa::dtype_size(static_cast<isa::DType>(dtype));
+      MemorySpan to, a, b;
+      trn_result_t r = resolve(instance_, op.destination, failure->bytes, &to, &why);
+      if (r == TRN_SUCCESS) r = resolve(instance_, op.a, failure->bytes, &a, &why);
+      if (r == TRN_SUCCESS) r = resolve(instance_, op.b, failure->bytes, &b, &why);
+      if (r == TRN_SUCCESS)
+        r = dma_reduce(to, a, b, dtype, static_cast<trn_reduce_op_t>(op.op), &why);
+      if (r != TRN_SUCCESS) return r;
+      charge_reduce(failure->bytes, activity);
       return TRN_SUCCESS;
     }
     default: why = "unknown command kind"; return TRN_ERROR_INVALID_ARGUMENT;

@@ -29,7 +29,8 @@ struct QueueShape {
   uint32_t capacity = 1;
   uint32_t dma_engines = 1;
   uint64_t dma_engine_bytes_per_s = 0;
-  uint64_t link_bytes_per_s = 0;  // one NeuronLink link, to another device
+  uint64_t link_bytes_per_s = 0;           // one NeuronLink link, to another device
+  uint32_t dma_reduce_rate_percent = 100;  // reductions' share of the DMA engines' rate
 };
 
 class SimQueue {
@@ -109,6 +110,8 @@ class SimQueue {
   void charge_dma(uint64_t bytes, trn_hal_core_activity_t *activity);
   // A copy between two devices' HBM, over NeuronLink.
   void charge_link(uint64_t bytes, uint32_t hops, trn_hal_core_activity_t *activity);
+  // A reduction of operands of `bytes` each, at the DMA engines' rate for reductions.
+  void charge_reduce(uint64_t bytes, trn_hal_core_activity_t *activity);
   void record_fault(const Slot &buffer, uint32_t index, const Failure &failure);
   // Commands [from, end) of a buffer that will not run: signals fail with `text`, host calls
   // are called with `status`.

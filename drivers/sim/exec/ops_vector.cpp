@@ -20,6 +20,7 @@
 
 #include "exec/ops.hpp"
 #include "isa/dtype.hpp"
+#include "isa/minmax.hpp"
 
 namespace trn::sim::exec {
 namespace {
@@ -35,15 +36,8 @@ inline float truth(bool b) {
   return b ? 1.0f : 0.0f;
 }
 
-// max/min propagate NaN; between equal operands (+0 and -0 included) they return the second.
-inline float max_nan(float a, float b) {
-  const float r = a > b ? a : b;
-  return (a != a || b != b) ? a + b : r;
-}
-inline float min_nan(float a, float b) {
-  const float r = a < b ? a : b;
-  return (a != a || b != b) ? a + b : r;
-}
+using isa::max_nan;
+using isa::min_nan;
 
 // Arithmetic operators in fp32. Bitvec operators (and kBypass) pass the first operand through:
 // they never reach the fp32 paths.
