@@ -1080,6 +1080,40 @@ TRN_API trn_result_t trn_queue_launch(trn_queue_t queue, const trn_launch_desc_t
                                       const trn_sync_t *sync, uint64_t *sequence);
 
 /* ------------------------------------------------------------------------------------------------
+ * Reductions by the DMA engines (since 0.4): elementwise `destination = a op b` computed while
+ * the data moves, as Trainium's collective engines and its DMA engines' compute (NKI's
+ * dma_compute) reduce without a kernel. What collectives use to combine a peer's chunk with
+ * their own; any queue (compute or copy) takes it, in order with copies and launches.
+ * --------------------------------------------------------------------------------------------- */
+
+typedef enum trn_reduce_op {
+  TRN_REDUCE_SUM = 0,
+  TRN_REDUCE_PROD = 1,
+  TRN_REDUCE_MAX = 2,
+  TRN_REDUCE_MIN = 3,
+  TRN_REDUCE_OP_FORCE_INT32 = 0x7fffffff
+} trn_reduce_op_t;
+
+/**
+ * Reduces `count` elements of `dtype` elementwise: destination[i] = a[i] op b[i] (Since 0.4).
+ * dtype: TRN_DTYPE_F32, TRN_DTYPE_BF16 and TRN_DTYPE_F16 compute in fp32 and round to nearest
+ * even (as the DMA engines' cast does); TRN_DTYPE_I32 is exact with wrap-around. MAX and MIN
+ * return NaN when either operand is NaN. The destination may be `a` or `b` exactly (in place);
+ * a destination that partly overlaps an operand is TRN_ERROR_INVALID_ARGUMENT, as is a count of
+ * 2^32 elements or more (split larger reductions). All three ranges are checked at submission,
+ * in any pool (device memory or host memory the DMA engines reach); memory freed before the
+ * command runs is a fault of the queue with TRN_ERROR_INVALID_HANDLE. A program cannot capture
+ * it. TRN_ERROR_UNSUPPORTED when the device's driver has no reduction command (driver interface
+ * older than 2.2). Simulated time: the DMA engines' rate for one operand's bytes, halved on
+ * generations whose reductions go through the collective engines (trn1, trn2).
+ */
+TRN_API trn_result_t trn_queue_reduce(trn_queue_t queue, trn_mem_t destination,
+                                      uint64_t destination_offset, trn_mem_t a, uint64_t a_offset,
+                                      trn_mem_t b, uint64_t b_offset, uint64_t count,
+                                      trn_dtype_t dtype, trn_reduce_op_t op, const trn_sync_t *sync,
+                                      uint64_t *sequence);
+
+/* ------------------------------------------------------------------------------------------------
  * Profiles: what a launch did, in simulated time. Pass a profile in trn_launch_desc_t; once the
  * launch completes it holds the launch's counters and, if created with TRN_PROFILE_FLAG_TRACE,
  * one record per instruction and DMA transfer. A profile holds the most recent launch it was

@@ -313,6 +313,85 @@ TRN_API trn_result_t trn_queue_memset(trn_queue_t queue, trn_mem_t destination, 
   });
 }
 
+namespace {
+
+bool reducible(trn_dtype_t dtype) {
+  return dtype == TRN_DTYPE_F32 || dtype == TRN_DTYPE_BF16 || dtype == TRN_DTYPE_F16 ||
+         dtype == TRN_DTYPE_I32;
+}
+
+// Whether [x, x+bytes) and [y, y+bytes) meet without being the same range.
+bool partly_overlap(uint64_t x, uint64_t y, uint64_t bytes) {
+  return bytes > 0 && x != y && x < y + bytes && y < x + bytes;
+}
+
+}  // namespace
+
+TRN_API trn_result_t trn_queue_reduce(trn_queue_t queue, trn_mem_t destination,
+                                      uint64_t destination_offset, trn_mem_t a, uint64_t a_offset,
+                                      trn_mem_t b, uint64_t b_offset, uint64_t count,
+                                      trn_dtype_t dtype, trn_reduce_op_t op, const trn_sync_t *sync,
+                                      uint64_t *sequence) {
+  return TRN_API_CALL({
+    return submit(queue, sync, sequence, [&](Session &session, Queue &q, Command &command) {
+      if (!reducible(dtype))
+        return fail(TRN_ERROR_INVALID_ARGUMENT,
+                    "dtype " + std::to_string(static_cast<int>(dtype)) + " (" +
+                        trn_dtype_name(dtype) +
+                        ") cannot be reduced by the DMA engines: use TRN_DTYPE_F32, BF16, F16 or "
+                        "I32 (or an elementwise kernel, trn_ops_binary)");
+      if (op < TRN_REDUCE_SUM || op > TRN_REDUCE_MIN)
+        return fail(TRN_ERROR_INVALID_ARGUMENT, "reduce op " +
+                                                    std::to_string(static_cast<int>(op)) +
+                                                    " is not TRN_REDUCE_SUM, _PROD, _MAX or _MIN");
+      if (count > UINT32_MAX)
+        return fail(TRN_ERROR_INVALID_ARGUMENT,
+                    "a reduce of " + std::to_string(count) +
+                        " elements: one command takes fewer than 2^32; split it");
+      const Driver &driver = *q.core().device->driver;
+      if (TRN_HAL_VERSION_MINOR(driver.ops.version) < 2)
+        return fail(TRN_ERROR_UNSUPPORTED,
+                    "driver '" + driver.name + "' implements driver interface " +
+                        std::to_string(TRN_HAL_VERSION_MAJOR(driver.ops.version)) + "." +
+                        std::to_string(TRN_HAL_VERSION_MINOR(driver.ops.version)) +
+                        ", which has no reduction command (2.2 added it): reduce with an "
+                        "elementwise kernel (trn_ops_binary) instead");
+      const uint64_t bytes = count * trn_dtype_size(dtype);
+      std::shared_ptr<Mem> to, from_a, from_b;
+      if (trn_result_t r = resolve_range(session, destination, destination_offset, bytes,
+                                         "destination", Access::write, &to);
+          r != TRN_SUCCESS)
+        return r;
+      if (trn_result_t r = resolve_range(session, a, a_offset, bytes, "a", Access::read, &from_a);
+          r != TRN_SUCCESS)
+        return r;
+      if (trn_result_t r = resolve_range(session, b, b_offset, bytes, "b", Access::read, &from_b);
+          r != TRN_SUCCESS)
+        return r;
+      command.kind = Command::Kind::reduce;
+      command.destination_address = to->address + destination_offset;
+      command.source_address = from_a->address + a_offset;
+      command.second_address = from_b->address + b_offset;
+      for (const auto &[operand, name] :
+           {std::pair{command.source_address, "a"}, std::pair{command.second_address, "b"}})
+        if (partly_overlap(command.destination_address, operand, bytes))
+          return fail(TRN_ERROR_INVALID_ARGUMENT,
+                      std::string("the destination partly overlaps operand ") + name +
+                          ": reduce in place (the same offset) or into separate memory");
+      command.destination = to;
+      command.source = from_a;
+      command.second = from_b;
+      command.destination_offset = destination_offset;
+      command.source_offset = a_offset;
+      command.second_offset = b_offset;
+      command.size = bytes;
+      command.dtype = dtype;
+      command.reduce_op = op;
+      return TRN_SUCCESS;
+    });
+  });
+}
+
 TRN_API trn_result_t trn_queue_write(trn_queue_t queue, trn_mem_t destination,
                                      uint64_t destination_offset, const void *source, uint64_t size,
                                      const trn_sync_t *sync, uint64_t *sequence) {

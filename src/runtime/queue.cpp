@@ -17,6 +17,10 @@
 
 namespace trn::rt {
 
+// Commands go to the driver in arrays: the command's layout is part of the driver interface, and
+// a new command must fit the union as it is (drivers of every 2.x minor read these arrays).
+static_assert(sizeof(trn_hal_command_t) == 40, "trn_hal_command_t changed size");
+
 namespace {
 
 const trn_hal_ops_t &ops(const Device &device) {
@@ -97,6 +101,15 @@ trn_hal_command_t operation_of(const Command &c, Queue::Work &work) {
       op.u.file.bytes = c.size;
       break;
     }
+    case Command::Kind::reduce:
+      op.kind = TRN_HAL_COMMAND_REDUCE;
+      op.u.reduce.destination = c.destination_address;
+      op.u.reduce.a = c.source_address;
+      op.u.reduce.b = c.second_address;
+      op.u.reduce.count = static_cast<uint32_t>(c.size / trn_dtype_size(c.dtype));
+      op.u.reduce.dtype = static_cast<uint16_t>(c.dtype);
+      op.u.reduce.op = static_cast<uint16_t>(c.reduce_op);
+      break;
     case Command::Kind::timestamp:
       op.kind = TRN_HAL_COMMAND_TIMESTAMP;
       op.u.timestamp.host = c.host;
@@ -125,6 +138,7 @@ const char *command_name(Command::Kind kind) {
     case Command::Kind::read_file: return "read file";
     case Command::Kind::write_file: return "write file";
     case Command::Kind::execute: return "execute";
+    case Command::Kind::reduce: return "reduce";
   }
   return "unknown";
 }
@@ -138,7 +152,8 @@ bool uses_memory(Command::Kind kind) {
     case Command::Kind::read:
     case Command::Kind::read_file:
     case Command::Kind::write_file:
-    case Command::Kind::execute: return true;
+    case Command::Kind::execute:
+    case Command::Kind::reduce: return true;
     default: return false;
   }
 }

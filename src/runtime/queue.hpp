@@ -46,7 +46,8 @@ struct Command {
     free,
     read_file,
     write_file,
-    execute
+    execute,
+    reduce
   };
   Kind kind = Kind::barrier;
   std::vector<SemRef> waits;
@@ -59,6 +60,12 @@ struct Command {
   uint64_t source_address = 0;
   uint64_t size = 0;
   uint8_t value = 0;
+  // reduce: destination = source op second (size = count * the dtype's bytes)
+  std::weak_ptr<Mem> second;
+  uint64_t second_offset = 0;
+  uint64_t second_address = 0;
+  trn_dtype_t dtype = TRN_DTYPE_F32;
+  trn_reduce_op_t reduce_op = TRN_REDUCE_SUM;
   // write (source), read (destination), timestamp (destination): the caller's host memory
   void *host = nullptr;
   // read_file (into destination), write_file (from source): the caller's descriptor and offset

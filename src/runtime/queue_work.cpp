@@ -60,6 +60,7 @@ trn_result_t Queue::Work::take_memory(std::string *why) {
   std::vector<std::weak_ptr<Mem>> used;
   switch (command.kind) {
     case Command::Kind::copy: used = {command.destination, command.source}; break;
+    case Command::Kind::reduce: used = {command.destination, command.source, command.second}; break;
     case Command::Kind::launch: used = command.args; break;
     case Command::Kind::execute: used = command.run->mems; break;
     case Command::Kind::memset:
@@ -86,6 +87,15 @@ trn_result_t Queue::Work::take_memory(std::string *why) {
       if (gone(mems[0]) || gone(mems[1]))
         *why = std::string("the ") + (gone(mems[1]) ? "source" : "destination") +
                " memory was freed before the copy ran" + kKeepAllocationsAlive;
+      break;
+    case Command::Kind::reduce:
+      for (size_t i = 0; i < 3 && why->empty(); ++i)
+        if (gone(mems[i]))
+          *why = std::string("the ") +
+                 (i == 0   ? "destination"
+                  : i == 1 ? "operand a"
+                           : "operand b") +
+                 " memory was freed before the reduce ran" + kKeepAllocationsAlive;
       break;
     case Command::Kind::memset:
     case Command::Kind::write:

@@ -29,9 +29,12 @@ using trn::test::alloc;
 using trn::test::core_at;
 using trn::test::devices;
 using trn::test::error_contains;
+using trn::test::fault_of;
 using trn::test::first_device;
 using trn::test::last_error;
 using trn::test::mem_info;
+using trn::test::timeline_of;
+using trn::test::value_of;
 
 using trn::test::SimEnv;
 using Clock = std::chrono::steady_clock;
@@ -100,14 +103,6 @@ trn_sem_t make_sem(trn_device_t device, uint64_t initial = 0) {
   return sem;
 }
 
-uint64_t value_of(trn_sem_t sem) {
-  uint64_t value = 0;
-  const trn_result_t r = trn_sem_query(sem, &value);
-  INFO(last_error());
-  REQUIRE((r == TRN_SUCCESS || r == TRN_ERROR_CANCELLED));
-  return value;
-}
-
 trn_queue_t make_queue(trn_core_t core, uint32_t capacity = 0,
                        trn_queue_kind_t kind = TRN_QUEUE_KIND_COPY) {
   trn_queue_desc_t desc = TRN_QUEUE_DESC_INIT;
@@ -119,20 +114,6 @@ trn_queue_t make_queue(trn_core_t core, uint32_t capacity = 0,
   REQUIRE(trn_queue_create(&desc, &queue) == TRN_SUCCESS);
   REQUIRE(queue != nullptr);
   return queue;
-}
-
-trn_sem_t timeline_of(trn_queue_t queue) {
-  trn_sem_t sem = nullptr;
-  INFO(last_error());
-  REQUIRE(trn_queue_get_semaphore(queue, &sem) == TRN_SUCCESS);
-  return sem;
-}
-
-trn_queue_fault_t fault_of(trn_queue_t queue) {
-  trn_queue_fault_t fault = TRN_QUEUE_FAULT_INIT;
-  INFO(last_error());
-  REQUIRE(trn_queue_get_fault(queue, &fault) == TRN_SUCCESS);
-  return fault;
 }
 
 void finish(trn_queue_t queue) {

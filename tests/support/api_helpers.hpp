@@ -89,4 +89,27 @@ inline trn_queue_t make_queue(trn_core_t core, trn_queue_kind_t kind = TRN_QUEUE
   return queue;
 }
 
+// A semaphore's value (a failed one's too).
+inline uint64_t value_of(trn_sem_t sem) {
+  uint64_t value = 0;
+  const trn_result_t r = trn_sem_query(sem, &value);
+  INFO(last_error());
+  REQUIRE((r == TRN_SUCCESS || r == TRN_ERROR_CANCELLED));
+  return value;
+}
+
+inline trn_sem_t timeline_of(trn_queue_t queue) {
+  trn_sem_t sem = nullptr;
+  INFO(last_error());
+  REQUIRE(trn_queue_get_semaphore(queue, &sem) == TRN_SUCCESS);
+  return sem;
+}
+
+inline trn_queue_fault_t fault_of(trn_queue_t queue) {
+  trn_queue_fault_t fault = TRN_QUEUE_FAULT_INIT;
+  INFO(last_error());
+  REQUIRE(trn_queue_get_fault(queue, &fault) == TRN_SUCCESS);
+  return fault;
+}
+
 }  // namespace trn::test
