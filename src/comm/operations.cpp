@@ -35,6 +35,15 @@ trn_ops_binary_op_t binary_of(trn_comm_red_op_t op) {
   }
 }
 
+trn_reduce_op_t reduce_of(trn_comm_red_op_t op) {
+  switch (op) {
+    case TRN_COMM_PROD: return TRN_REDUCE_PROD;
+    case TRN_COMM_MAX: return TRN_REDUCE_MAX;
+    case TRN_COMM_MIN: return TRN_REDUCE_MIN;
+    default: return TRN_REDUCE_SUM;  // SUM, and AVG's sum before its division
+  }
+}
+
 // A place in memory: an allocation and a byte offset.
 struct Place {
   trn_mem_t mem = nullptr;
@@ -107,6 +116,15 @@ class Builder {
     comm_.receive_chunk(
         queue_, peer, len,
         [&](trn_mem_t staging, uint64_t at, const trn_sync_t *sync) {
+          // The DMA engines reduce as the chunk moves (the collective engines' way); a driver
+          // without that command leaves it to an elementwise kernel.
+          if (!kernel_reductions_) {
+            const trn_result_t r =
+                trn_queue_reduce(queue_, dst.mem, dst.offset, src.mem, src.offset, staging, at,
+                                 len / es_, args_.dtype, reduce_of(args_.op), sync, nullptr);
+            if (r != TRN_ERROR_UNSUPPORTED) return r;
+            kernel_reductions_ = true;
+          }
           const int64_t n = static_cast<int64_t>(len / es_);
           trn_ops_tensor_t out{}, lhs{}, rhs{};
           trn_result_t r = trn_ops_tensor_init(&out, dst.mem, dst.offset, args_.dtype, 1, &n);
@@ -169,6 +187,7 @@ class Builder {
   trn_queue_t queue_;
   uint64_t es_;
   uint64_t chunk_;
+  bool kernel_reductions_ = false;  // the driver cannot reduce by DMA (interface before 2.2)
   std::set<uint32_t> in_, out_;
 };
 
