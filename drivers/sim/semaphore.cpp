@@ -32,6 +32,7 @@ SemCore::SemCore(DeviceRuntime &device, uint64_t initial, uint64_t spin_ns)
       spin_ns_(spin_ns) {
   cell_->value.store(initial, std::memory_order_relaxed);
   cell_->device_ns.store(device.time_ns(), std::memory_order_relaxed);
+  cell_->wake_at.store(kNoWakeAt, std::memory_order_relaxed);
 }
 
 SemCore::SemCore(DeviceRuntime &device, SharedSemCell *cell, uint32_t record, uint64_t id,
@@ -68,12 +69,29 @@ void SemCore::query(trn_hal_sem_state_t *state) const {
     std::snprintf(state->reason, sizeof state->reason, "%s", failure_reason().c_str());
 }
 
-void SemCore::wake_sleepers() {
-  // Sequentially consistent with a sleeper's increment of `sleepers` and its re-check of the
-  // value: either it sees our change, or we see it and wake it.
+void SemCore::wake_sleepers(bool any) {
+  // Sequentially consistent with a sleeper's increment of `sleepers`, its registration in
+  // `wake_at` and its re-check of the value: either it sees our change, or we see it and wake it.
   if (cell_->sleepers.load(std::memory_order_seq_cst) == 0) return;
+  // A queue's timeline is signalled once per buffer while its host waits for a later one: a
+  // value below every sleeper's target wakes nobody (each wake is a system call here and a
+  // context switch there).
+  if (!any &&
+      cell_->value.load(std::memory_order_seq_cst) < cell_->wake_at.load(std::memory_order_seq_cst))
+    return;
+  // Everyone wakes and re-registers; the bump below makes a registration this reset drops
+  // (made before the sleeper's futex_wait) fail that wait.
+  cell_->wake_at.store(kNoWakeAt, std::memory_order_seq_cst);
   cell_->wake.fetch_add(1, std::memory_order_seq_cst);
   futex_wake(&cell_->wake, INT32_MAX, shared() ? FutexScope::shared : FutexScope::process_private);
+}
+
+void SemCore::lower_wake_at(uint64_t value) {
+  const uint32_t target = static_cast<uint32_t>(std::min<uint64_t>(value, kNoWakeAt - 1));
+  uint32_t at = cell_->wake_at.load(std::memory_order_seq_cst);
+  while (target < at &&
+         !cell_->wake_at.compare_exchange_weak(at, target, std::memory_order_seq_cst)) {
+  }
 }
 
 void SemCore::signal(uint64_t value, uint64_t device_ns, bool clear_failure) {
@@ -97,7 +115,7 @@ void SemCore::signal(uint64_t value, uint64_t device_ns, bool clear_failure) {
     cell_->failed.store(0, std::memory_order_seq_cst);
   }
   if (!raised && !clear_failure) return;
-  wake_sleepers();
+  wake_sleepers(!raised);  // a cleared failure concerns every sleeper
   if (watcher_count_.load(std::memory_order_seq_cst) != 0) notify_watchers();
 }
 
@@ -107,7 +125,7 @@ void SemCore::fail(const std::string &reason) {
     reason_ = reason;
   }
   cell_->failed.store(1, std::memory_order_seq_cst);
-  wake_sleepers();
+  wake_sleepers(true);
   if (watcher_count_.load(std::memory_order_seq_cst) != 0) notify_watchers();
 }
 
@@ -146,6 +164,7 @@ trn_result_t SemCore::wait(uint64_t value, uint64_t timeout_ns,
   // Sleep: announce ourselves, then re-check, so a signal in between is never missed.
   for (;;) {
     const uint32_t seen = cell_->wake.load(std::memory_order_seq_cst);
+    lower_wake_at(value);
     cell_->sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint64_t now = monotonic_ns();
     if (!reached() && !stopped() && now < deadline) {

@@ -62,7 +62,10 @@ class SemCore {
     uint64_t value;
     const void *owner;
   };
-  void wake_sleepers();
+  // Wakes the sleepers when the value reached the lowest target among them, or `any`.
+  void wake_sleepers(bool any);
+  // Registers a sleeper's target in wake_at (the lowest wins).
+  void lower_wake_at(uint64_t value);
   void reap_abandoned_locked();
 
   DeviceRuntime &device_;

@@ -18,7 +18,7 @@
 
 namespace trn::sim {
 
-constexpr uint32_t kStateLayoutVersion = 6;  // 6: semaphore cells carry device_ns
+constexpr uint32_t kStateLayoutVersion = 7;  // 7: semaphore cells carry wake_at
 constexpr char kStateMagic[8] = {'T', 'R', 'N', 'S', 'I', 'M', 'S', 'T'};
 constexpr uint32_t kMaxProcessSlots = 64;
 constexpr uint32_t kMaxPhysicalCores = 16;
@@ -91,15 +91,20 @@ struct ExportRecord {
 };
 
 // A shareable semaphore's cell: every process holding it maps the same one. `wake` is a futex
-// word (non-private: sleepers may be in other processes) that changes on every signal or failure.
+// word (non-private: sleepers may be in other processes) that changes on every wake: a failure, or
+// a signal that reaches the lowest value a sleeper waits for.
 struct SharedSemCell {
   std::atomic<uint64_t> value;
   std::atomic<uint64_t> device_ns;  // simulated time at which `value` was reached
   std::atomic<uint32_t> wake;
   std::atomic<uint32_t> failed;    // nonzero: a pending signal will not happen
   std::atomic<uint32_t> sleepers;  // waiters asleep on `wake`
-  uint32_t pad;
+  // No sleeper waits for a value below this (their targets, clamped to 32 bits: a clamped target
+  // only wakes early): a signal that stays below it wakes nobody. kNoWakeAt when none registered
+  // since the last wake; 0 wakes on every signal.
+  std::atomic<uint32_t> wake_at;
 };
+constexpr uint32_t kNoWakeAt = UINT32_MAX;
 
 struct alignas(64) CoreRecord {
   std::atomic<uint32_t> seq;

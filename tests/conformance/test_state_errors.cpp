@@ -280,7 +280,7 @@ TEST_CASE("a damaged second device names its own state file", "[state]") {
   env.set("TRN_SIM_DEVICES", "2");
   create_state(env, 2);
   const std::string path = env.root() + "/device1.state";
-  patch_u32(path, 8, 7);
+  patch_u32(path, 8, 99);
   uint32_t count = 0;
   REQUIRE(count_devices(&count) == TRN_ERROR_STATE_VERSION_MISMATCH);
   INFO("trn_last_error: " << trn_last_error());
