@@ -269,6 +269,7 @@ void Comm::connect_remote_peers() {
     check(trn_mem_map(link.tx_staging, &outbox), "mapping an outbox for the fabric");
     RemotePeer peer;
     peer.rank = r;
+    peer.host = host_label(ranks_[r].host);
     peer.address.assign(all[r].begin() + 1, all[r].end());
     peer.outbox = static_cast<std::byte *>(outbox);
     peer.out_ready = link.tx_ready;
@@ -321,6 +322,7 @@ void Comm::fail_comm(const std::string &why, bool tell_others, uint64_t operatio
 
 void Comm::fail_semaphores(const std::string &why) {
   const std::string reason = "collective failed: " + why;
+  if (proxy_) proxy_->mark_failed(reason);
   for (PeerLink &link : links_)
     for (trn_sem_t sem : {link.rx_ready, link.rx_free, link.tx_ready, link.tx_free})
       if (sem) trn_sem_fail(sem, reason.c_str());

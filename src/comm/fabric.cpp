@@ -155,9 +155,10 @@ size_t Fabric::poll(Completion *out, size_t capacity) {
     fi_cq_err_entry err{};
     fi_cq_readerr(h_->cq, &err, 0);
     const char *text = fi_cq_strerror(h_->cq, err.prov_errno, err.err_data, nullptr, 0);
-    fail(TRN_ERROR_COLLECTIVE, std::string("libfabric (") + provider_ +
-                                   "): a transfer failed: " + fi_strerror(err.err) +
-                                   (text ? std::string(" (") + text + ")" : std::string()));
+    throw FabricTransferError(err.op_context,
+                              std::string("libfabric (") + provider_ +
+                                  "): a transfer failed: " + fi_strerror(err.err) +
+                                  (text ? std::string(" (") + text + ")" : std::string()));
   }
   if (n < 0) fabric_fail("reading completions", static_cast<int>(n));
   for (ssize_t i = 0; i < n; ++i) out[i] = {entries[i].op_context, entries[i].tag, entries[i].len};

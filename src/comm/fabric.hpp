@@ -12,7 +12,20 @@
 #include <string>
 #include <vector>
 
+#include "comm/error.hpp"
+
 namespace trn::comm {
+
+// A transfer that completed with an error: `context` is the one it was posted with.
+class FabricTransferError : public CommError {
+ public:
+  FabricTransferError(void *context, const std::string &what)
+      : CommError(TRN_ERROR_COLLECTIVE, what), context_(context) {}
+  void *context() const { return context_; }
+
+ private:
+  void *context_;
+};
 
 class Fabric {
  public:
@@ -42,8 +55,8 @@ class Fabric {
     uint64_t tag;
     size_t bytes;
   };
-  // Reads what completed (up to 16); an error completion throws CommError with the provider's
-  // text.
+  // Reads what completed (up to 16); an error completion throws FabricTransferError with the
+  // provider's text.
   size_t poll(Completion *out, size_t capacity);
 
   // Per operation: the provider's context, which must stay in place until its completion.

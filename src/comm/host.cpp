@@ -26,8 +26,14 @@ std::string host_key() {
 }
 
 std::string host_label() {
-  const std::string root = sim_root();
-  return root.empty() ? host_name() : host_name() + " (TRN_SIM_ROOT " + root + ")";
+  return host_label(host_key());
+}
+
+std::string host_label(const std::string &key) {
+  const size_t bar = key.find('|');
+  if (bar == std::string::npos) return key;
+  const std::string name = key.substr(0, bar), root = key.substr(bar + 1);
+  return root.empty() ? name : name + " (TRN_SIM_ROOT " + root + ")";
 }
 
 }  // namespace trn::comm

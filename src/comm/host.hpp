@@ -12,5 +12,7 @@ namespace trn::comm {
 std::string host_key();
 // The host as messages name it: "node-a", or "node-a (TRN_SIM_ROOT /srv/sim/host1)".
 std::string host_label();
+// The same label for another rank's host_key().
+std::string host_label(const std::string &key);
 
 }  // namespace trn::comm

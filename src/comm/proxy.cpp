@@ -215,6 +215,26 @@ bool Proxy::progress_credits(Peer &p) {
   return false;
 }
 
+void Proxy::mark_failed(const std::string &reason) {
+  {
+    std::lock_guard lock(failed_mutex_);
+    if (failed_.load()) return;
+    failed_reason_ = reason;
+  }
+  failed_.store(true, std::memory_order_seq_cst);
+}
+
+trn_result_t Proxy::signal(trn_sem_t sem, uint64_t value) {
+  const trn_result_t r = trn_sem_signal(sem, value);
+  // Sequentially consistent with mark_failed, which comes before the communicator fails its
+  // semaphores: either that failure came after this signal, or this sees the flag.
+  if (failed_.load(std::memory_order_seq_cst)) {
+    std::lock_guard lock(failed_mutex_);
+    trn_sem_fail(sem, failed_reason_.c_str());
+  }
+  return r;
+}
+
 void Proxy::complete(const Fabric::Completion &c) {
   auto *ctx = static_cast<Context *>(c.context);
   Peer &p = *peers_[ctx->peer];
@@ -227,7 +247,7 @@ void Proxy::complete(const Fabric::Completion &c) {
     const uint64_t credit = p.credit_rx[ctx->slot];
     if (credit > p.credit) {
       p.credit = credit;
-      if (trn_sem_signal(p.remote.out_free, credit) != TRN_SUCCESS)
+      if (signal(p.remote.out_free, credit) != TRN_SUCCESS)
         fail(TRN_ERROR_COLLECTIVE, "marking the outbox for rank " + std::to_string(p.remote.rank) +
                                        " free: " + trn_last_error());
     }
@@ -242,7 +262,7 @@ void Proxy::complete(const Fabric::Completion &c) {
   }
   if (until > p.signalled) {
     p.signalled = until;
-    if (trn_sem_signal(p.remote.rx_ready, until) != TRN_SUCCESS)
+    if (signal(p.remote.rx_ready, until) != TRN_SUCCESS)
       fail(TRN_ERROR_COLLECTIVE, "signalling chunk " + std::to_string(until) + " from rank " +
                                      std::to_string(p.remote.rank) + " ready: " + trn_last_error());
   }
@@ -277,6 +297,16 @@ void Proxy::run() {
       wake_.wait_for(lock, std::chrono::milliseconds(2),
                      [&] { return expectations_ != seen || stop_.load(); });
       seen = expectations_;
+    }
+  } catch (const FabricTransferError &e) {
+    // Name the peer: a host that died shows here first, before the rendezvous service's word.
+    const auto *ctx = static_cast<const Context *>(e.context());
+    if (ctx && ctx->peer < peers_.size()) {
+      const RemotePeer &peer = peers_[ctx->peer]->remote;
+      on_failure_("the fabric lost rank " + std::to_string(peer.rank) + " on " + peer.host +
+                  " (its process or host died, or the link dropped): " + e.what());
+    } else {
+      on_failure_(e.what());
     }
   } catch (const CommError &e) {
     on_failure_(e.what());

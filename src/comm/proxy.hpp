@@ -29,6 +29,7 @@ namespace trn::comm {
 
 struct RemotePeer {
   uint32_t rank = 0;
+  std::string host;              // its host, as messages name it
   std::vector<uint8_t> address;  // its fabric endpoint's name
   std::byte *outbox = nullptr;   // this rank's slots for it (device memory, mapped)
   trn_sem_t out_ready = nullptr, out_free = nullptr;
@@ -56,6 +57,10 @@ class Proxy {
   void expect_send(uint32_t peer, uint64_t k, uint64_t bytes);
   // The queue will wait for chunk `k` from `peer` (and free it after).
   void expect_receive(uint32_t peer, uint64_t k);
+  // The communicator failed and is failing its semaphores: a signal of the proxy's that comes
+  // after (trn_sem_signal clears a failure) fails its semaphore again, so that no queue waits
+  // on for a chunk that will not come.
+  void mark_failed(const std::string &reason);
 
  private:
   struct Context;
@@ -65,6 +70,8 @@ class Proxy {
   bool progress_sends(Peer &p);
   bool progress_credits(Peer &p);
   void complete(const Fabric::Completion &c);
+  // trn_sem_signal, then the failure again if the communicator failed meanwhile.
+  trn_result_t signal(trn_sem_t sem, uint64_t value);
   // Whether a transfer is under way or expected: the proxy then polls without sleeping.
   bool busy();
   Peer *peer_of(uint32_t rank);
@@ -79,6 +86,9 @@ class Proxy {
   std::vector<std::unique_ptr<Peer>> peers_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> failed_{false};
+  std::mutex failed_mutex_;
+  std::string failed_reason_;  // guarded by failed_mutex_
   // An idle proxy sleeps until an operation expects transfers (or a short timeout passes).
   std::mutex wake_mutex_;
   std::condition_variable wake_;
