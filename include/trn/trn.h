@@ -1099,8 +1099,9 @@ typedef enum trn_reduce_op {
  * dtype: TRN_DTYPE_F32, TRN_DTYPE_BF16 and TRN_DTYPE_F16 compute in fp32 and round to nearest
  * even (as the DMA engines' cast does); TRN_DTYPE_I32 is exact with wrap-around. MAX and MIN
  * return NaN when either operand is NaN. The destination may be `a` or `b` exactly (in place);
- * a destination that partly overlaps an operand is TRN_ERROR_INVALID_ARGUMENT, as is a count of
- * 2^32 elements or more (split larger reductions). All three ranges are checked at submission,
+ * a destination that partly overlaps an operand is TRN_ERROR_INVALID_ARGUMENT, as are another
+ * dtype and a count of 2^32 elements or more (split larger reductions); an `op` or `dtype` that is
+ * no value of its enum is TRN_ERROR_INVALID_ENUM. All three ranges are checked at submission,
  * in any pool (device memory or host memory the DMA engines reach); memory freed before the
  * command runs is a fault of the queue with TRN_ERROR_INVALID_HANDLE. A program cannot capture
  * it. TRN_ERROR_UNSUPPORTED when the device's driver has no reduction command (driver interface

@@ -315,7 +315,7 @@ TRN_API trn_result_t trn_queue_memset(trn_queue_t queue, trn_mem_t destination, 
 
 namespace {
 
-bool reducible(trn_dtype_t dtype) {
+bool reducible(uint32_t dtype) {
   return dtype == TRN_DTYPE_F32 || dtype == TRN_DTYPE_BF16 || dtype == TRN_DTYPE_F16 ||
          dtype == TRN_DTYPE_I32;
 }
@@ -332,18 +332,27 @@ TRN_API trn_result_t trn_queue_reduce(trn_queue_t queue, trn_mem_t destination,
                                       trn_mem_t b, uint64_t b_offset, uint64_t count,
                                       trn_dtype_t dtype, trn_reduce_op_t op, const trn_sync_t *sync,
                                       uint64_t *sequence) {
+  // The caller's enums as the integers they hold (a C caller may pass any value).
+  const uint32_t dtype_bits = enum_bits(dtype), op_bits = enum_bits(op);
   return TRN_API_CALL({
     return submit(queue, sync, sequence, [&](Session &session, Queue &q, Command &command) {
-      if (!reducible(dtype))
+      if (op_bits > TRN_REDUCE_MIN)
+        return fail(TRN_ERROR_INVALID_ENUM, "reduce op " +
+                                                std::to_string(static_cast<int32_t>(op_bits)) +
+                                                " is not TRN_REDUCE_SUM, _PROD, _MAX or _MIN");
+      if (!reducible(dtype_bits)) {
+        const bool known = dtype_bits < TRN_DTYPE_FORCE_INT32 &&
+                           trn_dtype_size(static_cast<trn_dtype_t>(dtype_bits)) != 0;
+        if (!known)
+          return fail(TRN_ERROR_INVALID_ENUM, "dtype " +
+                                                  std::to_string(static_cast<int32_t>(dtype_bits)) +
+                                                  " is not a trn_dtype_t");
         return fail(TRN_ERROR_INVALID_ARGUMENT,
-                    "dtype " + std::to_string(static_cast<int>(dtype)) + " (" +
-                        trn_dtype_name(dtype) +
+                    "dtype " + std::to_string(dtype_bits) + " (" +
+                        trn_dtype_name(static_cast<trn_dtype_t>(dtype_bits)) +
                         ") cannot be reduced by the DMA engines: use TRN_DTYPE_F32, BF16, F16 or "
                         "I32 (or an elementwise kernel, trn_ops_binary)");
-      if (op < TRN_REDUCE_SUM || op > TRN_REDUCE_MIN)
-        return fail(TRN_ERROR_INVALID_ARGUMENT, "reduce op " +
-                                                    std::to_string(static_cast<int>(op)) +
-                                                    " is not TRN_REDUCE_SUM, _PROD, _MAX or _MIN");
+      }
       if (count > UINT32_MAX)
         return fail(TRN_ERROR_INVALID_ARGUMENT,
                     "a reduce of " + std::to_string(count) +

@@ -770,27 +770,35 @@ TEST_CASE("reduce: dtypes the DMA engines do not reduce are refused",
   const trn_queue_t q = f.queue;
   trn_mem_t ma = f.mem(4096), mb = f.mem(4096), md = f.mem(4096);
   REQUIRE(trn_mem_set(md, 0, 0x77, 4096) == TRN_SUCCESS);
+  // dtypes of trn.h the DMA engines do not reduce: INVALID_ARGUMENT.
   std::vector<Call> calls;
-  for (const int dtype :
-       {static_cast<int>(TRN_DTYPE_FP8_E4M3), static_cast<int>(TRN_DTYPE_FP8_E5M2),
-        static_cast<int>(TRN_DTYPE_I16), static_cast<int>(TRN_DTYPE_I8),
-        static_cast<int>(TRN_DTYPE_U8), static_cast<int>(TRN_DTYPE_F64),
-        static_cast<int>(TRN_DTYPE_I64), 0, 999, -1, 0x7fffffff})
+  for (const trn_dtype_t dtype : {TRN_DTYPE_FP8_E4M3, TRN_DTYPE_FP8_E5M2, TRN_DTYPE_I16,
+                                  TRN_DTYPE_I8, TRN_DTYPE_U8, TRN_DTYPE_F64, TRN_DTYPE_I64})
+    calls.push_back({"dtype " + std::to_string(dtype),
+                     [=](uint64_t *seq) {
+                       return trn_queue_reduce(q, md, 0, ma, 0, mb, 0, 16, dtype, TRN_REDUCE_SUM,
+                                               nullptr, seq);
+                     },
+                     "cannot be reduced"});
+  expect_refused(calls, TRN_ERROR_INVALID_ARGUMENT);
+  // Values that are no dtype at all (in the enum's range: C++ may hold no other): INVALID_ENUM.
+  calls.clear();
+  for (const int dtype : {0, 10, 63, 66, 999, 0x7ffffffe, 0x7fffffff})
     calls.push_back({"dtype " + std::to_string(dtype),
                      [=](uint64_t *seq) {
                        return trn_queue_reduce(q, md, 0, ma, 0, mb, 0, 16,
                                                static_cast<trn_dtype_t>(dtype), TRN_REDUCE_SUM,
                                                nullptr, seq);
                      },
-                     "dtype"});
-  expect_refused(calls, TRN_ERROR_INVALID_ARGUMENT);
+                     "is not a trn_dtype_t"});
+  expect_refused(calls, TRN_ERROR_INVALID_ENUM);
   // The message names the dtype and what is supported.
   CHECK(trn_queue_reduce(f.queue, md, 0, ma, 0, mb, 0, 16, TRN_DTYPE_I8, TRN_REDUCE_SUM, nullptr,
                          nullptr) == TRN_ERROR_INVALID_ARGUMENT);
   CHECK(error_contains("i8"));
   CHECK(error_contains("F32"));
   CHECK(trn_queue_reduce(f.queue, md, 0, ma, 0, mb, 0, 16, static_cast<trn_dtype_t>(999),
-                         TRN_REDUCE_SUM, nullptr, nullptr) == TRN_ERROR_INVALID_ARGUMENT);
+                         TRN_REDUCE_SUM, nullptr, nullptr) == TRN_ERROR_INVALID_ENUM);
   CHECK(error_contains("999"));
   // Nothing was submitted.
   CHECK(next_sequence(f.queue) == 1);
@@ -804,17 +812,17 @@ TEST_CASE("reduce: ops other than sum, prod, max and min are refused",
   trn_mem_t ma = f.mem(4096), mb = f.mem(4096), md = f.mem(4096);
   REQUIRE(trn_mem_set(md, 0, 0x77, 4096) == TRN_SUCCESS);
   std::vector<Call> calls;
-  for (const int op : {4, 5, -1, 0x7fffffff, INT32_MIN})
+  for (const int op : {4, 5, 99, 0x40000000, 0x7fffffff})
     calls.push_back({"op " + std::to_string(op),
                      [=](uint64_t *seq) {
                        return trn_queue_reduce(q, md, 0, ma, 0, mb, 0, 16, TRN_DTYPE_F32,
                                                static_cast<trn_reduce_op_t>(op), nullptr, seq);
                      },
                      "reduce op"});
-  expect_refused(calls, TRN_ERROR_INVALID_ARGUMENT);
+  expect_refused(calls, TRN_ERROR_INVALID_ENUM);
   CHECK(trn_queue_reduce(f.queue, md, 0, ma, 0, mb, 0, 16, TRN_DTYPE_F32,
                          static_cast<trn_reduce_op_t>(4), nullptr,
-                         nullptr) == TRN_ERROR_INVALID_ARGUMENT);
+                         nullptr) == TRN_ERROR_INVALID_ENUM);
   CHECK(error_contains("op 4"));
   CHECK(next_sequence(f.queue) == 1);
   CHECK(read_bytes(md, 0, 4096) == std::vector<uint8_t>(4096, 0x77));
