@@ -284,7 +284,7 @@ trn_hal_sem_state_t Sem::state() const {
 
 Queue::Queue(trn_hal_instance_t *instance, uint32_t device, trn_hal_queue_kind_t kind,
              uint32_t capacity, uint32_t first, uint32_t count, uint32_t dma_engines)
-    : instance_(instance) {
+    : instance_(instance), device_(device) {
   Err err;
   HAL_REQUIRE_OK(ops().queue_create(instance, device, first, count, kind, capacity, dma_engines,
                                     &queue_, &err),
@@ -334,6 +334,18 @@ bool Queue::wait_retired(uint64_t retired, uint64_t timeout_ns) const {
     if (monotonic_ns() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+}
+
+void Queue::run(std::vector<trn_hal_command_t> commands, const char *label) {
+  Sem done(instance_, device_, 0);
+  commands.push_back(signal_command(done, 1));
+  submit(commands, label);
+  const trn_result_t r = ops().sem_wait(done, 1, kLong);
+  const auto st = status();
+  INFO("queue fault: " << st.fault.reason);
+  REQUIRE(r == TRN_SUCCESS);
+  CHECK(st.fault.result == TRN_SUCCESS);
+  REQUIRE(wait_retired(st.submitted));  // before `done` goes
 }
 
 trn_hal_command_t HostCalls::command(uint32_t index, trn_result_t result, const char *message) {
@@ -474,6 +486,18 @@ trn_hal_command_t signal_command(trn_hal_sem_t *sem, uint64_t value) {
   auto c = blank(TRN_HAL_COMMAND_SEM_SIGNAL);
   c.u.sem.sem = sem;
   c.u.sem.value = value;
+  return c;
+}
+
+trn_hal_command_t reduce_command(uint64_t destination, uint64_t a, uint64_t b, uint32_t count,
+                                 uint32_t dtype, uint32_t op) {
+  auto c = blank(TRN_HAL_COMMAND_REDUCE);
+  c.u.reduce.destination = destination;
+  c.u.reduce.a = a;
+  c.u.reduce.b = b;
+  c.u.reduce.count = count;
+  c.u.reduce.dtype = static_cast<uint16_t>(dtype);
+  c.u.reduce.op = static_cast<uint16_t>(op);
   return c;
 }
 

@@ -181,11 +181,15 @@ class Queue {
                           const char *label = nullptr, uint64_t tag = 0);
   // Polls queue_status until `retired` buffers have retired or kLong passes; true if they did.
   bool wait_retired(uint64_t retired, uint64_t timeout_ns = kLong) const;
+  // Runs one buffer ending in a signal of a fresh semaphore of the queue's device and waits for
+  // it (bounded), REQUIRE-ing that it ran without a fault.
+  void run(std::vector<trn_hal_command_t> commands, const char *label = nullptr);
   // Destroys now (the destructor then does nothing).
   void destroy();
 
  private:
   trn_hal_instance_t *instance_;
+  uint32_t device_;
   trn_hal_queue_t *queue_ = nullptr;
 };
 
@@ -247,6 +251,9 @@ trn_hal_command_t memset_command(uint64_t destination, uint64_t bytes, uint32_t 
 trn_hal_command_t wait_command(trn_hal_sem_t *sem, uint64_t value);
 trn_hal_command_t signal_command(trn_hal_sem_t *sem, uint64_t value);
 trn_hal_command_t timestamp_command(uint64_t destination);
+// REDUCE (interface 2.2): destination = a op b over `count` elements.
+trn_hal_command_t reduce_command(uint64_t destination, uint64_t a, uint64_t b, uint32_t count,
+                                 uint32_t dtype, uint32_t op);
 // FILE_READ (file -> device memory) or FILE_WRITE.
 trn_hal_command_t file_command(uint32_t kind, int fd, uint64_t file_offset, uint64_t device_address,
                                uint64_t bytes);

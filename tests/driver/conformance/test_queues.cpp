@@ -14,20 +14,7 @@ using namespace conformance;
 
 namespace {
 
-// Runs one buffer ending in a signal of a fresh semaphore and waits for it (bounded).
-void run(trn_hal_instance_t *inst, Queue &q, std::vector<trn_hal_command_t> commands) {
-  Sem done(inst, 0, 0);
-  commands.push_back(signal_command(done, 1));
-  q.submit(commands);
-  const trn_result_t r = ops().sem_wait(done, 1, kLong);
-  const auto st = q.status();
-  INFO("queue fault: " << st.fault.reason);
-  REQUIRE(r == TRN_SUCCESS);
-  CHECK(st.fault.result == TRN_SUCCESS);
-  REQUIRE(q.wait_retired(st.submitted));  // before `done` goes
-}
-
-// Same with a queue (on device 0) whose semaphore belongs to device 0; for other devices too.
+// Queue::run with the semaphore on `device` (another device's queue signals it).
 void run_on(trn_hal_instance_t *inst, uint32_t device, Queue &q,
             std::vector<trn_hal_command_t> commands) {
   Sem done(inst, device, 0);
@@ -90,7 +77,7 @@ TEST_CASE("queues: a queue uses all or some of the core's DMA engines, no more",
     INFO("dma_engines " << engines);
     Queue q(inst, 0, TRN_HAL_QUEUE_COPY, 8, core.first_physical_core, 1, engines);
     const uint64_t to = r.address() + (1 + round++) * (1 << 20);
-    run(inst, q, {copy_command(to, r.address(), data.size())});
+    q.run({copy_command(to, r.address(), data.size())});
     CHECK(first_difference(read_device(inst, 0, to, data.size()), data) == -1);
   }
   Err err;
@@ -126,7 +113,7 @@ TEST_CASE("queues: device-to-device copies, small and multi-MiB", "[queues]") {
     INFO("bytes " << bytes);
     const auto data = pattern(bytes, static_cast<uint32_t>(bytes));
     write_device(inst, 0, a.address() + 5, data);
-    run(inst, q, {copy_command(b.address() + 7, a.address() + 5, bytes)});
+    q.run({copy_command(b.address() + 7, a.address() + 5, bytes)});
     CHECK(first_difference(read_device(inst, 0, b.address() + 7, bytes), data) == -1);
     // Nothing written around it.
     CHECK(read_device(inst, 0, b.address() + 7 + bytes, 1)[0] == 0);
@@ -144,18 +131,17 @@ TEST_CASE("queues: host-to-device and device-to-host copies", "[queues]") {
   Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
   const auto data = pattern(bytes, 21);
   std::memcpy(in.data(), data.data(), bytes);
-  run(inst, q, {copy_command(dev.address(), in.address(), bytes)});
+  q.run({copy_command(dev.address(), in.address(), bytes)});
   CHECK(first_difference(read_device(inst, 0, dev.address(), bytes), data) == -1);
 
   // Back out, in pieces at odd offsets.
-  run(inst, q,
-      {copy_command(out.address(), dev.address(), 3),
-       copy_command(out.address() + 3, dev.address() + 3, bytes - 3)});
+  q.run({copy_command(out.address(), dev.address(), 3),
+         copy_command(out.address() + 3, dev.address() + 3, bytes - 3)});
   CHECK(std::memcmp(out.data(), data.data(), bytes) == 0);
 
   // Host to host through the device's DMA.
   std::memset(out.data(), 0, bytes);
-  run(inst, q, {copy_command(out.address() + 100, in.address() + 50, 1000)});
+  q.run({copy_command(out.address() + 100, in.address() + 50, 1000)});
   CHECK(std::memcmp(out.data() + 100, data.data() + 50, 1000) == 0);
   CHECK(out.data()[99] == 0);
   CHECK(out.data()[1100] == 0);
@@ -174,11 +160,10 @@ TEST_CASE("queues: copies to and from plain host pointers (TRN_HAL_COPY_HOST_*)"
     c.u.copy.flags = flags;
     return c;
   };
-  run(inst, q,
-      {host_copy(dev.address(), reinterpret_cast<uintptr_t>(in.data()), bytes,
-                 TRN_HAL_COPY_HOST_SOURCE),
-       host_copy(reinterpret_cast<uintptr_t>(out.data() + 1), dev.address(), bytes,
-                 TRN_HAL_COPY_HOST_DESTINATION)});
+  q.run({host_copy(dev.address(), reinterpret_cast<uintptr_t>(in.data()), bytes,
+                   TRN_HAL_COPY_HOST_SOURCE),
+         host_copy(reinterpret_cast<uintptr_t>(out.data() + 1), dev.address(), bytes,
+                   TRN_HAL_COPY_HOST_DESTINATION)});
   CHECK(first_difference(read_device(inst, 0, dev.address(), bytes), in) == -1);
   CHECK(std::memcmp(out.data() + 1, in.data(), bytes) == 0);
   CHECK(out[0] == 0);
@@ -186,7 +171,7 @@ TEST_CASE("queues: copies to and from plain host pointers (TRN_HAL_COPY_HOST_*)"
   trn_hal_timestamp_t stamp{};
   trn_hal_command_t t = timestamp_command(0);
   t.u.timestamp.host = &stamp;
-  run(inst, q, {t});
+  q.run({t});
   CHECK(stamp.host_ns > 0);
   // Refused at submission: both sides host, unknown flags, a device address flagged as host
   // memory, and a host pointer without the flag (it is not registered).
@@ -237,7 +222,7 @@ TEST_CASE("queues: overlapping copies behave like memmove", "[queues]") {
                         {1, 0, 3 << 20}};
   for (const Case &c : cases) {
     INFO("copy " << c.n << " bytes from +" << c.src << " to +" << c.dst);
-    run(inst, q, {copy_command(r.address() + c.dst, r.address() + c.src, c.n)});
+    q.run({copy_command(r.address() + c.dst, r.address() + c.src, c.n)});
     std::memmove(model.data() + c.dst, model.data() + c.src, c.n);
     const int64_t at = first_difference(read_device(inst, 0, r.address(), bytes), model);
     INFO("first difference at " << at);
@@ -255,9 +240,9 @@ TEST_CASE("queues: memset fills exactly its bytes", "[queues]") {
   Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
   auto model = pattern(bytes, 8);
   write_device(inst, 0, r.address(), model);
-  run(inst, q,
-      {memset_command(r.address() + 3, (2 << 20) + 5, 0xA5), memset_command(r.address(), 1, 0),
-       memset_command(r.address() + bytes - 1, 1, 255), memset_command(h.address() + 10, 100, 7)});
+  q.run({memset_command(r.address() + 3, (2 << 20) + 5, 0xA5), memset_command(r.address(), 1, 0),
+         memset_command(r.address() + bytes - 1, 1, 255),
+         memset_command(h.address() + 10, 100, 7)});
   std::memset(model.data() + 3, 0xA5, (2 << 20) + 5);
   model[0] = 0;
   model[bytes - 1] = 255;
@@ -368,10 +353,9 @@ TEST_CASE("queues: timestamps are non-decreasing and within the host's window", 
   HostBuffer h(inst, 0, 4096);
   Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
   const uint64_t before = monotonic_ns();
-  run(inst, q,
-      {timestamp_command(r.address()),
-       copy_command(r.address() + 4096, r.address() + 8192, 1 << 20),
-       timestamp_command(r.address() + 64), timestamp_command(h.address() + 128)});
+  q.run({timestamp_command(r.address()),
+         copy_command(r.address() + 4096, r.address() + 8192, 1 << 20),
+         timestamp_command(r.address() + 64), timestamp_command(h.address() + 128)});
   const uint64_t after = monotonic_ns();
   trn_hal_timestamp_t t[2];
   std::memset(t, 0, sizeof t);
@@ -543,7 +527,7 @@ TEST_CASE("queues: malformed commands are refused at submission, nothing runs", 
   CHECK(calls.count() == 0);
   CHECK(q.status().submitted == 0);
   CHECK(read_device(inst, 0, r.address(), 1)[0] == 0);
-  run(inst, q, {memset_command(r.address(), 16, 0x33)});
+  q.run({memset_command(r.address(), 16, 0x33)});
   CHECK(read_device(inst, 0, r.address(), 1)[0] == 0x33);
   CHECK(q.status().fault.result == TRN_SUCCESS);
 }

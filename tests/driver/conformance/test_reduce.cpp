@@ -31,33 +31,6 @@ using namespace conformance;
 
 namespace {
 
-trn_hal_command_t reduce_command(uint64_t destination, uint64_t a, uint64_t b, uint32_t count,
-                                 uint32_t dtype, uint32_t op) {
-  trn_hal_command_t c;
-  std::memset(&c, 0, sizeof c);
-  c.kind = TRN_HAL_COMMAND_REDUCE;
-  c.u.reduce.destination = destination;
-  c.u.reduce.a = a;
-  c.u.reduce.b = b;
-  c.u.reduce.count = count;
-  c.u.reduce.dtype = static_cast<uint16_t>(dtype);
-  c.u.reduce.op = static_cast<uint16_t>(op);
-  return c;
-}
-
-// Runs one buffer ending in a signal of a fresh semaphore and waits for it (bounded).
-void run(trn_hal_instance_t *inst, Queue &q, std::vector<trn_hal_command_t> commands) {
-  Sem done(inst, 0, 0);
-  commands.push_back(signal_command(done, 1));
-  q.submit(commands, "reduce test");
-  const trn_result_t r = ops().sem_wait(done, 1, kLong);
-  const auto st = q.status();
-  INFO("queue fault: " << st.fault.reason);
-  REQUIRE(r == TRN_SUCCESS);
-  CHECK(st.fault.result == TRN_SUCCESS);
-  REQUIRE(q.wait_retired(st.submitted));  // before `done` goes
-}
-
 template <typename T>
 std::vector<uint8_t> bytes_of(const std::vector<T> &values) {
   std::vector<uint8_t> bytes(values.size() * sizeof(T));
@@ -122,9 +95,8 @@ TEST_CASE("reduce: f32 sum of two ranges into a third is exact", "[queues][reduc
   const auto background = pattern(bytes + 64, 3);
   write_device(inst, 0, rd.address(), background);
 
-  run(inst, q,
-      {reduce_command(rd.address() + 12, ra.address() + 4, rb.address() + 8, count, TRN_DTYPE_F32,
-                      TRN_REDUCE_SUM)});
+  q.run({reduce_command(rd.address() + 12, ra.address() + 4, rb.address() + 8, count, TRN_DTYPE_F32,
+                        TRN_REDUCE_SUM)});
   const auto got = read_device(inst, 0, rd.address(), bytes + 64);
   CHECK(first_mismatch(
             values_of<float>(std::vector<uint8_t>(got.begin() + 12, got.begin() + 12 + bytes)),
@@ -138,9 +110,8 @@ TEST_CASE("reduce: f32 sum of two ranges into a third is exact", "[queues][reduc
   // Registered host memory as an operand and as the destination.
   HostBuffer hb(inst, 0, bytes), hd(inst, 0, bytes);
   std::memcpy(hb.data(), b.data(), bytes);
-  run(inst, q,
-      {reduce_command(hd.address(), ra.address() + 4, hb.address(), count, TRN_DTYPE_F32,
-                      TRN_REDUCE_SUM)});
+  q.run({reduce_command(hd.address(), ra.address() + 4, hb.address(), count, TRN_DTYPE_F32,
+                        TRN_REDUCE_SUM)});
   std::vector<float> host(count);
   std::memcpy(host.data(), hd.data(), bytes);
   CHECK(first_mismatch(host, want) == -1);
@@ -159,11 +130,10 @@ TEST_CASE("reduce: the destination may be an operand (in place)", "[queues][redu
   write_device(inst, 0, ra.address(), bytes_of(a));
   write_device(inst, 0, rb.address(), bytes_of(b));
   // a = a * b, then b = a + b (with the new a), in one buffer: in order.
-  run(inst, q,
-      {reduce_command(ra.address(), ra.address(), rb.address(), count, TRN_DTYPE_F32,
-                      TRN_REDUCE_PROD),
-       reduce_command(rb.address(), ra.address(), rb.address(), count, TRN_DTYPE_F32,
-                      TRN_REDUCE_SUM)});
+  q.run({reduce_command(ra.address(), ra.address(), rb.address(), count, TRN_DTYPE_F32,
+                        TRN_REDUCE_PROD),
+         reduce_command(rb.address(), ra.address(), rb.address(), count, TRN_DTYPE_F32,
+                        TRN_REDUCE_SUM)});
   std::vector<float> prod(count), sum(count);
   for (uint32_t i = 0; i < count; ++i) {
     prod[i] = a[i] * b[i];
@@ -196,9 +166,8 @@ TEST_CASE("reduce: bf16 max returns the larger operand, NaN when either is NaN",
   for (uint32_t i = 5; i < count; i += 89) b[i] = 0xffc1;  // NaN in b
   write_device(inst, 0, ra.address(), bytes_of(a));
   write_device(inst, 0, rb.address(), bytes_of(b));
-  run(inst, q,
-      {reduce_command(rd.address(), ra.address(), rb.address(), count, TRN_DTYPE_BF16,
-                      TRN_REDUCE_MAX)});
+  q.run({reduce_command(rd.address(), ra.address(), rb.address(), count, TRN_DTYPE_BF16,
+                        TRN_REDUCE_MAX)});
   const auto got = values_of<uint16_t>(read_device(inst, 0, rd.address(), uint64_t{count} * 2));
   size_t nans = 0;
   for (uint32_t i = 0; i < count; ++i) {
@@ -227,9 +196,8 @@ TEST_CASE("reduce: i32 sums wrap around", "[queues][reduce]") {
   const std::vector<int32_t> want = {INT32_MIN, INT32_MAX, -2, 0, 0, 0};
   write_device(inst, 0, ra.address(), bytes_of(a));
   write_device(inst, 0, rb.address(), bytes_of(b));
-  run(inst, q,
-      {reduce_command(rd.address(), ra.address(), rb.address(), static_cast<uint32_t>(a.size()),
-                      TRN_DTYPE_I32, TRN_REDUCE_SUM)});
+  q.run({reduce_command(rd.address(), ra.address(), rb.address(), static_cast<uint32_t>(a.size()),
+                        TRN_DTYPE_I32, TRN_REDUCE_SUM)});
   CHECK(values_of<int32_t>(read_device(inst, 0, rd.address(), a.size() * 4)) == want);
 }
 
@@ -300,7 +268,7 @@ TEST_CASE("reduce: malformed reduce commands are refused at submission, nothing 
   CHECK(read_device(inst, 0, base, 1)[0] == 0);
   write_device(inst, 0, a, bytes_of(std::vector<int32_t>(16, 20)));
   write_device(inst, 0, b, bytes_of(std::vector<int32_t>(16, 22)));
-  run(inst, q, {reduce_command(base, a, b, 16, TRN_DTYPE_I32, TRN_REDUCE_SUM)});
+  q.run({reduce_command(base, a, b, 16, TRN_DTYPE_I32, TRN_REDUCE_SUM)});
   CHECK(values_of<int32_t>(read_device(inst, 0, base, 64)) == std::vector<int32_t>(16, 42));
   CHECK(q.status().fault.result == TRN_SUCCESS);
 }
