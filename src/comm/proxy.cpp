@@ -216,11 +216,9 @@ bool Proxy::progress_credits(Peer &p) {
 }
 
 void Proxy::mark_failed(const std::string &reason) {
-  {
-    std::lock_guard lock(failed_mutex_);
-    if (failed_.load()) return;
-    failed_reason_ = reason;
-  }
+  std::lock_guard lock(failed_mutex_);
+  if (failed_.load()) return;
+  failed_reason_ = reason;
   failed_.store(true, std::memory_order_seq_cst);
 }
 

@@ -392,7 +392,6 @@ TRN_API trn_result_t trn_queue_reduce(trn_queue_t queue, trn_mem_t destination,
       command.second = from_b;
       command.destination_offset = destination_offset;
       command.source_offset = a_offset;
-      command.second_offset = b_offset;
       command.size = bytes;
       command.dtype = dtype;
       command.reduce_op = op;

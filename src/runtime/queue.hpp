@@ -62,7 +62,6 @@ struct Command {
   uint8_t value = 0;
   // reduce: destination = source op second (size = count * the dtype's bytes)
   std::weak_ptr<Mem> second;
-  uint64_t second_offset = 0;
   uint64_t second_address = 0;
   trn_dtype_t dtype = TRN_DTYPE_F32;
   trn_reduce_op_t reduce_op = TRN_REDUCE_SUM;

@@ -88,15 +88,14 @@ trn_result_t Queue::Work::take_memory(std::string *why) {
         *why = std::string("the ") + (gone(mems[1]) ? "source" : "destination") +
                " memory was freed before the copy ran" + kKeepAllocationsAlive;
       break;
-    case Command::Kind::reduce:
+    case Command::Kind::reduce: {
+      const char *names[] = {"destination", "operand a", "operand b"};
       for (size_t i = 0; i < 3 && why->empty(); ++i)
         if (gone(mems[i]))
-          *why = std::string("the ") +
-                 (i == 0   ? "destination"
-                  : i == 1 ? "operand a"
-                           : "operand b") +
-                 " memory was freed before the reduce ran" + kKeepAllocationsAlive;
+          *why = std::string("the ") + names[i] + " memory was freed before the reduce ran" +
+                 kKeepAllocationsAlive;
       break;
+    }
     case Command::Kind::memset:
     case Command::Kind::write:
     case Command::Kind::read:
