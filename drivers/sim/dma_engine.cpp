@@ -22,8 +22,11 @@ constexpr unsigned kMaxThreads = 4;
 // the first failure is the result.
 template <typename Part>
 trn_result_t parallel_parts(uint64_t bytes, std::string *why, Part part) {
-  const unsigned threads = std::min(kMaxThreads, std::max(1u, std::thread::hardware_concurrency()));
-  if (bytes < kParallelBytes || threads == 1) return part(0, bytes, why);
+  if (bytes < kParallelBytes) return part(0, bytes, why);
+  // Asking costs a file read (glibc reads sysfs): ask once.
+  static const unsigned threads =
+      std::min(kMaxThreads, std::max(1u, std::thread::hardware_concurrency()));
+  if (threads == 1) return part(0, bytes, why);
   const uint64_t step = (bytes / threads + 4095) & ~uint64_t{4095};
   std::atomic<trn_result_t> result{TRN_SUCCESS};
   std::vector<std::string> whys(threads);
