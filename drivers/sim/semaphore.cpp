@@ -152,13 +152,11 @@ trn_result_t SemCore::wait(uint64_t value, uint64_t timeout_ns,
   }
   const uint64_t start = monotonic_ns();
   const uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
-  const uint64_t spin_until = std::min(deadline, start + std::min(spin_ns_, UINT64_MAX - start));
   // Spin: a signal from another running thread is seen within ~0.1 us.
-  for (uint32_t i = 0;; ++i) {
+  for (SpinPhase spin(start, std::min(spin_ns_, deadline - start));;) {
     if (reached()) return TRN_SUCCESS;
     if (stopped()) return TRN_ERROR_CANCELLED;
-    if ((i & 63) == 0 && monotonic_ns() >= spin_until) break;
-    cpu_relax();
+    if (!spin.next()) break;
   }
   const FutexScope scope = shared() ? FutexScope::shared : FutexScope::process_private;
   // Sleep: announce ourselves, then re-check, so a signal in between is never missed.

@@ -194,12 +194,10 @@ SimQueue::Slot *SimQueue::idle() {
   // Spin for the budget (a submission is then picked up in well under a microsecond), then
   // sleep until the doorbell rings, in bounded slices. Submissions are refused once stopping,
   // so a look after seeing the stop finds whatever is left.
-  const uint64_t spin_until = deadline_after(instance_.config.spin_ns);
-  for (uint32_t i = 0;; ++i) {
+  for (SpinPhase spin(monotonic_ns(), instance_.config.spin_ns);;) {
     if (Slot *slot = published(tail_, std::memory_order_acquire)) return slot;
     if (stop_.load(std::memory_order_acquire)) return published(tail_, std::memory_order_acquire);
-    if ((i & 63) == 0 && monotonic_ns() >= spin_until) break;
-    cpu_relax();
+    if (!spin.next()) break;
   }
   for (;;) {
     asleep_.store(1, std::memory_order_seq_cst);

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdint>
@@ -45,6 +47,36 @@ inline void cpu_relax() {
   asm volatile("yield");
 #endif
 }
+
+// A waiter's spin phase, `budget_ns` from `start_ns`. The first microseconds are pause-spins: a
+// signaller running on another core answers within them. After that each check yields the CPU:
+// with more busy threads than cores (two ranks' hosts and queues on two cores) a waiter that
+// keeps its core delays the very thread it waits for, until the scheduler preempts it.
+class SpinPhase {
+ public:
+  static constexpr uint64_t kPauseNs = 4'000;
+  SpinPhase(uint64_t start_ns, uint64_t budget_ns)
+      : pause_until_(start_ns + std::min(budget_ns, kPauseNs)),
+        until_(budget_ns > UINT64_MAX - start_ns ? UINT64_MAX : start_ns + budget_ns) {}
+  // Waits a little; false once the budget is spent (then sleep).
+  bool next() {
+    if ((++checks_ & 63) == 0 || yielding_) {
+      const uint64_t now = monotonic_ns();
+      if (now >= until_) return false;
+      yielding_ = now >= pause_until_;
+    }
+    if (yielding_)
+      sched_yield();
+    else
+      cpu_relax();
+    return true;
+  }
+
+ private:
+  uint64_t pause_until_, until_;
+  uint32_t checks_ = 0;
+  bool yielding_ = false;
+};
 
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex words are 32 bits");
 
