@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/thread_name.hpp"
 #include "sim/sim_instance.hpp"
 #include "sim/wait_primitives.hpp"
 
@@ -259,7 +260,10 @@ SemPoller::~SemPoller() {
 void SemPoller::add(const std::shared_ptr<SemCore> &sem) {
   std::lock_guard lock(mu_);
   sems_.push_back(sem);
-  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  if (!thread_.joinable()) {
+    thread_ = std::thread([this] { loop(); });
+    common::name_thread(thread_, "trn-sem-poll");
+  }
   wake_.notify_all();
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 
+#include "common/thread_name.hpp"
 #include "isa/dtype.hpp"
 #include "sim/command_check.hpp"
 #include "sim/dma_engine.hpp"
@@ -38,6 +39,9 @@ SimQueue::SimQueue(trn_hal_instance_t &instance, DeviceRuntime &device, const Qu
   tail_signals_.reserve(kKeptSignals);  // a steady state never allocates
   tail_refs_.reserve(kKeptSignals);
   worker_ = std::thread([this] { run(); });
+  // "trn-q0.3": device 0, first physical core 3.
+  common::name_thread(
+      worker_, "trn-q" + std::to_string(device.index()) + "." + std::to_string(shape.first_core));
 }
 
 SimQueue::~SimQueue() {

@@ -10,6 +10,7 @@
 
 #include "comm/bytes.hpp"
 #include "comm/error.hpp"
+#include "common/thread_name.hpp"
 
 namespace trn::comm {
 
@@ -353,7 +354,9 @@ RendezvousId start_root_service(const Endpoint &where, uint64_t token, uint64_t 
   uint16_t port = 0;
   Fd listener = listen_on(where, &port);
   auto service = std::make_shared<RootService>(std::move(listener), token, timeout_ns);
-  std::thread([service] { service->run(); }).detach();
+  std::thread thread([service] { service->run(); });
+  common::name_thread(thread, "trn-rendezvous");
+  thread.detach();
   return {{where.host, port}, token};
 }
 

@@ -12,6 +12,7 @@
 #include "comm/config.hpp"
 #include "comm/error.hpp"
 #include "comm/host.hpp"
+#include "common/thread_name.hpp"
 
 namespace trn::comm {
 
@@ -115,6 +116,7 @@ void Comm::join(const RendezvousId &id, const CommConfig &config) {
   const auto blobs = bootstrap_.join(id, rank_, size_, host_label(), make_blob(), timeout_ns_);
   connect_peers(blobs);
   monitor_thread_ = std::thread([this] { monitor(); });
+  common::name_thread(monitor_thread_, "trn-comm-mon" + std::to_string(rank_));
   if (hosts_ > 1) connect_remote_peers();
 }
 

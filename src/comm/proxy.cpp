@@ -6,6 +6,7 @@
 #include <set>
 
 #include "comm/error.hpp"
+#include "common/thread_name.hpp"
 
 namespace trn::comm {
 
@@ -99,6 +100,7 @@ void Proxy::start() {
   if (peers_.empty()) return;
   for (auto &p : peers_) post_receives(*p);
   thread_ = std::thread([this] { run(); });
+  common::name_thread(thread_, "trn-proxy" + std::to_string(rank_));
 }
 
 void Proxy::stop() {

@@ -9,10 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -1281,4 +1284,41 @@ TEST_CASE("core activity counts the commands, bytes and simulated DMA time of a 
   trn_mem_free(a);
   trn_mem_free(b);
   trn_pool_destroy(pool);
+}
+
+namespace {
+
+// The names of this process's threads, as /proc shows them.
+std::vector<std::string> thread_names() {
+  std::vector<std::string> names;
+  for (const auto &task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name)) names.push_back(name);
+  }
+  return names;
+}
+
+size_t count_prefixed(const std::vector<std::string> &names, const std::string &prefix) {
+  return static_cast<size_t>(std::count_if(
+      names.begin(), names.end(), [&](const std::string &n) { return n.rfind(prefix, 0) == 0; }));
+}
+
+}  // namespace
+
+TEST_CASE("the simulated device's queue workers carry the device and core in their names",
+          "[queues][threads]") {
+  SimEnv env;
+  const trn_device_t device = first_device();
+  // Named "trn-q<device>.<first physical core>", as ps, top, perf and gdb show them.
+  CHECK(count_prefixed(thread_names(), "trn-q0.") == 0);
+  trn_queue_t first = make_queue(core_at(device, 0));
+  trn_queue_t second = make_queue(core_at(device, 1));
+  const auto names = thread_names();
+  CHECK(count_prefixed(names, "trn-q0.") == 2);
+  CHECK(count_prefixed(names, "trn-q0.0") == 1);
+  REQUIRE(trn_queue_destroy(first) == TRN_SUCCESS);
+  REQUIRE(trn_queue_destroy(second) == TRN_SUCCESS);
+  // A destroyed queue's worker is gone.
+  CHECK(count_prefixed(thread_names(), "trn-q0.") == 0);
 }
