@@ -60,7 +60,8 @@ class SpinPhase {
         until_(budget_ns > UINT64_MAX - start_ns ? UINT64_MAX : start_ns + budget_ns) {}
   // Waits a little; false once the budget is spent (then sleep).
   bool next() {
-    if ((++checks_ & 63) == 0 || yielding_) {
+    // The first call looks at the clock: a zero budget spins not at all.
+    if ((checks_++ & 63) == 0 || yielding_) {
       const uint64_t now = monotonic_ns();
       if (now >= until_) return false;
       yielding_ = now >= pause_until_;
