@@ -63,7 +63,10 @@ class SpinPhase {
     // The first call looks at the clock: a zero budget spins not at all.
     if ((checks_++ & 63) == 0 || yielding_) {
       const uint64_t now = monotonic_ns();
-      if (now >= until_) return false;
+      if (now >= until_) {
+        yielding_ = true;  // every later call looks again, and stays ended
+        return false;
+      }
       yielding_ = now >= pause_until_;
     }
     if (yielding_)

@@ -1,0 +1,48 @@
+// The simulated device's spin phase: how long a waiter spins before it sleeps.
+#include <catch2/catch.hpp>
+
+#include "sim/wait_primitives.hpp"
+
+namespace {
+
+using trn::sim::monotonic_ns;
+using trn::sim::SpinPhase;
+
+// Calls next() until it says the budget is spent; returns the calls that said to go on.
+uint64_t spin_out(SpinPhase &spin) {
+  uint64_t calls = 0;
+  while (spin.next()) ++calls;
+  return calls;
+}
+
+}  // namespace
+
+TEST_CASE("a zero spin budget sleeps at once (TRN_SPIN_NS=0)", "[spin]") {
+  SpinPhase spin(monotonic_ns(), 0);
+  CHECK_FALSE(spin.next());
+}
+
+TEST_CASE("a budget already spent when the wait starts spins not at all", "[spin]") {
+  SpinPhase spin(monotonic_ns() - 1'000'000, 500'000);
+  CHECK_FALSE(spin.next());
+}
+
+TEST_CASE("a spin lasts its budget, through the pause phase and the yielding one", "[spin]") {
+  // Budgets shorter and longer than the pause phase.
+  const uint64_t budget = GENERATE(uint64_t{1'000}, SpinPhase::kPauseNs, uint64_t{2'000'000});
+  INFO("budget " << budget << " ns");
+  const uint64_t start = monotonic_ns();
+  SpinPhase spin(start, budget);
+  const uint64_t calls = spin_out(spin);
+  const uint64_t spent = monotonic_ns() - start;
+  CHECK(calls > 0);
+  CHECK(spent >= budget);
+  CHECK(spent < budget + 1'000'000'000);  // ends: a loaded machine may be late, never endless
+  CHECK_FALSE(spin.next());               // and stays ended
+}
+
+TEST_CASE("a budget that would pass the clock's end spins until told otherwise", "[spin]") {
+  // UINT64_MAX means "spin for ever": the end saturates instead of wrapping to the past.
+  SpinPhase spin(monotonic_ns(), UINT64_MAX);
+  for (int i = 0; i < 1000; ++i) REQUIRE(spin.next());
+}
