@@ -204,6 +204,14 @@ typedef enum trn_hal_queue_kind {
   TRN_HAL_QUEUE_COPY = 1     /**< everything but launches */
 } trn_hal_queue_kind_t;
 
+/**
+ * A host call that returns at once and takes no lock a thread waiting for its queue may hold (the
+ * runtime's own bookkeeping around a command): a driver may run it on a host thread that waits
+ * for the queue's semaphore while running the queue's commands itself, rather than on the
+ * queue's own thread. Calls without it (an application's) run on the queue's thread only.
+ */
+#define TRN_HAL_HOST_CALL_BRIEF 1u
+
 typedef enum trn_hal_command_kind {
   /** Copies `bytes` between device addresses (HBM or registered host memory); may overlap. With
    *  a TRN_HAL_COPY_HOST_* flag one side is instead a plain pointer into this process's memory,
@@ -220,7 +228,8 @@ typedef enum trn_hal_command_kind {
   TRN_HAL_COMMAND_SEM_SIGNAL = 5,
   /** Writes a trn_hal_timestamp_t when reached: at a device address, or through a host pointer. */
   TRN_HAL_COMMAND_TIMESTAMP = 6,
-  /** Calls a host function from the queue's thread when reached (and when cancelled). */
+  /** Calls a host function from the queue's thread when reached (and when cancelled); with
+   *  TRN_HAL_HOST_CALL_BRIEF, possibly from a host thread that waits for the queue. */
   TRN_HAL_COMMAND_HOST_CALL = 7,
   /** Reads `bytes` of an open file at `file_offset` into device memory (HBM or registered host
    *  memory), as storage DMAs into device memory under GPUDirect Storage. The descriptor must
@@ -288,6 +297,8 @@ typedef struct trn_hal_command {
     struct {
       trn_hal_host_fn fn;
       void *user;
+      /** TRN_HAL_HOST_CALL_BRIEF or 0. A hint a driver may ignore (0 in every earlier runtime). */
+      uint32_t flags;
     } host_call;
     struct {
       int32_t fd; /**< this process's descriptor, open for reading (FILE_READ) or writing */

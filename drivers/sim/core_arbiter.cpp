@@ -19,7 +19,8 @@ bool CoreArbiter::is_next(uint32_t priority, uint64_t ticket) const {
   return false;
 }
 
-bool CoreArbiter::acquire(uint32_t priority, const std::atomic<bool> &stop, uint64_t *clock_ns) {
+bool CoreArbiter::acquire(uint32_t priority, const std::atomic<uint32_t> &stop,
+                          uint64_t *clock_ns) {
   priority = std::min(priority, kPriorities - 1);
   std::unique_lock lock(mu_);
   const uint64_t ticket = next_ticket_++;

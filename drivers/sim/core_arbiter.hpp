@@ -20,7 +20,7 @@ class CoreArbiter {
 
   // Waits for the engines; false if `stop` was set while waiting (nothing is held then).
   // `*clock_ns` (the caller's simulated time) moves on to when the engines became free.
-  bool acquire(uint32_t priority, const std::atomic<bool> &stop, uint64_t *clock_ns);
+  bool acquire(uint32_t priority, const std::atomic<uint32_t> &stop, uint64_t *clock_ns);
   // Gives the engines back at simulated time `clock_ns`.
   void release(uint64_t clock_ns);
 

@@ -132,7 +132,7 @@ void sim_sem_fail(trn_hal_sem_t *sem, const char *reason) {
 
 trn_result_t sim_sem_wait(trn_hal_sem_t *sem, uint64_t value, uint64_t timeout_ns) {
   if (!sem) return TRN_ERROR_NULL_POINTER;
-  return sem->core->wait(value, timeout_ns, nullptr);
+  return sem->core->host_wait(value, timeout_ns);
 }
 
 trn_result_t sim_sem_watch(trn_hal_sem_t *sem, uint64_t value, int *fd, trn_hal_error_t *err) {

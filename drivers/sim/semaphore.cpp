@@ -12,6 +12,7 @@
 
 #include "common/thread_name.hpp"
 #include "sim/sim_instance.hpp"
+#include "sim/sim_queue.hpp"
 #include "sim/wait_primitives.hpp"
 
 namespace trn::sim {
@@ -135,10 +136,10 @@ constexpr uint32_t kSpinsBeforeClock = 32;
 }  // namespace
 
 trn_result_t SemCore::wait(uint64_t value, uint64_t timeout_ns,
-                           const std::atomic<bool> *interrupt) {
+                           const std::atomic<uint32_t> *interrupt) {
   auto reached = [&] { return cell_->value.load(std::memory_order_seq_cst) >= value; };
   auto stopped = [&] {
-    return failed() || (interrupt && interrupt->load(std::memory_order_acquire));
+    return failed() || (interrupt && interrupt->load(std::memory_order_acquire) != 0);
   };
   if (reached()) return TRN_SUCCESS;
   if (stopped()) return TRN_ERROR_CANCELLED;
@@ -177,6 +178,35 @@ trn_result_t SemCore::wait(uint64_t value, uint64_t timeout_ns,
     if (stopped()) return TRN_ERROR_CANCELLED;
     if (monotonic_ns() >= deadline) return TRN_TIMEOUT;
   }
+}
+
+trn_result_t SemCore::host_wait(uint64_t target, uint64_t timeout_ns) {
+  // No queue feeds it (a semaphore the host signals): a plain wait, with nothing added to it.
+  if (value() >= target || timeout_ns == 0 || failed() ||
+      feeder_.load(std::memory_order_relaxed) == nullptr)
+    return wait(target, timeout_ns, nullptr);
+  const uint64_t deadline = deadline_after(timeout_ns);
+  {
+    std::unique_lock lock(feeder_mu_, std::try_to_lock);
+    SimQueue *feeder = feeder_.load(std::memory_order_relaxed);
+    if (lock.owns_lock() && feeder != nullptr && feeder->assist(*this, target, deadline))
+      return TRN_SUCCESS;
+  }
+  const uint64_t now = monotonic_ns();
+  return wait(target, deadline > now ? deadline - now : 0, nullptr);
+}
+
+bool SemCore::set_feeder(SimQueue *queue) {
+  std::unique_lock lock(feeder_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  feeder_.store(queue, std::memory_order_relaxed);
+  return true;
+}
+
+void SemCore::clear_feeder(SimQueue *queue) {
+  std::lock_guard lock(feeder_mu_);
+  if (feeder_.load(std::memory_order_relaxed) == queue)
+    feeder_.store(nullptr, std::memory_order_relaxed);
 }
 
 void SemCore::close_watches(const void *owner) {

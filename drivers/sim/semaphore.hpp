@@ -22,6 +22,7 @@
 namespace trn::sim {
 
 class DeviceRuntime;
+class SimQueue;
 
 class SemCore {
  public:
@@ -45,9 +46,18 @@ class SemCore {
   // Raises the value to at least `value`, reached at simulated time `device_ns`.
   void signal(uint64_t value, uint64_t device_ns, bool clear_failure);
   void fail(const std::string &reason);
-  // TRN_SUCCESS, TRN_TIMEOUT, or TRN_ERROR_CANCELLED (failed, or `interrupt` was set: a queue
-  // being destroyed re-checks it at least every 10 ms).
-  trn_result_t wait(uint64_t value, uint64_t timeout_ns, const std::atomic<bool> *interrupt);
+  // TRN_SUCCESS, TRN_TIMEOUT, or TRN_ERROR_CANCELLED (failed, or `interrupt` became nonzero: a
+  // queue worker re-checks it at least every 10 ms while asleep).
+  trn_result_t wait(uint64_t value, uint64_t timeout_ns, const std::atomic<uint32_t> *interrupt);
+  // A host wait: first runs the feeding queue's commands on the calling thread (SimQueue::assist)
+  // while that is quick, then waits as above.
+  trn_result_t host_wait(uint64_t target, uint64_t timeout_ns);
+  // The queue of this process whose buffers signal this semaphore (a runtime's timeline): a host
+  // thread waiting here may run its commands itself. Cleared (nullptr) before the queue goes;
+  // that waits until no waiter is using it.
+  // False (try again later) while a waiter is running the current feeder's commands.
+  bool set_feeder(SimQueue *queue);
+  void clear_feeder(SimQueue *queue);
   // A watch belongs to the hold that asked for it (`owner`): close_watches ends a hold's.
   trn_result_t watch(uint64_t value, const void *owner, int *fd, std::string *why);
   void close_watches(const void *owner);
@@ -83,6 +93,10 @@ class SemCore {
   std::string reason_;
   std::vector<Watcher> watchers_;
   std::atomic<uint32_t> watcher_count_{0};  // watchers_.size(), read without the lock
+  // Held by a waiter for as long as it runs the feeder's commands (one at a time: the others
+  // wait as usual), and by whoever changes the feeder; read without it only to skip the lock.
+  std::mutex feeder_mu_;
+  std::atomic<SimQueue *> feeder_{nullptr};
 };
 
 // Shared semaphores may be signalled by other processes, which cannot write this process's

@@ -4,6 +4,12 @@
 // the worker spins on that slot for the spin budget when idle, then sleeps on a doorbell futex
 // that submitters ring only while it sleeps. Failure semantics are hal.h's
 // (trn_hal_queue_fault_t).
+//
+// A host thread that waits for the queue's timeline may run its buffers itself (assist): the
+// worker is a second thread that must be scheduled for every hand-off, and with more busy
+// threads than cores (ranks' hosts and queues on a small machine) each hand-off waits for the
+// scheduler. Whoever holds the token runs the ring; the worker lets a waiting host thread have it
+// at its next wait or buffer boundary, and takes it back when that thread leaves.
 #pragma once
 
 #include <atomic>
@@ -47,6 +53,13 @@ class SimQueue {
   trn_result_t set_priority(uint32_t priority, std::string *why);
   // Completes the running buffer (a wait in it ends as cancelled), cancels the rest, joins.
   void stop();
+  // Called by a host thread waiting for `sem` (which this queue's buffers signal) to reach
+  // `value`: runs the queue's buffers on this thread while that stays quick (copies, reductions
+  // and memsets up to kAssistBytes, semaphore commands, timestamps; until the deadline), then
+  // gives the rest back to the worker. True once the value is reached.
+  bool assist(SemCore &sem, uint64_t value, uint64_t deadline_ns);
+  static constexpr uint64_t kAssistBytes = 1u << 20;
+  static constexpr uint64_t kAssistAfterNs = 1'000;
 
  private:
   static constexpr uint32_t kInlineCommands = 6;
@@ -75,12 +88,33 @@ class SimQueue {
       return count <= kInlineCommands ? inline_commands : more.data();
     }
     SemCore **sems() { return count <= kInlineCommands ? inline_sems : more_sems.data(); }
+    SemCore *const *sems() const {
+      return count <= kInlineCommands ? inline_sems : more_sems.data();
+    }
   };
   // A trailing signal, taken out of its slot before the slot is freed.
   struct TailSignal {
     SemCore *sem;
     uint64_t value;
   };
+  // Where the token holder is in the buffer at tail_: a buffer handed over between the worker and
+  // a helper resumes at the command it stopped before.
+  struct Cursor {
+    bool active = false;
+    bool helper_may_run = false;  // every command of the buffer (the worker hands it over)
+    size_t index = 0;             // the next command to run
+    size_t end = 0;               // where its trailing signals begin
+    uint64_t start_ns = 0;
+    trn_hal_core_activity_t activity{};
+  };
+  // A helper's errand: the value it waits for, and until when.
+  struct Errand {
+    SemCore *sem;
+    uint64_t value;
+    uint64_t deadline_ns;
+    bool done() const;
+  };
+  enum class Drained { empty, paused, yielded };
   // "copy #12": what failure texts call a buffer.
   static std::string name_of(const Slot &buffer);
   // Why a command failed, for the fault record.
@@ -93,19 +127,39 @@ class SimQueue {
   };
 
   Slot *slot_for_producer(uint64_t position);  // makes its chunk on first use
-  // Whether the queue holds `core` itself (pinning it if it is local and a pin is free).
-  bool pin(const std::shared_ptr<SemCore> &core);
+  // Whether the queue holds `core` itself (pinning it if it is local and a pin is free); one it
+  // signals learns this queue as its feeder (SemCore::set_feeder).
+  bool pin(const std::shared_ptr<SemCore> &core, bool signals);
   // The slot if it holds that position's buffer.
   Slot *published(uint64_t position, std::memory_order order);
   void run();
-  void process(Slot &buffer);  // executes or cancels it; retires it
-  Slot *idle();                // until the next buffer is published (or stopping: nullptr)
+  // Until the worker holds the token with a buffer to run (false: stopping, nothing left),
+  // spinning for the budget first or sleeping at once.
+  bool await_work(bool spin_first);
+  bool claim();  // takes the token if a buffer waits and no helper wants it
+  // Runs buffers with the token held (`errand`: as a helper) until none is published, a command
+  // paused, or (the worker) a helper waits for the token.
+  Drained drain(const Errand *errand);
+  // Executes or cancels the buffer at tail_ from the cursor on, and retires it; false if it
+  // paused (the cursor keeps its place).
+  bool process(Slot &buffer, const Errand *errand);
+  // Lets go of the token; a worker asleep while work is left is woken.
+  void release_token();
   // Where the signals that end a buffer begin (its size if it does not end with one).
   static size_t trailing_signals(const Slot &buffer);
-  // Runs commands [0, end); false if one failed (the rest are abandoned).
-  bool execute(Slot &buffer, size_t end, trn_hal_core_activity_t *activity);
-  trn_result_t execute_command(const trn_hal_command_t &command, SemCore *sem,
+  enum class Ran { completed, failed, paused };
+  // Runs commands from the cursor to its end (the rest are abandoned if one fails).
+  Ran execute(Slot &buffer, const Errand *errand);
+  // TRN_TIMEOUT: paused before the command (a wait handed over, or past a helper's reach).
+  trn_result_t execute_command(const trn_hal_command_t &command, SemCore *sem, const Errand *errand,
                                trn_hal_core_activity_t *activity, Failure *failure);
+  // Whether a helper may run the command (short enough to keep within its caller's deadline).
+  static bool helper_may_run(const trn_hal_command_t &command);
+  // Whether a helper may run every command of the buffer (`at_once`: without waiting).
+  static bool helper_may_run(const Slot &buffer, bool at_once);
+  // A semaphore wait in a buffer: the worker's, ended early when a helper wants the token; a
+  // helper's, ended (TRN_TIMEOUT) at its deadline or when its errand is done.
+  trn_result_t wait_command(SemCore &sem, uint64_t value, const Errand *errand);
   // A transfer of `bytes` on the queue's DMA engines: its simulated time and its activity.
   void charge_dma(uint64_t bytes, trn_hal_core_activity_t *activity);
   // A copy between two devices' HBM, over NeuronLink.
@@ -118,6 +172,7 @@ class SimQueue {
   void abandon(Slot &buffer, size_t from, trn_result_t status, const std::string &text);
   void cancel(Slot &buffer, const std::string &reason);
   void retire(Slot &buffer);  // frees its slot, counts it retired
+  void ring_doorbell();
   void tick(uint64_t ns);
 
   trn_hal_instance_t &instance_;
@@ -137,20 +192,32 @@ class SimQueue {
   // watches its destroy ends: keeping the object a while longer shows nowhere).
   static constexpr uint32_t kPins = 4;
   std::shared_ptr<SemCore> pins_[kPins];
+  bool feeds_[kPins]{};  // this queue is the pinned semaphore's feeder
 
   // Read on every buffer, written rarely.
-  alignas(64) std::atomic<bool> stop_{false};
+  alignas(64) std::atomic<uint32_t> stop_{0};
   std::atomic<bool> in_error_{false};
   std::atomic<uint32_t> priority_{TRN_HAL_QUEUE_PRIORITY_NORMAL};
 
-  // The sleeping worker's doorbell: rung only while `asleep_` is set.
+  // The sleeping worker's doorbell: rung only while `asleep_` is set and `lent_` is not (host
+  // threads have been running the ring: the worker looks for work every kLentSliceNs instead).
   alignas(64) std::atomic<uint32_t> asleep_{0};
   std::atomic<uint32_t> doorbell_{0};
+  std::atomic<bool> lent_{false};
+  std::atomic<uint64_t> assists_{0};  // helpers that ran buffers, to end `lent_`
 
-  // The worker's line.
-  alignas(64) uint64_t tail_ = 0;  // the next position to run
+  // Who runs the ring. The token's holder alone touches the execution state below.
+  alignas(64) std::atomic<uint32_t> token_{0};
+  // Ends the worker's semaphore waits early: stopping, or a helper waits for the token.
+  static constexpr uint32_t kYieldStopping = 1, kYieldToHelper = 2;
+  std::atomic<uint32_t> yield_{0};
+  std::atomic<bool> helping_{false};  // one helper at a time
+
+  // The execution state: the token holder's.
+  alignas(64) std::atomic<uint64_t> tail_{0};  // the next position to run; read as a hint
   std::atomic<uint64_t> retired_{0};
-  uint64_t clock_ns_ = 0;  // the queue's simulated time; the worker's alone
+  Cursor cursor_;
+  uint64_t clock_ns_ = 0;  // the queue's simulated time
   std::vector<TailSignal> tail_signals_;
   std::vector<std::shared_ptr<SemCore>> tail_refs_;
 

@@ -38,11 +38,13 @@ trn_hal_command_t sem_command(uint32_t kind, const SemRef &ref) {
   return c;
 }
 
-trn_hal_command_t host_call(trn_hal_host_fn fn, void *user) {
+// `flags`: TRN_HAL_HOST_CALL_BRIEF for the runtime's own bookkeeping (a waiter may run it).
+trn_hal_command_t host_call(trn_hal_host_fn fn, void *user, uint32_t flags) {
   trn_hal_command_t c{};
   c.kind = TRN_HAL_COMMAND_HOST_CALL;
   c.u.host_call.fn = fn;
   c.u.host_call.user = user;
+  c.u.host_call.flags = flags;
   return c;
 }
 
@@ -114,8 +116,8 @@ trn_hal_command_t operation_of(const Command &c, Queue::Work &work) {
       op.kind = TRN_HAL_COMMAND_TIMESTAMP;
       op.u.timestamp.host = c.host;
       break;
-    case Command::Kind::host_call: op = host_call(&Queue::Work::call_host_fn, &work); break;
-    case Command::Kind::free: op = host_call(&Queue::Work::release_freed, &work); break;
+    case Command::Kind::host_call: op = host_call(&Queue::Work::call_host_fn, &work, 0); break;
+    case Command::Kind::free: op = host_call(&Queue::Work::release_freed, &work, 0); break;
     case Command::Kind::execute:  // many operations: ProgramRun::write_commands
     case Command::Kind::barrier: break;
   }
@@ -247,7 +249,7 @@ trn_result_t Queue::submit(Command command, uint64_t *sequence) {
   uint32_t n = 0;
   for (const SemRef &wait : c.waits) commands[n++] = sem_command(TRN_HAL_COMMAND_SEM_WAIT, wait);
   if (has_operation) {
-    if (holds_memory) commands[n++] = host_call(&Work::before, work.get());
+    if (holds_memory) commands[n++] = host_call(&Work::before, work.get(), TRN_HAL_HOST_CALL_BRIEF);
     if (c.kind == Command::Kind::execute) {
       c.run->write_commands(commands + n);
       n += operations;
@@ -258,7 +260,7 @@ trn_result_t Queue::submit(Command command, uint64_t *sequence) {
   }
   for (const SemRef &signal : c.signals)
     commands[n++] = sem_command(TRN_HAL_COMMAND_SEM_SIGNAL, signal);
-  if (work) commands[n++] = host_call(&Work::after, work.get());
+  if (work) commands[n++] = host_call(&Work::after, work.get(), TRN_HAL_HOST_CALL_BRIEF);
   const size_t timeline_slot = n++;
 
   std::lock_guard lock(mu_);

@@ -1,10 +1,15 @@
 // Queues: creation on claimed cores, copies (device, host to device, device to host; small and
 // multi-MiB, overlapping), memset, order, semaphore signals and waits between queues and
 // devices, timestamps, host calls, status counters, QUEUE_FULL at capacity, and malformed
-// commands (file commands included) refused at submission with nothing run.
+// commands (file commands included) refused at submission with nothing run; host calls and the
+// threads that wait for a queue (TRN_HAL_HOST_CALL_BRIEF).
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -27,7 +32,102 @@ void run_on(trn_hal_instance_t *inst, uint32_t device, Queue &q,
   REQUIRE(q.wait_retired(st.submitted));  // before `done` goes
 }
 
+// Host calls that note the thread they ran on.
+class ThreadLog {
+ public:
+  trn_hal_command_t command(uint32_t flags) {
+    trn_hal_command_t c;
+    std::memset(&c, 0, sizeof c);
+    c.kind = TRN_HAL_COMMAND_HOST_CALL;
+    c.u.host_call.fn = &ThreadLog::record;
+    c.u.host_call.user = this;
+    c.u.host_call.flags = flags;
+    return c;
+  }
+  std::vector<std::thread::id> threads() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return threads_;
+  }
+
+ private:
+  static trn_result_t record(void *user, trn_result_t, trn_hal_error_t *) {
+    auto *log = static_cast<ThreadLog *>(user);
+    std::lock_guard<std::mutex> lock(log->mutex_);
+    log->threads_.push_back(std::this_thread::get_id());
+    return TRN_SUCCESS;
+  }
+  mutable std::mutex mutex_;
+  std::vector<std::thread::id> threads_;
+};
+
+// `rounds` buffers of a host call (with `flags`) and a signal, each submitted once the queue has
+// been idle a while (its thread may sleep) and waited for from this thread. Returns how many
+// calls ran on this thread.
+size_t calls_on_waiter(Queue &q, Sem &timeline, uint32_t flags, uint32_t rounds) {
+  ThreadLog log;
+  for (uint32_t i = 1; i <= rounds; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+    const uint64_t target = timeline.value() + 1;
+    q.submit({log.command(flags), signal_command(timeline, target)});
+    REQUIRE(ops().sem_wait(timeline, target, kLong) == TRN_SUCCESS);
+  }
+  const auto threads = log.threads();
+  REQUIRE(threads.size() == rounds);
+  size_t here = 0;
+  for (const std::thread::id &t : threads) here += t == std::this_thread::get_id() ? 1 : 0;
+  return here;
+}
+
 }  // namespace
+
+TEST_CASE("queues: host calls and the threads that wait for the queue", "[queues]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  Queue q(inst, 0, TRN_HAL_QUEUE_COMPUTE);
+  Sem timeline(inst, 0, 0);
+  SECTION("an application's host call never runs on a thread waiting for the queue") {
+    // Without TRN_HAL_HOST_CALL_BRIEF the call may take a lock its waiter holds: the queue's own
+    // thread runs it.
+    CHECK(calls_on_waiter(q, timeline, 0, 40) == 0);
+  }
+  SECTION("brief host calls run in order, on the queue's thread or on its waiter") {
+    const size_t here = calls_on_waiter(q, timeline, TRN_HAL_HOST_CALL_BRIEF, 40);
+    // The sim's waiters run the queue's buffers themselves whenever its thread is not at hand
+    // (it sleeps after a while idle): some of these ran here.
+    const char *spin = std::getenv("TRN_SPIN_NS");  // 0: waiters sleep at once, running nothing
+    if (std::string(ops().name) == "sim" && !(spin && std::string(spin) == "0")) CHECK(here > 0);
+    // A buffer nobody waits for still completes after waiters ran the queue (the queue's thread
+    // no longer hears a doorbell for each buffer, but looks for work on its own).
+    q.submit({signal_command(timeline, 1000)});
+    const uint64_t deadline = monotonic_ns() + 2 * kSecond;
+    while (timeline.value() < 1000 && monotonic_ns() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    CHECK(timeline.value() == 1000);
+  }
+  SECTION("destroying a queue ends a wait whose buffers its waiter was running") {
+    Sem gate(inst, 0, 0);
+    // The waiter runs the buffers up to the gate's wait, and waits there.
+    q.submit({signal_command(timeline, 1)});
+    REQUIRE(ops().sem_wait(timeline, 1, kLong) == TRN_SUCCESS);
+    q.submit({wait_command(gate, 1), signal_command(timeline, 2)});
+    std::atomic<trn_result_t> result{TRN_SUCCESS};
+    std::atomic<bool> returned{false};
+    const trn_hal_ops_t &table = ops();  // Catch's macros (inside ops()) are this thread's only
+    std::thread waiter([&] {
+      result = table.sem_wait(timeline, 2, kLong);
+      returned = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const uint64_t start = monotonic_ns();
+    q.destroy();
+    waiter.join();
+    CHECK(returned);
+    CHECK(result == TRN_ERROR_CANCELLED);
+    CHECK(monotonic_ns() - start < kLong / 2);
+    CHECK(timeline.state().failed != 0);
+  }
+}
 
 TEST_CASE("queues: a compute queue needs a claim on the cores, a copy queue does not", "[queues]") {
   Instance inst;

@@ -1,0 +1,233 @@
+// Who runs a queue's ring: its worker thread, or a host thread waiting for the queue's timeline
+// (assist), and how the ring passes between them (sim_queue.hpp).
+#include <algorithm>
+
+#include "isa/dtype.hpp"
+#include "sim/semaphore.hpp"
+#include "sim/sim_instance.hpp"
+#include "sim/sim_queue.hpp"
+#include "sim/wait_primitives.hpp"
+
+namespace trn::sim {
+
+namespace {
+
+// An idle worker sleeps in slices this long (a missed doorbell costs at most one).
+constexpr uint64_t kIdleSliceNs = 100'000'000;
+// While host threads run the ring (assist), submitters do not ring the doorbell (each ring is a
+// system call and a wasted wake-up: the waiter runs the buffer itself); the worker looks for
+// buffers nobody waits for this often instead, and submitters ring again once it finds no
+// helper came since its last look.
+constexpr uint64_t kLentSliceNs = 200'000;
+
+}  // namespace
+
+void SimQueue::run() {
+  // After handing the ring to a waiting host thread the worker sleeps at once: its spinning
+  // would take a core from that thread, and that thread wakes it for anything it leaves.
+  for (bool spin = true; await_work(spin);) {
+    spin = drain(nullptr) == Drained::empty;
+    token_.store(0, std::memory_order_seq_cst);
+  }
+}
+
+bool SimQueue::claim() {
+  // A helper waiting for the token gets it, unless stopping (the worker cancels what is left).
+  const uint32_t yield = yield_.load(std::memory_order_seq_cst);
+  if ((yield & kYieldToHelper) != 0 && (yield & kYieldStopping) == 0) return false;
+  if (published(tail_.load(std::memory_order_relaxed), std::memory_order_seq_cst) == nullptr)
+    return false;
+  if (token_.exchange(1, std::memory_order_acquire) != 0) return false;
+  // A helper may have run that buffer in between.
+  if (published(tail_.load(std::memory_order_relaxed), std::memory_order_acquire) != nullptr)
+    return true;
+  token_.store(0, std::memory_order_seq_cst);
+  return false;
+}
+
+bool SimQueue::await_work(bool spin_first) {
+  // Spin for the budget (a submission is then picked up in well under a microsecond), then
+  // sleep until the doorbell rings, in bounded slices. Submissions are refused once stopping,
+  // so once the token is free after the stop, nothing published means nothing is left.
+  auto finished = [&] {
+    return stop_.load(std::memory_order_acquire) != 0 &&
+           token_.load(std::memory_order_seq_cst) == 0 &&
+           published(tail_.load(std::memory_order_relaxed), std::memory_order_acquire) == nullptr;
+  };
+  const uint64_t budget = spin_first ? instance_.config.spin_ns : 0;
+  for (SpinPhase spin(monotonic_ns(), budget);;) {
+    if (claim()) return true;
+    if (finished()) return false;
+    // A helper has the ring: it wakes the worker if it leaves work behind.
+    if ((yield_.load(std::memory_order_relaxed) & kYieldToHelper) != 0 || !spin.next()) break;
+  }
+  uint64_t assists = assists_.load(std::memory_order_relaxed);
+  for (;;) {
+    asleep_.store(1, std::memory_order_seq_cst);
+    const uint32_t seen = doorbell_.load(std::memory_order_seq_cst);
+    // Sequentially consistent with submitters and leaving helpers: either they see us asleep
+    // (and not lent) and ring, or we see their buffer (or the free token) here.
+    const bool runnable = claim();
+    if (!runnable && !finished()) {
+      const bool lent = lent_.load(std::memory_order_seq_cst);
+      futex_wait(&doorbell_, seen, lent ? kLentSliceNs : kIdleSliceNs, FutexScope::process_private);
+      const uint64_t now_assists = assists_.load(std::memory_order_relaxed);
+      if (lent && now_assists == assists) lent_.store(false, std::memory_order_seq_cst);
+      assists = now_assists;
+    }
+    asleep_.store(0, std::memory_order_relaxed);
+    if (runnable || claim()) return true;
+    if (finished()) return false;
+  }
+}
+
+bool SimQueue::helper_may_run(const Slot &buffer, bool at_once) {
+  const trn_hal_command_t *commands = buffer.commands();
+  SemCore *const *sems = buffer.sems();
+  for (size_t i = 0; i < buffer.count; ++i) {
+    const trn_hal_command_t &c = commands[i];
+    if (!helper_may_run(c)) return false;
+    if (at_once && c.kind == TRN_HAL_COMMAND_SEM_WAIT && sems[i]->value() < c.u.sem.value)
+      return false;
+  }
+  return true;
+}
+
+SimQueue::Drained SimQueue::drain(const Errand *errand) {
+  // Buffers a helper runs past its errand: the ones that follow at once (a timestamp after the
+  // awaited work, the bookkeeping after it), so that the worker need not wake for them.
+  constexpr uint32_t kAfterErrand = 8;
+  uint32_t after = 0;
+  for (;;) {
+    if (errand) {
+      if (errand->done()) {
+        if (cursor_.active || after++ == kAfterErrand) return Drained::yielded;
+        const Slot *next =
+            published(tail_.load(std::memory_order_relaxed), std::memory_order_acquire);
+        if (next == nullptr || !helper_may_run(*next, true)) return Drained::yielded;
+      } else if (monotonic_ns() >= errand->deadline_ns) {
+        return Drained::paused;
+      }
+    }
+    const uint64_t position = tail_.load(std::memory_order_relaxed);
+    Slot *slot = published(position, std::memory_order_acquire);
+    if (slot == nullptr) return Drained::empty;
+    // The worker hands a waiting helper the next buffer it may run (with nothing left, it goes
+    // idle as usual: the helper's value was in what it just ran).
+    if (!errand && !cursor_.active &&
+        (yield_.load(std::memory_order_acquire) & kYieldToHelper) != 0 &&
+        stop_.load(std::memory_order_acquire) == 0 && helper_may_run(*slot, false))
+      return Drained::yielded;
+    // A helper takes whole buffers it may run (a failure abandons the rest of a buffer, calling
+    // its host calls: an application's run on the worker only).
+    if (errand && !helper_may_run(*slot, false)) return Drained::paused;
+    try {
+      if (!process(*slot, errand)) return Drained::paused;
+    } catch (const std::exception &) {
+      // Out of memory building a reason: the buffer retires all the same, the runner goes on.
+      cursor_.active = false;
+    }
+    if (tail_.load(std::memory_order_relaxed) == position) retire(*slot);
+    tail_refs_.clear();  // empty unless something was thrown
+  }
+}
+
+bool SimQueue::Errand::done() const {
+  return sem->value() >= value;
+}
+
+bool SimQueue::assist(SemCore &sem, uint64_t value, uint64_t deadline_ns) {
+  const uint64_t budget = instance_.config.spin_ns;
+  if (budget == 0) return sem.value() >= value;  // TRN_SPIN_NS=0: sleep at once, as documented
+  bool expected = false;
+  if (!helping_.compare_exchange_strong(expected, true, std::memory_order_acquire)) return false;
+  const Errand errand{&sem, value, deadline_ns};
+  // A worker that is running gets a moment to finish first (an empty buffer completes in a few
+  // hundred nanoseconds): taking the ring from it would put it to sleep for nothing.
+  const uint64_t start = monotonic_ns();
+  for (uint64_t now = start; now - start < kAssistAfterNs; now = monotonic_ns()) {
+    if (errand.done()) {
+      helping_.store(false, std::memory_order_release);
+      return true;
+    }
+    cpu_relax();
+  }
+  yield_.fetch_or(kYieldToHelper, std::memory_order_seq_cst);
+  bool reached = false, ran = false;
+  // Until the token is free (the worker lets go at its next wait or buffer), for the spin budget.
+  for (SpinPhase spin(start, std::min(budget, deadline_ns > start ? deadline_ns - start : 0));;) {
+    if (errand.done()) {
+      reached = true;
+      break;
+    }
+    if (stop_.load(std::memory_order_acquire) != 0) break;
+    if (token_.load(std::memory_order_relaxed) == 0 &&
+        token_.exchange(1, std::memory_order_acquire) == 0) {
+      const Drained why = drain(&errand);
+      ran = true;
+      token_.store(0, std::memory_order_seq_cst);
+      if (why == Drained::yielded) {
+        reached = true;
+        break;
+      }
+      // Paused: past a helper's reach, or at the deadline. Empty: the value is for buffers not
+      // submitted yet (or another signaller): wait as usual.
+      if (why == Drained::paused || errand.done()) {
+        reached = errand.done();
+        break;
+      }
+    }
+    if (!spin.next()) break;
+  }
+  if (ran) {
+    assists_.fetch_add(1, std::memory_order_relaxed);
+    lent_.store(true, std::memory_order_seq_cst);
+  }
+  yield_.fetch_and(~kYieldToHelper, std::memory_order_seq_cst);
+  helping_.store(false, std::memory_order_release);
+  // The worker sleeps while a helper waits: wake it for what is left. Sequentially consistent
+  // with its going to sleep (await_work).
+  if (asleep_.load(std::memory_order_seq_cst) != 0 &&
+      published(tail_.load(std::memory_order_relaxed), std::memory_order_seq_cst) != nullptr)
+    ring_doorbell();
+  return reached;
+}
+
+bool SimQueue::helper_may_run(const trn_hal_command_t &c) {
+  switch (c.kind) {
+    case TRN_HAL_COMMAND_COPY: return c.u.copy.bytes <= kAssistBytes;
+    case TRN_HAL_COMMAND_MEMSET: return c.u.memset.bytes <= kAssistBytes;
+    case TRN_HAL_COMMAND_REDUCE:
+      return uint64_t{c.u.reduce.count} *
+                 isa::dtype_size(static_cast<isa::DType>(c.u.reduce.dtype)) <=
+             kAssistBytes;
+    case TRN_HAL_COMMAND_SEM_WAIT:
+    case TRN_HAL_COMMAND_SEM_SIGNAL:
+    case TRN_HAL_COMMAND_TIMESTAMP: return true;
+    case TRN_HAL_COMMAND_HOST_CALL: return (c.u.host_call.flags & TRN_HAL_HOST_CALL_BRIEF) != 0;
+    // Kernels run for as long as they run and files wait on storage: the worker's.
+    default: return false;
+  }
+}
+
+trn_result_t SimQueue::wait_command(SemCore &sem, uint64_t value, const Errand *errand) {
+  if (errand == nullptr) {
+    // Only a buffer a helper may run is handed over at its waits.
+    const trn_result_t r = sem.wait(value, UINT64_MAX, cursor_.helper_may_run ? &yield_ : &stop_);
+    // Cancelled without a failure or a stop: a helper wants the token; resume here later.
+    if (r == TRN_ERROR_CANCELLED && !sem.failed() && stop_.load(std::memory_order_acquire) == 0)
+      return TRN_TIMEOUT;
+    return r;
+  }
+  // A helper waits in slices, looking at its own errand between them.
+  constexpr uint64_t kHelperSliceNs = 1'000'000;
+  for (;;) {
+    const uint64_t now = monotonic_ns();
+    if (errand->done() || now >= errand->deadline_ns) return TRN_TIMEOUT;
+    const trn_result_t r =
+        sem.wait(value, std::min(errand->deadline_ns - now, kHelperSliceNs), &stop_);
+    if (r != TRN_TIMEOUT) return r;
+  }
+}
+
+}  // namespace trn::sim
