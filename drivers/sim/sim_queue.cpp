@@ -142,8 +142,7 @@ trn_result_t SimQueue::submit(const trn_hal_submission_t &submission, std::strin
     slot.seq.store(position + 1, std::memory_order_seq_cst);
     head_ = position + 1;
   }
-  if (asleep_.load(std::memory_order_seq_cst) && !lent_.load(std::memory_order_seq_cst))
-    ring_doorbell();
+  if (asleep_.load(std::memory_order_seq_cst) == kAsleep) ring_doorbell();
   return TRN_SUCCESS;
 }
 

@@ -199,9 +199,11 @@ class SimQueue {
   std::atomic<bool> in_error_{false};
   std::atomic<uint32_t> priority_{TRN_HAL_QUEUE_PRIORITY_NORMAL};
 
-  // The sleeping worker's doorbell: rung only while `asleep_` is set and `lent_` is not (host
-  // threads have been running the ring: the worker looks for work every kLentSliceNs instead).
-  alignas(64) std::atomic<uint32_t> asleep_{0};
+  // The sleeping worker's doorbell: submitters ring it only while the worker is kAsleep. While
+  // `lent_` (host threads have been running the ring) it is kNapping instead: it looks for work
+  // every kLentSliceNs on its own, and leaving helpers ring it for what they leave.
+  static constexpr uint32_t kAwake = 0, kAsleep = 1, kNapping = 2;
+  alignas(64) std::atomic<uint32_t> asleep_{kAwake};
   std::atomic<uint32_t> doorbell_{0};
   std::atomic<bool> lent_{false};
   std::atomic<uint64_t> assists_{0};  // helpers that ran buffers, to end `lent_`

@@ -63,19 +63,20 @@ bool SimQueue::await_work(bool spin_first) {
   }
   uint64_t assists = assists_.load(std::memory_order_relaxed);
   for (;;) {
-    asleep_.store(1, std::memory_order_seq_cst);
+    // Lent (waiters run the ring): short naps, which submitters need not ring for.
+    const bool lent = lent_.load(std::memory_order_seq_cst);
+    asleep_.store(lent ? kNapping : kAsleep, std::memory_order_seq_cst);
     const uint32_t seen = doorbell_.load(std::memory_order_seq_cst);
     // Sequentially consistent with submitters and leaving helpers: either they see us asleep
-    // (and not lent) and ring, or we see their buffer (or the free token) here.
+    // and ring, or we see their buffer (or the free token) here.
     const bool runnable = claim();
     if (!runnable && !finished()) {
-      const bool lent = lent_.load(std::memory_order_seq_cst);
       futex_wait(&doorbell_, seen, lent ? kLentSliceNs : kIdleSliceNs, FutexScope::process_private);
       const uint64_t now_assists = assists_.load(std::memory_order_relaxed);
       if (lent && now_assists == assists) lent_.store(false, std::memory_order_seq_cst);
       assists = now_assists;
     }
-    asleep_.store(0, std::memory_order_relaxed);
+    asleep_.store(kAwake, std::memory_order_relaxed);
     if (runnable || claim()) return true;
     if (finished()) return false;
   }
@@ -143,9 +144,11 @@ bool SimQueue::assist(SemCore &sem, uint64_t value, uint64_t deadline_ns) {
   if (!helping_.compare_exchange_strong(expected, true, std::memory_order_acquire)) return false;
   const Errand errand{&sem, value, deadline_ns};
   // A worker that is running gets a moment to finish first (an empty buffer completes in a few
-  // hundred nanoseconds): taking the ring from it would put it to sleep for nothing.
+  // hundred nanoseconds): taking the ring from it would put it to sleep for nothing. A sleeping
+  // one would take longer to wake than the whole buffer takes here.
   const uint64_t start = monotonic_ns();
-  for (uint64_t now = start; now - start < kAssistAfterNs; now = monotonic_ns()) {
+  const bool worker_asleep = asleep_.load(std::memory_order_relaxed) != kAwake;
+  for (uint64_t now = start; !worker_asleep && now - start < kAssistAfterNs; now = monotonic_ns()) {
     if (errand.done()) {
       helping_.store(false, std::memory_order_release);
       return true;
@@ -163,8 +166,12 @@ bool SimQueue::assist(SemCore &sem, uint64_t value, uint64_t deadline_ns) {
     if (stop_.load(std::memory_order_acquire) != 0) break;
     if (token_.load(std::memory_order_relaxed) == 0 &&
         token_.exchange(1, std::memory_order_acquire) == 0) {
+      const uint64_t position = tail_.load(std::memory_order_relaxed);
+      const size_t index = cursor_.index;
       const Drained why = drain(&errand);
-      ran = true;
+      // Only a helper that ran something keeps submitters from ringing (a kernel launch, say, is
+      // the worker's: the next one should wake it at once).
+      ran = ran || tail_.load(std::memory_order_relaxed) != position || cursor_.index != index;
       token_.store(0, std::memory_order_seq_cst);
       if (why == Drained::yielded) {
         reached = true;
@@ -187,7 +194,7 @@ bool SimQueue::assist(SemCore &sem, uint64_t value, uint64_t deadline_ns) {
   helping_.store(false, std::memory_order_release);
   // The worker sleeps while a helper waits: wake it for what is left. Sequentially consistent
   // with its going to sleep (await_work).
-  if (asleep_.load(std::memory_order_seq_cst) != 0 &&
+  if (asleep_.load(std::memory_order_seq_cst) != kAwake &&
       published(tail_.load(std::memory_order_relaxed), std::memory_order_seq_cst) != nullptr)
     ring_doorbell();
   return reached;
@@ -225,7 +232,7 @@ trn_result_t SimQueue::wait_command(SemCore &sem, uint64_t value, const Errand *
     const uint64_t now = monotonic_ns();
     if (errand->done() || now >= errand->deadline_ns) return TRN_TIMEOUT;
     const trn_result_t r =
-        sem.wait(value, std::min(errand->deadline_ns - now, kHelperSliceNs), &stop_);
+        sem.wait(value, std::min(errand->deadline_ns - now, kHelperSliceNs), &stop_, 0);
     if (r != TRN_TIMEOUT) return r;
   }
 }

@@ -55,8 +55,8 @@ inline void cpu_relax() {
 class SpinPhase {
  public:
   static constexpr uint64_t kPauseNs = 4'000;
-  SpinPhase(uint64_t start_ns, uint64_t budget_ns)
-      : pause_until_(start_ns + std::min(budget_ns, kPauseNs)),
+  SpinPhase(uint64_t start_ns, uint64_t budget_ns, uint64_t pause_ns = kPauseNs)
+      : pause_until_(start_ns + std::min(budget_ns, pause_ns)),
         until_(budget_ns > UINT64_MAX - start_ns ? UINT64_MAX : start_ns + budget_ns) {}
   // Waits a little; false once the budget is spent (then sleep).
   bool next() {
