@@ -46,3 +46,19 @@ TEST_CASE("a budget that would pass the clock's end spins until told otherwise",
   SpinPhase spin(monotonic_ns(), UINT64_MAX);
   for (int i = 0; i < 1000; ++i) REQUIRE(spin.next());
 }
+
+TEST_CASE("a zero pause phase yields from the first check and still lasts its budget", "[spin]") {
+  // A waiter whose signaller may share its core (a host thread running its queue's commands)
+  // yields at once; one whose signaller runs elsewhere pauses first. A yield is a system call,
+  // a pause a few nanoseconds: over the same budget the pausing spin checks many times more.
+  constexpr uint64_t kBudget = 2'000'000;
+  const uint64_t start = monotonic_ns();
+  SpinPhase yielding(start, kBudget, 0);
+  const uint64_t yields = spin_out(yielding);
+  CHECK(monotonic_ns() - start >= kBudget);
+  SpinPhase pausing(monotonic_ns(), kBudget, kBudget);
+  const uint64_t pauses = spin_out(pausing);
+  INFO(yields << " checks yielding, " << pauses << " pausing");
+  CHECK(yields > 0);
+  CHECK(pauses > yields);
+}
