@@ -155,7 +155,8 @@ class SimQueue {
                                trn_hal_core_activity_t *activity, Failure *failure);
   // Whether a helper may run the command (short enough to keep within its caller's deadline).
   static bool helper_may_run(const trn_hal_command_t &command);
-  // Whether a helper may run every command of the buffer (`at_once`: without waiting).
+  // Whether a helper may run every command of the buffer (`at_once`: without waiting); never
+  // one with a wait after a host call.
   static bool helper_may_run(const Slot &buffer, bool at_once);
   // A semaphore wait in a buffer: the worker's, ended early when a helper wants the token; a
   // helper's, ended (TRN_TIMEOUT) at its deadline or when its errand is done.

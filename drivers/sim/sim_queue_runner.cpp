@@ -85,10 +85,15 @@ bool SimQueue::await_work(bool spin_first) {
 bool SimQueue::helper_may_run(const Slot &buffer, bool at_once) {
   const trn_hal_command_t *commands = buffer.commands();
   SemCore *const *sems = buffer.sems();
+  bool called = false;
   for (size_t i = 0; i < buffer.count; ++i) {
     const trn_hal_command_t &c = commands[i];
     if (!helper_may_run(c)) return false;
-    if (at_once && c.kind == TRN_HAL_COMMAND_SEM_WAIT && sems[i]->value() < c.u.sem.value)
+    called = called || c.kind == TRN_HAL_COMMAND_HOST_CALL;
+    // The ring changes hands only at waits: one after a host call would let a call's pair (the
+    // runtime's hold on memory and its release) run on two threads.
+    if (c.kind == TRN_HAL_COMMAND_SEM_WAIT &&
+        (called || (at_once && sems[i]->value() < c.u.sem.value)))
       return false;
   }
   return true;

@@ -105,6 +105,27 @@ TEST_CASE("queues: host calls and the threads that wait for the queue", "[queues
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     CHECK(timeline.value() == 1000);
   }
+  SECTION("a buffer's host calls run on one thread, even with a wait between them") {
+    // The runtime holds memory in one call and lets go in another, with the operation (and
+    // perhaps a wait) between: a lock taken on one thread is released on the same one. The
+    // waiter arrives just as the queue's thread has made the first call and waits on the gate.
+    Sem gate(inst, 0, 0);
+    ThreadLog log;
+    q.submit({log.command(TRN_HAL_HOST_CALL_BRIEF), wait_command(gate, 1),
+              log.command(TRN_HAL_HOST_CALL_BRIEF), signal_command(timeline, 1)});
+    const uint64_t deadline = monotonic_ns() + kLong;
+    while (log.threads().empty() && monotonic_ns() < deadline) std::this_thread::yield();
+    const trn_hal_ops_t &table = ops();  // Catch's macros (inside ops()) are this thread's only
+    std::thread opener([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      table.sem_signal(gate, 1, 0);
+    });
+    REQUIRE(ops().sem_wait(timeline, 1, kLong) == TRN_SUCCESS);
+    opener.join();
+    const auto threads = log.threads();
+    REQUIRE(threads.size() == 2);
+    CHECK(threads[0] == threads[1]);
+  }
   SECTION("destroying a queue ends a wait whose buffers its waiter was running") {
     Sem gate(inst, 0, 0);
     // The waiter runs the buffers up to the gate's wait, and waits there.
