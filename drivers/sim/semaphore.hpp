@@ -56,9 +56,9 @@ class SemCore {
   // while that is quick, then waits as above.
   trn_result_t host_wait(uint64_t target, uint64_t timeout_ns);
   // The queue of this process whose buffers signal this semaphore (a runtime's timeline): a host
-  // thread waiting here may run its commands itself. Cleared (nullptr) before the queue goes;
-  // that waits until no waiter is using it.
-  // False (try again later) while a waiter is running the current feeder's commands.
+  // thread waiting here may run its commands itself. set_feeder is false (try again later)
+  // while a waiter runs the current feeder's commands; clear_feeder, before the queue goes,
+  // waits until no waiter uses it.
   bool set_feeder(SimQueue *queue);
   void clear_feeder(SimQueue *queue);
   // A watch belongs to the hold that asked for it (`owner`): close_watches ends a hold's.

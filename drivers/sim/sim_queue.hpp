@@ -55,8 +55,8 @@ class SimQueue {
   void stop();
   // Called by a host thread waiting for `sem` (which this queue's buffers signal) to reach
   // `value`: runs the queue's buffers on this thread while that stays quick (copies, reductions
-  // and memsets up to kAssistBytes, semaphore commands, timestamps; until the deadline), then
-  // gives the rest back to the worker. True once the value is reached.
+  // and memsets up to kAssistBytes, semaphore commands, timestamps, brief host calls; until the
+  // deadline), then gives the rest back to the worker. True once the value is reached.
   bool assist(SemCore &sem, uint64_t value, uint64_t deadline_ns);
   static constexpr uint64_t kAssistBytes = 1u << 20;
   static constexpr uint64_t kAssistAfterNs = 1'000;
@@ -101,9 +101,8 @@ class SimQueue {
   // a helper resumes at the command it stopped before.
   struct Cursor {
     bool active = false;
-    bool helper_may_run = false;  // every command of the buffer (the worker hands it over)
-    size_t index = 0;             // the next command to run
-    size_t end = 0;               // where its trailing signals begin
+    size_t index = 0;  // the next command to run
+    size_t end = 0;    // where its trailing signals begin
     uint64_t start_ns = 0;
     trn_hal_core_activity_t activity{};
   };
@@ -143,8 +142,6 @@ class SimQueue {
   // Executes or cancels the buffer at tail_ from the cursor on, and retires it; false if it
   // paused (the cursor keeps its place).
   bool process(Slot &buffer, const Errand *errand);
-  // Lets go of the token; a worker asleep while work is left is woken.
-  void release_token();
   // Where the signals that end a buffer begin (its size if it does not end with one).
   static size_t trailing_signals(const Slot &buffer);
   enum class Ran { completed, failed, paused };

@@ -44,7 +44,6 @@ bool SimQueue::process(Slot &buffer, const Errand *errand) {
     cursor_.index = 0;
     cursor_.activity = trn_hal_core_activity_t{};
     cursor_.start_ns = cursor_.end > 0 ? monotonic_ns() : 0;
-    cursor_.helper_may_run = helper_may_run(buffer, false);
     cursor_.active = true;
   }
   const Ran ran = execute(buffer, errand);

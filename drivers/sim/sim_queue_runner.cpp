@@ -224,8 +224,11 @@ bool SimQueue::helper_may_run(const trn_hal_command_t &c) {
 
 trn_result_t SimQueue::wait_command(SemCore &sem, uint64_t value, const Errand *errand) {
   if (errand == nullptr) {
-    // Only a buffer a helper may run is handed over at its waits.
-    const trn_result_t r = sem.wait(value, UINT64_MAX, cursor_.helper_may_run ? &yield_ : &stop_);
+    // Only a buffer a helper may run (the one at tail_) is handed over, at a wait that blocks.
+    const Slot *buffer =
+        published(tail_.load(std::memory_order_relaxed), std::memory_order_acquire);
+    const bool handed = sem.value() < value && buffer != nullptr && helper_may_run(*buffer, false);
+    const trn_result_t r = sem.wait(value, UINT64_MAX, handed ? &yield_ : &stop_);
     // Cancelled without a failure or a stop: a helper wants the token; resume here later.
     if (r == TRN_ERROR_CANCELLED && !sem.failed() && stop_.load(std::memory_order_acquire) == 0)
       return TRN_TIMEOUT;
