@@ -1319,6 +1319,11 @@ TEST_CASE("the simulated device's queue workers carry the device and core in the
   CHECK(count_prefixed(names, "trn-q0.0") == 1);
   REQUIRE(trn_queue_destroy(first) == TRN_SUCCESS);
   REQUIRE(trn_queue_destroy(second) == TRN_SUCCESS);
-  // A destroyed queue's worker is gone.
+  // A destroyed queue's worker is gone. A joined thread's /proc entry may outlive the join by a
+  // moment (the kernel clears the thread id before it releases the task): look for up to 2 s.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (count_prefixed(thread_names(), "trn-q0.") != 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   CHECK(count_prefixed(thread_names(), "trn-q0.") == 0);
 }
