@@ -211,7 +211,10 @@ class SimQueue {
   // Ends the worker's semaphore waits early: stopping, or a helper waits for the token.
   static constexpr uint32_t kYieldStopping = 1, kYieldToHelper = 2;
   std::atomic<uint32_t> yield_{0};
-  std::atomic<bool> helping_{false};  // one helper at a time
+
+  // One helper at a time. A line of its own: the worker takes the token's line for every
+  // buffer, and a waiter arriving would otherwise take it away first.
+  alignas(64) std::atomic<bool> helping_{false};
 
   // The execution state: the token holder's.
   alignas(64) std::atomic<uint64_t> tail_{0};  // the next position to run; read as a hint
