@@ -136,7 +136,7 @@ constexpr uint32_t kSpinsBeforeClock = 32;
 }  // namespace
 
 trn_result_t SemCore::wait(uint64_t value, uint64_t timeout_ns,
-                           const std::atomic<uint32_t> *interrupt, uint64_t pause_ns) {
+                           const std::atomic<uint32_t> *interrupt, SpinStyle style) {
   auto reached = [&] { return cell_->value.load(std::memory_order_seq_cst) >= value; };
   auto stopped = [&] {
     return failed() || (interrupt && interrupt->load(std::memory_order_acquire) != 0);
@@ -147,7 +147,8 @@ trn_result_t SemCore::wait(uint64_t value, uint64_t timeout_ns,
   // A signal from a running thread usually comes within a few checks: spin those before the
   // first clock read, which costs as much as the hand-off itself (a deadline is late by at most
   // these checks, well under a microsecond or two).
-  for (uint32_t i = 0; pause_ns > 0 && i < kSpinsBeforeClock; ++i) {
+  const SpinPlan plan = spin_plan(style, spin_ns_);
+  for (uint32_t i = 0; plan.pause_ns > 0 && i < kSpinsBeforeClock; ++i) {
     cpu_relax();
     if (reached()) return TRN_SUCCESS;
     if (stopped()) return TRN_ERROR_CANCELLED;
@@ -155,7 +156,7 @@ trn_result_t SemCore::wait(uint64_t value, uint64_t timeout_ns,
   const uint64_t start = monotonic_ns();
   const uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
   // Spin: a signal from another running thread is seen within ~0.1 us.
-  for (SpinPhase spin(start, std::min(spin_ns_, deadline - start), pause_ns);;) {
+  for (SpinPhase spin(start, std::min(plan.budget_ns, deadline - start), plan.pause_ns);;) {
     if (reached()) return TRN_SUCCESS;
     if (stopped()) return TRN_ERROR_CANCELLED;
     if (!spin.next()) break;

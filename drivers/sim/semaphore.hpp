@@ -49,9 +49,9 @@ class SemCore {
   void fail(const std::string &reason);
   // TRN_SUCCESS, TRN_TIMEOUT, or TRN_ERROR_CANCELLED (failed, or `interrupt` became nonzero: a
   // queue worker re-checks it at least every 10 ms while asleep).
-  // `pause_ns`: how long the spin keeps its core before it yields between checks.
+  // `style`: how it spins before it sleeps (SpinStyle).
   trn_result_t wait(uint64_t value, uint64_t timeout_ns, const std::atomic<uint32_t> *interrupt,
-                    uint64_t pause_ns = SpinPhase::kPauseNs);
+                    SpinStyle style = SpinStyle::standard);
   // A host wait: first runs the feeding queue's commands on the calling thread (SimQueue::assist)
   // while that is quick, then waits as above.
   trn_result_t host_wait(uint64_t target, uint64_t timeout_ns);

@@ -82,6 +82,35 @@ class SpinPhase {
   bool yielding_ = false;
 };
 
+// How a wait spins before it sleeps, from the spin budget (TRN_SPIN_NS).
+enum class SpinStyle {
+  // A worker's or a host thread's wait: pause-spins first (its signaller most likely runs on
+  // another core), then yields, for the budget.
+  standard,
+  // A host thread running its queue's commands (SimQueue::assist), waiting inside them for a
+  // signal from other threads or processes (a collective's peers): it yields from the first
+  // check, so that its spinning keeps no core from the signaller, and for kYieldingBudgets
+  // budgets. Sleeping would cost the signaller a wake-up system call and this thread a
+  // scheduler round trip (about 30 us each on a small virtual machine): with more ranks than
+  // cores a peer often takes longer than one budget to come round, and each sleep then added
+  // that much to the operation (an 8-byte all-reduce over four processes on two cores: about a
+  // third of its time).
+  yielding,
+};
+constexpr uint64_t kYieldingBudgets = 10;
+
+struct SpinPlan {
+  uint64_t budget_ns;
+  uint64_t pause_ns;
+};
+
+inline SpinPlan spin_plan(SpinStyle style, uint64_t budget_ns) {
+  if (style == SpinStyle::standard) return {budget_ns, SpinPhase::kPauseNs};
+  const uint64_t longer =
+      budget_ns > UINT64_MAX / kYieldingBudgets ? UINT64_MAX : budget_ns * kYieldingBudgets;
+  return {longer, 0};
+}
+
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex words are 32 bits");
 
 }  // namespace trn::sim

@@ -62,3 +62,18 @@ TEST_CASE("a zero pause phase yields from the first check and still lasts its bu
   CHECK(yields > 0);
   CHECK(pauses > yields);
 }
+
+TEST_CASE("a waiter running its queue's commands yields from the start, for ten budgets",
+          "[spin]") {
+  using trn::sim::spin_plan;
+  using trn::sim::SpinStyle;
+  const trn::sim::SpinPlan standard = spin_plan(SpinStyle::standard, 20'000);
+  CHECK(standard.budget_ns == 20'000);
+  CHECK(standard.pause_ns == SpinPhase::kPauseNs);
+  const trn::sim::SpinPlan yielding = spin_plan(SpinStyle::yielding, 20'000);
+  CHECK(yielding.budget_ns == 20'000 * trn::sim::kYieldingBudgets);
+  CHECK(yielding.pause_ns == 0);
+  // TRN_SPIN_NS=0 sleeps at once in either style; a budget near the clock's end saturates.
+  CHECK(spin_plan(SpinStyle::yielding, 0).budget_ns == 0);
+  CHECK(spin_plan(SpinStyle::yielding, UINT64_MAX / 2).budget_ns == UINT64_MAX);
+}
