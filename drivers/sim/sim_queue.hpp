@@ -199,12 +199,14 @@ class SimQueue {
 
   // The sleeping worker's doorbell: submitters ring it only while the worker is kAsleep. While
   // `lent_` (host threads have been running the ring) it is kNapping instead: it looks for work
-  // every kLentSliceNs on its own, and leaving helpers ring it for what they leave.
+  // on its own after each nap (kLentSliceNs, longer while its looks find nothing), and leaving
+  // helpers ring it for what they leave.
   static constexpr uint32_t kAwake = 0, kAsleep = 1, kNapping = 2;
   alignas(64) std::atomic<uint32_t> asleep_{kAwake};
   std::atomic<uint32_t> doorbell_{0};
   std::atomic<bool> lent_{false};
   std::atomic<uint64_t> assists_{0};  // helpers that ran buffers, to end `lent_`
+  uint64_t nap_ns_ = 0;               // the worker's next nap while lent (its own)
 
   // Who runs the ring. The token's holder alone touches the execution state below.
   alignas(64) std::atomic<uint32_t> token_{0};

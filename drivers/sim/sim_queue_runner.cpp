@@ -17,8 +17,12 @@ constexpr uint64_t kIdleSliceNs = 100'000'000;
 // While host threads run the ring (assist), submitters do not ring the doorbell (each ring is a
 // system call and a wasted wake-up: the waiter runs the buffer itself); the worker looks for
 // buffers nobody waits for this often instead, and submitters ring again once it finds no
-// helper came since its last look.
+// helper came since its last look. Each look that finds nothing (the waiters ran it all)
+// doubles the next nap, up to kLongestNapNs: each look is a context switch, which several ranks
+// on a small machine pay every few operations. A look that finds a buffer nobody ran makes
+// naps short again.
 constexpr uint64_t kLentSliceNs = 200'000;
+constexpr uint64_t kLongestNapNs = 8 * kLentSliceNs;
 
 }  // namespace
 
@@ -63,21 +67,32 @@ bool SimQueue::await_work(bool spin_first) {
   }
   uint64_t assists = assists_.load(std::memory_order_relaxed);
   for (;;) {
-    // Lent (waiters run the ring): short naps, which submitters need not ring for.
+    // Lent (waiters run the ring): naps, which submitters need not ring for.
     const bool lent = lent_.load(std::memory_order_seq_cst);
+    if (!lent) nap_ns_ = kLentSliceNs;
     asleep_.store(lent ? kNapping : kAsleep, std::memory_order_seq_cst);
     const uint32_t seen = doorbell_.load(std::memory_order_seq_cst);
     // Sequentially consistent with submitters and leaving helpers: either they see us asleep
     // and ring, or we see their buffer (or the free token) here.
-    const bool runnable = claim();
-    if (!runnable && !finished()) {
-      futex_wait(&doorbell_, seen, lent ? kLentSliceNs : kIdleSliceNs, FutexScope::process_private);
+    if (claim()) {
+      asleep_.store(kAwake, std::memory_order_relaxed);
+      return true;
+    }
+    bool rung = false;
+    if (!finished()) {
+      futex_wait(&doorbell_, seen, lent ? nap_ns_ : kIdleSliceNs, FutexScope::process_private);
+      rung = doorbell_.load(std::memory_order_relaxed) != seen;
       const uint64_t now_assists = assists_.load(std::memory_order_relaxed);
       if (lent && now_assists == assists) lent_.store(false, std::memory_order_seq_cst);
       assists = now_assists;
     }
     asleep_.store(kAwake, std::memory_order_relaxed);
-    if (runnable || claim()) return true;
+    if (claim()) {
+      // A nap that ran its course and found a buffer: nobody waited for it, and it waited.
+      if (lent && !rung) nap_ns_ = kLentSliceNs;
+      return true;
+    }
+    if (lent && !rung) nap_ns_ = std::min(nap_ns_ * 2, kLongestNapNs);
     if (finished()) return false;
   }
 }
