@@ -612,9 +612,9 @@ void Comm::send_chunk(trn_queue_t queue, uint32_t peer, trn_mem_t source, uint64
   submit(
       queue,
       [&] {
-        return bytes == 0 ? trn_queue_barrier(queue, &sync, nullptr)
+        return bytes == 0 ? trn_queue_barrier(queue, &sync, &op_sequence_)
                           : trn_queue_copy(queue, link.tx_staging, at, source, offset, bytes, &sync,
-                                           nullptr);
+                                           &op_sequence_);
       },
       "sending to rank " + std::to_string(peer));
   link.tx_count = k;
@@ -632,7 +632,7 @@ void Comm::receive_chunk(trn_queue_t queue, uint32_t peer, uint64_t bytes, const
   submit(
       queue,
       [&] {
-        return bytes == 0 || !use ? trn_queue_barrier(queue, &sync, nullptr)
+        return bytes == 0 || !use ? trn_queue_barrier(queue, &sync, &op_sequence_)
                                   : use(staging_, at, &sync);
       },
       std::string(doing) + " from rank " + std::to_string(peer));
@@ -649,10 +649,11 @@ trn_mem_t Comm::scratch(uint64_t bytes) {
 
 void Comm::free_in_queue(trn_queue_t queue, trn_mem_t mem) {
   submit(
-      queue, [&] { return trn_queue_free(queue, mem, nullptr, nullptr); }, "trn_queue_free");
+      queue, [&] { return trn_queue_free(queue, mem, nullptr, &op_sequence_); }, "trn_queue_free");
 }
 
 void Comm::open_operation(trn_queue_t queue, const trn_sync_t *sync) {
+  op_sequence_ = 0;
   trn_sem_t timeline = nullptr;
   check(trn_queue_get_semaphore(queue, &timeline), "queue");
   std::vector<trn_sem_point_t> waits;
@@ -673,17 +674,22 @@ void Comm::open_operation(trn_queue_t queue, const trn_sync_t *sync) {
     waits.push_back({last_queue_sem_, last_sequence_});
   if (waits.empty()) return;
   const trn_sync_t before{waits.data(), static_cast<uint32_t>(waits.size()), nullptr, 0};
-  check(trn_queue_barrier(queue, &before, nullptr), "ordering the operation (sync->waits)");
+  check(trn_queue_barrier(queue, &before, &op_sequence_), "ordering the operation (sync->waits)");
 }
 
 uint64_t Comm::close_operation(trn_queue_t queue, const std::string &name, const trn_sync_t *sync,
                                const std::vector<uint32_t> &peers_in,
                                const std::vector<uint32_t> &peers_out) {
-  const trn_sync_t after{nullptr, 0, sync ? sync->signals : nullptr, sync ? sync->signal_count : 0};
-  uint64_t sequence = 0;
-  submit(
-      queue, [&] { return trn_queue_barrier(queue, &after, &sequence); },
-      "completing the operation (sync->signals)");
+  // The operation ends with its last command, unless the caller's semaphores are to be signalled
+  // (or that command's number is not known): then with a barrier that does.
+  uint64_t sequence = op_sequence_;
+  if (sequence == 0 || (sync && sync->signal_count > 0)) {
+    const trn_sync_t after{nullptr, 0, sync ? sync->signals : nullptr,
+                           sync ? sync->signal_count : 0};
+    submit(
+        queue, [&] { return trn_queue_barrier(queue, &after, &sequence); },
+        "completing the operation (sync->signals)");
+  }
   OpRecord op;
   op.name = name;
   op.number = operations_.load();

@@ -127,6 +127,11 @@ class Comm : public std::enable_shared_from_this<Comm> {
                      const char *doing);
   uint64_t slot_offset(uint32_t sender, uint64_t count) const;
   trn_mem_t staging() const { return staging_; }
+  // Where each command of the operation being built leaves its queue sequence number: the last
+  // one marks the operation's end (no closing command needed), unless a command whose number is
+  // not known (an ops kernel) came after it, which forget_op_sequence says.
+  uint64_t *op_sequence() { return &op_sequence_; }
+  void forget_op_sequence() { op_sequence_ = 0; }
   // Scratch memory for one operation, freed in queue order.
   trn_mem_t scratch(uint64_t bytes);
   void free_in_queue(trn_queue_t queue, trn_mem_t mem);
@@ -182,6 +187,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   std::atomic<uint64_t> operations_{0};
   trn_sem_t last_queue_sem_ = nullptr;
   uint64_t last_sequence_ = 0;
+  uint64_t op_sequence_ = 0;  // see op_sequence(); guarded by op_mutex_ as the above
 
   mutable std::mutex state_mutex_;  // error_, records_, gather
   std::condition_variable state_cv_;

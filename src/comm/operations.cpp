@@ -87,7 +87,7 @@ class Builder {
         queue_,
         [&] {
           return trn_queue_copy(queue_, to.mem, to.offset, from.mem, from.offset, bytes, nullptr,
-                                nullptr);
+                                comm_.op_sequence());
         },
         "copying within the rank");
   }
@@ -107,7 +107,8 @@ class Builder {
       comm_.receive_chunk(
           queue_, peer, len,
           [&](trn_mem_t staging, uint64_t at, const trn_sync_t *sync) {
-            return trn_queue_copy(queue_, dst.mem, dst.offset, staging, at, len, sync, nullptr);
+            return trn_queue_copy(queue_, dst.mem, dst.offset, staging, at, len, sync,
+                                  comm_.op_sequence());
           },
           "receiving");
       return;
@@ -119,9 +120,9 @@ class Builder {
           // The DMA engines reduce as the chunk moves (the collective engines' way); a driver
           // without that command leaves it to an elementwise kernel.
           if (!kernel_reductions_) {
-            const trn_result_t r =
-                trn_queue_reduce(queue_, dst.mem, dst.offset, src.mem, src.offset, staging, at,
-                                 len / es_, args_.dtype, reduce_of(args_.op), sync, nullptr);
+            const trn_result_t r = trn_queue_reduce(queue_, dst.mem, dst.offset, src.mem,
+                                                    src.offset, staging, at, len / es_, args_.dtype,
+                                                    reduce_of(args_.op), sync, comm_.op_sequence());
             if (r != TRN_ERROR_UNSUPPORTED) return r;
             kernel_reductions_ = true;
           }
@@ -134,6 +135,7 @@ class Builder {
           if (r == TRN_SUCCESS)
             r = trn_ops_binary(queue_, binary_of(args_.op), &out, &lhs, &rhs, sync);
           if (r != TRN_SUCCESS && r != TRN_ERROR_QUEUE_FULL) check_ops(r, "the reduction kernel");
+          if (r == TRN_SUCCESS) comm_.forget_op_sequence();
           return r;
         },
         "reducing");
@@ -179,6 +181,7 @@ class Builder {
     check_ops(trn_ops_tensor_init(&t, where.mem, where.offset, args_.dtype, 1, &n), "avg");
     check_ops(trn_ops_binary_scalar(queue_, TRN_OPS_DIV, &t, &t, size(), 0, nullptr),
               "dividing by the rank count (avg)");
+    comm_.forget_op_sequence();
   }
 
  private:
@@ -253,20 +256,26 @@ void ring_all_reduce(Builder &b, const Group &g, Place S, Place R, uint64_t coun
 void recursive_doubling_all_reduce(Builder &b, const Group &g, Place S, Place R, uint64_t count) {
   const uint32_t n = g.size(), r = g.pos;
   const uint64_t bytes = count * b.es();
-  b.local_copy(R, S, bytes);
   uint32_t p2 = 1;
   while (p2 * 2 <= n) p2 *= 2;
   const uint32_t extra = n - p2;
   if (r >= p2) {  // folded into the rank p2 places before, then told the result
-    b.send(g.ranks[r - p2], R, bytes);
+    b.send(g.ranks[r - p2], S, bytes);
     b.receive(g.ranks[r - p2], R, nullptr, bytes);
     return;
   }
-  if (r < extra) b.receive(g.ranks[r + p2], R, &R, bytes);
+  // This rank's partial result: S until the first reduction writes it to R (no copy first).
+  Place partial = S;
+  if (r < extra) {
+    b.receive(g.ranks[r + p2], R, &partial, bytes);
+    partial = R;
+  }
   for (uint32_t mask = 1; mask < p2; mask <<= 1) {
     const uint32_t partner = g.ranks[r ^ mask];
-    b.exchange(partner, R, bytes, partner, R, &R, bytes);
+    b.exchange(partner, partial, bytes, partner, R, &partial, bytes);
+    partial = R;
   }
+  b.local_copy(R, partial, bytes);  // a group of one
   if (r < extra) b.send(g.ranks[r + p2], R, bytes);
 }
 
