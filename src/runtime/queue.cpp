@@ -66,17 +66,18 @@ trn_hal_command_t operation_of(const Command &c, Queue::Work &work) {
       op.u.memset.value = c.value;
       break;
     case Command::Kind::launch: {
+      work.result = std::make_unique<trn_hal_run_result_t>(Queue::Work::not_run());
       if (c.profile && c.profile->wants_trace()) {
         // One record per instruction, plus one per DMA transfer.
         work.trace.resize(2 * c.kernel->instruction_count + 16);
-        work.result.trace = work.trace.data();
-        work.result.trace_capacity = work.trace.size();
+        work.result->trace = work.trace.data();
+        work.result->trace_capacity = work.trace.size();
       }
       op.kind = TRN_HAL_COMMAND_LAUNCH;
       op.u.launch.kernel = c.kernel->hal;
       op.u.launch.args = c.bindings.data();
       op.u.launch.arg_count = static_cast<uint32_t>(c.bindings.size());
-      op.u.launch.result = &work.result;
+      op.u.launch.result = work.result.get();
       break;
     }
     case Command::Kind::write:

@@ -139,9 +139,9 @@ trn_result_t Queue::Work::after(void *user, trn_result_t status, trn_hal_error_t
   work->mems.clear();
   const Command &command = work->command;
   // The driver marks a launch that ran (fault or not) by setting its status.
-  if (command.profile && work->result.status != kLaunchNotRun) {
-    work->trace.resize(std::min<uint64_t>(work->result.trace_count, work->trace.size()));
-    command.profile->record(*command.kernel, work->result, std::move(work->trace));
+  if (command.profile && work->result && work->result->status != kLaunchNotRun) {
+    work->trace.resize(std::min<uint64_t>(work->result->trace_count, work->trace.size()));
+    command.profile->record(*command.kernel, *work->result, std::move(work->trace));
   }
   if (status != TRN_SUCCESS) work->queue->note_failure(*work, status);
   end_sem_uses(command);

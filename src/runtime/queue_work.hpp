@@ -19,7 +19,9 @@ struct Queue::Work {
   Command command;
   std::vector<std::shared_ptr<Mem>> mems;                  // taken by the call before
   std::vector<std::shared_lock<std::shared_mutex>> holds;  // their `use`, in address order
-  trn_hal_run_result_t result = not_run();                 // a launch's, filled by the driver
+  // A launch's, filled by the driver; only launches have one (it is over a kilobyte, and every
+  // other command would clear it for nothing).
+  std::unique_ptr<trn_hal_run_result_t> result;
   std::vector<trn_hal_trace_record_t> trace;
 
   // HOST_CALL functions (user = the Work).
