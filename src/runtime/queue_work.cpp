@@ -57,29 +57,43 @@ void end_sem_uses(const Command &command) {
 }
 
 trn_result_t Queue::Work::take_memory(std::string *why) {
-  std::vector<std::weak_ptr<Mem>> used;
+  // The operands: a launch's and a program's in their lists, the others' (at most three) here.
+  const std::weak_ptr<Mem> *few[3] = {};
+  size_t count = 0;
+  const std::vector<std::weak_ptr<Mem>> *many = nullptr;
+  auto add = [&](const std::weak_ptr<Mem> &mem) { few[count++] = &mem; };
   switch (command.kind) {
-    case Command::Kind::copy: used = {command.destination, command.source}; break;
-    case Command::Kind::reduce: used = {command.destination, command.source, command.second}; break;
-    case Command::Kind::launch: used = command.args; break;
-    case Command::Kind::execute: used = command.run->mems; break;
+    case Command::Kind::copy:
+      add(command.destination);
+      add(command.source);
+      break;
+    case Command::Kind::reduce:
+      add(command.destination);
+      add(command.source);
+      add(command.second);
+      break;
+    case Command::Kind::launch: many = &command.args; break;
+    case Command::Kind::execute: many = &command.run->mems; break;
     case Command::Kind::memset:
     case Command::Kind::write:
     case Command::Kind::read:
     case Command::Kind::read_file:
     case Command::Kind::write_file:
-      used = {uses_source(command.kind) ? command.source : command.destination};
+      add(uses_source(command.kind) ? command.source : command.destination);
       break;
     default: break;
   }
-  for (auto &weak : used) mems.push_back(weak.lock());
+  if (many) count = many->size();
+  mems.reserve(count);
+  for (size_t i = 0; i < count; ++i) mems.push_back((many ? (*many)[i] : *few[i]).lock());
   // Users hold memory shared, in address order (so copies in opposite directions and a free
   // waiting between them cannot deadlock); a free takes it exclusively.
-  std::vector<Mem *> order;
+  boost::container::small_vector<Mem *, 3> order;
   for (auto &m : mems)
     if (m) order.push_back(m.get());
   std::sort(order.begin(), order.end(), std::less<Mem *>());
   order.erase(std::unique(order.begin(), order.end()), order.end());
+  holds.reserve(order.size());
   for (Mem *m : order) holds.emplace_back(m->use);
   auto gone = [](const std::shared_ptr<Mem> &m) { return !m || m->freed; };
   switch (command.kind) {

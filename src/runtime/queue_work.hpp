@@ -3,6 +3,7 @@
 // memory was freed meanwhile) and one after it (lets everything go, records the profile).
 #pragma once
 
+#include <boost/container/small_vector.hpp>
 #include <memory>
 #include <shared_mutex>
 #include <vector>
@@ -17,8 +18,10 @@ struct Queue::Work {
   Queue *queue = nullptr;
   uint64_t sequence = 0;
   Command command;
-  std::vector<std::shared_ptr<Mem>> mems;                  // taken by the call before
-  std::vector<std::shared_lock<std::shared_mutex>> holds;  // their `use`, in address order
+  // Taken by the call before; room for a copy's or a reduction's operands without allocating.
+  boost::container::small_vector<std::shared_ptr<Mem>, 3> mems;
+  boost::container::small_vector<std::shared_lock<std::shared_mutex>, 3> holds;  // their `use`,
+                                                                                 // by address
   // A launch's, filled by the driver; only launches have one (it is over a kilobyte, and every
   // other command would clear it for nothing).
   std::unique_ptr<trn_hal_run_result_t> result;
