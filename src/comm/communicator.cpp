@@ -574,23 +574,31 @@ std::string Comm::next_operation_name(const std::string &what) {
   return what + " #" + std::to_string(++operations_);
 }
 
-void Comm::submit(trn_queue_t queue, const std::function<trn_result_t()> &submit_fn,
-                  const std::string &doing) {
-  const uint64_t deadline = now_ns() + timeout_ns_;
+std::string Comm::Doing::text() const {
+  std::string out = what;
+  if (towards) out += std::string(" ") + towards + " rank " + std::to_string(peer);
+  return out;
+}
+
+void Comm::submit(trn_queue_t queue, FunctionRef<trn_result_t()> submit_fn, const Doing &doing) {
+  uint64_t deadline = 0;
   trn_sem_t timeline = nullptr;
   for (;;) {
     const trn_result_t r = submit_fn();
     if (r == TRN_SUCCESS) return;
-    if (r != TRN_ERROR_QUEUE_FULL) check(r, doing);
-    if (!timeline) check(trn_queue_get_semaphore(queue, &timeline), "trn_queue_get_semaphore");
+    if (r != TRN_ERROR_QUEUE_FULL) check(r, doing.text());
+    if (!timeline) {
+      deadline = now_ns() + timeout_ns_;
+      check(trn_queue_get_semaphore(queue, &timeline), "trn_queue_get_semaphore");
+    }
     uint64_t done = 0;
     trn_sem_query(timeline, &done);
     const trn_result_t w = trn_sem_wait(timeline, done + 1, kSliceNs);
     if (w != TRN_SUCCESS && w != TRN_TIMEOUT)
-      queue_failed(doing + ": the queue failed (" + trn_last_error() + ")");
+      queue_failed(doing.text() + ": the queue failed (" + trn_last_error() + ")");
     if (std::string why = error(); !why.empty()) fail(TRN_ERROR_COLLECTIVE, why);
     if (now_ns() >= deadline)
-      fail(TRN_ERROR_COLLECTIVE, doing + ": the queue stayed full for " +
+      fail(TRN_ERROR_COLLECTIVE, doing.text() + ": the queue stayed full for " +
                                      std::to_string(timeout_ns_ / 1'000'000) +
                                      " ms (its peers are not taking part?)");
   }
@@ -609,14 +617,13 @@ void Comm::send_chunk(trn_queue_t queue, uint32_t peer, trn_mem_t source, uint64
   const trn_sync_t sync{&wait, k > slots_ ? 1u : 0u, &signal, 1};
   const uint64_t at = link.tx_base + (k - 1) % slots_ * chunk_bytes_;
   if (link.remote) proxy_->expect_send(peer, k, bytes);
-  submit(
-      queue,
-      [&] {
-        return bytes == 0 ? trn_queue_barrier(queue, &sync, &op_sequence_)
-                          : trn_queue_copy(queue, link.tx_staging, at, source, offset, bytes, &sync,
-                                           &op_sequence_);
-      },
-      "sending to rank " + std::to_string(peer));
+  submit(queue,
+         [&] {
+           return bytes == 0 ? trn_queue_barrier(queue, &sync, &op_sequence_)
+                             : trn_queue_copy(queue, link.tx_staging, at, source, offset, bytes,
+                                              &sync, &op_sequence_);
+         },
+         {"sending", "to", peer});
   link.tx_count = k;
 }
 
@@ -629,13 +636,12 @@ void Comm::receive_chunk(trn_queue_t queue, uint32_t peer, uint64_t bytes, const
   const trn_sync_t sync{&wait, 1, &signal, 1};
   const uint64_t at = slot_offset(peer, k);
   if (link.remote) proxy_->expect_receive(peer, k);
-  submit(
-      queue,
-      [&] {
-        return bytes == 0 || !use ? trn_queue_barrier(queue, &sync, &op_sequence_)
-                                  : use(staging_, at, &sync);
-      },
-      std::string(doing) + " from rank " + std::to_string(peer));
+  submit(queue,
+         [&] {
+           return bytes == 0 || !use ? trn_queue_barrier(queue, &sync, &op_sequence_)
+                                     : use(staging_, at, &sync);
+         },
+         {doing, "from", peer});
   link.rx_count = k;
 }
 
@@ -648,8 +654,8 @@ trn_mem_t Comm::scratch(uint64_t bytes) {
 }
 
 void Comm::free_in_queue(trn_queue_t queue, trn_mem_t mem) {
-  submit(
-      queue, [&] { return trn_queue_free(queue, mem, nullptr, &op_sequence_); }, "trn_queue_free");
+  submit(queue, [&] { return trn_queue_free(queue, mem, nullptr, &op_sequence_); },
+         {"trn_queue_free"});
 }
 
 void Comm::open_operation(trn_queue_t queue, const trn_sync_t *sync) {
@@ -686,9 +692,8 @@ uint64_t Comm::close_operation(trn_queue_t queue, const std::string &name, const
   if (sequence == 0 || (sync && sync->signal_count > 0)) {
     const trn_sync_t after{nullptr, 0, sync ? sync->signals : nullptr,
                            sync ? sync->signal_count : 0};
-    submit(
-        queue, [&] { return trn_queue_barrier(queue, &after, &sequence); },
-        "completing the operation (sync->signals)");
+    submit(queue, [&] { return trn_queue_barrier(queue, &after, &sequence); },
+           {"completing the operation (sync->signals)"});
   }
   OpRecord op;
   op.name = name;

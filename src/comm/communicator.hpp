@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/bootstrap.hpp"
+#include "comm/function_ref.hpp"
 #include "comm/proxy.hpp"
 #include "trn/trn_comm.h"
 #include "trn/trn_ops.h"
@@ -113,16 +114,23 @@ class Comm : public std::enable_shared_from_this<Comm> {
   // Serialises operations; throws TRN_ERROR_COLLECTIVE on a failed communicator.
   std::unique_lock<std::mutex> begin_operation();
   std::string next_operation_name(const std::string &what);
+  // What a submission does, for messages (built only when one is needed): `what`, then
+  // " <towards> rank <peer>" when it concerns a peer.
+  struct Doing {
+    const char *what;
+    const char *towards = nullptr;  // "to" or "from"
+    uint32_t peer = 0;
+    std::string text() const;
+  };
   // Submits one command, waiting out a full queue (bounded by the timeout).
-  void submit(trn_queue_t queue, const std::function<trn_result_t()> &submit_fn,
-              const std::string &doing);
+  void submit(trn_queue_t queue, FunctionRef<trn_result_t()> submit_fn, const Doing &doing);
   // Chunk protocol, see operations.cpp.
   void send_chunk(trn_queue_t queue, uint32_t peer, trn_mem_t source, uint64_t offset,
                   uint64_t bytes);
   // Waits for the peer's next chunk and hands its (staging memory, offset) to `use`, whose
   // command must carry the sync it is given (the wait for the data, the signal of the slot).
   using ChunkUse =
-      std::function<trn_result_t(trn_mem_t staging, uint64_t offset, const trn_sync_t *sync)>;
+      FunctionRef<trn_result_t(trn_mem_t staging, uint64_t offset, const trn_sync_t *sync)>;
   void receive_chunk(trn_queue_t queue, uint32_t peer, uint64_t bytes, const ChunkUse &use,
                      const char *doing);
   uint64_t slot_offset(uint32_t sender, uint64_t count) const;

@@ -83,13 +83,12 @@ class Builder {
 
   void local_copy(Place to, Place from, uint64_t bytes) {
     if (bytes == 0 || to == from) return;
-    comm_.submit(
-        queue_,
-        [&] {
-          return trn_queue_copy(queue_, to.mem, to.offset, from.mem, from.offset, bytes, nullptr,
-                                comm_.op_sequence());
-        },
-        "copying within the rank");
+    comm_.submit(queue_,
+                 [&] {
+                   return trn_queue_copy(queue_, to.mem, to.offset, from.mem, from.offset, bytes,
+                                         nullptr, comm_.op_sequence());
+                 },
+                 {"copying within the rank"});
   }
 
   void send_chunk(uint32_t peer, Place from, uint64_t bytes, uint64_t j) {
