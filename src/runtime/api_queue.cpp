@@ -17,7 +17,7 @@ constexpr uint32_t kDefaultCapacity = 1024;
 constexpr uint32_t kMaxCapacity = 1u << 20;
 
 trn_result_t resolve_points(Session &session, const trn_sem_point_t *points, uint32_t count,
-                            const char *name, bool signals, std::vector<SemRef> *out) {
+                            const char *name, bool signals, SemRefs *out) {
   if (count > 0 && points == nullptr)
     return fail(TRN_ERROR_NULL_POINTER, std::string("sync->") + name +
                                             " is NULL but its count is " + std::to_string(count));

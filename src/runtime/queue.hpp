@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <boost/container/small_vector.hpp>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -30,6 +31,9 @@ struct SemRef {
   std::shared_ptr<Sem> sem;
   uint64_t value = 0;
 };
+// A command's waits or signals: room for two without allocating (a collective's chunk waits for
+// one and signals one).
+using SemRefs = boost::container::small_vector<SemRef, 2>;
 
 // One API command, as the entry points fill it in. Memory is referenced weakly: freeing it while
 // the command is queued is allowed, and the command then fails when it is reached.
@@ -50,8 +54,8 @@ struct Command {
     reduce
   };
   Kind kind = Kind::barrier;
-  std::vector<SemRef> waits;
-  std::vector<SemRef> signals;
+  SemRefs waits;
+  SemRefs signals;
   std::weak_ptr<Mem> destination;
   std::weak_ptr<Mem> source;
   uint64_t destination_offset = 0;
