@@ -396,7 +396,7 @@ void Comm::check_deadlines() {
         continue;
       }
       if (r == TRN_ERROR_CANCELLED) {
-        why = op.name + " did not complete: its queue failed (" + trn_last_error() + ")";
+        why = op.name.text() + " did not complete: its queue failed (" + trn_last_error() + ")";
         break;
       }
       if (r != TRN_SUCCESS) {
@@ -425,8 +425,8 @@ void Comm::check_deadlines() {
                   std::to_string(ranks_[r2].pid) + ")";
         return text;
       };
-      operation = op.number;
-      why = op.name + " on rank " + std::to_string(rank_) + " timed out after " +
+      operation = op.name.number;
+      why = op.name.text() + " on rank " + std::to_string(rank_) + " timed out after " +
             std::to_string(timeout_ns_ / 1'000'000) + " ms";
       if (!silent.empty()) why += ": no data from ranks " + names(silent);
       if (!stalled.empty())
@@ -570,8 +570,10 @@ std::unique_lock<std::mutex> Comm::begin_operation() {
   return lock;
 }
 
-std::string Comm::next_operation_name(const std::string &what) {
-  return what + " #" + std::to_string(++operations_);
+std::string OpName::text() const {
+  std::string out = kind;
+  if (data) out += " of " + std::to_string(count) + " x " + trn_dtype_name(dtype);
+  return out + " #" + std::to_string(number);
 }
 
 std::string Comm::Doing::text() const {
@@ -683,9 +685,8 @@ void Comm::open_operation(trn_queue_t queue, const trn_sync_t *sync) {
   check(trn_queue_barrier(queue, &before, &op_sequence_), "ordering the operation (sync->waits)");
 }
 
-uint64_t Comm::close_operation(trn_queue_t queue, const std::string &name, const trn_sync_t *sync,
-                               const std::vector<uint32_t> &peers_in,
-                               const std::vector<uint32_t> &peers_out) {
+uint64_t Comm::close_operation(trn_queue_t queue, const OpName &name, const trn_sync_t *sync,
+                               const PeerList &peers_in, const PeerList &peers_out) {
   // The operation ends with its last command, unless the caller's semaphores are to be signalled
   // (or that command's number is not known): then with a barrier that does.
   uint64_t sequence = op_sequence_;
@@ -697,7 +698,6 @@ uint64_t Comm::close_operation(trn_queue_t queue, const std::string &name, const
   }
   OpRecord op;
   op.name = name;
-  op.number = operations_.load();
   check(trn_queue_get_semaphore(queue, &op.queue_sem), "queue");
   op.last_sequence = sequence;
   op.deadline_ns = now_ns() + timeout_ns_;

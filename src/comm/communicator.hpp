@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <boost/container/small_vector.hpp>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -71,15 +72,28 @@ struct PeerLink {
   bool remote = false;
 };
 
+// What an operation is, for messages ("all_reduce of 4096 x f32 #3"), formatted only when one
+// is needed (most operations never need their name).
+struct OpName {
+  const char *kind = "operation";
+  bool data = false;  // it moves elements: "of <count> x <dtype>"
+  uint64_t count = 0;
+  trn_dtype_t dtype = TRN_DTYPE_F32;
+  uint64_t number = 0;  // its place in the communicator's order (1, 2, ...)
+  std::string text() const;
+};
+
+// The peers an operation exchanges with, in order, each once (a few, in any algorithm's step).
+using PeerList = boost::container::small_vector<uint32_t, 4>;
+
 // An operation in flight: where it ends, its deadline, and the counts it expects of each peer.
 struct OpRecord {
-  std::string name;     // "all_reduce of 4096 x f32 #3"
-  uint64_t number = 0;  // its place in the communicator's order (1, 2, ...)
+  OpName name;
   trn_sem_t queue_sem = nullptr;
   uint64_t last_sequence = 0;
   uint64_t deadline_ns = 0;
-  std::vector<std::pair<uint32_t, uint64_t>> expect_ready;  // peer, rx_ready value
-  std::vector<std::pair<uint32_t, uint64_t>> expect_free;   // peer, tx_free value
+  boost::container::small_vector<std::pair<uint32_t, uint64_t>, 4> expect_ready;  // rx_ready
+  boost::container::small_vector<std::pair<uint32_t, uint64_t>, 4> expect_free;   // tx_free
 };
 
 class Comm : public std::enable_shared_from_this<Comm> {
@@ -113,7 +127,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   // --- building operations (operations.cpp) ---
   // Serialises operations; throws TRN_ERROR_COLLECTIVE on a failed communicator.
   std::unique_lock<std::mutex> begin_operation();
-  std::string next_operation_name(const std::string &what);
+  uint64_t next_operation_number() { return ++operations_; }
   // What a submission does, for messages (built only when one is needed): `what`, then
   // " <towards> rank <peer>" when it concerns a peer.
   struct Doing {
@@ -146,9 +160,8 @@ class Comm : public std::enable_shared_from_this<Comm> {
   // Orders the operation after the previous one (which may have run on another queue) and
   // after the caller's waits; records it when done.
   void open_operation(trn_queue_t queue, const trn_sync_t *sync);
-  uint64_t close_operation(trn_queue_t queue, const std::string &name, const trn_sync_t *sync,
-                           const std::vector<uint32_t> &peers_in,
-                           const std::vector<uint32_t> &peers_out);
+  uint64_t close_operation(trn_queue_t queue, const OpName &name, const trn_sync_t *sync,
+                           const PeerList &peers_in, const PeerList &peers_out);
   PeerLink &link(uint32_t peer) { return links_[peer]; }
   // For hierarchical algorithms; empty unless the ranks spread evenly over several hosts.
   const std::optional<HostGroups> &host_groups() const { return host_groups_; }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <set>
 #include <vector>
 
 #include "comm/error.hpp"
@@ -66,8 +65,8 @@ class Builder {
   uint32_t rank() const { return comm_.rank(); }
   uint32_t size() const { return comm_.size(); }
   uint64_t es() const { return es_; }
-  const std::set<uint32_t> &peers_in() const { return in_; }
-  const std::set<uint32_t> &peers_out() const { return out_; }
+  const PeerList &peers_in() const { return in_; }
+  const PeerList &peers_out() const { return out_; }
 
   // Elements [begin, end) of block i of `count` split n ways.
   static uint64_t block_start(uint64_t count, uint32_t i, uint32_t n) {
@@ -94,14 +93,14 @@ class Builder {
   void send_chunk(uint32_t peer, Place from, uint64_t bytes, uint64_t j) {
     const uint64_t len = chunk_len(bytes, j);
     comm_.send_chunk(queue_, peer, from.mem, from.offset + j * chunk_, len);
-    out_.insert(peer);
+    note(out_, peer);
   }
 
   // Chunk j of a transfer: copied to `to`, or, with `a`, reduced: to = a op incoming.
   void receive_chunk(uint32_t peer, Place to, const Place *a, uint64_t bytes, uint64_t j) {
     const uint64_t len = chunk_len(bytes, j);
     const Place dst = to.at(j * chunk_);
-    in_.insert(peer);
+    note(in_, peer);
     if (!a) {
       comm_.receive_chunk(
           queue_, peer, len,
@@ -166,11 +165,11 @@ class Builder {
   // A message with no data: orders the peers' queues only.
   void notify(uint32_t peer) {
     comm_.send_chunk(queue_, peer, nullptr, 0, 0);
-    out_.insert(peer);
+    note(out_, peer);
   }
   void await(uint32_t peer) {
     comm_.receive_chunk(queue_, peer, 0, nullptr, "waiting");
-    in_.insert(peer);
+    note(in_, peer);
   }
 
   void divide(Place where, uint64_t count) {
@@ -190,7 +189,11 @@ class Builder {
   uint64_t es_;
   uint64_t chunk_;
   bool kernel_reductions_ = false;  // the driver cannot reduce by DMA (interface before 2.2)
-  std::set<uint32_t> in_, out_;
+  static void note(PeerList &peers, uint32_t peer) {
+    const auto at = std::lower_bound(peers.begin(), peers.end(), peer);
+    if (at == peers.end() || *at != peer) peers.insert(at, peer);
+  }
+  PeerList in_, out_;
 };
 
 // Ranks taking part in one phase of an algorithm, in ring order, and this rank's place among
@@ -453,9 +456,7 @@ uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
   }
 
   std::unique_lock lock = comm.begin_operation();
-  const std::string name = comm.next_operation_name(
-      std::string(kind_name(kind)) +
-      (data ? " of " + std::to_string(args.count) + " x " + trn_dtype_name(args.dtype) : ""));
+  const OpName name{kind_name(kind), data, args.count, args.dtype, comm.next_operation_number()};
   // Scratch before any command: a failure here leaves the peers in step.
   trn_mem_t scratch = nullptr;
   if ((kind == OpKind::reduce_scatter && n > 2) ||
@@ -506,14 +507,12 @@ uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
       case OpKind::barrier: barrier(b); break;
     }
     if (scratch) comm.free_in_queue(args.queue, scratch);
-    return comm.close_operation(args.queue, name, args.sync,
-                                {b.peers_in().begin(), b.peers_in().end()},
-                                {b.peers_out().begin(), b.peers_out().end()});
+    return comm.close_operation(args.queue, name, args.sync, b.peers_in(), b.peers_out());
   } catch (const CommError &e) {
     // Part of it is queued: the peers count chunks this rank will never send.
-    comm.fail_comm(
-        name + " could be enqueued only in part on rank " + std::to_string(r) + ": " + e.what(),
-        true);
+    comm.fail_comm(name.text() + " could be enqueued only in part on rank " + std::to_string(r) +
+                       ": " + e.what(),
+                   true);
     throw;
   }
 }
