@@ -60,6 +60,8 @@ class SimQueue {
   bool assist(SemCore &sem, uint64_t value, uint64_t deadline_ns);
   static constexpr uint64_t kAssistBytes = 1u << 20;
   static constexpr uint64_t kAssistAfterNs = 1'000;
+  // The first nap of a worker whose waiters run its ring (sim_queue_runner.cpp).
+  static constexpr uint64_t kLentSliceNs = 200'000;
 
  private:
   static constexpr uint32_t kInlineCommands = 6;
@@ -206,7 +208,7 @@ class SimQueue {
   std::atomic<uint32_t> doorbell_{0};
   std::atomic<bool> lent_{false};
   std::atomic<uint64_t> assists_{0};  // helpers that ran buffers, to end `lent_`
-  uint64_t nap_ns_ = 0;               // the worker's next nap while lent (its own)
+  uint64_t nap_ns_ = kLentSliceNs;    // the worker's next nap while lent (its own)
 
   // Who runs the ring. The token's holder alone touches the execution state below.
   alignas(64) std::atomic<uint32_t> token_{0};

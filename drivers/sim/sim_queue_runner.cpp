@@ -16,13 +16,12 @@ namespace {
 constexpr uint64_t kIdleSliceNs = 100'000'000;
 // While host threads run the ring (assist), submitters do not ring the doorbell (each ring is a
 // system call and a wasted wake-up: the waiter runs the buffer itself); the worker looks for
-// buffers nobody waits for this often instead, and submitters ring again once it finds no
-// helper came since its last look. Each look that finds nothing (the waiters ran it all)
-// doubles the next nap, up to kLongestNapNs: each look is a context switch, which several ranks
-// on a small machine pay every few operations. A look that finds a buffer nobody ran makes
-// naps short again.
-constexpr uint64_t kLentSliceNs = 200'000;
-constexpr uint64_t kLongestNapNs = 8 * kLentSliceNs;
+// buffers nobody waits for after each nap (SimQueue::kLentSliceNs) instead, and submitters ring
+// again once it finds no helper came since its last look. Each look that finds nothing (the
+// waiters ran it all) doubles the next nap, up to kLongestNapNs: each look is a context switch,
+// which several ranks on a small machine pay every few operations. A look that finds a buffer
+// nobody ran makes naps short again.
+constexpr uint64_t kLongestNapNs = 8 * SimQueue::kLentSliceNs;
 
 }  // namespace
 
