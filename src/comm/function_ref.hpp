@@ -1,5 +1,6 @@
 // A callable borrowed for the length of one call: what std::function would copy (and, for a
 // lambda with a few captures, allocate for) on every queue command an operation enqueues.
+// Converts implicitly, as std::function does: it is a parameter type.
 #pragma once
 
 #include <cstddef>
@@ -10,22 +11,27 @@ namespace trn::comm {
 template <typename Signature>
 class FunctionRef;
 
+template <typename F, typename Self, typename R, typename... Args>
+concept BorrowableAs =
+    !std::is_same_v<std::decay_t<F>, Self> && std::is_invocable_r_v<R, F &, Args...>;
+
 template <typename R, typename... Args>
 class FunctionRef<R(Args...)> {
  public:
-  FunctionRef(std::nullptr_t) {}  // NOLINT(google-explicit-constructor): "no callable"
-  template <typename F>
-  requires(!std::is_same_v<std::decay_t<F>, FunctionRef> && std::is_invocable_r_v<R, F &, Args...>)
-      FunctionRef(
-          F &&f)  // NOLINT(google-explicit-constructor): a parameter type, like std::function
-      : object_(static_cast<const void *>(&f)), call_([](const void *object, Args... args) -> R {
-          return (*static_cast<std::remove_reference_t<F> *>(const_cast<void *>(object)))(
-              static_cast<Args>(args)...);
-        }) {}
+  FunctionRef(std::nullptr_t) {}  // no callable
+
+  template <BorrowableAs<FunctionRef, R, Args...> F>
+  FunctionRef(F &&f) : object_(&f), call_(&invoke<std::remove_reference_t<F>>) {}
+
   R operator()(Args... args) const { return call_(object_, static_cast<Args>(args)...); }
   explicit operator bool() const { return call_ != nullptr; }
 
  private:
+  template <typename Callable>
+  static R invoke(const void *object, Args... args) {
+    return (*static_cast<Callable *>(const_cast<void *>(object)))(static_cast<Args>(args)...);
+  }
+
   const void *object_ = nullptr;
   R (*call_)(const void *, Args...) = nullptr;
 };
