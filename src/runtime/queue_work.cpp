@@ -57,35 +57,33 @@ void end_sem_uses(const Command &command) {
 }
 
 trn_result_t Queue::Work::take_memory(std::string *why) {
-  // The operands: a launch's and a program's in their lists, the others' (at most three) here.
-  const std::weak_ptr<Mem> *few[3] = {};
-  size_t count = 0;
-  const std::vector<std::weak_ptr<Mem>> *many = nullptr;
-  auto add = [&](const std::weak_ptr<Mem> &mem) { few[count++] = &mem; };
+  // The operands, locked in order (mems keeps up to three in place).
+  auto take = [&](const std::weak_ptr<Mem> &mem) { mems.push_back(mem.lock()); };
+  auto take_all = [&](const std::vector<std::weak_ptr<Mem>> &list) {
+    mems.reserve(list.size());
+    for (const auto &mem : list) take(mem);
+  };
   switch (command.kind) {
     case Command::Kind::copy:
-      add(command.destination);
-      add(command.source);
+      take(command.destination);
+      take(command.source);
       break;
     case Command::Kind::reduce:
-      add(command.destination);
-      add(command.source);
-      add(command.second);
+      take(command.destination);
+      take(command.source);
+      take(command.second);
       break;
-    case Command::Kind::launch: many = &command.args; break;
-    case Command::Kind::execute: many = &command.run->mems; break;
+    case Command::Kind::launch: take_all(command.args); break;
+    case Command::Kind::execute: take_all(command.run->mems); break;
     case Command::Kind::memset:
     case Command::Kind::write:
     case Command::Kind::read:
     case Command::Kind::read_file:
     case Command::Kind::write_file:
-      add(uses_source(command.kind) ? command.source : command.destination);
+      take(uses_source(command.kind) ? command.source : command.destination);
       break;
     default: break;
   }
-  if (many) count = many->size();
-  mems.reserve(count);
-  for (size_t i = 0; i < count; ++i) mems.push_back((many ? (*many)[i] : *few[i]).lock());
   // Users hold memory shared, in address order (so copies in opposite directions and a free
   // waiting between them cannot deadlock); a free takes it exclusively.
   boost::container::small_vector<Mem *, 3> order;
