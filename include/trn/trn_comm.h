@@ -154,9 +154,11 @@ TRN_COMM_API trn_result_t trn_comm_get_info(trn_comm_t comm, trn_comm_info_t *in
  */
 TRN_COMM_API trn_result_t trn_comm_get_error(trn_comm_t comm);
 /**
- * Waits until every operation this rank enqueued on the communicator completed.
- * @returns TRN_SUCCESS; TRN_TIMEOUT when `timeout_ns` passed first (the operations go on);
- * TRN_ERROR_COLLECTIVE when the communicator failed, naming the operation and the missing ranks.
+ * Waits until every operation this rank enqueued on the communicator completed. A queue
+ * destroyed since leaves nothing to wait for (its commands ran, or were cancelled: the peers
+ * see that in their own operations). @returns TRN_SUCCESS; TRN_TIMEOUT when `timeout_ns` passed
+ * first (the operations go on); TRN_ERROR_COLLECTIVE when the communicator failed, naming the
+ * operation and the missing ranks.
  */
 TRN_COMM_API trn_result_t trn_comm_synchronize(trn_comm_t comm, uint64_t timeout_ns);
 

@@ -467,7 +467,10 @@ trn_result_t Comm::synchronize(uint64_t timeout_ns) {
     const uint64_t now = now_ns();
     const uint64_t slice = std::min<uint64_t>(kSliceNs, deadline > now ? deadline - now : 0);
     const trn_result_t r = trn_sem_wait(sem, sequence, slice);
-    if (r == TRN_SUCCESS) return TRN_SUCCESS;
+    // A queue destroyed since (its semaphore with it) ran or cancelled its commands: nothing is
+    // left to wait for, and a cancellation reaches the peers through the chunks' semaphores (as
+    // check_deadlines reasons). Not this rank's failure: a rank may end its queue first.
+    if (r == TRN_SUCCESS || r == TRN_ERROR_INVALID_HANDLE) return TRN_SUCCESS;
     if (r == TRN_TIMEOUT) {
       if (now_ns() >= deadline) return TRN_TIMEOUT;
       continue;

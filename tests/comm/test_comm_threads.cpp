@@ -163,6 +163,42 @@ TEST_CASE("operations are ordered with the queue's other work and with sync", "[
   for (const auto &f : failures) FAIL_CHECK(f);
 }
 
+TEST_CASE("a queue destroyed after its operations leaves nothing to synchronize", "[comm]") {
+  SimEnv env;
+  ThreadWorld world(2);
+  const auto failures = world.each([&](uint32_t r) -> std::string {
+    RankResources &res = world.ranks[r];
+    trn_mem_t buf = nullptr;
+    if (trn_mem_alloc(res.pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &buf) != TRN_SUCCESS)
+      return trn_last_error();
+    const float one = 1.0f;
+    trn_queue_write(res.queue, buf, 0, &one, 4, nullptr, nullptr);
+    std::string why;
+    if (trn_comm_all_reduce(world.comms[r], res.queue, {buf, 0}, {buf, 0}, 1, TRN_DTYPE_F32,
+                            TRN_COMM_SUM, nullptr, nullptr) != TRN_SUCCESS)
+      why = comm_error();
+    if (why.empty() && trn_queue_finish(res.queue, 30'000'000'000ull) != TRN_SUCCESS)
+      why = trn_last_error();
+    // The rank ends its queue before its communicator, as a program tearing down may.
+    trn_queue_destroy(res.queue);
+    res.queue = nullptr;
+    if (why.empty() && trn_comm_synchronize(world.comms[r], 30'000'000'000ull) != TRN_SUCCESS)
+      why = "synchronize after the queue was destroyed: " + comm_error();
+    if (why.empty() && trn_comm_get_error(world.comms[r]) != TRN_SUCCESS)
+      why = "the communicator failed when its queue was destroyed: " + comm_error();
+    float out = 0;
+    trn_mem_read(buf, 0, &out, 4);
+    if (why.empty() && out != 2.0f) why = "the all-reduce of 1 and 1 gave " + std::to_string(out);
+    trn_mem_free(buf);
+    return why;
+  });
+  for (const auto &f : failures) FAIL_CHECK(f);
+  for (trn_comm_t &comm : world.comms) {
+    CHECK(trn_comm_destroy(comm) == TRN_SUCCESS);
+    comm = nullptr;
+  }
+}
+
 TEST_CASE("trn_comm_split makes groups by colour, ordered by key", "[comm]") {
   SimEnv env;
   env.set("TRN_SIM_DEVICES", "2");
