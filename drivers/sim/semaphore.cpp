@@ -186,11 +186,12 @@ trn_result_t SemCore::host_wait(uint64_t target, uint64_t timeout_ns) {
   if (value() >= target || timeout_ns == 0 || failed() ||
       feeder_.load(std::memory_order_relaxed) == nullptr)
     return wait(target, timeout_ns, nullptr);
-  const uint64_t deadline = deadline_after(timeout_ns);
+  const uint64_t start = monotonic_ns();
+  const uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
   {
     std::unique_lock lock(feeder_mu_, std::try_to_lock);
     SimQueue *feeder = feeder_.load(std::memory_order_relaxed);
-    if (lock.owns_lock() && feeder != nullptr && feeder->assist(*this, target, deadline))
+    if (lock.owns_lock() && feeder != nullptr && feeder->assist(*this, target, start, deadline))
       return TRN_SUCCESS;
   }
   const uint64_t now = monotonic_ns();

@@ -56,8 +56,9 @@ class SimQueue {
   // Called by a host thread waiting for `sem` (which this queue's buffers signal) to reach
   // `value`: runs the queue's buffers on this thread while that stays quick (copies, reductions
   // and memsets up to kAssistBytes, semaphore commands, timestamps, brief host calls; until the
-  // deadline), then gives the rest back to the worker. True once the value is reached.
-  bool assist(SemCore &sem, uint64_t value, uint64_t deadline_ns);
+  // deadline), then gives the rest back to the worker. True once the value is reached. `start`:
+  // the clock when the wait began (the caller's read, not another).
+  bool assist(SemCore &sem, uint64_t value, uint64_t start, uint64_t deadline_ns);
   static constexpr uint64_t kAssistBytes = 1u << 20;
   static constexpr uint64_t kAssistAfterNs = 1'000;
   // The first nap of a worker whose waiters run its ring (sim_queue_runner.cpp).

@@ -156,7 +156,7 @@ bool SimQueue::Errand::done() const {
   return sem->value() >= value;
 }
 
-bool SimQueue::assist(SemCore &sem, uint64_t value, uint64_t deadline_ns) {
+bool SimQueue::assist(SemCore &sem, uint64_t value, uint64_t start, uint64_t deadline_ns) {
   const uint64_t budget = instance_.config.spin_ns;
   if (budget == 0) return sem.value() >= value;  // TRN_SPIN_NS=0: sleep at once, as documented
   bool expected = false;
@@ -165,13 +165,14 @@ bool SimQueue::assist(SemCore &sem, uint64_t value, uint64_t deadline_ns) {
   // A worker that is running gets a moment to finish first (an empty buffer completes in a few
   // hundred nanoseconds): taking the ring from it would put it to sleep for nothing. A sleeping
   // one would take longer to wake than the whole buffer takes here.
-  const uint64_t start = monotonic_ns();
+  // The clock only every few checks: a read costs as much as an empty buffer's hand-off.
   const bool worker_asleep = asleep_.load(std::memory_order_relaxed) != kAwake;
-  for (uint64_t now = start; !worker_asleep && now - start < kAssistAfterNs; now = monotonic_ns()) {
+  for (uint32_t check = 1; !worker_asleep; ++check) {
     if (errand.done()) {
       helping_.store(false, std::memory_order_release);
       return true;
     }
+    if (check % 16 == 0 && monotonic_ns() - start >= kAssistAfterNs) break;
     cpu_relax();
   }
   yield_.fetch_or(kYieldToHelper, std::memory_order_seq_cst);

@@ -221,7 +221,7 @@ Queue::~Queue() {
   shutdown();
 }
 
-trn_result_t Queue::submit(Command command, uint64_t *sequence) {
+trn_result_t Queue::submit(Command &&command, uint64_t *sequence) {
   if (trn_result_t r = take_sem_uses(command); r != TRN_SUCCESS) return r;
   const bool has_operation = command.kind != Command::Kind::barrier;
   // Commands with memory, kernels or semaphores keep them until they retire; a barrier without

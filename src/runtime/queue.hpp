@@ -103,7 +103,7 @@ class Queue {
   Queue(const Queue &) = delete;
   Queue &operator=(const Queue &) = delete;
 
-  trn_result_t submit(Command command, uint64_t *sequence);
+  trn_result_t submit(Command &&command, uint64_t *sequence);
   trn_result_t finish(uint64_t timeout_ns);
   trn_result_t reset();
   void fault(trn_queue_fault_t *out);
