@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "comm/error.hpp"
+#include "comm/fabric_library.hpp"
 
 namespace trn::comm {
 
@@ -34,7 +35,7 @@ struct Fabric::Handles {
     if (cq) fi_close(&cq->fid);
     if (domain) fi_close(&domain->fid);
     if (fabric) fi_close(&fabric->fid);
-    if (info) fi_freeinfo(info);
+    if (info) fabric_library().freeinfo(info);
   }
 
   void *desc(const void *buffer) const {
@@ -49,7 +50,7 @@ struct Fabric::Handles {
 namespace {
 
 [[noreturn]] void fabric_fail(const std::string &doing, int code) {
-  fail(TRN_ERROR_DRIVER, "libfabric: " + doing + ": " + fi_strerror(-code) +
+  fail(TRN_ERROR_DRIVER, "libfabric: " + doing + ": " + fabric_library().strerror(-code) +
                              " (FI_PROVIDER picks a provider; FI_LOG_LEVEL=warn says more)");
 }
 
@@ -60,7 +61,10 @@ void checked(int code, const std::string &doing) {
 }  // namespace
 
 Fabric::Fabric() : h_(std::make_unique<Handles>()) {
-  fi_info *hints = fi_allocinfo();
+  const FabricLibrary &lib = fabric_library();
+  // Providers load their own libraries as they are asked for (and those install handlers).
+  const KeepSignalHandlers keep;
+  fi_info *hints = lib.dupinfo(nullptr);  // fi_allocinfo
   if (!hints) fail(TRN_ERROR_OUT_OF_HOST_MEMORY, "libfabric: fi_allocinfo failed");
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_TAGGED | FI_MSG;
@@ -68,8 +72,8 @@ Fabric::Fabric() : h_(std::make_unique<Handles>()) {
   hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
   fi_info *all = nullptr;
-  const int r = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &all);
-  fi_freeinfo(hints);
+  const int r = lib.getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &all);
+  lib.freeinfo(hints);
   if (r != 0) fabric_fail("no provider offers reliable tagged messages (fi_getinfo)", r);
   // shm cannot reach another host: taken only when FI_PROVIDER asks for it.
   const char *wanted = std::getenv("FI_PROVIDER");
@@ -80,16 +84,16 @@ Fabric::Fabric() : h_(std::make_unique<Handles>()) {
     pick = i;
   }
   if (!pick) {
-    fi_freeinfo(all);
+    lib.freeinfo(all);
     fail(TRN_ERROR_DRIVER,
          "libfabric: only the shm provider is available, which cannot reach other hosts (set "
          "FI_PROVIDER=tcp, or shm for simulated hosts on one machine)");
   }
-  h_->info = fi_dupinfo(pick);
-  fi_freeinfo(all);
+  h_->info = lib.dupinfo(pick);
+  lib.freeinfo(all);
   provider_ = h_->info->fabric_attr->prov_name ? h_->info->fabric_attr->prov_name : "unknown";
 
-  checked(fi_fabric(h_->info->fabric_attr, &h_->fabric, nullptr), "opening the fabric");
+  checked(lib.fabric(h_->info->fabric_attr, &h_->fabric, nullptr), "opening the fabric");
   checked(fi_domain(h_->fabric, h_->info, &h_->domain, nullptr), "opening a domain");
   fi_cq_attr cq{};
   cq.format = FI_CQ_FORMAT_TAGGED;
@@ -157,7 +161,7 @@ size_t Fabric::poll(Completion *out, size_t capacity) {
     const char *text = fi_cq_strerror(h_->cq, err.prov_errno, err.err_data, nullptr, 0);
     throw FabricTransferError(err.op_context,
                               std::string("libfabric (") + provider_ +
-                                  "): a transfer failed: " + fi_strerror(err.err) +
+                                  "): a transfer failed: " + fabric_library().strerror(err.err) +
                                   (text ? std::string(" (") + text + ")" : std::string()));
   }
   if (n < 0) fabric_fail("reading completions", static_cast<int>(n));

@@ -4,6 +4,7 @@
 // reference; a host whose processes are killed mid-operation fails the others, naming the rank
 // and the host, within the timeout.
 #include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -40,6 +41,18 @@ struct Hosts {
   }
 };
 
+// The process's handlers for the signals libfabric's libraries like to take (not SIGBUS, which
+// the simulated device takes itself when it maps its memory).
+std::vector<void *> signal_handlers() {
+  std::vector<void *> out;
+  for (int s : {SIGINT, SIGTERM, SIGQUIT, SIGILL, SIGABRT, SIGFPE, SIGSEGV}) {
+    struct sigaction sa {};
+    sigaction(s, nullptr, &sa);
+    out.push_back(reinterpret_cast<void *>(sa.sa_handler));
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("every collective and dtype across two simulated hosts", "[comm][hosts]") {
@@ -62,12 +75,16 @@ TEST_CASE("every collective and dtype across two simulated hosts", "[comm][hosts
     children.push_back(fork_rank([&, r]() -> std::string {
       RankResources res;
       trn_comm_t comm = nullptr;
+      const std::vector<void *> handlers = signal_handlers();
       if (auto why = hosts.join(id, r, &res, &comm); !why.empty()) return why;
       trn_comm_info_t info = TRN_COMM_INFO_INIT;
       trn_comm_get_info(comm, &info);
       std::string why;
       if (std::string(info.transport).find("fabric") == std::string::npos)
         why = std::string("the transport is '") + info.transport + "', not the fabric";
+      // libfabric is loaded now; the program's signal handlers stay its own.
+      if (why.empty() && signal_handlers() != handlers)
+        why = "opening the fabric replaced the program's signal handlers";
       if (why.empty() && (info.processes != n || info.devices != 2))
         why = "the communicator counts " + std::to_string(info.processes) + " processes and " +
               std::to_string(info.devices) + " devices";
