@@ -88,6 +88,7 @@ void Comm::join(const RendezvousId &id, const CommConfig &config) {
   core_ = config.core;
   timeout_ns_ = config.timeout_ns ? config.timeout_ns : default_timeout_ns();
   chunk_bytes_ = config.chunk_bytes ? config.chunk_bytes : default_chunk_bytes();
+  ring_min_bytes_ = default_ring_min_bytes();
   if (chunk_bytes_ % 4096 != 0 || chunk_bytes_ < 4096 || chunk_bytes_ > (64ull << 20))
     fail(TRN_ERROR_INVALID_ARGUMENT, "chunk_bytes " + std::to_string(chunk_bytes_) +
                                          " is not a multiple of 4096 from 4096 to 64 MiB");
@@ -667,6 +668,7 @@ void Comm::open_operation(trn_queue_t queue, const trn_sync_t *sync) {
   op_sequence_ = 0;
   trn_sem_t timeline = nullptr;
   check(trn_queue_get_semaphore(queue, &timeline), "queue");
+  op_queue_sem_ = timeline;
   std::vector<trn_sem_point_t> waits;
   if (sync) {
     if (sync->wait_count && !sync->waits) fail(TRN_ERROR_NULL_POINTER, "sync->waits is NULL");
@@ -701,7 +703,7 @@ uint64_t Comm::close_operation(trn_queue_t queue, const OpName &name, const trn_
   }
   OpRecord op;
   op.name = name;
-  check(trn_queue_get_semaphore(queue, &op.queue_sem), "queue");
+  op.queue_sem = op_queue_sem_;  // open_operation's
   op.last_sequence = sequence;
   op.deadline_ns = now_ns() + timeout_ns_;
   for (uint32_t p : peers_in) op.expect_ready.push_back({p, links_[p].rx_count});
@@ -710,6 +712,7 @@ uint64_t Comm::close_operation(trn_queue_t queue, const OpName &name, const trn_
   last_queue_sem_ = op.queue_sem;
   last_sequence_ = sequence;
   std::lock_guard lock(state_mutex_);
+  if (records_.full()) records_.set_capacity(std::max<size_t>(16, records_.capacity() * 2));
   records_.push_back(std::move(op));
   return sequence;
 }

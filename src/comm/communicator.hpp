@@ -5,10 +5,10 @@
 #pragma once
 
 #include <atomic>
+#include <boost/circular_buffer.hpp>
 #include <boost/container/small_vector.hpp>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -107,6 +107,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   trn_device_t device() const { return device_; }
   trn_core_t core() const { return core_; }
   uint64_t chunk_bytes() const { return chunk_bytes_; }
+  uint64_t ring_min_bytes() const { return ring_min_bytes_; }
   uint64_t timeout_ns() const { return timeout_ns_; }
   void fill_info(trn_comm_info_t *info) const;
 
@@ -186,6 +187,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   uint32_t size_ = 1;
   uint64_t timeout_ns_ = 0;
   uint64_t chunk_bytes_ = 0;
+  uint64_t ring_min_bytes_ = 0;
   uint32_t slots_ = 4;
   trn_core_t core_ = nullptr;
   trn_device_t device_ = nullptr;
@@ -208,12 +210,15 @@ class Comm : public std::enable_shared_from_this<Comm> {
   std::atomic<uint64_t> operations_{0};
   trn_sem_t last_queue_sem_ = nullptr;
   uint64_t last_sequence_ = 0;
-  uint64_t op_sequence_ = 0;  // see op_sequence(); guarded by op_mutex_ as the above
+  uint64_t op_sequence_ = 0;          // see op_sequence(); guarded by op_mutex_ as the above
+  trn_sem_t op_queue_sem_ = nullptr;  // the operation's queue's semaphore (open_operation)
 
   mutable std::mutex state_mutex_;  // error_, records_, gather
   std::condition_variable state_cv_;
   std::string error_;
-  std::deque<OpRecord> records_;
+  // Operations not known to be complete, oldest first (a ring: no allocation per operation once
+  // it has grown to the number in flight).
+  boost::circular_buffer<OpRecord> records_;
   std::optional<std::vector<std::vector<uint8_t>>> gathered_;
   // A timeout told to the service: its answer (naming who lags) is awaited until this time.
   uint64_t abort_wait_until_ = 0;

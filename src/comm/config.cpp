@@ -54,6 +54,12 @@ uint64_t default_chunk_bytes() {
   return 1ull << 20;
 }
 
+uint64_t default_ring_min_bytes() {
+  if (auto text = env("TRN_COMM_RING_MIN_BYTES"))
+    return parse_number("TRN_COMM_RING_MIN_BYTES", *text, 0, UINT64_MAX);
+  return 256 * 1024;
+}
+
 std::string socket_address() {
   return env("TRN_COMM_SOCKET_ADDR").value_or("127.0.0.1");
 }

@@ -13,6 +13,10 @@ namespace trn::comm {
 
 uint64_t default_timeout_ns();
 uint64_t default_chunk_bytes();
+// Bytes up to which all-reduce uses recursive doubling rather than a ring
+// (TRN_COMM_RING_MIN_BYTES, default 256 KiB); read once per communicator, as every rank must
+// choose alike.
+uint64_t default_ring_min_bytes();
 // Where trn_comm_get_unique_id listens: TRN_COMM_SOCKET_ADDR or 127.0.0.1.
 std::string socket_address();
 

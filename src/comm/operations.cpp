@@ -65,6 +65,7 @@ class Builder {
   uint32_t rank() const { return comm_.rank(); }
   uint32_t size() const { return comm_.size(); }
   uint64_t es() const { return es_; }
+  uint64_t ring_min_bytes() const { return comm_.ring_min_bytes(); }
   const PeerList &peers_in() const { return in_; }
   const PeerList &peers_out() const { return out_; }
 
@@ -283,7 +284,7 @@ void recursive_doubling_all_reduce(Builder &b, const Group &g, Place S, Place R,
 
 // By size: recursive doubling for small messages (latency), a ring for large (bandwidth).
 void flat_all_reduce(Builder &b, const Group &g, Place S, Place R, uint64_t count) {
-  if (count * b.es() <= ring_threshold_bytes() || count < g.size())
+  if (count * b.es() <= b.ring_min_bytes() || count < g.size())
     recursive_doubling_all_reduce(b, g, S, R, count);
   else
     ring_all_reduce(b, g, S, R, count);
@@ -389,18 +390,6 @@ bool overlaps(const trn_comm_buffer_t &a, uint64_t a_bytes, const trn_comm_buffe
 }
 
 }  // namespace
-
-uint64_t ring_threshold_bytes() {
-  if (const char *text = std::getenv("TRN_COMM_RING_MIN_BYTES"); text && *text) {
-    char *end = nullptr;
-    const unsigned long long value = std::strtoull(text, &end, 10);
-    if (*end != '\0' || text[0] == '-')
-      fail(TRN_ERROR_INVALID_CONFIG,
-           std::string("TRN_COMM_RING_MIN_BYTES='") + text + "' is not a number of bytes");
-    return value;
-  }
-  return 256 * 1024;
-}
 
 uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
   // Arguments first: nothing is enqueued for a bad call.

@@ -35,8 +35,4 @@ enum class OpKind {
 // the operation could be enqueued only in part).
 uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args);
 
-// Bytes up to which all-reduce uses recursive doubling rather than a ring
-// (TRN_COMM_RING_MIN_BYTES, default 256 KiB).
-uint64_t ring_threshold_bytes();
-
 }  // namespace trn::comm

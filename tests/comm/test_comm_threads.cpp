@@ -428,3 +428,15 @@ TEST_CASE("trn_comm_init_from_env refuses a missing or malformed variable", "[co
   CHECK(comm_error().find("MASTER_ADDR") != std::string::npos);
   for (const char *name : {"RANK", "WORLD_SIZE", "MASTER_ADDR"}) unsetenv(name);
 }
+
+TEST_CASE("a malformed TRN_COMM_RING_MIN_BYTES is refused when the communicator is made",
+          "[comm][negative]") {
+  SimEnv env;
+  env.set("TRN_COMM_RING_MIN_BYTES", "64k");
+  const auto cores = all_cores();
+  REQUIRE(!cores.empty());
+  trn_comm_t comm = nullptr;
+  CHECK(trn_comm_init_all(1, cores.data(), nullptr, &comm) == TRN_ERROR_INVALID_CONFIG);
+  CHECK(comm_error().find("TRN_COMM_RING_MIN_BYTES='64k'") != std::string::npos);
+  CHECK(comm == nullptr);
+}
