@@ -532,6 +532,7 @@ trn_result_t DeviceState::sem_create(const trn_hal_process_identity_t &identity,
       c.device_ns.store(0, std::memory_order_relaxed);
       c.failed.store(0, std::memory_order_relaxed);
       c.wake_at.store(kNoWakeAt, std::memory_order_relaxed);
+      for (SignalTime &t : c.times) t.value.store(0, std::memory_order_relaxed);
       *record_index = i;
       *id = record.id;
       *cell = &c;

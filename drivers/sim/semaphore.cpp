@@ -96,9 +96,37 @@ void SemCore::lower_wake_at(uint64_t value) {
   }
 }
 
+void SemCore::record_time(uint64_t value, uint64_t device_ns) {
+  // A seqlock whose sequence word is the value itself. Two signallers take the same entry only
+  // after kSignalTimes others in between (then a time may pair with the other's value: a
+  // simulated time off, never a value).
+  SignalTime &t =
+      cell_->times[cell_->times_next.fetch_add(1, std::memory_order_relaxed) % kSignalTimes];
+  t.value.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  t.device_ns.store(device_ns, std::memory_order_relaxed);
+  t.value.store(value, std::memory_order_release);
+}
+
+uint64_t SemCore::reached_ns(uint64_t value) const {
+  uint64_t earliest = UINT64_MAX;
+  for (const SignalTime &t : cell_->times) {
+    const uint64_t v = t.value.load(std::memory_order_acquire);
+    const uint64_t ns = t.device_ns.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (v != 0 && v >= value && t.value.load(std::memory_order_relaxed) == v)
+      earliest = std::min(earliest, ns);
+  }
+  // No signal kept reached it (the initial value did, or more than kSignalTimes came since):
+  // the latest time, as late as it can be.
+  return earliest == UINT64_MAX ? device_ns() : std::min(earliest, device_ns());
+}
+
 void SemCore::signal(uint64_t value, uint64_t device_ns, bool clear_failure) {
   uint64_t seen = cell_->value.load(std::memory_order_relaxed);
   bool raised = false;
+  // Kept before the value rises: a waiter that sees the value finds its time.
+  if (seen < value) record_time(value, device_ns);
   while (seen < value) {
     // The time first, so whoever sees the value sees at least its time.
     uint64_t ns = cell_->device_ns.load(std::memory_order_relaxed);

@@ -40,6 +40,9 @@ class SemCore {
   DeviceRuntime &device() const { return device_; }
   uint64_t value() const { return cell_->value.load(std::memory_order_acquire); }
   uint64_t device_ns() const { return cell_->device_ns.load(std::memory_order_acquire); }
+  // The simulated time at which the semaphore reached `value` (at most device_ns()): the
+  // earliest kept signal at or above it, else device_ns().
+  uint64_t reached_ns(uint64_t value) const;
   bool failed() const { return cell_->failed.load(std::memory_order_acquire) != 0; }
   std::string failure_reason() const;
   void query(trn_hal_sem_state_t *state) const;
@@ -70,6 +73,8 @@ class SemCore {
   bool watched() const { return watcher_count_.load(std::memory_order_seq_cst) != 0; }
 
  private:
+  // Keeps a signal's value and time in the cell's ring (see SharedSemCell::times).
+  void record_time(uint64_t value, uint64_t device_ns);
   struct Watcher {
     int fd;  // our end of the socket pair
     uint64_t value;

@@ -156,8 +156,9 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
       const trn_result_t r = wait_command(sem, c.u.sem.value, errand);
       if (r == TRN_TIMEOUT) return r;  // paused before the wait
       if (r == TRN_SUCCESS) {
-        // Causal time: the command after the wait starts no earlier than the signal.
-        clock_ns_ = std::max(clock_ns_, sem.device_ns());
+        // Causal time: the command after the wait starts no earlier than the signal that reached
+        // the value (not a later one: a peer may be chunks ahead).
+        clock_ns_ = std::max(clock_ns_, sem.reached_ns(c.u.sem.value));
         device_.advance_time(clock_ns_);
         return r;
       }

@@ -18,7 +18,7 @@
 
 namespace trn::sim {
 
-constexpr uint32_t kStateLayoutVersion = 7;  // 7: semaphore cells carry wake_at
+constexpr uint32_t kStateLayoutVersion = 8;  // 8: semaphore cells keep their last signals' times
 constexpr char kStateMagic[8] = {'T', 'R', 'N', 'S', 'I', 'M', 'S', 'T'};
 constexpr uint32_t kMaxProcessSlots = 64;
 constexpr uint32_t kMaxPhysicalCores = 16;
@@ -90,6 +90,14 @@ struct ExportRecord {
   uint32_t chunk_count;
 };
 
+// One signal of a semaphore: its value and simulated time. `value` doubles as the entry's
+// sequence word: 0 while it is written (a signal to 0 raises nothing).
+struct SignalTime {
+  std::atomic<uint64_t> value;
+  std::atomic<uint64_t> device_ns;
+};
+constexpr uint32_t kSignalTimes = 8;
+
 // A shareable semaphore's cell: every process holding it maps the same one. `wake` is a futex
 // word (non-private: sleepers may be in other processes) that changes on every wake: a failure, or
 // a signal that reaches the lowest value a sleeper waits for.
@@ -103,6 +111,11 @@ struct SharedSemCell {
   // only wakes early): a signal that stays below it wakes nobody. kNoWakeAt when none registered
   // since the last wake; 0 wakes on every signal.
   std::atomic<uint32_t> wake_at;
+  // The last kSignalTimes signals, a ring (`times_next` counts them): a wait that looks after
+  // later signals raised the cell (a peer a few chunks ahead) still finds when its own value was
+  // reached, where `device_ns` holds only the latest time.
+  std::atomic<uint32_t> times_next;
+  SignalTime times[kSignalTimes];
 };
 constexpr uint32_t kNoWakeAt = UINT32_MAX;
 

@@ -314,6 +314,36 @@ TEST_CASE("timestamps carry the queue's device time and the host's clock", "[bac
   REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
 }
 
+TEST_CASE("a queue's wait takes the device time of the signal that reached its value",
+          "[backend][time]") {
+  // A signaller that ran ahead (a collective's peer a few chunks on) raised the semaphore again
+  // before the wait ran: the waiting queue's clock follows the signal it waited for, not the
+  // latest one, whatever the host threads' timing was.
+  SimEnv env;
+  trn_device_t device = first_device();
+  trn_queue_t ahead = make_queue(core_at(device, 0), TRN_QUEUE_KIND_COPY);
+  trn_queue_t waiter = make_queue(core_at(device, 0), TRN_QUEUE_KIND_COPY);
+  trn_pool_t pool = make_pool(device);
+  trn_mem_t a = alloc(pool, 64 << 20), b = alloc(pool, 64 << 20);
+  trn_sem_t sem = make_sem(device);
+  const trn_sem_point_t first{sem, 1}, second{sem, 2};
+  const trn_sync_t signal_first{nullptr, 0, &first, 1}, signal_second{nullptr, 0, &second, 1};
+  trn_timestamp_t at_first{}, at_second{}, after_wait{};
+  REQUIRE(trn_queue_copy(ahead, b, 0, a, 0, 64 << 20, &signal_first, nullptr) == TRN_SUCCESS);
+  REQUIRE(trn_queue_write_timestamp(ahead, &at_first, nullptr, nullptr) == TRN_SUCCESS);
+  REQUIRE(trn_queue_copy(ahead, a, 0, b, 0, 64 << 20, &signal_second, nullptr) == TRN_SUCCESS);
+  REQUIRE(trn_queue_write_timestamp(ahead, &at_second, nullptr, nullptr) == TRN_SUCCESS);
+  finish(ahead);
+  const trn_sync_t wait_first{&first, 1, nullptr, 0};
+  REQUIRE(trn_queue_write_timestamp(waiter, &after_wait, &wait_first, nullptr) == TRN_SUCCESS);
+  finish(waiter);
+  REQUIRE(at_second.device_ns > at_first.device_ns + 10'000);  // 64 MiB between them
+  CHECK(after_wait.device_ns == at_first.device_ns);
+  REQUIRE(trn_sem_destroy(sem) == TRN_SUCCESS);
+  REQUIRE(trn_queue_destroy(waiter) == TRN_SUCCESS);
+  REQUIRE(trn_queue_destroy(ahead) == TRN_SUCCESS);
+}
+
 TEST_CASE("trn_queue_free frees after the queue's earlier work, which does not fault",
           "[backend][free]") {
   SimEnv env;
