@@ -39,8 +39,8 @@ std::string table_text(const Settings &s, const RunInfo &info, const std::vector
   std::string out = fmt::format(
       "# {} on {} rank{} ({}, {} process{}, {} host{}, transport {}), {} warm-up and {} timed "
       "iterations per size\n"
-      "# time: host P50 of the slowest rank, enqueue to completion; sim: simulated device "
-      "time on the ranks' queues\n",
+      "# time: host P50 of the slowest rank, enqueue to completion, operations back to back; "
+      "sim: simulated device time on the ranks' queues (P50 of up to 20 more operations)\n",
       op_name(s.op), info.ranks, info.ranks == 1 ? "" : "s", info.mode, info.processes,
       info.processes == 1 ? "" : "es", info.hosts, info.hosts == 1 ? "" : "s", info.transport,
       s.warmup, s.iters);
