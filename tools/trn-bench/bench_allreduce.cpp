@@ -149,17 +149,19 @@ int bench_allreduce(int argc, char **argv) {
                  "trn-bench-mpi-allreduce); run scripts/install-deps and build again\n");
     return 1;
   }
-  // Small sizes take many iterations to settle (a median of 5 runs of about a millisecond moves
-  // by 2x here), large ones few to keep the run short.
+  // Small sizes take many iterations to settle, large ones few to keep the run short. The
+  // warm-up of the first band also gives the scheduler time to spread freshly forked ranks over
+  // the cores (a few milliseconds): fifty 8-byte operations took under a millisecond, and runs
+  // whose two ranks still shared a core read 3x slower for either library.
   const std::vector<Band> bands =
-      quick ? std::vector<Band>{{"8", "8", 20, 5}, {"1K", "256K", 20, 5}, {"1M", "4M", 20, 5}}
-            : std::vector<Band>{{"8", "8", 50, 10},
-                                {"1K", "256K", 20, 5},
-                                {"1M", "4M", 40, 5},
+      quick ? std::vector<Band>{{"8", "8", 200, 500}, {"1K", "256K", 20, 5}, {"1M", "4M", 20, 5}}
+            : std::vector<Band>{{"8", "8", 2000, 2000},
+                                {"1K", "256K", 200, 20},
+                                {"1M", "4M", 100, 10},
                                 {"16M", "256M", 5, 1}};
   // Across hosts every byte crosses TCP: up to 64 MiB.
   const std::vector<Band> cross_host_bands = {
-      {"8", "8", 50, 10}, {"1K", "256K", 20, 5}, {"1M", "4M", 40, 5}, {"16M", "64M", 5, 1}};
+      {"8", "8", 2000, 2000}, {"1K", "256K", 200, 20}, {"1M", "4M", 100, 10}, {"16M", "64M", 5, 1}};
   const std::vector<uint32_t> rank_counts =
       quick ? std::vector<uint32_t>{2} : std::vector<uint32_t>{2, 4};
   for (uint32_t ranks : rank_counts) compare(tool, mpi, ranks, 1, bands);
