@@ -682,9 +682,14 @@ void Comm::open_operation(trn_queue_t queue, const trn_sync_t *sync) {
     }
   }
   // The previous operation of this communicator on another queue comes first: peers count
-  // chunks in operation order.
-  if (last_queue_sem_ && last_queue_sem_ != timeline)
-    waits.push_back({last_queue_sem_, last_sequence_});
+  // chunks in operation order. A queue destroyed since has nothing left to wait for (see
+  // synchronize).
+  if (last_queue_sem_ && last_queue_sem_ != timeline) {
+    uint64_t done = 0;
+    const trn_result_t r = trn_sem_query(last_queue_sem_, &done);
+    if (r != TRN_ERROR_INVALID_HANDLE && done < last_sequence_)
+      waits.push_back({last_queue_sem_, last_sequence_});
+  }
   if (waits.empty()) return;
   const trn_sync_t before{waits.data(), static_cast<uint32_t>(waits.size()), nullptr, 0};
   check(trn_queue_barrier(queue, &before, &op_sequence_), "ordering the operation (sync->waits)");

@@ -189,6 +189,19 @@ TEST_CASE("a queue destroyed after its operations leaves nothing to synchronize"
     float out = 0;
     trn_mem_read(buf, 0, &out, 4);
     if (why.empty() && out != 2.0f) why = "the all-reduce of 1 and 1 gave " + std::to_string(out);
+    // The next operation goes on a new queue: the destroyed one is not waited for.
+    trn_queue_desc_t qd = TRN_QUEUE_DESC_INIT;
+    qd.kind = TRN_QUEUE_KIND_COMPUTE;
+    qd.core = res.core;
+    if (why.empty() && trn_queue_create(&qd, &res.queue) != TRN_SUCCESS) why = trn_last_error();
+    if (why.empty() &&
+        trn_comm_all_reduce(world.comms[r], res.queue, {buf, 0}, {buf, 0}, 1, TRN_DTYPE_F32,
+                            TRN_COMM_SUM, nullptr, nullptr) != TRN_SUCCESS)
+      why = "an operation on a new queue after the last one was destroyed: " + comm_error();
+    if (why.empty() && trn_comm_synchronize(world.comms[r], 30'000'000'000ull) != TRN_SUCCESS)
+      why = comm_error();
+    trn_mem_read(buf, 0, &out, 4);
+    if (why.empty() && out != 4.0f) why = "the all-reduce of 2 and 2 gave " + std::to_string(out);
     trn_mem_free(buf);
     return why;
   });
