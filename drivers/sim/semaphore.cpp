@@ -97,13 +97,14 @@ void SemCore::lower_wake_at(uint64_t value) {
 }
 
 void SemCore::record_time(uint64_t value, uint64_t device_ns) {
-  // A seqlock whose sequence word is the value itself. Two signallers take the same entry only
-  // after kSignalTimes others in between (then a time may pair with the other's value: a
-  // simulated time off, never a value).
+  // A seqlock whose sequence word is the value itself (no fences: the ordering comes from the
+  // operations, as in seqlock.hpp, which ThreadSanitizer also understands). Two signallers take
+  // the same entry only after kSignalTimes others in between (then a time may pair with the
+  // other's value: a simulated time off, never a value).
   SignalTime &t =
       cell_->times[cell_->times_next.fetch_add(1, std::memory_order_relaxed) % kSignalTimes];
-  t.value.store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
+  // acq_rel read-modify-write: the time's store below cannot move above the emptied entry.
+  t.value.exchange(0, std::memory_order_acq_rel);
   t.device_ns.store(device_ns, std::memory_order_relaxed);
   t.value.store(value, std::memory_order_release);
 }
@@ -112,8 +113,8 @@ uint64_t SemCore::reached_ns(uint64_t value) const {
   uint64_t earliest = UINT64_MAX;
   for (const SignalTime &t : cell_->times) {
     const uint64_t v = t.value.load(std::memory_order_acquire);
-    const uint64_t ns = t.device_ns.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
+    // Acquire: the value's re-check below cannot move above it.
+    const uint64_t ns = t.device_ns.load(std::memory_order_acquire);
     if (v != 0 && v >= value && t.value.load(std::memory_order_relaxed) == v)
       earliest = std::min(earliest, ns);
   }
