@@ -5,6 +5,7 @@
 // hosts (trn over libfabric, OpenMPI over TCP). Then the simulated busbw of ranks on separate
 // simulated devices against one NeuronLink link, the bound of a ring on the torus.
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -92,8 +93,13 @@ std::map<uint64_t, TrnRow> run_trn(const std::string &tool, uint32_t ranks, uint
 // `btl`: OpenMPI's transports, "self,vader" (shared memory) or "self,tcp".
 std::map<uint64_t, double> run_mpi(const std::string &program, uint32_t ranks, const char *btl,
                                    const std::vector<uint64_t> &sizes, int iters, int warmup) {
-  std::string command =
-      "mpirun -np " + std::to_string(ranks) + " --oversubscribe --bind-to none --mca btl " + btl;
+  // Bound like trn-comm-test's ranks (--bind auto): one per CPU when each can have one.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  const bool bind = sched_getaffinity(0, sizeof allowed, &allowed) == 0 &&
+                    ranks <= static_cast<uint32_t>(CPU_COUNT(&allowed));
+  std::string command = "mpirun -np " + std::to_string(ranks) + " --oversubscribe --bind-to " +
+                        (bind ? "core:if-supported" : "none") + " --mca btl " + btl;
   if (geteuid() == 0) command += " --allow-run-as-root";
   command += " " + program + " " + std::to_string(iters) + " " + std::to_string(warmup);
   for (uint64_t s : sizes) command += " " + std::to_string(s);

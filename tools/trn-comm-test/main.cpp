@@ -5,6 +5,7 @@
 //
 // Exit codes: 0 every result right, 1 some elements wrong, 2 any other error.
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,7 +39,8 @@ struct Options {
   uint32_t ranks = 2;
   bool ranks_given = false;
   bool processes = false;
-  uint32_t hosts = 1;  // simulated hosts of --processes, a TRN_SIM_ROOT each
+  uint32_t hosts = 1;         // simulated hosts of --processes, a TRN_SIM_ROOT each
+  std::string bind = "auto";  // --bind: core, none, or auto (core when every rank has one)
   bool json = false;
 };
 
@@ -221,6 +223,29 @@ int process_rank(const Options &o, const int id_pipe[2], uint32_t r,
 
 // One process per rank (rank 0's serves the rendezvous). The parent only waits: once a rank fails,
 // the others get the communicator's timeout and a few seconds to follow before they are killed.
+// The CPUs this process may run on, in order.
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+// Like mpirun's default for a few ranks: rank r on the r-th allowed CPU, when each rank can have
+// one (--bind auto) or always (--bind core). Freshly forked ranks otherwise often share a core
+// for the first milliseconds or longer, and operations timed then read several times slower.
+void bind_rank(const Options &o, uint32_t r) {
+  const std::vector<int> cpus = allowed_cpus();
+  if (o.bind == "none" || cpus.empty() || (o.bind == "auto" && o.ranks > cpus.size())) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpus[r % cpus.size()], &set);
+  sched_setaffinity(0, sizeof set, &set);  // a hint: a refusal leaves the rank unbound
+}
+
 int run_processes(const Options &o) {
   if (o.ranks % o.hosts != 0)
     throw ToolError{"--ranks " + std::to_string(o.ranks) + " do not split evenly over --hosts " +
@@ -243,7 +268,10 @@ int run_processes(const Options &o) {
       close(id_pipe[1]);
       throw ToolError{"fork failed"};
     }
-    if (pid == 0) _exit(process_rank(o, id_pipe, r, hosts.roots()));
+    if (pid == 0) {
+      bind_rank(o, r);
+      _exit(process_rank(o, id_pipe, r, hosts.roots()));
+    }
     children.emplace(pid, r);
   }
   close(id_pipe[0]);
@@ -349,6 +377,11 @@ int main(int argc, char **argv) {
   app.add_option("--ranks,-r", o.ranks, "ranks, one per visible core (default 2)")
       ->check(CLI::Range(1, 64));
   app.add_flag("--processes,-p", o.processes, "one forked process per rank (default: threads)");
+  app.add_option("--bind", o.bind,
+                 "with --processes: pin rank r to the r-th allowed CPU (core), or not (none); "
+                 "auto pins when every rank has a CPU of its own, as mpirun does for a few ranks")
+      ->check(CLI::IsMember({"auto", "core", "none"}))
+      ->capture_default_str();
   app.add_option("--hosts", o.hosts,
                  "with --processes: simulated hosts, each its own TRN_SIM_ROOT, the ranks split "
                  "evenly over them and joined over libfabric (default 1)")
