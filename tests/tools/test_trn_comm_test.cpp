@@ -123,6 +123,21 @@ TEST_CASE("with --processes every rank is a forked process", "[trn-comm-test]") 
   }
 }
 
+TEST_CASE("forked ranks are pinned to CPUs with --bind core or auto, or left alone with none",
+          "[trn-comm-test]") {
+  SimEnv env;
+  // core with more ranks than CPUs shares them round robin; none pins nothing.
+  for (const char *bind : {"core", "none", "auto"}) {
+    auto r = comm_test({"--op", "allr", "--processes", "--ranks", "3", "--bind", bind, "-b", "8",
+                        "-e", "8", "-n", "2", "-w", "1", "--json"});
+    INFO(bind << ": " << r.output);
+    REQUIRE(r.code == 0);
+    const auto rows = rows_of(r.output);
+    REQUIRE(rows.size() == 1);
+    CHECK(rows[0]["wrong"] == 0);
+  }
+}
+
 TEST_CASE("under torchrun's variables each process joins that world; rank 0 prints",
           "[trn-comm-test]") {
   SimEnv env;
@@ -352,6 +367,7 @@ TEST_CASE("bad arguments are refused with a message and exit code 2", "[trn-comm
       {{"--timeout", "-1"}, "--timeout"},
       {{"--hosts", "2"}, "needs --processes"},
       {{"--processes", "--hosts", "2", "--ranks", "3"}, "evenly"},
+      {{"--processes", "--bind", "socket"}, "--bind"},
   };
   for (const Case &c : cases) {
     auto r = comm_test(c.args);
