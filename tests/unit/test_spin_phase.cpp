@@ -35,7 +35,9 @@ TEST_CASE("a spin lasts its budget, through the pause phase and the yielding one
   SpinPhase spin(start, budget);
   const uint64_t calls = spin_out(spin);
   const uint64_t spent = monotonic_ns() - start;
-  CHECK(calls > 0);
+  // It spun, unless the thread lost its core for longer than the budget before its first look
+  // (a 1 us budget on a loaded machine or in a sanitizer build): then ending at once is right.
+  if (budget >= 1'000'000) CHECK(calls > 0);
   CHECK(spent >= budget);
   CHECK(spent < budget + 1'000'000'000);  // ends: a loaded machine may be late, never endless
   CHECK_FALSE(spin.next());               // and stays ended
