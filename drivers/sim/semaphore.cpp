@@ -183,7 +183,7 @@ trn_result_t SemCore::wait(uint64_t value, uint64_t timeout_ns,
     if (stopped()) return TRN_ERROR_CANCELLED;
   }
   const uint64_t start = monotonic_ns();
-  const uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
+  const uint64_t deadline = deadline_after(timeout_ns, start);
   // Spin: a signal from another running thread is seen within ~0.1 us.
   for (SpinPhase spin(start, std::min(plan.budget_ns, deadline - start), plan.pause_ns);;) {
     if (reached()) return TRN_SUCCESS;
@@ -216,7 +216,7 @@ trn_result_t SemCore::host_wait(uint64_t target, uint64_t timeout_ns) {
       feeder_.load(std::memory_order_relaxed) == nullptr)
     return wait(target, timeout_ns, nullptr);
   const uint64_t start = monotonic_ns();
-  const uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
+  const uint64_t deadline = deadline_after(timeout_ns, start);
   {
     std::unique_lock lock(feeder_mu_, std::try_to_lock);
     SimQueue *feeder = feeder_.load(std::memory_order_relaxed);

@@ -5,7 +5,6 @@
 // hosts (trn over libfabric, OpenMPI over TCP). Then the simulated busbw of ranks on separate
 // simulated devices against one NeuronLink link, the bound of a ring on the torus.
 #include <limits.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 
 #include "bench.hpp"
 #include "common/parse.hpp"
+#include "tool_common/cpus.hpp"
 
 namespace trn::bench {
 
@@ -94,10 +94,7 @@ std::map<uint64_t, TrnRow> run_trn(const std::string &tool, uint32_t ranks, uint
 std::map<uint64_t, double> run_mpi(const std::string &program, uint32_t ranks, const char *btl,
                                    const std::vector<uint64_t> &sizes, int iters, int warmup) {
   // Bound like trn-comm-test's ranks (--bind auto): one per CPU when each can have one.
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  const bool bind = sched_getaffinity(0, sizeof allowed, &allowed) == 0 &&
-                    ranks <= static_cast<uint32_t>(CPU_COUNT(&allowed));
+  const bool bind = ranks <= tools::allowed_cpus().size();
   std::string command = "mpirun -np " + std::to_string(ranks) + " --oversubscribe --bind-to " +
                         (bind ? "core:if-supported" : "none") + " --mca btl " + btl;
   if (geteuid() == 0) command += " --allow-run-as-root";

@@ -25,6 +25,7 @@
 #include "report.hpp"
 #include "sim_hosts.hpp"
 #include "tool_common/cli_checks.hpp"
+#include "tool_common/cpus.hpp"
 
 namespace {
 
@@ -221,24 +222,11 @@ int process_rank(const Options &o, const int id_pipe[2], uint32_t r,
   return code;
 }
 
-// One process per rank (rank 0's serves the rendezvous). The parent only waits: once a rank fails,
-// the others get the communicator's timeout and a few seconds to follow before they are killed.
-// The CPUs this process may run on, in order.
-std::vector<int> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  return cpus;
-}
-
 // Like mpirun's default for a few ranks: rank r on the r-th allowed CPU, when each rank can have
 // one (--bind auto) or always (--bind core). Freshly forked ranks otherwise often share a core
 // for the first milliseconds or longer, and operations timed then read several times slower.
 void bind_rank(const Options &o, uint32_t r) {
-  const std::vector<int> cpus = allowed_cpus();
+  const std::vector<int> cpus = trn::tools::allowed_cpus();
   if (o.bind == "none" || cpus.empty() || (o.bind == "auto" && o.ranks > cpus.size())) return;
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -246,6 +234,8 @@ void bind_rank(const Options &o, uint32_t r) {
   sched_setaffinity(0, sizeof set, &set);  // a hint: a refusal leaves the rank unbound
 }
 
+// One process per rank (rank 0's serves the rendezvous). The parent only waits: once a rank fails,
+// the others get the communicator's timeout and a few seconds to follow before they are killed.
 int run_processes(const Options &o) {
   if (o.ranks % o.hosts != 0)
     throw ToolError{"--ranks " + std::to_string(o.ranks) + " do not split evenly over --hosts " +
