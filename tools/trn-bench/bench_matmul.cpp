@@ -3,6 +3,7 @@
 // math (one oneDNN bf16 GEMM, or OpenBLAS sgemm for fp32) in the same run. The ratio says how
 // much the simulation costs on top of the arithmetic it must do anyway.
 #include <cblas.h>
+#include <dlfcn.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -27,6 +28,40 @@ extern "C" void openblas_set_num_threads(int threads);  // libopenblas; not in e
 namespace trn::bench {
 
 namespace {
+
+// OpenBLAS, loaded by this benchmark only. Linked into trn-bench, it would start its thread pool
+// when the program starts, and on a small machine those threads spin (sched_yield) for their
+// first ~0.1 s of idleness: every other benchmark, which measures hand-offs between two threads
+// against a raw baseline, would share the cores with them.
+struct OpenBlas {
+  decltype(&cblas_sgemm) sgemm = nullptr;
+  decltype(&openblas_set_num_threads) set_num_threads = nullptr;
+};
+
+// Null (having said what to install) when OpenBLAS cannot be loaded.
+const OpenBlas *open_blas() {
+  static const OpenBlas loaded = [] {
+    OpenBlas blas;
+    void *library = nullptr;
+    for (const char *name : {"libopenblas.so.0", TRN_OPENBLAS_BUILD_PATH})
+      if ((library = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+    if (library == nullptr) {
+      std::fprintf(stderr,
+                   "trn-bench matmul: cannot load OpenBLAS (%s): run scripts/install-deps\n",
+                   dlerror());
+      return blas;
+    }
+    blas.sgemm = reinterpret_cast<decltype(&cblas_sgemm)>(dlsym(library, "cblas_sgemm"));
+    blas.set_num_threads = reinterpret_cast<decltype(&openblas_set_num_threads)>(
+        dlsym(library, "openblas_set_num_threads"));
+    if (blas.sgemm == nullptr || blas.set_num_threads == nullptr)
+      std::fprintf(stderr,
+                   "trn-bench matmul: the OpenBLAS found lacks cblas_sgemm or "
+                   "openblas_set_num_threads: install Debian's libopenblas0\n");
+    return blas;
+  }();
+  return loaded.sgemm && loaded.set_num_threads ? &loaded : nullptr;
+}
 
 using isa::DType;
 
@@ -111,12 +146,14 @@ int run_case(const Case &c, const Context &ctx, int runs) {
   const auto m = static_cast<dnnl_dim_t>(n);
   const int all_threads = omp_get_max_threads();
   const bool fp32 = c.dtype == DType::kF32;
+  const OpenBlas *blas = fp32 ? open_blas() : nullptr;
+  if (fp32 && blas == nullptr) return 1;
   auto baseline = [&](int threads) {
     omp_set_num_threads(threads);
-    openblas_set_num_threads(threads);
+    if (blas) blas->set_num_threads(threads);
     const double ns = median_ns_per_op(runs, 1, [&] {
       if (fp32)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(n),
+        blas->sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(n),
                     static_cast<int>(n), static_cast<int>(n), 1.0f, lhs32.data(),
                     static_cast<int>(n), rhs32.data(), static_cast<int>(n), 0.0f, ref.data(),
                     static_cast<int>(n));
@@ -125,7 +162,7 @@ int run_case(const Case &c, const Context &ctx, int runs) {
                               ref.data(), m);
     });
     omp_set_num_threads(all_threads);
-    openblas_set_num_threads(all_threads);
+    if (blas) blas->set_num_threads(all_threads);
     return ns;
   };
   const std::string lib = fp32 ? "OpenBLAS sgemm" : "oneDNN bf16 gemm";
