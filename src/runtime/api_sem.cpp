@@ -121,8 +121,7 @@ TRN_API trn_result_t trn_sem_query(trn_sem_t handle, uint64_t *value) {
     auto *sem = session->sems.find_fast(handle, &result);
     if (!sem) return result;
     if (!value) return fail(TRN_ERROR_NULL_POINTER, "value is NULL");
-    *value = sem->value();
-    return sem->failed() ? cancelled(*sem) : TRN_SUCCESS;
+    return sem->query_value(value) ? cancelled(*sem) : TRN_SUCCESS;
   });
 }
 

@@ -79,8 +79,17 @@ uint64_t Sem::value() const {
 }
 
 bool Sem::failed() const {
-  trn_hal_sem_state_t state{};
+  return query_value(nullptr);
+}
+
+bool Sem::query_value(uint64_t *value) const {
+  // Not zeroed: the driver writes every field but the reason's tail, and clearing its 512 bytes
+  // would cost more than the whole query.
+  trn_hal_sem_state_t state;
+  state.failed = 0;
+  state.reason[0] = '\0';
   ops(device_).sem_query(hal_, &state);
+  if (value) *value = state.value;
   return state.failed != 0;
 }
 

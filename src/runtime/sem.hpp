@@ -31,6 +31,8 @@ class Sem {
 
   uint64_t value() const;
   bool failed() const;
+  // The value (into *value, if not null) and whether it failed, in one look.
+  bool query_value(uint64_t *value) const;
   std::string failure_reason() const;
   // Raises the value to at least `value` (never lowers it); `clear_failure` clears the failed
   // mark.
