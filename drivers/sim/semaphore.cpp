@@ -103,9 +103,10 @@ void SemCore::record_time(uint64_t value, uint64_t device_ns) {
   // other's value: a simulated time off, never a value).
   SignalTime &t =
       cell_->times[cell_->times_next.fetch_add(1, std::memory_order_relaxed) % kSignalTimes];
-  // acq_rel read-modify-write: the time's store below cannot move above the emptied entry.
-  t.value.exchange(0, std::memory_order_acq_rel);
-  t.device_ns.store(device_ns, std::memory_order_relaxed);
+  // Release: the emptied entry is seen before the new time (a reader that read the new time
+  // re-reads the value as empty or new, never as the old one it paired with the old time).
+  t.value.store(0, std::memory_order_relaxed);
+  t.device_ns.store(device_ns, std::memory_order_release);
   t.value.store(value, std::memory_order_release);
 }
 

@@ -18,7 +18,8 @@
 
 namespace trn::sim {
 
-constexpr uint32_t kStateLayoutVersion = 8;  // 8: semaphore cells keep their last signals' times
+constexpr uint32_t kStateLayoutVersion =
+    9;  // 9: semaphore cells' signal times in lines of their own
 constexpr char kStateMagic[8] = {'T', 'R', 'N', 'S', 'I', 'M', 'S', 'T'};
 constexpr uint32_t kMaxProcessSlots = 64;
 constexpr uint32_t kMaxPhysicalCores = 16;
@@ -113,9 +114,12 @@ struct SharedSemCell {
   std::atomic<uint32_t> wake_at;
   // The last kSignalTimes signals, a ring (`times_next` counts them): a wait that looks after
   // later signals raised the cell (a peer a few chunks ahead) still finds when its own value was
-  // reached, where `device_ns` holds only the latest time.
-  std::atomic<uint32_t> times_next;
-  SignalTime times[kSignalTimes];
+  // reached, where `device_ns` holds only the latest time. In lines of their own, which only
+  // signallers write and only queue waits read: the line above is the one a spinning waiter
+  // reads, and a signal should take it from the waiter once, for the value's raise, not for
+  // its bookkeeping before.
+  alignas(64) SignalTime times[kSignalTimes];
+  alignas(64) std::atomic<uint32_t> times_next;
 };
 constexpr uint32_t kNoWakeAt = UINT32_MAX;
 
