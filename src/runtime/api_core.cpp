@@ -4,6 +4,7 @@
 
 #include "common/parse.hpp"
 #include "runtime/api_support.hpp"
+#include "runtime/driver_error.hpp"
 #include "runtime/process_info.hpp"
 #include "runtime/session.hpp"
 
@@ -22,7 +23,7 @@ trn_result_t find_owner(const Core &core, trn_hal_process_t *owner) {
   *owner = trn_hal_process_t{};
   const uint32_t first = core.layout.first_physical_core;
   for (uint32_t p = first; p < first + core.layout.physical_core_count; ++p) {
-    trn_hal_error_t err{};
+    DriverError err;
     trn_result_t r =
         device.driver->ops.core_owner(device.driver->instance, device.driver_index, p, owner, &err);
     if (r != TRN_SUCCESS) return fail(r, err.message);
@@ -53,7 +54,7 @@ trn_result_t acquire_core(Core &core) {
                 "the runtime was shut down (trn_runtime_shutdown) while this call ran: get the "
                 "core again");
   if (core.owned) return TRN_SUCCESS;
-  trn_hal_error_t err{};
+  DriverError err;
   uint32_t busy = 0;
   const trn_result_t result = device.driver->ops.core_claim(
       device.driver->instance, device.driver_index, core.layout.first_physical_core,
@@ -182,7 +183,7 @@ TRN_API trn_result_t trn_core_release(trn_core_t handle) {
       return fail(TRN_ERROR_HANDLE_IN_USE, core_name(*core) + " still has " +
                                                std::to_string(core->queues) +
                                                " queues: destroy them before releasing the core");
-    trn_hal_error_t err{};
+    DriverError err;
     result = device.driver->ops.core_unclaim(device.driver->instance, device.driver_index,
                                              core->layout.first_physical_core,
                                              core->layout.physical_core_count, &err);

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "runtime/api_support.hpp"
+#include "runtime/driver_error.hpp"
 #include "runtime/process_info.hpp"
 #include "runtime/session.hpp"
 
@@ -81,7 +82,7 @@ TRN_API trn_result_t trn_device_get_neighbors(trn_device_t handle, uint32_t *cou
     if (!device) return result;
     if (trn_result_t r = check_count(count); r != TRN_SUCCESS) return r;
     const Driver &driver = *device->driver;
-    trn_hal_error_t err{};
+    DriverError err;
     result = driver.ops.device_neighbors(driver.instance, device->driver_index, count,
                                          device_indices, &err);
     if (result != TRN_SUCCESS) return fail(result, err.message);

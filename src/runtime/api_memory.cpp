@@ -5,6 +5,7 @@
 
 #include "common/parse.hpp"
 #include "runtime/api_support.hpp"
+#include "runtime/driver_error.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/process_info.hpp"
 #include "runtime/session.hpp"
@@ -133,7 +134,7 @@ TRN_API trn_result_t trn_device_get_memory_stats(trn_device_t device_handle, uin
     for (uint32_t b = 0; b < p.hbm_bank_count; ++b) {
       if (bank != UINT32_MAX && b != bank) continue;
       uint64_t bank_bytes = 0, held = 0, largest = 0;
-      trn_hal_error_t err{};
+      DriverError err;
       if (trn_result_t r = driver.ops.mem_bank_usage(driver.instance, device->driver_index, b,
                                                      &bank_bytes, &held, &largest, &err);
           r != TRN_SUCCESS)

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "isa/opcodes.hpp"
+#include "runtime/driver_error.hpp"
 #include "runtime/error.hpp"
 #include "runtime/session.hpp"
 
@@ -24,7 +25,7 @@ trn_result_t load_kernel(Device &device, const void *image, size_t size,
   auto kernel = std::make_shared<Kernel>();
   kernel->device = &device;
   const trn_hal_ops_t &ops = device.driver->ops;
-  trn_hal_error_t err{};
+  DriverError err;
   if (trn_result_t r = ops.kernel_load(device.driver->instance, device.driver_index, image, size,
                                        &kernel->hal, &err);
       r != TRN_SUCCESS)

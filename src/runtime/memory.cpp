@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/parse.hpp"
+#include "runtime/driver_error.hpp"
 #include "runtime/error.hpp"
 #include "runtime/host_memory.hpp"
 #include "runtime/process_info.hpp"
@@ -38,7 +39,7 @@ uint64_t chunk_bytes(const Device &device) {
 // Device memory from the driver as one segment of whole chunks, mapped for host access.
 trn_result_t reserve_device_range(Device &device, uint32_t bank, uint64_t bytes, Segment *segment,
                                   std::string *why) {
-  trn_hal_error_t err{};
+  DriverError err;
   trn_result_t r = ops(device).mem_reserve(instance(device), device.driver_index, bank, bytes,
                                            &segment->address, &err);
   // Mapped for reading: what the host writes through it is backed first (map_for_write).
@@ -57,7 +58,7 @@ trn_result_t reserve_device_range(Device &device, uint32_t bank, uint64_t bytes,
 }
 
 void release_device_range(Device &device, const Segment &segment) {
-  trn_hal_error_t err{};
+  DriverError err;
   if (ops(device).mem_release(instance(device), device.driver_index, segment.address, segment.size,
                               &err) != TRN_SUCCESS)
     common::logger("runtime")->warn("returning device memory: {}", err.message);
@@ -68,7 +69,7 @@ void release_device_range(Device &device, const Segment &segment) {
 trn_result_t take_host_range(Device &device, uint64_t bytes, Segment *segment, std::string *why) {
   void *memory = nullptr;
   if (trn_result_t r = map_host_memory(bytes, &memory, why); r != TRN_SUCCESS) return r;
-  trn_hal_error_t err{};
+  DriverError err;
   if (trn_result_t r = ops(device).mem_register_host(instance(device), device.driver_index, memory,
                                                      bytes, &segment->address, &err);
       r != TRN_SUCCESS) {
@@ -82,7 +83,7 @@ trn_result_t take_host_range(Device &device, uint64_t bytes, Segment *segment, s
 }
 
 void give_host_range_back(Device &device, const Segment &segment) {
-  trn_hal_error_t err{};
+  DriverError err;
   if (ops(device).mem_unregister_host(instance(device), device.driver_index, segment.address,
                                       &err) != TRN_SUCCESS)
     common::logger("runtime")->warn("unregistering host memory: {}", err.message);
@@ -340,7 +341,7 @@ std::string describe_oom(Device &device, uint32_t bank, uint64_t size, uint64_t 
                      trn_mem_category_name(category) + ") in HBM bank " + std::to_string(bank) +
                      " of device " + std::to_string(device.index) + near + ": " + cause;
   uint64_t bank_bytes = 0, held = 0, largest = 0;
-  trn_hal_error_t err{};
+  DriverError err;
   if (ops(device).mem_bank_usage(instance(device), device.driver_index, bank, &bank_bytes, &held,
                                  &largest, &err) == TRN_SUCCESS)
     text += ". The bank has " + common::format_bytes(bank_bytes) + ", " +
@@ -386,7 +387,7 @@ std::string describe_oom(Device &device, uint32_t bank, uint64_t size, uint64_t 
 trn_result_t map_for_write(Mem &mem, uint64_t offset, uint64_t bytes) {
   if (mem.kind == TRN_POOL_KIND_HOST || bytes == 0) return TRN_SUCCESS;
   Device &device = *mem.device;
-  trn_hal_error_t err{};
+  DriverError err;
   void *host = nullptr;
   if (trn_result_t r =
           ops(device).mem_map(instance(device), device.driver_index, mem.address + offset, bytes,
@@ -403,7 +404,7 @@ trn_result_t write_range(Mem &mem, uint64_t offset, const void *source, uint64_t
     return TRN_SUCCESS;
   }
   Device &device = *mem.device;
-  trn_hal_error_t err{};
+  DriverError err;
   if (trn_result_t r = ops(device).mem_write(instance(device), device.driver_index,
                                              mem.address + offset, source, bytes, &err);
       r != TRN_SUCCESS)
@@ -418,7 +419,7 @@ trn_result_t read_range(Mem &mem, uint64_t offset, void *destination, uint64_t b
     return TRN_SUCCESS;
   }
   Device &device = *mem.device;
-  trn_hal_error_t err{};
+  DriverError err;
   if (trn_result_t r = ops(device).mem_read(instance(device), device.driver_index,
                                             mem.address + offset, destination, bytes, &err);
       r != TRN_SUCCESS)
@@ -456,7 +457,7 @@ trn_result_t export_memory(Mem &mem, trn_ipc_handle_t *handle) {
   {
     std::lock_guard lock(device.memory_mu);
     if (!mem.exported) {
-      trn_hal_error_t err{};
+      DriverError err;
       trn_result_t r = ops(device).mem_export(instance(device), device.driver_index, mem.address,
                                               mem.dedicated->segment.size, &mem.export_record,
                                               &mem.export_id, &err);
@@ -493,7 +494,7 @@ trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,
   auto mem = std::make_shared<Mem>();
   mem->device = &device;
   mem->dedicated = std::make_unique<SegmentStore>();
-  trn_hal_error_t err{};
+  DriverError err;
   uint64_t bytes = 0;
   trn_result_t r = ops(device).mem_import(instance(device), device.driver_index, in.record, in.id,
                                           &mem->address, &bytes, &mem->bank, &err);
@@ -538,7 +539,7 @@ trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,
 trn_result_t register_host_memory(Device &device, void *host, uint64_t size, uint32_t flags,
                                   std::shared_ptr<Mem> *out) {
   auto mem = std::make_shared<Mem>();
-  trn_hal_error_t err{};
+  DriverError err;
   if (trn_result_t r = ops(device).mem_register_host(instance(device), device.driver_index, host,
                                                      size, &mem->address, &err);
       r != TRN_SUCCESS)
@@ -592,7 +593,7 @@ void release_memory(Mem &mem) {
   Device &device = *mem.device;
   unindex_memory(mem);
   if (mem.registered) {
-    trn_hal_error_t err{};
+    DriverError err;
     if (ops(device).mem_unregister_host(instance(device), device.driver_index, mem.address, &err) !=
         TRN_SUCCESS)
       common::logger("runtime")->warn("unregistering host memory: {}", err.message);
@@ -600,7 +601,7 @@ void release_memory(Mem &mem) {
   }
   if (mem.pool) mem.pool->free(mem);
   if (!mem.dedicated) return;
-  trn_hal_error_t err{};
+  DriverError err;
   trn_result_t r = TRN_SUCCESS;
   if (mem.exported) {
     bool last = false;

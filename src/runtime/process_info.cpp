@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "runtime/driver_error.hpp"
 #include "runtime/error.hpp"
 
 namespace trn::rt {
@@ -29,7 +30,7 @@ trn_process_info_t to_process_info(const Device &device, const trn_hal_process_t
 
 trn_result_t list_processes(const Device &device, std::vector<trn_hal_process_t> *out) {
   const Driver &driver = *device.driver;
-  trn_hal_error_t err{};
+  DriverError err;
   uint32_t count = 0;
   trn_result_t r =
       driver.ops.process_list(driver.instance, device.driver_index, &count, nullptr, &err);

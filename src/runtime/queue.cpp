@@ -8,6 +8,7 @@
 #include "common/log.hpp"
 #include "isa/opcodes.hpp"
 #include "runtime/capture.hpp"
+#include "runtime/driver_error.hpp"
 #include "runtime/error.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/memory.hpp"
@@ -168,7 +169,7 @@ trn_result_t Queue::create(Device &device, Core &core, trn_queue_kind_t kind, ui
       r != TRN_SUCCESS)
     return r;
   trn_hal_queue_t *hal = nullptr;
-  trn_hal_error_t err{};
+  DriverError err;
   if (trn_result_t r = ops(device).queue_create(
           device.driver->instance, device.driver_index, core.layout.first_physical_core,
           core.layout.physical_core_count,
@@ -289,7 +290,7 @@ trn_result_t Queue::submit_locked(const trn_hal_command_t *commands, uint32_t co
   submission.command_count = count;
   submission.label = command_name(kind);
   submission.tag = sequence;
-  trn_hal_error_t err{};
+  DriverError err;
   const trn_result_t r = ops(device_).queue_submit(hal_, &submission, &err);
   if (r == TRN_ERROR_QUEUE_FULL)
     return fail(r, "the queue has " + std::to_string(capacity_) +
@@ -374,7 +375,7 @@ trn_result_t Queue::reset() {
   status(state.get());
   if (state->fault.result == TRN_SUCCESS) return TRN_SUCCESS;
   std::lock_guard lock(mu_);
-  trn_hal_error_t err{};
+  DriverError err;
   trn_result_t r = TRN_ERROR_INVALID_HANDLE;
   {
     std::shared_lock hal_lock(hal_mu_);
@@ -466,7 +467,7 @@ trn_result_t Queue::set_priority(uint32_t priority) {
                                     : TRN_HAL_QUEUE_PRIORITY_NORMAL;
   std::shared_lock lock(hal_mu_);
   if (!hal_) return fail(TRN_ERROR_INVALID_HANDLE, "the queue was destroyed");
-  trn_hal_error_t err{};
+  DriverError err;
   if (trn_result_t r = ops(device_).queue_set_priority(hal_, hal_priority, &err); r != TRN_SUCCESS)
     return fail(r, std::string(ops(device_).name) + " driver: " + err.message);
   return TRN_SUCCESS;

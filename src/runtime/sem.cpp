@@ -1,5 +1,6 @@
 #include "runtime/sem.hpp"
 
+#include "runtime/driver_error.hpp"
 #include "runtime/error.hpp"
 #include "runtime/session.hpp"
 
@@ -21,7 +22,7 @@ trn_result_t Sem::create(Device &device, uint64_t initial, bool shareable, Role 
   trn_hal_sem_t *hal = nullptr;
   uint32_t record = 0;
   uint64_t id = 0;
-  trn_hal_error_t err{};
+  DriverError err;
   if (trn_result_t r =
           ops(device).sem_create(device.driver->instance, device.driver_index, initial,
                                  shareable ? TRN_HAL_SEM_SHAREABLE : 0, &hal, &record, &id, &err);
@@ -34,7 +35,7 @@ trn_result_t Sem::create(Device &device, uint64_t initial, bool shareable, Role 
 trn_result_t Sem::import(Device &device, uint32_t record, uint64_t id, std::shared_ptr<Sem> *out,
                          std::string *why) {
   trn_hal_sem_t *hal = nullptr;
-  trn_hal_error_t err{};
+  DriverError err;
   if (trn_result_t r = ops(device).sem_import(device.driver->instance, device.driver_index, record,
                                               id, &hal, &err);
       r != TRN_SUCCESS) {
@@ -112,7 +113,7 @@ trn_result_t Sem::wait(uint64_t value, uint64_t timeout_ns) {
 }
 
 trn_result_t Sem::watch(uint64_t value, int *fd) {
-  trn_hal_error_t err{};
+  DriverError err;
   if (trn_result_t r = ops(device_).sem_watch(hal_, value, fd, &err); r != TRN_SUCCESS)
     return ::trn::rt::fail(r, err.message);
   return TRN_SUCCESS;

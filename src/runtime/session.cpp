@@ -11,6 +11,7 @@
 #include "common/log.hpp"
 #include "common/parse.hpp"
 #include "runtime/asymmetric_fence.hpp"
+#include "runtime/driver_error.hpp"
 #include "runtime/driver_loader.hpp"
 #include "runtime/error.hpp"
 #include "runtime/memory.hpp"
@@ -47,7 +48,7 @@ trn_result_t open_driver(DriverTable &&table, const trn_hal_process_identity_t &
     *out = std::move(driver);
     return TRN_SUCCESS;
   }
-  trn_hal_error_t err{};
+  DriverError err;
   if (trn_result_t r = driver->ops.open(&identity, &driver->instance, &err); r != TRN_SUCCESS) {
     *why = table.name + " driver: " + err.message;
     return r;
@@ -128,7 +129,7 @@ void Session::release_all() {
     device->shut_down = true;  // a call in flight on another thread claims nothing more
     for (Core *core : device->cores) {
       if (!core->owned) continue;
-      trn_hal_error_t err{};
+      DriverError err;
       if (device->driver->ops.core_unclaim(device->driver->instance, device->driver_index,
                                            core->layout.first_physical_core,
                                            core->layout.physical_core_count, &err) != TRN_SUCCESS)
@@ -162,7 +163,7 @@ trn_result_t Session::create(std::shared_ptr<Session> *out, std::string *why) {
       device->index = static_cast<uint32_t>(session->devices_.size());
       trn_device_properties_t &p = device->properties;
       p = TRN_DEVICE_PROPERTIES_INIT;
-      trn_hal_error_t err{};
+      DriverError err;
       if (trn_result_t r =
               driver->ops.device_properties(driver->instance, i, &p, &device->info, &err);
           r != TRN_SUCCESS) {
@@ -208,7 +209,7 @@ trn_result_t Session::create(std::shared_ptr<Session> *out, std::string *why) {
     for (uint32_t c = 0; c < p.core_count; ++c) {
       auto core = std::make_unique<Core>();
       core->device = device.get();
-      trn_hal_error_t err{};
+      DriverError err;
       if (trn_result_t r =
               device->driver->ops.core_info(device->driver->instance, device->driver_index,
                                             p.logical_core_config, c, &core->layout, &err);
