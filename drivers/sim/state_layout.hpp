@@ -18,8 +18,8 @@
 
 namespace trn::sim {
 
-constexpr uint32_t kStateLayoutVersion =
-    9;  // 9: semaphore cells' signal times in lines of their own
+// 10: a semaphore cell's times in lines of their own, apart from the value a waiter reads.
+constexpr uint32_t kStateLayoutVersion = 10;
 constexpr char kStateMagic[8] = {'T', 'R', 'N', 'S', 'I', 'M', 'S', 'T'};
 constexpr uint32_t kMaxProcessSlots = 64;
 constexpr uint32_t kMaxPhysicalCores = 16;
@@ -103,8 +103,8 @@ constexpr uint32_t kSignalTimes = 8;
 // word (non-private: sleepers may be in other processes) that changes on every wake: a failure, or
 // a signal that reaches the lowest value a sleeper waits for.
 struct SharedSemCell {
+  // The line a spinning waiter reads: a signal takes it from the waiter once, to raise the value.
   std::atomic<uint64_t> value;
-  std::atomic<uint64_t> device_ns;  // simulated time at which `value` was reached
   std::atomic<uint32_t> wake;
   std::atomic<uint32_t> failed;    // nonzero: a pending signal will not happen
   std::atomic<uint32_t> sleepers;  // waiters asleep on `wake`
@@ -112,14 +112,13 @@ struct SharedSemCell {
   // only wakes early): a signal that stays below it wakes nobody. kNoWakeAt when none registered
   // since the last wake; 0 wakes on every signal.
   std::atomic<uint32_t> wake_at;
-  // The last kSignalTimes signals, a ring (`times_next` counts them): a wait that looks after
-  // later signals raised the cell (a peer a few chunks ahead) still finds when its own value was
-  // reached, where `device_ns` holds only the latest time. In lines of their own, which only
-  // signallers write and only queue waits read: the line above is the one a spinning waiter
-  // reads, and a signal should take it from the waiter once, for the value's raise, not for
-  // its bookkeeping before.
-  alignas(64) SignalTime times[kSignalTimes];
-  alignas(64) std::atomic<uint32_t> times_next;
+  // The signallers' lines, read only by waits that need the simulated time (queue waits): the
+  // time at which `value` was reached, and the last kSignalTimes signals, a ring (`times_next`
+  // counts them): a wait that looks after later signals raised the cell (a peer a few chunks
+  // ahead) still finds when its own value was reached, where `device_ns` holds only the latest.
+  alignas(64) std::atomic<uint64_t> device_ns;
+  std::atomic<uint32_t> times_next;
+  SignalTime times[kSignalTimes];
 };
 constexpr uint32_t kNoWakeAt = UINT32_MAX;
 
