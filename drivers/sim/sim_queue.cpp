@@ -92,13 +92,18 @@ trn_result_t SimQueue::submit(const trn_hal_submission_t &submission, std::strin
       return TRN_ERROR_INVALID_HANDLE;
     }
     const uint64_t position = head_;
-    Slot &slot = *slot_for_producer(position);
-    if (slot.seq.load(std::memory_order_acquire) != position) {
+    // The ring is full only if the count of retired buffers seen last says so and a fresh look
+    // agrees: a look is a read of the line the runner writes on every buffer, which a steady
+    // stream of submissions then makes once per lap rather than once per buffer.
+    if (position - retired_seen_ >= capacity_)
+      retired_seen_ = retired_.load(std::memory_order_acquire);
+    if (position - retired_seen_ >= capacity_) {
       *why = "the queue has " + std::to_string(shape_.capacity) +
              " buffers in flight (its capacity): wait for some to retire, then submit again";
       return TRN_ERROR_QUEUE_FULL;
     }
     // The slot is ours until published: fill it in place (its storage is kept lap to lap).
+    Slot &slot = *slot_for_producer(position);
     const uint32_t count = submission.command_count;
     slot.refs.clear();  // a fill that failed half-way may have left some
     if (count > kInlineCommands) {

@@ -67,9 +67,9 @@ class SimQueue {
  private:
   static constexpr uint32_t kInlineCommands = 6;
   static constexpr uint32_t kChunkSlots = 64;
-  // One buffer's place in the ring. `seq` is the position it expects next: equal to a position,
-  // it is free for the submitter of that position; one more, it holds that position's buffer;
-  // the worker frees it for the next lap (position + capacity) when the buffer retires.
+  // One buffer's place in the ring. `seq` is one more than the position of the buffer it last
+  // held: the buffer is published when it equals its position + 1. The slot is free for the
+  // next lap once that buffer retired (`retired_`, which only the runner writes).
   struct alignas(64) Slot {
     std::atomic<uint64_t> seq{0};
     uint32_t count = 0;
@@ -187,6 +187,7 @@ class SimQueue {
   // Submitters' line: the worker never touches it.
   alignas(64) SpinLock producer_mu_;  // guards head_ and the chunks' making
   uint64_t head_ = 0;                 // buffers accepted (the next position)
+  uint64_t retired_seen_ = 0;         // retired_ as submitters last read it
   // The queue's own holds on the first local semaphores its buffers use (a runtime's timeline,
   // signalled by every buffer): their commands take no hold of their own, so a steady state
   // moves no reference count. Kept until the queue goes (a local semaphore has one hold, whose

@@ -301,12 +301,12 @@ void SimQueue::cancel(Slot &buffer, const std::string &reason) {
 }
 
 void SimQueue::retire(Slot &buffer) {
-  // Counted before the slot is free: a submitter that finds it free reads it retired.
   buffer.refs.clear();  // after a swap into tail_refs_, empty already
   const uint64_t position = tail_.load(std::memory_order_relaxed);
   tail_.store(position + 1, std::memory_order_relaxed);
+  // Frees the slot (submitters count free slots by it; the slot itself is not written, so its
+  // line is not taken back from the submitter that fills it next): the last touch of the buffer.
   retired_.store(position + 1, std::memory_order_release);
-  buffer.seq.store(position + capacity_, std::memory_order_release);
 }
 
 }  // namespace trn::sim
