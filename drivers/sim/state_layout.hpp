@@ -11,6 +11,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "drivers/hal.h"
@@ -120,6 +121,8 @@ struct SharedSemCell {
   std::atomic<uint32_t> times_next;
   SignalTime times[kSignalTimes];
 };
+static_assert(offsetof(SharedSemCell, device_ns) == 64,
+              "a waiter's words fill the first line alone");
 constexpr uint32_t kNoWakeAt = UINT32_MAX;
 
 struct alignas(64) CoreRecord {

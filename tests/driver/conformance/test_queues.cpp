@@ -580,6 +580,31 @@ TEST_CASE("queues: QUEUE_FULL with `capacity` buffers in flight", "[queues]") {
   for (uint32_t i = 0; i < capacity; ++i) CHECK(got[i].index == i + 1);  // 99 never ran
 }
 
+TEST_CASE("queues: a buffer whose completion was seen has left room for the next", "[queues]") {
+  // A slot is free by the time the buffer's signals are visible: a submitter that waited for
+  // the completion never gets QUEUE_FULL, however small the ring and however many laps.
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Claim claim(inst, 0, 0, 1);
+  Range r(inst, 0, 1 << 20);
+  for (const uint32_t capacity : {1u, 2u}) {
+    INFO("capacity " << capacity);
+    Sem done(inst, 0, 0);
+    Queue q(inst, 0, TRN_HAL_QUEUE_COPY, capacity);
+    constexpr uint64_t kLaps = 500;
+    for (uint64_t i = 1; i <= kLaps; ++i) {
+      Err err;
+      const trn_result_t submitted = q.try_submit(
+          {memset_command(r.address(), 64, static_cast<uint8_t>(i)), signal_command(done, i)}, err);
+      INFO("buffer " << i << ": " << err.message);
+      REQUIRE(submitted == TRN_SUCCESS);
+      REQUIRE(ops().sem_wait(done, i, kLong) == TRN_SUCCESS);
+    }
+    REQUIRE(q.wait_retired(kLaps));
+    CHECK(q.status().submitted == kLaps);
+  }
+}
+
 TEST_CASE("queues: malformed commands are refused at submission, nothing runs", "[queues]") {
   Instance inst;
   CONFORMANCE_NEED_DEVICES(inst, 1);
