@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.hpp"
 #include "sim/launch.hpp"
 #include "sim/ops_support.hpp"
 #include "sim/spin_lock.hpp"
@@ -117,6 +118,28 @@ class SimQueue {
     bool done() const;
   };
   enum class Drained { empty, paused, yielded };
+  // The host clock of a runner going through buffers back to back: the read that ends one
+  // buffer's busy time starts the next one's and serves a helper's deadline check (a read costs
+  // about as much as a small copy). Buffers without work read nothing; after kUnclockedBuffers
+  // of them in a row the next look reads afresh, so a deadline is never judged on a stale time.
+  class RunClock {
+   public:
+    uint64_t now() {
+      if (unclocked_ >= kUnclockedBuffers) return read();
+      ++unclocked_;
+      return ns_;
+    }
+    uint64_t read() {
+      ns_ = common::monotonic_ns();
+      unclocked_ = 0;
+      return ns_;
+    }
+
+   private:
+    static constexpr uint32_t kUnclockedBuffers = 16;
+    uint64_t ns_ = 0;
+    uint32_t unclocked_ = kUnclockedBuffers;  // nothing read yet
+  };
   // "copy #12": what failure texts call a buffer.
   static std::string name_of(const Slot &buffer);
   // Why a command failed, for the fault record.
@@ -144,7 +167,7 @@ class SimQueue {
   Drained drain(const Errand *errand);
   // Executes or cancels the buffer at tail_ from the cursor on, and retires it; false if it
   // paused (the cursor keeps its place).
-  bool process(Slot &buffer, const Errand *errand);
+  bool process(Slot &buffer, const Errand *errand, RunClock &clock);
   // Where the signals that end a buffer begin (its size if it does not end with one).
   static size_t trailing_signals(const Slot &buffer);
   enum class Ran { completed, failed, paused };

@@ -17,7 +17,7 @@
 
 namespace trn::sim {
 
-bool SimQueue::process(Slot &buffer, const Errand *errand) {
+bool SimQueue::process(Slot &buffer, const Errand *errand, RunClock &clock) {
   if (!cursor_.active) {
     if (stop_.load(std::memory_order_acquire) != 0) {
       cancel(buffer, "the queue was destroyed before the command ran");
@@ -43,7 +43,7 @@ bool SimQueue::process(Slot &buffer, const Errand *errand) {
     cursor_.end = trailing_signals(buffer);
     cursor_.index = 0;
     cursor_.activity = trn_hal_core_activity_t{};
-    cursor_.start_ns = cursor_.end > 0 ? monotonic_ns() : 0;
+    cursor_.start_ns = cursor_.end > 0 ? clock.now() : 0;
     cursor_.active = true;
   }
   const Ran ran = execute(buffer, errand);
@@ -52,7 +52,7 @@ bool SimQueue::process(Slot &buffer, const Errand *errand) {
   trn_hal_core_activity_t &activity = cursor_.activity;
   // A buffer is one command of the submitter's (a barrier too): it completed or failed.
   (ran == Ran::completed ? activity.commands_completed : activity.commands_failed) = 1;
-  if (cursor_.end > 0) activity.busy_host_ns = monotonic_ns() - cursor_.start_ns;
+  if (cursor_.end > 0) activity.busy_host_ns = clock.read() - cursor_.start_ns;
   device_.account(shape_.first_core, activity);
   if (ran == Ran::failed) return true;
   // The slot is the next submitter's once retired: take the signals (and the holds) out first.

@@ -118,6 +118,7 @@ SimQueue::Drained SimQueue::drain(const Errand *errand) {
   // awaited work, the bookkeeping after it), so that the worker need not wake for them.
   constexpr uint32_t kAfterErrand = 8;
   uint32_t after = 0;
+  RunClock clock;
   for (;;) {
     if (errand) {
       if (errand->done()) {
@@ -125,7 +126,7 @@ SimQueue::Drained SimQueue::drain(const Errand *errand) {
         const Slot *next =
             published(tail_.load(std::memory_order_relaxed), std::memory_order_acquire);
         if (next == nullptr || !helper_may_run(*next, true)) return Drained::yielded;
-      } else if (monotonic_ns() >= errand->deadline_ns) {
+      } else if (clock.now() >= errand->deadline_ns) {
         return Drained::paused;
       }
     }
@@ -142,7 +143,7 @@ SimQueue::Drained SimQueue::drain(const Errand *errand) {
     // its host calls: an application's run on the worker only).
     if (errand && !helper_may_run(*slot, false)) return Drained::paused;
     try {
-      if (!process(*slot, errand)) return Drained::paused;
+      if (!process(*slot, errand, clock)) return Drained::paused;
     } catch (const std::exception &) {
       // Out of memory building a reason: the buffer retires all the same, the runner goes on.
       cursor_.active = false;
