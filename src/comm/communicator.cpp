@@ -302,6 +302,8 @@ void Comm::fill_info(trn_comm_info_t *info) const {
 }
 
 std::string Comm::error() const {
+  // Every operation and synchronize asks: a healthy communicator answers without the lock.
+  if (!failed_.load(std::memory_order_acquire)) return {};
   std::lock_guard lock(state_mutex_);
   return error_;
 }
@@ -311,6 +313,7 @@ void Comm::fail_comm(const std::string &why, bool tell_others, uint64_t operatio
     std::lock_guard lock(state_mutex_);
     if (!error_.empty()) return;
     error_ = why;
+    failed_.store(true, std::memory_order_release);
   }
   state_cv_.notify_all();
   fail_semaphores(why);
@@ -462,10 +465,10 @@ trn_result_t Comm::synchronize(uint64_t timeout_ns) {
     sem = last_queue_sem_;
     sequence = last_sequence_;
   }
-  for (;;) {
+  // The first slice starts from the clock read above (a read costs as much as a small hand-off).
+  for (uint64_t now = start;; now = now_ns()) {
     if (std::string why = error(); !why.empty()) fail(TRN_ERROR_COLLECTIVE, why);
     if (!sem) return TRN_SUCCESS;
-    const uint64_t now = now_ns();
     const uint64_t slice = std::min<uint64_t>(kSliceNs, deadline > now ? deadline - now : 0);
     const trn_result_t r = trn_sem_wait(sem, sequence, slice);
     // A queue destroyed since (its semaphore with it) ran or cancelled its commands: nothing is

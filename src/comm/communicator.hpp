@@ -216,6 +216,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   mutable std::mutex state_mutex_;  // error_, records_, gather
   std::condition_variable state_cv_;
   std::string error_;
+  std::atomic<bool> failed_{false};  // error_ is set (it is set once, never cleared)
   // Operations not known to be complete, oldest first (a ring: no allocation per operation once
   // it has grown to the number in flight).
   boost::circular_buffer<OpRecord> records_;
