@@ -83,20 +83,24 @@ bool Sem::failed() const {
   return query_value(nullptr);
 }
 
-bool Sem::query_value(uint64_t *value) const {
+void Sem::read_state(trn_hal_sem_state_t *state) const {
   // Not zeroed: the driver writes every field but the reason's tail, and clearing its 512 bytes
   // would cost more than the whole query.
+  state->failed = 0;
+  state->reason[0] = '\0';
+  ops(device_).sem_query(hal_, state);
+}
+
+bool Sem::query_value(uint64_t *value) const {
   trn_hal_sem_state_t state;
-  state.failed = 0;
-  state.reason[0] = '\0';
-  ops(device_).sem_query(hal_, &state);
+  read_state(&state);
   if (value) *value = state.value;
   return state.failed != 0;
 }
 
 std::string Sem::failure_reason() const {
-  trn_hal_sem_state_t state{};
-  ops(device_).sem_query(hal_, &state);
+  trn_hal_sem_state_t state;
+  read_state(&state);
   return state.reason[0] ? state.reason : "the queue that was to signal it failed";
 }
 

@@ -65,6 +65,9 @@ class Sem {
   Sem(Device &device, trn_hal_sem_t *hal, bool shared, Role role, uint32_t record, uint64_t id);
 
  private:
+  // The driver's view of the semaphore (value, time, failure and its reason).
+  void read_state(trn_hal_sem_state_t *state) const;
+
   Device &device_;
   trn_hal_sem_t *const hal_;
   const bool shared_;
