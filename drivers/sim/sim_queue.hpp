@@ -120,12 +120,12 @@ class SimQueue {
   enum class Drained { empty, paused, yielded };
   // The host clock of a runner going through buffers back to back: the read that ends one
   // buffer's busy time starts the next one's and serves a helper's deadline check (a read costs
-  // about as much as a small copy). Buffers without work read nothing; after kUnclockedBuffers
-  // of them in a row the next look reads afresh, so a deadline is never judged on a stale time.
+  // about as much as a small copy). Buffers without work read nothing, so after kLooksPerRead
+  // looks without a read the next one reads afresh: a deadline is never judged on a stale time.
   class RunClock {
    public:
     uint64_t now() {
-      if (unclocked_ >= kUnclockedBuffers) return read();
+      if (unclocked_ >= kLooksPerRead) return read();
       ++unclocked_;
       return ns_;
     }
@@ -136,9 +136,9 @@ class SimQueue {
     }
 
    private:
-    static constexpr uint32_t kUnclockedBuffers = 16;
+    static constexpr uint32_t kLooksPerRead = 16;
     uint64_t ns_ = 0;
-    uint32_t unclocked_ = kUnclockedBuffers;  // nothing read yet
+    uint32_t unclocked_ = kLooksPerRead;  // looks since the last read; nothing read yet
   };
   // "copy #12": what failure texts call a buffer.
   static std::string name_of(const Slot &buffer);
