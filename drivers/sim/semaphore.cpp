@@ -166,7 +166,8 @@ constexpr uint32_t kSpinsBeforeClock = 32;
 }  // namespace
 
 trn_result_t SemCore::wait(uint64_t value, uint64_t timeout_ns,
-                           const std::atomic<uint32_t> *interrupt, SpinStyle style) {
+                           const std::atomic<uint32_t> *interrupt, SpinStyle style,
+                           YieldHistory *history) {
   auto reached = [&] { return cell_->value.load(std::memory_order_seq_cst) >= value; };
   auto stopped = [&] {
     return failed() || (interrupt && interrupt->load(std::memory_order_acquire) != 0);
@@ -186,7 +187,8 @@ trn_result_t SemCore::wait(uint64_t value, uint64_t timeout_ns,
   const uint64_t start = monotonic_ns();
   const uint64_t deadline = deadline_after(timeout_ns, start);
   // Spin: a signal from another running thread is seen within ~0.1 us.
-  for (SpinPhase spin(start, std::min(plan.budget_ns, deadline - start), plan.pause_ns);;) {
+  for (SpinPhase spin(start, std::min(plan.budget_ns, deadline - start), plan.pause_ns, history);
+       ;) {
     if (reached()) return TRN_SUCCESS;
     if (stopped()) return TRN_ERROR_CANCELLED;
     if (!spin.next()) break;

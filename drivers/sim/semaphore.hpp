@@ -52,9 +52,10 @@ class SemCore {
   void fail(const std::string &reason);
   // TRN_SUCCESS, TRN_TIMEOUT, or TRN_ERROR_CANCELLED (failed, or `interrupt` became nonzero: a
   // queue worker re-checks it at least every 10 ms while asleep).
-  // `style`: how it spins before it sleeps (SpinStyle).
+  // `style`: how it spins before it sleeps (SpinStyle); `history`: the waiting thread's, if it
+  // keeps one (YieldHistory).
   trn_result_t wait(uint64_t value, uint64_t timeout_ns, const std::atomic<uint32_t> *interrupt,
-                    SpinStyle style = SpinStyle::standard);
+                    SpinStyle style = SpinStyle::standard, YieldHistory *history = nullptr);
   // A host wait: first runs the feeding queue's commands on the calling thread (SimQueue::assist)
   // while that is quick, then waits as above.
   trn_result_t host_wait(uint64_t target, uint64_t timeout_ns);

@@ -24,6 +24,7 @@
 #include "sim/launch.hpp"
 #include "sim/ops_support.hpp"
 #include "sim/spin_lock.hpp"
+#include "sim/wait_primitives.hpp"
 
 namespace trn::sim {
 
@@ -244,6 +245,7 @@ class SimQueue {
   // One helper at a time. A line of its own: the worker takes the token's line for every
   // buffer, and a waiter arriving would otherwise take it away first.
   alignas(64) std::atomic<bool> helping_{false};
+  YieldHistory helper_yields_;  // the helper's (whichever thread it is): one at a time
 
   // The execution state: the token holder's.
   alignas(64) std::atomic<uint64_t> tail_{0};  // the next position to run; read as a hint

@@ -256,7 +256,7 @@ trn_result_t SimQueue::wait_command(SemCore &sem, uint64_t value, const Errand *
     const uint64_t now = monotonic_ns();
     if (errand->done() || now >= errand->deadline_ns) return TRN_TIMEOUT;
     const trn_result_t r = sem.wait(value, std::min(errand->deadline_ns - now, kHelperSliceNs),
-                                    &stop_, SpinStyle::yielding);
+                                    &stop_, SpinStyle::yielding, &helper_yields_);
     if (r != TRN_TIMEOUT) return r;
   }
 }

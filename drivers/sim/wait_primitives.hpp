@@ -48,16 +48,33 @@ inline void cpu_relax() {
 #endif
 }
 
+// What a thread's last yield found: nobody else to run on its core (the yield came back at once)
+// or another thread that ran. A thread that waits again and again (a queue's helper, waiting for
+// a collective's peers) keeps one, so that each wait starts the way the last one ended.
+struct YieldHistory {
+  bool idle = false;
+};
+
 // A waiter's spin phase, `budget_ns` from `start_ns`. The first microseconds are pause-spins: a
 // signaller running on another core answers within them. After that each check yields the CPU:
 // with more busy threads than cores (two ranks' hosts and queues on two cores) a waiter that
-// keeps its core delays the very thread it waits for, until the scheduler preempts it.
+// keeps its core delays the very thread it waits for, until the scheduler preempts it. A yield
+// that comes back at once found nobody else to run on this core: the next kPauseNs are
+// pause-spins again, for a yield is a system call (over a microsecond on a small virtual
+// machine) that would otherwise stand between the signal and the waiter seeing it. With a
+// `history`, a wait whose previous one ended on such a yield starts with those pause-spins.
 class SpinPhase {
  public:
   static constexpr uint64_t kPauseNs = 4'000;
-  SpinPhase(uint64_t start_ns, uint64_t budget_ns, uint64_t pause_ns = kPauseNs)
-      : pause_until_(start_ns + std::min(budget_ns, pause_ns)),
-        until_(budget_ns > UINT64_MAX - start_ns ? UINT64_MAX : start_ns + budget_ns) {}
+  // A yield shorter than this ran no other thread (a switch away and back costs more).
+  static constexpr uint64_t kIdleYieldNs = 5'000;
+  SpinPhase(uint64_t start_ns, uint64_t budget_ns, uint64_t pause_ns = kPauseNs,
+            YieldHistory *history = nullptr)
+      : pause_until_(start_ns + std::min(budget_ns, history && history->idle
+                                                        ? std::max(pause_ns, kPauseNs)
+                                                        : pause_ns)),
+        until_(budget_ns > UINT64_MAX - start_ns ? UINT64_MAX : start_ns + budget_ns),
+        history_(history) {}
   // Waits a little; false once the budget is spent (then sleep).
   bool next() {
     // The first call looks at the clock: a zero budget spins not at all.
@@ -67,7 +84,13 @@ class SpinPhase {
         yielding_ = true;  // every later call looks again, and stays ended
         return false;
       }
+      if (yielding_) {
+        const bool idle = now - yielded_at_ < kIdleYieldNs;
+        if (idle) pause_until_ = now + kPauseNs;
+        if (history_) history_->idle = idle;
+      }
       yielding_ = now >= pause_until_;
+      yielded_at_ = now;
     }
     if (yielding_)
       sched_yield();
@@ -78,6 +101,8 @@ class SpinPhase {
 
  private:
   uint64_t pause_until_, until_;
+  YieldHistory *history_;
+  uint64_t yielded_at_ = 0;  // the clock before the last yield
   uint32_t checks_ = 0;
   bool yielding_ = false;
 };
