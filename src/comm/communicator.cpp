@@ -391,26 +391,12 @@ void Comm::check_deadlines() {
   {
     std::lock_guard lock(state_mutex_);
     if (!error_.empty()) return;
-    while (!records_.empty()) {
-      OpRecord &op = records_.front();
-      uint64_t value = 0;
-      const trn_result_t r = trn_sem_query(op.queue_sem, &value);
-      if (r == TRN_SUCCESS && value >= op.last_sequence) {
-        records_.pop_front();
-        continue;
-      }
-      if (r == TRN_ERROR_CANCELLED) {
-        why = op.name.text() + " did not complete: its queue failed (" + trn_last_error() + ")";
-        break;
-      }
-      if (r != TRN_SUCCESS) {
-        // The queue was destroyed, which drains it first: the operation completed (or its
-        // commands were cancelled, which the peers see in their own waits). Not a failure here:
-        // a rank may end its queue as soon as its last operation is done, before this look.
-        records_.pop_front();
-        continue;
-      }
-      if (now_ns() < op.deadline_ns) break;
+    if (drop_finished_locked() == TRN_ERROR_CANCELLED) {
+      why = records_.front().name.text() + " did not complete: its queue failed (" +
+            trn_last_error() + ")";
+    } else if (!records_.empty()) {
+      const OpRecord &op = records_.front();
+      if (now_ns() < op.deadline_ns) return;
       std::vector<uint32_t> silent, stalled;
       for (auto [peer, want] : op.expect_ready) {
         uint64_t have = 0;
@@ -440,7 +426,6 @@ void Comm::check_deadlines() {
         why += ": this rank's queue did not reach the operation (earlier work on it is stuck)";
       else
         why += " (they never joined the operation, or are stuck before it)";
-      break;
     }
   }
   if (why.empty()) return;
@@ -453,6 +438,21 @@ void Comm::check_deadlines() {
   } catch (const CommError &) {
     fail_comm(why, false);
   }
+}
+
+trn_result_t Comm::drop_finished_locked() {
+  while (!records_.empty()) {
+    const OpRecord &op = records_.front();
+    uint64_t value = 0;
+    const trn_result_t r = trn_sem_query(op.queue_sem, &value);
+    if (r == TRN_ERROR_CANCELLED) return r;
+    if (r == TRN_SUCCESS && value < op.last_sequence) break;
+    // Not TRN_SUCCESS: the queue was destroyed, which drains it first: the operation completed
+    // (or its commands were cancelled, which the peers see in their own waits). Not a failure:
+    // a rank may end its queue as soon as its last operation is done.
+    records_.pop_front();
+  }
+  return TRN_SUCCESS;
 }
 
 trn_result_t Comm::synchronize(uint64_t timeout_ns) {
@@ -720,6 +720,9 @@ uint64_t Comm::close_operation(trn_queue_t queue, const OpName &name, const trn_
   last_queue_sem_ = op.queue_sem;
   last_sequence_ = sequence;
   std::lock_guard lock(state_mutex_);
+  // The monitor drops finished records only every few milliseconds: thousands of small
+  // operations come in between, and dropping them here keeps the buffer from growing for them.
+  if (records_.full()) drop_finished_locked();
   if (records_.full()) records_.set_capacity(std::max<size_t>(16, records_.capacity() * 2));
   records_.push_back(std::move(op));
   return sequence;

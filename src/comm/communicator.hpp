@@ -179,6 +179,10 @@ class Comm : public std::enable_shared_from_this<Comm> {
   [[noreturn]] void queue_failed(const std::string &why);
   void monitor();
   void check_deadlines();
+  // Drops the records of operations that are over, oldest first, up to one still in flight:
+  // completed, or their queue destroyed (which drains it first). TRN_ERROR_CANCELLED, with that
+  // record left first, when its queue failed instead. Needs state_mutex_.
+  trn_result_t drop_finished_locked();
   void fail_semaphores(const std::string &why);
   void release_resources();
   bool operations_done();
