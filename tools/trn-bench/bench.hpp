@@ -50,6 +50,9 @@ struct PairedMedians {
 PairedMedians paired_medians_ns(int runs, const std::function<void()> &before,
                                 const std::function<void()> &trn,
                                 const std::function<void()> &baseline);
+// The same for any number of bodies, taking turns in a rotating order: each one's median.
+std::vector<double> interleaved_medians_ns(int runs, const std::function<void()> &before,
+                                           const std::vector<std::function<void()>> &bodies);
 
 // Whether `flag` is among the benchmark's arguments (main.cpp has already refused unknown ones).
 bool has_flag(int argc, char **argv, const char *flag);

@@ -50,21 +50,30 @@ double median_ns_between(int runs, const std::function<void()> &before,
   return median(std::move(samples));
 }
 
+std::vector<double> interleaved_medians_ns(int runs, const std::function<void()> &before,
+                                           const std::vector<std::function<void()>> &bodies) {
+  const size_t n = bodies.size();
+  std::vector<std::vector<double>> samples(n);
+  for (int i = 0; i < runs; ++i) {
+    // Which goes first rotates too, so that none always follows the same one's work.
+    for (size_t turn = 0; turn < n; ++turn) {
+      const size_t which = (static_cast<size_t>(i) + turn) % n;
+      if (before) before();
+      const double start = now_ns();
+      bodies[which]();
+      samples[which].push_back(now_ns() - start);
+    }
+  }
+  std::vector<double> medians;
+  for (auto &s : samples) medians.push_back(median(std::move(s)));
+  return medians;
+}
+
 PairedMedians paired_medians_ns(int runs, const std::function<void()> &before,
                                 const std::function<void()> &trn,
                                 const std::function<void()> &baseline) {
-  std::vector<double> trn_samples, baseline_samples;
-  for (int i = 0; i < runs; ++i) {
-    // Which goes first alternates too, so that neither always follows the other's work.
-    for (int turn = 0; turn < 2; ++turn) {
-      const bool trn_turn = (turn == 0) == (i % 2 == 0);
-      if (before) before();
-      const double start = now_ns();
-      (trn_turn ? trn : baseline)();
-      (trn_turn ? trn_samples : baseline_samples).push_back(now_ns() - start);
-    }
-  }
-  return {median(std::move(trn_samples)), median(std::move(baseline_samples))};
+  const std::vector<double> m = interleaved_medians_ns(runs, before, {trn, baseline});
+  return {m[0], m[1]};
 }
 
 double median_ns_per_op(int runs, uint64_t operations, const std::function<void()> &body) {

@@ -32,27 +32,25 @@ trn_sem_t make_sem(const Context &c) {
 // costs about twice as much.
 enum class FlagLayout { one_line, own_lines };
 
-// Two threads hand a counter back and forth through two spinning atomics.
-double raw_ping_pong_ns(int runs, uint64_t rounds, FlagLayout layout = FlagLayout::one_line) {
-  return median_ns_per_op(runs, rounds, [&] {
-    constexpr size_t kPerLine = 64 / sizeof(std::atomic<uint64_t>);
-    struct alignas(64) {
-      std::atomic<uint64_t> words[2 * kPerLine] = {};
-    } flags;
-    std::atomic<uint64_t> &ping = flags.words[0];
-    std::atomic<uint64_t> &pong = flags.words[layout == FlagLayout::own_lines ? kPerLine : 1];
-    std::thread other([&] {
-      for (uint64_t i = 1; i <= rounds; ++i) {
-        while (ping.load(std::memory_order_acquire) < i) __builtin_ia32_pause();
-        pong.store(i, std::memory_order_release);
-      }
-    });
+// Two threads hand a counter back and forth `rounds` times through two spinning atomics.
+void raw_ping_pong(uint64_t rounds, FlagLayout layout) {
+  constexpr size_t kPerLine = 64 / sizeof(std::atomic<uint64_t>);
+  struct alignas(64) {
+    std::atomic<uint64_t> words[2 * kPerLine] = {};
+  } flags;
+  std::atomic<uint64_t> &ping = flags.words[0];
+  std::atomic<uint64_t> &pong = flags.words[layout == FlagLayout::own_lines ? kPerLine : 1];
+  std::thread other([&] {
     for (uint64_t i = 1; i <= rounds; ++i) {
-      ping.store(i, std::memory_order_release);
-      while (pong.load(std::memory_order_acquire) < i) __builtin_ia32_pause();
+      while (ping.load(std::memory_order_acquire) < i) __builtin_ia32_pause();
+      pong.store(i, std::memory_order_release);
     }
-    other.join();
   });
+  for (uint64_t i = 1; i <= rounds; ++i) {
+    ping.store(i, std::memory_order_release);
+    while (pong.load(std::memory_order_acquire) < i) __builtin_ia32_pause();
+  }
+  other.join();
 }
 
 long futex(std::atomic<uint32_t> *word, int op, uint32_t value) {
@@ -60,53 +58,54 @@ long futex(std::atomic<uint32_t> *word, int op, uint32_t value) {
 }
 
 // The same hand-off where each side sleeps on a futex: the cost of waking a parked thread.
-double raw_futex_ping_pong_ns(int runs, uint64_t rounds) {
-  return median_ns_per_op(runs, rounds, [&] {
-    std::atomic<uint32_t> ping{0}, pong{0};
-    std::thread other([&] {
-      for (uint32_t i = 1; i <= rounds; ++i) {
-        while (ping.load(std::memory_order_acquire) < i) futex(&ping, FUTEX_WAIT_PRIVATE, i - 1);
-        pong.store(i, std::memory_order_release);
-        futex(&pong, FUTEX_WAKE_PRIVATE, 1);
-      }
-    });
+void raw_futex_ping_pong(uint64_t rounds) {
+  std::atomic<uint32_t> ping{0}, pong{0};
+  std::thread other([&] {
     for (uint32_t i = 1; i <= rounds; ++i) {
-      ping.store(i, std::memory_order_release);
-      futex(&ping, FUTEX_WAKE_PRIVATE, 1);
-      while (pong.load(std::memory_order_acquire) < i) futex(&pong, FUTEX_WAIT_PRIVATE, i - 1);
+      while (ping.load(std::memory_order_acquire) < i) futex(&ping, FUTEX_WAIT_PRIVATE, i - 1);
+      pong.store(i, std::memory_order_release);
+      futex(&pong, FUTEX_WAKE_PRIVATE, 1);
     }
-    other.join();
   });
+  for (uint32_t i = 1; i <= rounds; ++i) {
+    ping.store(i, std::memory_order_release);
+    futex(&ping, FUTEX_WAKE_PRIVATE, 1);
+    while (pong.load(std::memory_order_acquire) < i) futex(&pong, FUTEX_WAIT_PRIVATE, i - 1);
+  }
+  other.join();
 }
 
-double sem_ping_pong_ns(const Context &c, int runs, uint64_t rounds) {
-  return median_ns_per_op(runs, rounds, [&] {
-    trn_sem_t ping = make_sem(c), pong = make_sem(c);
-    std::thread other([&] {
-      for (uint64_t i = 1; i <= rounds; ++i) {
-        check(trn_sem_wait(ping, i, UINT64_MAX), "trn_sem_wait");
-        check(trn_sem_signal(pong, i), "trn_sem_signal");
-      }
-    });
+void sem_ping_pong(const Context &c, uint64_t rounds) {
+  trn_sem_t ping = make_sem(c), pong = make_sem(c);
+  std::thread other([&] {
     for (uint64_t i = 1; i <= rounds; ++i) {
-      check(trn_sem_signal(ping, i), "trn_sem_signal");
-      check(trn_sem_wait(pong, i, UINT64_MAX), "trn_sem_wait");
+      check(trn_sem_wait(ping, i, UINT64_MAX), "trn_sem_wait");
+      check(trn_sem_signal(pong, i), "trn_sem_signal");
     }
-    other.join();
-    trn_sem_destroy(ping);
-    trn_sem_destroy(pong);
   });
+  for (uint64_t i = 1; i <= rounds; ++i) {
+    check(trn_sem_signal(ping, i), "trn_sem_signal");
+    check(trn_sem_wait(pong, i, UINT64_MAX), "trn_sem_wait");
+  }
+  other.join();
+  trn_sem_destroy(ping);
+  trn_sem_destroy(pong);
 }
 
-// A round trip against both raw layouts: the one-line hand-off (`one_line_ns`, measured by the
-// caller) and the same with each flag in its own line.
-void print_round_trip(const char *bench, const std::string &what, double trn_ns, double one_line_ns,
-                      int runs, uint64_t rounds) {
-  print({bench, what, "ns/round trip", trn_ns, one_line_ns, "raw atomic ping-pong of two threads",
+// A round trip of `rounds` hand-offs (`trn`), timed in turns with both raw layouts: the one-line
+// hand-off and the same with each flag in its own line.
+void print_round_trip(const char *bench, const std::string &what, int runs, uint64_t rounds,
+                      const std::function<void()> &trn) {
+  const std::vector<double> ns =
+      interleaved_medians_ns(runs, {},
+                             {trn, [&] { raw_ping_pong(rounds, FlagLayout::one_line); },
+                              [&] { raw_ping_pong(rounds, FlagLayout::own_lines); }});
+  const double per = static_cast<double>(rounds);
+  print({bench, what, "ns/round trip", ns[0] / per, ns[1] / per,
+         "raw atomic ping-pong of two threads", false});
+  print({bench, what + ", against flags in separate lines", "ns/round trip", ns[0] / per,
+         ns[2] / per, "raw atomic ping-pong of two threads, each flag in its own cache line",
          false});
-  print({bench, what + ", against flags in separate lines", "ns/round trip", trn_ns,
-         raw_ping_pong_ns(runs, rounds, FlagLayout::own_lines),
-         "raw atomic ping-pong of two threads, each flag in its own cache line", false});
 }
 
 bool quick(int argc, char **argv) {
@@ -122,14 +121,16 @@ int bench_sem(int argc, char **argv) {
   if (has_flag(argc, argv, "--parked")) {
     // Run by the spinning variant below with TRN_SPIN_NS=0 in its environment.
     const uint64_t rounds = q ? 500 : 3000;
+    const PairedMedians ns = paired_medians_ns(
+        runs, {}, [&] { sem_ping_pong(c, rounds); }, [&] { raw_futex_ping_pong(rounds); });
     print({"sem", "signal->wake round trip, parked waiters (TRN_SPIN_NS=0)", "ns/round trip",
-           sem_ping_pong_ns(c, runs, rounds), raw_futex_ping_pong_ns(runs, rounds),
+           ns.trn_ns / static_cast<double>(rounds), ns.baseline_ns / static_cast<double>(rounds),
            "raw futex ping-pong of two threads", false});
     return 0;
   }
   const uint64_t rounds = q ? 20000 : 200000;
-  print_round_trip("sem", "signal->wake round trip, spinning waiters",
-                   sem_ping_pong_ns(c, runs, rounds), raw_ping_pong_ns(runs, rounds), runs, rounds);
+  print_round_trip("sem", "signal->wake round trip, spinning waiters", runs, rounds,
+                   [&] { sem_ping_pong(c, rounds); });
   // The parked variant needs the spin budget set before the runtime reads it: run it anew.
   trn_runtime_shutdown();
   std::fflush(stdout);
@@ -156,28 +157,30 @@ int bench_submit(int argc, char **argv) {
   check(trn_queue_create(&desc, &queue), "trn_queue_create");
   trn_sem_t timeline;
   check(trn_queue_get_semaphore(queue, &timeline), "trn_queue_get_semaphore");
-  const double raw = raw_ping_pong_ns(runs, rounds);
-  const double round_trip = median_ns_per_op(runs, rounds, [&] {
+  print_round_trip("submit", "empty command submit->completion round trip", runs, rounds, [&] {
     for (uint64_t i = 0; i < rounds; ++i) {
       uint64_t sequence;
       check(trn_queue_barrier(queue, nullptr, &sequence), "trn_queue_barrier");
       check(trn_sem_wait(timeline, sequence, UINT64_MAX), "trn_sem_wait");
     }
   });
-  print_round_trip("submit", "empty command submit->completion round trip", round_trip, raw, runs,
-                   rounds);
   constexpr uint64_t kBatch = 64;
   const uint64_t batches = rounds / kBatch;
-  const double per_command = median_ns_per_op(runs, batches * kBatch, [&] {
-    for (uint64_t b = 0; b < batches; ++b) {
-      uint64_t sequence = 0;
-      for (uint64_t i = 0; i < kBatch; ++i)
-        check(trn_queue_barrier(queue, nullptr, &sequence), "trn_queue_barrier");
-      check(trn_sem_wait(timeline, sequence, UINT64_MAX), "trn_sem_wait");
-    }
-  });
-  print({"submit", "empty commands in batches of 64", "commands/s", 1e9 / per_command, 1e9 / raw,
-         "raw atomic ping-pong hand-offs/s", true});
+  const PairedMedians ns = paired_medians_ns(
+      runs, {},
+      [&] {
+        for (uint64_t b = 0; b < batches; ++b) {
+          uint64_t sequence = 0;
+          for (uint64_t i = 0; i < kBatch; ++i)
+            check(trn_queue_barrier(queue, nullptr, &sequence), "trn_queue_barrier");
+          check(trn_sem_wait(timeline, sequence, UINT64_MAX), "trn_sem_wait");
+        }
+      },
+      [&] { raw_ping_pong(rounds, FlagLayout::one_line); });
+  print({"submit", "empty commands in batches of 64", "commands/s",
+         1e9 * static_cast<double>(batches * kBatch) / ns.trn_ns,
+         1e9 * static_cast<double>(rounds) / ns.baseline_ns, "raw atomic ping-pong hand-offs/s",
+         true});
   check(trn_queue_destroy(queue), "trn_queue_destroy");
   return 0;
 }
