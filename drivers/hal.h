@@ -37,12 +37,13 @@ extern "C" {
  * and whose table is at least as large as the runtime's: minor versions only append operations.
  *
  * 2.1 appends kernel_source_file (the file of an instruction's source line, for kernels built
- * from several source files).
+ * from several source files). 2.2 adds the REDUCE command. 2.3 appends sem_raise (a host signal
+ * that refuses to go back, in one step).
  */
 #define TRN_HAL_MAKE_VERSION(major, minor) TRN_CAST_(uint32_t, ((major) << 16) | (minor))
 #define TRN_HAL_VERSION_MAJOR(version) (TRN_CAST_(uint32_t, version) >> 16)
 #define TRN_HAL_VERSION_MINOR(version) (TRN_CAST_(uint32_t, version) & 0xffffu)
-#define TRN_HAL_VERSION TRN_HAL_MAKE_VERSION(2u, 2u)
+#define TRN_HAL_VERSION TRN_HAL_MAKE_VERSION(2u, 3u)
 
 typedef struct trn_hal_error {
   char message[TRN_DETAIL_MAX];
@@ -592,6 +593,17 @@ typedef struct trn_hal_ops {
    */
   const char *(*kernel_source_file)(const trn_hal_kernel_t *kernel, uint32_t engine,
                                     uint32_t index);
+
+  /* Interface 2.3 ---------------------------------------------------------------------------- */
+
+  /**
+   * Host signal that never goes back: as sem_signal when `value` is at least the current value
+   * (an equal one raises nothing), else TRN_ERROR_INVALID_ARGUMENT with the current value in
+   * *current and nothing changed, the failed mark included. One step: a sem_value read followed
+   * by sem_signal would take the semaphore's memory from its waiters twice.
+   */
+  trn_result_t (*sem_raise)(trn_hal_sem_t *sem, uint64_t value, uint32_t clear_failure,
+                            uint64_t *current);
 } trn_hal_ops_t;
 
 /** queue_set_priority values. */

@@ -121,6 +121,14 @@ void sim_sem_signal(trn_hal_sem_t *sem, uint64_t value, uint32_t clear_failure) 
   if (sem) sem->core->signal(value, sem->core->device().time_ns(), clear_failure != 0);
 }
 
+trn_result_t sim_sem_raise(trn_hal_sem_t *sem, uint64_t value, uint32_t clear_failure,
+                           uint64_t *current) {
+  if (!sem || !current) return TRN_ERROR_NULL_POINTER;
+  return sem->core->raise(value, sem->core->device().time_ns(), clear_failure != 0, current)
+             ? TRN_SUCCESS
+             : TRN_ERROR_INVALID_ARGUMENT;
+}
+
 void sim_sem_fail(trn_hal_sem_t *sem, const char *reason) {
   if (!sem) return;
   try {
@@ -159,6 +167,7 @@ void fill_semaphore_ops(trn_hal_ops_t *ops) {
   ops->sem_query = sim_sem_query;
   ops->sem_value = sim_sem_value;
   ops->sem_signal = sim_sem_signal;
+  ops->sem_raise = sim_sem_raise;
   ops->sem_fail = sim_sem_fail;
   ops->sem_wait = sim_sem_wait;
   ops->sem_watch = sim_sem_watch;

@@ -125,7 +125,16 @@ uint64_t SemCore::reached_ns(uint64_t value) const {
 }
 
 void SemCore::signal(uint64_t value, uint64_t device_ns, bool clear_failure) {
+  raise(value, device_ns, clear_failure, nullptr);
+}
+
+bool SemCore::raise(uint64_t value, uint64_t device_ns, bool clear_failure, uint64_t *current) {
+  prefetch_for_write(&cell_->value);
   uint64_t seen = cell_->value.load(std::memory_order_relaxed);
+  if (current != nullptr && seen > value) {
+    *current = seen;
+    return false;
+  }
   bool raised = false;
   // Kept before the value rises: a waiter that sees the value finds its time.
   if (seen < value) record_time(value, device_ns);
@@ -141,14 +150,17 @@ void SemCore::signal(uint64_t value, uint64_t device_ns, bool clear_failure) {
       break;
     }
   }
+  // Not raised: the value was there already, or another signaller went past it meanwhile (its
+  // signal is the later one, so this one is not refused).
   if (clear_failure && failed()) {
     std::lock_guard lock(mu_);
     reason_.clear();
     cell_->failed.store(0, std::memory_order_seq_cst);
   }
-  if (!raised && !clear_failure) return;
+  if (!raised && !clear_failure) return true;
   wake_sleepers(!raised);  // a cleared failure concerns every sleeper
   if (watcher_count_.load(std::memory_order_seq_cst) != 0) notify_watchers();
+  return true;
 }
 
 void SemCore::fail(const std::string &reason) {

@@ -49,6 +49,10 @@ class SemCore {
 
   // Raises the value to at least `value`, reached at simulated time `device_ns`.
   void signal(uint64_t value, uint64_t device_ns, bool clear_failure);
+  // The same, refused when `value` is below the current value: false, with that value in
+  // *current and nothing changed (one look at the value, where a read and then a signal move its
+  // line between the cores twice).
+  bool raise(uint64_t value, uint64_t device_ns, bool clear_failure, uint64_t *current);
   void fail(const std::string &reason);
   // TRN_SUCCESS, TRN_TIMEOUT, or TRN_ERROR_CANCELLED (failed, or `interrupt` became nonzero: a
   // queue worker re-checks it at least every 10 ms while asleep).

@@ -55,6 +55,17 @@ struct YieldHistory {
   bool idle = false;
 };
 
+// Asks for the line holding `p` in a state this core may write: the load that comes first then
+// takes it once, where a plain load would fetch it shared and the write that follows would have
+// to take it from its waiters a second time.
+inline void prefetch_for_write(const void *p) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetchw %0" : : "m"(*static_cast<const char *>(p)));
+#else
+  __builtin_prefetch(p, 1);
+#endif
+}
+
 // A waiter's spin phase, `budget_ns` from `start_ns`. The first microseconds are pause-spins: a
 // signaller running on another core answers within them. After that each check yields the CPU:
 // with more busy threads than cores (two ranks' hosts and queues on two cores) a waiter that

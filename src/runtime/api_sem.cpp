@@ -81,12 +81,11 @@ TRN_API trn_result_t trn_sem_signal(trn_sem_t handle, uint64_t value) {
       return fail(TRN_ERROR_INVALID_ARGUMENT,
                   "a queue's semaphore is signalled by its queue only: use a semaphore of your "
                   "own (trn_sem_create) and a barrier that waits on it");
-    const uint64_t current = sem->value();
-    if (value < current)
+    uint64_t current = 0;
+    if (sem->raise(value, true, &current) != TRN_SUCCESS)
       return fail(TRN_ERROR_INVALID_ARGUMENT,
                   "value " + std::to_string(value) + " is below the current value " +
                       std::to_string(current) + ": semaphore values only grow");
-    sem->signal(value, true);
     return TRN_SUCCESS;
   });
 }

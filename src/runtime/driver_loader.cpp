@@ -241,6 +241,7 @@ const char *missing_operation(const trn_hal_ops_t &ops) {
       TRN_REQUIRED_OP(device_time_ns),
       TRN_REQUIRED_OP(queue_set_priority),
       TRN_REQUIRED_OP(kernel_source_file),
+      TRN_REQUIRED_OP(sem_raise),
   };
 #undef TRN_REQUIRED_OP
   for (const auto &op : required)

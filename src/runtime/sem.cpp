@@ -108,6 +108,10 @@ void Sem::signal(uint64_t value, bool clear_failure) {
   ops(device_).sem_signal(hal_, value, clear_failure ? 1 : 0);
 }
 
+trn_result_t Sem::raise(uint64_t value, bool clear_failure, uint64_t *current) {
+  return ops(device_).sem_raise(hal_, value, clear_failure ? 1 : 0, current);
+}
+
 void Sem::mark_failed(const std::string &reason) {
   ops(device_).sem_fail(hal_, reason.c_str());
 }

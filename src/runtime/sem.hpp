@@ -37,6 +37,9 @@ class Sem {
   // Raises the value to at least `value` (never lowers it); `clear_failure` clears the failed
   // mark.
   void signal(uint64_t value, bool clear_failure);
+  // The same, refused (TRN_ERROR_INVALID_ARGUMENT, with the current value in *current, nothing
+  // changed) when `value` is below the current value.
+  trn_result_t raise(uint64_t value, bool clear_failure, uint64_t *current);
   // Marks it failed: waiters for values not reached get TRN_ERROR_CANCELLED with `reason`.
   void mark_failed(const std::string &reason);
   // SUCCESS, TIMEOUT or CANCELLED (failed).

@@ -178,6 +178,7 @@ std::vector<std::pair<const char *, const void *>> operations(const trn_hal_ops_
   OP(device_time_ns);
   OP(queue_set_priority);
   OP(kernel_source_file);
+  OP(sem_raise);
 #undef OP
   return v;
 }

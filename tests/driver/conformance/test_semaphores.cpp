@@ -56,6 +56,35 @@ TEST_CASE("semaphores: host signals raise and never lower", "[semaphores]") {
   CHECK(s.value() == 1000000);
 }
 
+TEST_CASE("semaphores: sem_raise raises, and refuses a lower value changing nothing",
+          "[semaphores]") {
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  Sem s(inst, 0, 0);
+  uint64_t current = 99;
+  CHECK(ops().sem_raise(s, 5, 0, &current) == TRN_SUCCESS);
+  CHECK(s.value() == 5);
+  CHECK(ops().sem_raise(s, 5, 0, &current) == TRN_SUCCESS);  // equal: nothing to raise
+  CHECK(s.value() == 5);
+  current = 0;
+  CHECK(ops().sem_raise(s, 3, 0, &current) == TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(current == 5);
+  CHECK(s.value() == 5);
+  // A refused raise leaves the failed mark too; an accepted one with clear_failure clears it.
+  ops().sem_fail(s, "the producer died");
+  CHECK(ops().sem_raise(s, 4, 1, &current) == TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(current == 5);
+  CHECK(s.state().failed != 0);
+  CHECK(ops().sem_raise(s, 6, 1, &current) == TRN_SUCCESS);
+  const auto st = s.state();
+  CHECK(st.failed == 0);
+  CHECK(st.reason[0] == '\0');
+  CHECK(st.value == 6);
+  CHECK(ops().sem_raise(nullptr, 7, 0, &current) == TRN_ERROR_NULL_POINTER);
+  CHECK(ops().sem_raise(s, 7, 0, nullptr) == TRN_ERROR_NULL_POINTER);
+  CHECK(s.value() == 6);
+}
+
 TEST_CASE("semaphores: waits time out at their deadline", "[semaphores]") {
   Instance inst;
   CONFORMANCE_NEED_DEVICES(inst, 1);
@@ -71,7 +100,7 @@ TEST_CASE("semaphores: waits time out at their deadline", "[semaphores]") {
   CHECK(s.value() == 1);
 }
 
-TEST_CASE("semaphores: a wait ends when another thread signals", "[semaphores]") {
+TEST_CASE("semaphores: a wait ends when another thread signals or raises", "[semaphores]") {
   Instance inst;
   CONFORMANCE_NEED_DEVICES(inst, 1);
   Sem s(inst, 0, 0);
@@ -84,7 +113,11 @@ TEST_CASE("semaphores: a wait ends when another thread signals", "[semaphores]")
   ops().sem_signal(s, 2, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(result.load() == -1);
-  ops().sem_signal(s, 3, 0);
+  SECTION("by sem_signal") { ops().sem_signal(s, 3, 0); }
+  SECTION("by sem_raise") {
+    uint64_t current = 0;
+    CHECK(ops().sem_raise(s, 3, 0, &current) == TRN_SUCCESS);
+  }
   waiter.join();
   CHECK(static_cast<trn_result_t>(result.load()) == TRN_SUCCESS);
 }
