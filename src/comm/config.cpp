@@ -51,7 +51,10 @@ uint64_t default_timeout_ns() {
 uint64_t default_chunk_bytes() {
   if (auto text = env("TRN_COMM_CHUNK_BYTES"))
     return parse_number("TRN_COMM_CHUNK_BYTES", *text, 4096, 64ull << 20);
-  return 1ull << 20;
+  // A chunk is copied into the peer's slot and reduced there while its bytes are still in the
+  // caches: with 1 MiB chunks a 2-process all-reduce of 4 MiB took 2.3 times as long and one of
+  // 16 MiB 1.5 times; across hosts the two sizes measure alike.
+  return 512ull << 10;
 }
 
 uint64_t default_ring_min_bytes() {
