@@ -527,7 +527,7 @@ TEST_CASE("trn_device_synchronize waits for every queue of the process on the de
   trn_sem_destroy(doom);
 }
 
-TEST_CASE("copy queues take no core; compute queues do", "[backend][ownership]") {
+TEST_CASE("copy queues take no core, compute queues do", "[backend][ownership]") {
   SimEnv env;
   trn_device_t device = first_device();
   trn_core_t core = core_at(device, 0);

@@ -469,7 +469,7 @@ TEST_CASE("visible cores are renumbered: element 0 is the first visible core", "
   CHECK(trn_core_release(list[0]) == TRN_SUCCESS);
 }
 
-TEST_CASE("trn_core_get_all lists every core; the hidden ones can be watched, not used",
+TEST_CASE("trn_core_get_all lists every core, the hidden ones can be watched, not used",
           "[enumeration]") {
   SimEnv env;
   env.set("TRN_VISIBLE_CORES", "3");

@@ -1370,7 +1370,7 @@ TEST_CASE("kernels: an SBUF overflow is rejected at load naming the engine and i
   CHECK(activity_of(f.core).kernels_faulted == 0);
 }
 
-TEST_CASE("kernels: an unsynchronized access faults the launch; TRN_SIM_RACE_CHECK=0 runs it",
+TEST_CASE("kernels: an unsynchronized access faults the launch, TRN_SIM_RACE_CHECK=0 runs it",
           "[kernels][fault]") {
   // The add waits for one load but reads both tiles.
   isa::Program racy = vector_add(true);

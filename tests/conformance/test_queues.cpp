@@ -799,7 +799,7 @@ TEST_CASE("trn_runtime_shutdown with a blocked queue cancels it and frees the co
   CHECK(owner.pid == 0);
 }
 
-TEST_CASE("a compute queue owns its core while it exists; a copy queue takes nothing",
+TEST_CASE("a compute queue owns its core while it exists, a copy queue takes nothing",
           "[queues][ownership]") {
   SimEnv env;
   const trn_device_t device = first_device();

@@ -237,7 +237,7 @@ TEST_CASE("scalar args: memset, iota and affine_select read f32 and i32 scalars"
   }
 }
 
-TEST_CASE("scalar args: an f32 scalar may be NaN or infinite; only its first 4 bytes are read",
+TEST_CASE("scalar args: an f32 scalar may be NaN or infinite, only its first 4 bytes are read",
           "[kernels][launch][scalar]") {
   Fixture f;
   trn_kernel_t kernel = f.load(image_of(kFill));

@@ -138,7 +138,7 @@ TEST_CASE("forked ranks are pinned to CPUs with --bind core or auto, or left alo
   }
 }
 
-TEST_CASE("under torchrun's variables each process joins that world; rank 0 prints",
+TEST_CASE("under torchrun's variables each process joins that world, rank 0 prints",
           "[trn-comm-test]") {
   SimEnv env;
   const std::string port = std::to_string(trn::test::free_port());

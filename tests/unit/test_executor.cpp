@@ -248,7 +248,7 @@ TEST_CASE("executor: out-of-bounds accesses fault at their instruction") {
   CHECK_THAT(ub.report.message, Catch::Contains("names argument 0 but the launch bound 0"));
 }
 
-TEST_CASE("executor: scalar arguments are bound per run; the program keeps its own immediates") {
+TEST_CASE("executor: scalar arguments are bound per run, the program keeps its own immediates") {
   // out[p, i] = x * alpha + 1 (activation), then column 0 = iota from n; memset of 0 into bf16
   // is the fast case of the cost model: with a scalar it must see the bound value.
   isa::ProgramBuilder b("scalars");

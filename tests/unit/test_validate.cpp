@@ -588,7 +588,7 @@ TEST_CASE("validate: partition start alignment of engine access patterns") {
   }
 }
 
-TEST_CASE("validate: engine counts and strides are 16-bit; DMA is exempt") {
+TEST_CASE("validate: engine counts and strides are 16-bit, DMA is exempt") {
   const Target t;
   const auto mem = [](std::initializer_list<isa::Dim> dims) {
     return vector_memset(isa::sbuf(DType::kU8, 0, 1, 32768, dims));  // room for -32768

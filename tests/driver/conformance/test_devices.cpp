@@ -390,7 +390,7 @@ TEST_CASE("claims: a core held by another process is CORE_BUSY and names the cor
   HAL_CHECK_OK(ops().core_claim(raw, 0, 1, 1, &busy, &err), err);
 }
 
-TEST_CASE("fork: a child abandons the instance it inherited; the parent keeps what it holds",
+TEST_CASE("fork: a child abandons the instance it inherited, the parent keeps what it holds",
           "[devices][fork]") {
   Instance inst;
   CONFORMANCE_NEED_DEVICES(inst, 1);
