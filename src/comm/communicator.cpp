@@ -87,7 +87,12 @@ void Comm::join(const RendezvousId &id, const CommConfig &config) {
   size_ = config.size;
   core_ = config.core;
   timeout_ns_ = config.timeout_ns ? config.timeout_ns : default_timeout_ns();
-  chunk_bytes_ = config.chunk_bytes ? config.chunk_bytes : default_chunk_bytes();
+  const std::optional<uint64_t> env_chunk = env_chunk_bytes();
+  chunk_chosen_ = config.chunk_bytes != 0 || env_chunk.has_value();
+  // Without a choice, the larger default: the staging buffer is made for it, and connect_peers
+  // takes the smaller one when every rank turns out to share one device.
+  chunk_bytes_ =
+      config.chunk_bytes ? config.chunk_bytes : env_chunk.value_or(default_chunk_bytes(false));
   ring_min_bytes_ = default_ring_min_bytes();
   if (chunk_bytes_ % 4096 != 0 || chunk_bytes_ < 4096 || chunk_bytes_ > (64ull << 20))
     fail(TRN_ERROR_INVALID_ARGUMENT, "chunk_bytes " + std::to_string(chunk_bytes_) +
@@ -183,6 +188,8 @@ void Comm::connect_peers(const std::vector<std::vector<uint8_t>> &blobs) {
   std::set<std::pair<std::string, uint32_t>> host_devices;
   for (const RankInfo &info : ranks_) host_devices.emplace(info.host, info.device_index);
   devices_ = static_cast<uint32_t>(host_devices.size());
+  // Every rank sees the same table, so all choose alike (before any slot offset is taken).
+  if (!chunk_chosen_ && devices_ == 1) chunk_bytes_ = default_chunk_bytes(true);
   for (uint32_t r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     for (uint32_t q = r + 1; q < size_; ++q)

@@ -193,6 +193,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   uint64_t chunk_bytes_ = 0;
   uint64_t ring_min_bytes_ = 0;
   uint32_t slots_ = 4;
+  bool chunk_chosen_ = false;  // by the descriptor or TRN_COMM_CHUNK_BYTES
   trn_core_t core_ = nullptr;
   trn_device_t device_ = nullptr;
   uint32_t device_index_ = 0;

@@ -425,6 +425,54 @@ TEST_CASE("bad arguments are refused and nothing is enqueued", "[comm][negative]
   trn_mem_free(buf);
 }
 
+TEST_CASE(
+    "the default chunk is 512 KiB within one device and 1 MiB across devices, a chosen one stays",
+    "[comm]") {
+  SimEnv env;
+  env.set("TRN_SIM_DEVICES", "2");
+  uint64_t chunk_bytes = 0, expected = 0;
+  uint32_t first_core = 0, devices = 0;
+  SECTION("one device") {
+    expected = 512 << 10;
+    devices = 1;
+  }
+  SECTION("two devices") {
+    // The last core of device 0, then the first of device 1.
+    const auto cores = all_cores();
+    for (trn_core_t core : cores) {
+      trn_core_properties_t p = TRN_CORE_PROPERTIES_INIT;
+      REQUIRE(trn_core_get_properties(core, &p) == TRN_SUCCESS);
+      if (p.device_index != 0) break;
+      ++first_core;
+    }
+    REQUIRE(first_core > 0);
+    REQUIRE(first_core < cores.size());
+    --first_core;
+    expected = 1 << 20;
+    devices = 2;
+  }
+  SECTION("the descriptor's") {
+    chunk_bytes = expected = 8192;
+    devices = 1;
+  }
+  SECTION("TRN_COMM_CHUNK_BYTES") {
+    env.set("TRN_COMM_CHUNK_BYTES", "1048576");
+    expected = 1 << 20;
+    devices = 1;
+  }
+  ThreadWorld world(2, chunk_bytes, 30'000, first_core);
+  for (trn_comm_t comm : world.comms) {
+    trn_comm_info_t info = TRN_COMM_INFO_INIT;
+    REQUIRE(trn_comm_get_info(comm, &info) == TRN_SUCCESS);
+    CHECK(info.devices == devices);
+    CHECK(info.chunk_bytes == expected);
+  }
+  // Three chunks and a part of 512 KiB each way: every rank cuts them alike.
+  CaseSpec spec;
+  spec.count = 3 * 131072 + 1000;
+  run_all(world, {spec});
+}
+
 TEST_CASE("trn_comm_init_from_env refuses a missing or malformed variable", "[comm][negative]") {
   SimEnv env;
   trn_comm_t comm = nullptr;
