@@ -112,7 +112,8 @@ TRN_COMM_API trn_result_t trn_comm_init_all(uint32_t count, const trn_core_t *co
 /**
  * Splits a communicator, like ncclCommSplit: every rank calls it; ranks with the same `color`
  * form a new communicator, ordered by `key` then by their rank in `comm`. A negative color
- * (TRN_COMM_SPLIT_NOCOLOR) takes no part and gets NULL.
+ * (TRN_COMM_SPLIT_NOCOLOR) takes no part and gets NULL. The new communicator keeps `comm`'s
+ * timeout and chunk size.
  */
 #define TRN_COMM_SPLIT_NOCOLOR (-1)
 TRN_COMM_API trn_result_t trn_comm_split(trn_comm_t comm, int32_t color, int32_t key,
