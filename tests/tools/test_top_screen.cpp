@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+#include <regex>
 #include <string>
 
 #include "support/pty_child.hpp"
@@ -52,8 +53,10 @@ TEST_CASE("trn-top's live screen does not spin when its standard input is at end
   INFO("CPU time over 2 s: " << used << " s");
   CHECK(used < 0.5);  // a loop polling a closed input burns the whole 2 s
   // Still sampling every second: "first sample" became "period 1.0 s" (only the characters
-  // that changed are written, so only its tail is sure to appear in one piece).
-  CHECK_THAT(top.output(), Catch::Contains("1.0 s"));
+  // that changed are written, so only its tail is sure to appear in one piece). A loaded
+  // machine, or a sanitizer build, may take a little longer over a sample: "1.1 s".
+  INFO(top.output());
+  CHECK(std::regex_search(top.output(), std::regex("1\\.[0-9] s")));
   ::kill(top.pid(), SIGTERM);
   const int status = top.wait(10000);
   REQUIRE(status != -1);
