@@ -51,18 +51,20 @@ TEST_CASE("a budget that would pass the clock's end spins until told otherwise",
 
 TEST_CASE("a zero pause phase yields from the first check and still lasts its budget", "[spin]") {
   // A waiter whose signaller may share its core (a host thread running its queue's commands)
-  // yields at once; one whose signaller runs elsewhere pauses first. A yield is a system call,
-  // a pause a few nanoseconds: over the same budget the pausing spin checks many times more.
+  // yields at once. Whether it keeps yielding depends on the core: a yield that finds nobody
+  // else to run turns it back to pause-spins for a while (which of the two happens here
+  // depends on what else the machine runs), so only the budget is certain.
   constexpr uint64_t kBudget = 2'000'000;
   const uint64_t start = monotonic_ns();
-  SpinPhase yielding(start, kBudget, 0);
-  const uint64_t yields = spin_out(yielding);
-  CHECK(monotonic_ns() - start >= kBudget);
-  SpinPhase pausing(monotonic_ns(), kBudget, kBudget);
-  const uint64_t pauses = spin_out(pausing);
-  INFO(yields << " checks yielding, " << pauses << " pausing");
-  CHECK(yields > 0);
-  CHECK(pauses > yields);
+  trn::sim::YieldHistory history;
+  SpinPhase yielding(start, kBudget, 0, &history);
+  const uint64_t checks = spin_out(yielding);
+  const uint64_t spent = monotonic_ns() - start;
+  INFO(checks << " checks, the last yield " << (history.idle ? "idle" : "ran another thread"));
+  CHECK(checks > 0);
+  CHECK(spent >= kBudget);
+  CHECK(spent < kBudget + 1'000'000'000);
+  CHECK_FALSE(yielding.next());
 }
 
 TEST_CASE("a waiter running its queue's commands yields from the start, for ten budgets",
