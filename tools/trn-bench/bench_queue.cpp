@@ -199,22 +199,25 @@ void bench_host_pointer_copies(trn_pool_t device_pool, trn_queue_t queue, int ru
   check(trn_mem_map(device, &pointer), "trn_mem_map");  // commit and touch every page first
   std::memset(pointer, 1, kSize);
   std::vector<char> host(kSize, 2), other(kSize, 3);
-  auto gbps = [&](auto copy_once) {
-    const double ns = median_ns_per_op(runs, 1, [&] {
+  auto repeated = [&](auto copy_once) {
+    return [copy_once] {
       for (uint64_t i = 0; i < kRepeat; ++i) copy_once();
-    });
-    return static_cast<double>(kSize * kRepeat) / ns;
+    };
   };
-  const double memcpy_one = gbps([&] { std::memcpy(other.data(), host.data(), kSize); });
-  const double write = gbps([&] {
-    check(trn_queue_write(queue, device, 0, host.data(), kSize, nullptr, nullptr),
-          "trn_queue_write");
-    check(trn_queue_finish(queue, UINT64_MAX), "trn_queue_finish");
-  });
-  const double read = gbps([&] {
-    check(trn_queue_read(queue, host.data(), device, 0, kSize, nullptr, nullptr), "trn_queue_read");
-    check(trn_queue_finish(queue, UINT64_MAX), "trn_queue_finish");
-  });
+  const std::vector<double> ns = interleaved_medians_ns(
+      runs, {},
+      {repeated([&] { std::memcpy(other.data(), host.data(), kSize); }), repeated([&] {
+         check(trn_queue_write(queue, device, 0, host.data(), kSize, nullptr, nullptr),
+               "trn_queue_write");
+         check(trn_queue_finish(queue, UINT64_MAX), "trn_queue_finish");
+       }),
+       repeated([&] {
+         check(trn_queue_read(queue, host.data(), device, 0, kSize, nullptr, nullptr),
+               "trn_queue_read");
+         check(trn_queue_finish(queue, UINT64_MAX), "trn_queue_finish");
+       })});
+  const auto gbps = [](double t) { return static_cast<double>(kSize * kRepeat) / t; };
+  const double memcpy_one = gbps(ns[0]), write = gbps(ns[1]), read = gbps(ns[2]);
   print({"copy", "write 64 MiB", "GB/s", write, memcpy_one, "memcpy 1 thread", true});
   print({"copy", "read 64 MiB", "GB/s", read, memcpy_one, "memcpy 1 thread", true});
   trn_mem_free(device);
@@ -251,45 +254,50 @@ int bench_copy(int argc, char **argv) {
       std::memset(pointer, 1, size);
     }
     const uint64_t repeat = std::max<uint64_t>(1, (256ull << 20) / size);
-    auto bandwidth = [&](trn_mem_t to, trn_mem_t from) {
-      const double ns = median_ns_per_op(runs, 1, [&] {
+    auto copies = [&](trn_mem_t to, trn_mem_t from) {
+      return [&, to, from] {
         for (uint64_t i = 0; i < repeat; ++i) {
           check(trn_queue_copy(queue, to, 0, from, 0, size, nullptr, nullptr), "trn_queue_copy");
           if (i % 512 == 511) check(trn_queue_finish(queue, UINT64_MAX), "trn_queue_finish");
         }
         check(trn_queue_finish(queue, UINT64_MAX), "trn_queue_finish");
-      });
-      return static_cast<double>(size * repeat) / ns;  // bytes per ns = GB/s
+      };
     };
     std::vector<char> a(size, 1), b(size, 2);
-    const double memcpy_one = static_cast<double>(size * repeat) / median_ns_per_op(runs, 1, [&] {
-                                for (uint64_t i = 0; i < repeat; ++i)
-                                  std::memcpy(a.data(), b.data(), size);
-                              });
-    const double memcpy_all = static_cast<double>(size * repeat) / median_ns_per_op(runs, 1, [&] {
-                                for (uint64_t i = 0; i < repeat; ++i) {
-                                  std::vector<std::thread> helpers;
-                                  const uint64_t step = size / threads;
-                                  for (unsigned t = 1; t < threads; ++t)
-                                    helpers.emplace_back([&, t] {
-                                      std::memcpy(a.data() + t * step, b.data() + t * step,
-                                                  t + 1 == threads ? size - t * step : step);
-                                    });
-                                  std::memcpy(a.data(), b.data(), threads == 1 ? size : step);
-                                  for (auto &h : helpers) h.join();
-                                }
-                              });
+    auto memcpy_one = [&] {
+      for (uint64_t i = 0; i < repeat; ++i) std::memcpy(a.data(), b.data(), size);
+    };
+    auto memcpy_all = [&] {
+      for (uint64_t i = 0; i < repeat; ++i) {
+        std::vector<std::thread> helpers;
+        const uint64_t step = size / threads;
+        for (unsigned t = 1; t < threads; ++t)
+          helpers.emplace_back([&, t] {
+            std::memcpy(a.data() + t * step, b.data() + t * step,
+                        t + 1 == threads ? size - t * step : step);
+          });
+        std::memcpy(a.data(), b.data(), threads == 1 ? size : step);
+        for (auto &h : helpers) h.join();
+      }
+    };
+    // The baselines take turns with the copies, so that a slow stretch of the machine (its
+    // memory bandwidth drifts from second to second) falls on both sides of every ratio.
+    const std::vector<double> ns =
+        interleaved_medians_ns(runs, {},
+                               {memcpy_one, memcpy_all, copies(device_a, host),
+                                copies(host, device_a), copies(device_b, device_a)});
+    const auto gbps = [&](double t) { return static_cast<double>(size * repeat) / t; };
     const std::string label = size >= (1ull << 20) ? std::to_string(size >> 20) + " MiB"
                                                    : std::to_string(size >> 10) + " KiB";
     const std::pair<const char *, double> cases[] = {
-        {"h2d", bandwidth(device_a, host)},
-        {"d2h", bandwidth(host, device_a)},
-        {"d2d", bandwidth(device_b, device_a)},
+        {"h2d", gbps(ns[2])},
+        {"d2h", gbps(ns[3])},
+        {"d2d", gbps(ns[4])},
     };
-    for (const auto &[name, gbps] : cases) {
-      print({"copy", std::string(name) + " " + label, "GB/s", gbps, memcpy_one, "memcpy 1 thread",
-             true});
-      print({"copy", std::string(name) + " " + label, "GB/s", gbps, memcpy_all,
+    for (const auto &[name, trn_gbps] : cases) {
+      print({"copy", std::string(name) + " " + label, "GB/s", trn_gbps, gbps(ns[0]),
+             "memcpy 1 thread", true});
+      print({"copy", std::string(name) + " " + label, "GB/s", trn_gbps, gbps(ns[1]),
              "memcpy " + std::to_string(threads) + " threads", true});
     }
     for (trn_mem_t m : {host, device_a, device_b}) trn_mem_free(m);
