@@ -12,8 +12,9 @@
  *   live in one process (one per core, one thread each; trn_comm_init_all makes them at once).
  * - An operation is a sequence of queue commands on the rank's queue and nothing else: DMA copies
  *   into a peer's staging buffer, which signal the peer's semaphore; the peer's queue waits for
- *   it and combines the chunk into its buffer with a device kernel (libtrn_ops) or a copy, then
- *   signals that the slot is free again. The host only enqueues; the data moves and is reduced
+ *   it and combines the chunk into its buffer with a DMA reduce command (trn_queue_reduce; an
+ *   elementwise libtrn_ops kernel on a driver without one) or a copy, then signals that the slot
+ *   is free again. The host only enqueues; the data moves and is reduced
  *   on the devices, within a device through HBM, between devices over the (simulated)
  *   NeuronLink, across processes through exported memory and semaphores. Large all-reduces run
  *   as a ring, small ones by recursive doubling.
@@ -64,17 +65,18 @@ typedef struct trn_comm_unique_id {
  * TRN_COMM_SOCKET_ADDR (default 127.0.0.1; another host's ranks need an address they can reach)
  * and serves the rendezvous of the communicator the id makes, on a thread of its own, until
  * every rank has arrived or the timeout passes. Call it once per communicator, in one process.
- * @returns TRN_ERROR_DRIVER when no socket can be opened (trn_comm_last_error() says why).
+ * @returns TRN_ERROR_INVALID_CONFIG when TRN_COMM_SOCKET_ADDR is not an address;
+ * TRN_ERROR_COLLECTIVE when no socket can listen on it (trn_comm_last_error() says why).
  */
 TRN_COMM_API trn_result_t trn_comm_get_unique_id(trn_comm_unique_id_t *id);
 
 typedef struct trn_comm_desc {
   trn_struct_header_t header;
-  trn_core_t core;      /**< this rank's NeuronCore; its queue must be a compute queue on it */
+  trn_core_t core;      /**< this rank's NeuronCore; its operations' queue is usually on it */
   uint32_t rank;        /**< 0 .. size-1 */
-  uint32_t size;        /**< ranks in the communicator, 1 .. 1024 */
+  uint32_t size;        /**< ranks in the communicator, 1 .. 64 */
   uint64_t timeout_ns;  /**< rendezvous and per-operation deadline; 0 = TRN_COMM_TIMEOUT_MS or
-                           300 s */
+                           300 s; UINT64_MAX = no limit */
   uint64_t chunk_bytes; /**< staging slot size (the pipelining unit); 0 = TRN_COMM_CHUNK_BYTES
                            or 512 KiB when every rank is on one device, else 1 MiB; a multiple
                            of 4096 from 4096 to 64 MiB */
@@ -142,7 +144,8 @@ typedef struct trn_comm_info {
   uint64_t chunk_bytes;
   uint64_t timeout_ns;
   uint64_t operations; /**< operations enqueued so far */
-  char transport[32];  /**< "device" (HBM, NeuronLink, exported memory) */
+  char transport[32];  /**< "device" (HBM, NeuronLink, exported memory), or "fabric (<libfabric
+                          provider>)" when some ranks are on other hosts */
 } trn_comm_info_t;
 
 TRN_DEFINE_STRUCT_MAKE(trn_comm_info_t, TRN_STRUCT_COMM_INFO)
@@ -165,12 +168,14 @@ TRN_COMM_API trn_result_t trn_comm_get_error(trn_comm_t comm);
 TRN_COMM_API trn_result_t trn_comm_synchronize(trn_comm_t comm, uint64_t timeout_ns);
 
 /* ---------------------------------------------------------------------------------------------
- * Operations. Each is enqueued on `queue` (a compute queue on the rank's core) between the
+ * Operations. Each is enqueued on `queue` (any queue of this process; a compute queue on the
+ * rank's core runs them on that core's DMA engines, as on hardware) between the
  * waits and the signals of `sync` (may be NULL), and returns at once; `sequence` (may be NULL)
  * receives the sequence number of its last command, whose completion means the operation's
  * result is in place on this rank. Out of place or in place (the same allocation and offset for
- * input and output). dtypes: f32, bf16, f16, i32 (i32 reductions run on libtrn_ops' exact host
- * path, recorded in trn_ops_get_fallbacks). @returns TRN_ERROR_INVALID_ARGUMENT for bad buffers,
+ * input and output). dtypes: f32, bf16, f16, i32 (i32 sums and products wrap, as the DMA engines
+ * compute them; avg of i32 divides on libtrn_ops' exact host path, recorded in
+ * trn_ops_get_fallbacks). @returns TRN_ERROR_INVALID_ARGUMENT for bad buffers,
  * counts or dtypes (nothing is enqueued); TRN_ERROR_COLLECTIVE on a failed communicator.
  * ------------------------------------------------------------------------------------------ */
 

@@ -10,6 +10,7 @@
 
 #include "comm/bytes.hpp"
 #include "comm/error.hpp"
+#include "common/clock.hpp"
 #include "common/thread_name.hpp"
 
 namespace trn::comm {
@@ -90,7 +91,9 @@ class RootService {
 
   // Accepts until every rank said hello; false if it did not happen by the deadline.
   bool rendezvous() {
-    uint64_t end = now_ns() + timeout_ns_;
+    // The service's own limit, or the shortest of the ranks' that arrived (named when it passes).
+    uint64_t limit_ns = timeout_ns_;
+    uint64_t end = common::deadline_after(limit_ns, now_ns());
     std::vector<Fd> pending;  // connected, hello not read yet
     uint32_t arrived = 0;
     while (size_ == 0 || arrived < size_) {
@@ -105,7 +108,7 @@ class RootService {
                                            : "ranks " + rank_list(missing) + " of " +
                                                  std::to_string(size_) +
                                                  " never arrived at the rendezvous within " +
-                                                 std::to_string(timeout_ns_ / 1'000'000) + " ms";
+                                                 std::to_string(limit_ns / 1'000'000) + " ms";
         broadcast(kFailed, text_payload(why), UINT32_MAX);
         return false;
       }
@@ -146,7 +149,11 @@ class RootService {
         }
         // The shortest timeout of a rank that arrived bounds the rendezvous, so that the service
         // names the missing ranks before that rank gives up on its own.
-        if (rank_timeout && now_ns() + rank_timeout < end) end = now_ns() + rank_timeout;
+        if (const uint64_t t = now_ns();
+            rank_timeout && common::deadline_after(rank_timeout, t) < end) {
+          end = common::deadline_after(rank_timeout, t);
+          limit_ns = rank_timeout;
+        }
         if (token != token_) {
           refuse(fd,
                  "this rendezvous serves another communicator (a stale unique id, or two "
@@ -390,7 +397,7 @@ std::vector<std::vector<uint8_t>> BootstrapClient::join(const RendezvousId &id, 
                                                         const std::vector<uint8_t> &blob,
                                                         uint64_t timeout_ns) {
   rank_ = rank;
-  const uint64_t deadline = now_ns() + timeout_ns;
+  const uint64_t deadline = common::deadline_after(timeout_ns, now_ns());
   try {
     fd_ = connect_to(id.endpoint, deadline);
   } catch (const CommError &e) {
@@ -410,7 +417,7 @@ std::vector<std::vector<uint8_t>> BootstrapClient::join(const RendezvousId &id, 
   try {
     send_message(fd_.get(), hello, deadline);
     // The service answers by its own deadline; allow a little more for the message to travel.
-    if (!receive_message(fd_.get(), &reply, deadline + 2'000'000'000ull))
+    if (!receive_message(fd_.get(), &reply, common::deadline_after(2'000'000'000ull, deadline)))
       fail(TRN_ERROR_COLLECTIVE, "the rendezvous host closed the connection (its process died?)");
   } catch (const CommError &e) {
     fail(TRN_ERROR_COLLECTIVE, "rendezvous at " + id.endpoint.text() + ": " + e.what());

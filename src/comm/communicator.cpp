@@ -12,6 +12,7 @@
 #include "comm/config.hpp"
 #include "comm/error.hpp"
 #include "comm/host.hpp"
+#include "common/clock.hpp"
 #include "common/thread_name.hpp"
 
 namespace trn::comm {
@@ -190,14 +191,17 @@ void Comm::connect_peers(const std::vector<std::vector<uint8_t>> &blobs) {
   devices_ = static_cast<uint32_t>(host_devices.size());
   // Every rank sees the same table, so all choose alike (before any slot offset is taken).
   if (!chunk_chosen_ && devices_ == 1) chunk_bytes_ = default_chunk_bytes(true);
-  for (uint32_t r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
+  // Every pair, before anything is imported: every rank sees the same table and fails alike,
+  // before a peer that failed first lets go of what this rank would import.
+  for (uint32_t r = 0; r < size_; ++r)
     for (uint32_t q = r + 1; q < size_; ++q)
       if (ranks_[q].device_index == ranks_[r].device_index &&
           ranks_[q].core_index == ranks_[r].core_index && ranks_[q].pid == ranks_[r].pid &&
           ranks_[q].process_token == ranks_[r].process_token)
         fail(TRN_ERROR_COLLECTIVE, "ranks " + std::to_string(r) + " and " + std::to_string(q) +
                                        " are the same core of the same process");
+  for (uint32_t r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
     PeerLink &link = links_[r];
     if (ranks_[r].host != ranks_[rank_].host) {
       link.remote = true;  // connect_remote_peers
@@ -464,7 +468,7 @@ trn_result_t Comm::drop_finished_locked() {
 
 trn_result_t Comm::synchronize(uint64_t timeout_ns) {
   const uint64_t start = now_ns();
-  const uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
+  const uint64_t deadline = common::deadline_after(timeout_ns, start);
   trn_sem_t sem = nullptr;
   uint64_t sequence = 0;
   {
@@ -509,7 +513,7 @@ std::vector<std::vector<uint8_t>> Comm::gather(const std::vector<uint8_t> &paylo
     std::lock_guard lock(state_mutex_);
     gathered_.reset();
   }
-  const uint64_t deadline = now_ns() + timeout_ns_;
+  const uint64_t deadline = common::deadline_after(timeout_ns_, now_ns());
   try {
     bootstrap_.send(kGather, payload, deadline);
   } catch (const CommError &e) {
@@ -604,7 +608,7 @@ void Comm::submit(trn_queue_t queue, FunctionRef<trn_result_t()> submit_fn, cons
     if (r == TRN_SUCCESS) return;
     if (r != TRN_ERROR_QUEUE_FULL) check(r, doing.text());
     if (!timeline) {
-      deadline = now_ns() + timeout_ns_;
+      deadline = common::deadline_after(timeout_ns_, now_ns());
       check(trn_queue_get_semaphore(queue, &timeline), "trn_queue_get_semaphore");
     }
     uint64_t done = 0;
@@ -720,7 +724,7 @@ uint64_t Comm::close_operation(trn_queue_t queue, const OpName &name, const trn_
   op.name = name;
   op.queue_sem = op_queue_sem_;  // open_operation's
   op.last_sequence = sequence;
-  op.deadline_ns = now_ns() + timeout_ns_;
+  op.deadline_ns = common::deadline_after(timeout_ns_, now_ns());
   for (uint32_t p : peers_in) op.expect_ready.push_back({p, links_[p].rx_count});
   for (uint32_t p : peers_out)
     if (links_[p].tx_count > slots_) op.expect_free.push_back({p, links_[p].tx_count - slots_});

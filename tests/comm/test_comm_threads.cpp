@@ -33,7 +33,7 @@ struct ThreadWorld {
     }
     trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
     desc.chunk_bytes = chunk_bytes;
-    desc.timeout_ns = timeout_ms * 1'000'000ull;
+    desc.timeout_ns = timeout_ms == UINT64_MAX ? UINT64_MAX : timeout_ms * 1'000'000ull;
     comms.resize(n);
     INFO(comm_error());
     REQUIRE(trn_comm_init_all(n, mine.data(), &desc, comms.data()) == TRN_SUCCESS);
@@ -266,6 +266,8 @@ TEST_CASE("a rank that never arrives fails the others' init within the timeout, 
     INFO(errors[r]);
     CHECK(results[r] == TRN_ERROR_COLLECTIVE);
     CHECK(errors[r].find("ranks 2 of 3 never arrived") != std::string::npos);
+    // The ranks' own timeout bounded it, not the service's default: the message says which.
+    CHECK(errors[r].find("within 1000 ms") != std::string::npos);
     CHECK(comms[r] == nullptr);
   }
   CHECK(seconds.count() < 10.0);
@@ -471,6 +473,45 @@ TEST_CASE(
   CaseSpec spec;
   spec.count = 3 * 131072 + 1000;
   run_all(world, {spec});
+}
+
+TEST_CASE("trn_comm_init_all refuses one core given twice and fails alike every time",
+          "[comm][negative]") {
+  SimEnv env;
+  const auto cores = all_cores();
+  REQUIRE(cores.size() >= 2);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const trn_core_t twice[2] = {cores[0], cores[0]};
+    trn_comm_t comms[2] = {nullptr, nullptr};
+    CHECK(trn_comm_init_all(2, twice, nullptr, comms) == TRN_ERROR_COLLECTIVE);
+    CHECK(comm_error().find("ranks 0 and 1 are the same core of the same process") !=
+          std::string::npos);
+  }
+  // Nothing was left behind: two distinct cores make a communicator that works.
+  ThreadWorld world(2);
+  run_all(world, {CaseSpec{}});
+}
+
+TEST_CASE("a timeout of UINT64_MAX means no limit, and sizes above 64 ranks are refused",
+          "[comm]") {
+  SimEnv env;
+  const auto cores = all_cores();
+  REQUIRE(cores.size() >= 2);
+  {
+    ThreadWorld world(2, 4096, UINT64_MAX);
+    trn_comm_info_t info = TRN_COMM_INFO_INIT;
+    REQUIRE(trn_comm_get_info(world.comms[0], &info) == TRN_SUCCESS);
+    CHECK(info.timeout_ns == UINT64_MAX);
+    run_all(world, {CaseSpec{}});
+  }
+  trn_comm_unique_id_t id{};
+  REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
+  trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
+  desc.core = cores[0];
+  desc.size = 65;
+  trn_comm_t out = nullptr;
+  CHECK(trn_comm_init_rank(&id, &desc, &out) == TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(comm_error().find("1 to 64 ranks") != std::string::npos);
 }
 
 TEST_CASE("trn_comm_init_from_env refuses a missing or malformed variable", "[comm][negative]") {

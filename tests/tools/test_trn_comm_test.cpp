@@ -349,6 +349,14 @@ TEST_CASE("two hosts in separate network namespaces joined by a veth pair", "[tr
   }
 }
 
+TEST_CASE("a --timeout of inf runs with no limit", "[trn-comm-test]") {
+  SimEnv env;
+  auto r = comm_test({"--timeout", "inf", "-b", "8", "-e", "8", "-n", "1", "-w", "0", "--json"});
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(r.output.find("\"wrong\":0") != std::string::npos);
+}
+
 TEST_CASE("bad arguments are refused with a message and exit code 2", "[trn-comm-test]") {
   SimEnv env;
   struct Case {
@@ -366,6 +374,8 @@ TEST_CASE("bad arguments are refused with a message and exit code 2", "[trn-comm
       {{"--redop", "prod"}, "--redop"},
       {{"--timeout", "-1"}, "--timeout"},
       {{"--hosts", "2"}, "needs --processes"},
+      {{"--bind", "core"}, "--bind core needs --processes"},
+      {{"--op", "allg", "--redop", "max"}, "--redop applies to allr and redsct"},
       {{"--processes", "--hosts", "2", "--ranks", "3"}, "evenly"},
       {{"--processes", "--bind", "socket"}, "--bind"},
   };

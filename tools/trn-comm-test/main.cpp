@@ -419,6 +419,13 @@ int main(int argc, char **argv) {
     if (o.hosts > 1 && !o.processes)
       throw ToolError{"--hosts " + std::to_string(o.hosts) +
                       " needs --processes (simulated hosts are separate processes)"};
+    if (app.count("--bind") > 0 && !o.processes)
+      throw ToolError{"--bind " + o.bind +
+                      " needs --processes (the ranks of one process are its threads)"};
+    if (app.count("--redop") > 0 && o.settings.op != Op::all_reduce &&
+        o.settings.op != Op::reduce_scatter)
+      throw ToolError{std::string("--redop applies to allr and redsct, not ") +
+                      op_name(o.settings.op)};
     if (o.settings.min_bytes > o.settings.max_bytes)
       throw ToolError{"--min-bytes " + min_bytes + " is larger than --max-bytes " + max_bytes};
     if (std::getenv("RANK") && std::getenv("WORLD_SIZE"))
