@@ -209,7 +209,9 @@ typedef struct trn_tensor_set_s *trn_tensor_set_t; /**< since 0.3 */
  * thread, re-initialises from the environment, so a process can pick up a changed
  * configuration.
  *
- * Thread safety: safe to call at any time from any thread. Calls racing with it on other
+ * Thread safety: safe to call at any time from any thread but a queue's host function
+ * (trn_queue_host_call), where it fails with TRN_ERROR_INVALID_ARGUMENT: it waits for every
+ * queue, the function's own too. Calls racing with it on other
  * threads either complete on the old runtime or fail with TRN_ERROR_INVALID_HANDLE; a call that
  * started before it keeps the objects it uses until it returns (queued commands are cancelled,
  * so waits on what they would have signalled end with TRN_ERROR_CANCELLED; other waits end by
@@ -1019,7 +1021,12 @@ TRN_DEFINE_STRUCT_MAKE(trn_kernel_arg_t, TRN_STRUCT_KERNEL_ARG)
 /** Loads a kernel binary from memory (copied: the image may be freed after the call). */
 TRN_API trn_result_t trn_kernel_load(trn_device_t device, const void *image, size_t size,
                                      trn_kernel_t *kernel);
-/** Loads a kernel binary from a file. */
+/**
+ * Loads a kernel binary from a regular file (at most 1 GiB). @returns TRN_ERROR_INVALID_KERNEL
+ * for a file that is not a kernel binary; TRN_ERROR_INVALID_ARGUMENT for one that does not exist
+ * or cannot be read (a directory, a FIFO), as since 0.1 (loads added later, such as
+ * trn_program_load_file, say TRN_ERROR_FILE).
+ */
 TRN_API trn_result_t trn_kernel_load_file(trn_device_t device, const char *path,
                                           trn_kernel_t *kernel);
 /** Accepts NULL. Launches in flight keep the kernel alive until they complete. */

@@ -4,6 +4,7 @@
 #include "runtime/api_support.hpp"
 #include "runtime/driver_error.hpp"
 #include "runtime/process_info.hpp"
+#include "runtime/queue.hpp"
 #include "runtime/session.hpp"
 
 using namespace trn::rt;
@@ -12,6 +13,11 @@ extern "C" {
 
 TRN_API trn_result_t trn_runtime_shutdown(void) {
   return TRN_API_CALL({
+    // Shutting down waits for every queue, the one running this thread's host function too.
+    if (Queue::running_host_call() != nullptr)
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  "trn_runtime_shutdown was called from a queue's host function (shutting down "
+                  "waits for every queue, that one too): call it from another thread");
     shutdown_session();
     return TRN_SUCCESS;
   });
@@ -99,13 +105,12 @@ TRN_API trn_result_t trn_device_get_processes(trn_device_t handle, uint32_t *cou
     const Device *device = lookup_device(*session, handle, &result);
     if (!device) return result;
     if (trn_result_t r = check_count(count); r != TRN_SUCCESS) return r;
+    std::vector<trn_process_info_t *> elements;
     if (processes)
-      for (uint32_t i = 0; i < *count; ++i)
-        if (trn_result_t r = check_struct(&processes[i], TRN_STRUCT_PROCESS_INFO,
-                                          ("processes[" + std::to_string(i) + "]").c_str(),
-                                          "TRN_PROCESS_INFO_INIT");
-            r != TRN_SUCCESS)
-          return r;
+      if (trn_result_t r = caller_elements(processes, *count, TRN_STRUCT_PROCESS_INFO, "processes",
+                                           "TRN_PROCESS_INFO_INIT", &elements);
+          r != TRN_SUCCESS)
+        return r;
     std::vector<trn_hal_process_t> found;
     if (trn_result_t r = list_processes(*device, &found); r != TRN_SUCCESS) return r;
     if (!processes) {
@@ -113,7 +118,7 @@ TRN_API trn_result_t trn_device_get_processes(trn_device_t handle, uint32_t *cou
       return TRN_SUCCESS;
     }
     const uint32_t n = std::min<uint32_t>(*count, static_cast<uint32_t>(found.size()));
-    for (uint32_t i = 0; i < n; ++i) copy_struct(to_process_info(*device, found[i]), &processes[i]);
+    for (uint32_t i = 0; i < n; ++i) copy_struct(to_process_info(*device, found[i]), elements[i]);
     *count = n;
     return TRN_SUCCESS;
   });

@@ -99,13 +99,12 @@ TRN_API trn_result_t trn_kernel_get_args(trn_kernel_t handle, uint32_t *count,
       return TRN_SUCCESS;
     }
     const uint32_t n = std::min<uint32_t>(*count, static_cast<uint32_t>(list.size()));
-    for (uint32_t i = 0; i < n; ++i) {
-      if (trn_result_t r =
-              check_struct(&args[i], TRN_STRUCT_KERNEL_ARG, "args[i]", "TRN_KERNEL_ARG_INIT");
-          r != TRN_SUCCESS)
-        return r;
-      copy_struct(list[i], &args[i]);
-    }
+    std::vector<trn_kernel_arg_t *> out;
+    if (trn_result_t r =
+            caller_elements(args, n, TRN_STRUCT_KERNEL_ARG, "args", "TRN_KERNEL_ARG_INIT", &out);
+        r != TRN_SUCCESS)
+      return r;
+    for (uint32_t i = 0; i < n; ++i) copy_struct(list[i], out[i]);
     *count = n;
     return TRN_SUCCESS;
   });

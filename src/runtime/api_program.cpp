@@ -117,11 +117,12 @@ TRN_API trn_result_t trn_program_get_tensors(trn_program_t handle, uint32_t *cou
       return TRN_SUCCESS;
     }
     const uint32_t n = std::min<uint32_t>(*count, static_cast<uint32_t>(program->external.size()));
+    std::vector<trn_program_tensor_t *> elements;
+    if (trn_result_t r = caller_elements(tensors, n, TRN_STRUCT_PROGRAM_TENSOR, "tensors",
+                                         "TRN_PROGRAM_TENSOR_INIT", &elements);
+        r != TRN_SUCCESS)
+      return r;
     for (uint32_t i = 0; i < n; ++i) {
-      if (trn_result_t r = check_struct(&tensors[i], TRN_STRUCT_PROGRAM_TENSOR, "tensors[i]",
-                                        "TRN_PROGRAM_TENSOR_INIT");
-          r != TRN_SUCCESS)
-        return r;
       const trn::isa::ProgramTensor &t = program->image.tensors[program->external[i]];
       trn_program_tensor_t out = TRN_PROGRAM_TENSOR_INIT;
       std::snprintf(out.name, sizeof out.name, "%s", t.name.c_str());
@@ -132,7 +133,7 @@ TRN_API trn_result_t trn_program_get_tensors(trn_program_t handle, uint32_t *cou
       out.rank = static_cast<uint32_t>(t.shape.size());
       std::copy(t.shape.begin(), t.shape.end(), out.shape);
       out.bytes = t.bytes();
-      copy_struct(out, &tensors[i]);
+      copy_struct(out, elements[i]);
     }
     *count = n;
     return TRN_SUCCESS;
@@ -151,7 +152,7 @@ TRN_API trn_result_t trn_program_save(trn_program_t handle, const char *path) {
     // A name of its own: saves of one path from several threads never share a temporary file.
     if (auto why = trn::common::write_file_replacing(path, trn::common::unique_temp_path(path),
                                                      bytes, true))
-      return fail(TRN_ERROR_FILE, *why);
+      return fail(TRN_ERROR_FILE, std::string("cannot save the program to ") + path + ": " + *why);
     return TRN_SUCCESS;
   });
 }

@@ -34,6 +34,38 @@ trn_result_t check_struct(const T *value, trn_struct_type_t type, const char *na
   return TRN_SUCCESS;
 }
 
+// The first `n` elements of a caller's array of structs, checked before any is written. The
+// elements are as big as the caller's header says (a program built against an older trn.h has
+// smaller ones): the array steps by element 0's size, and every element must have that size.
+template <typename T>
+trn_result_t caller_elements(T *array, uint32_t n, trn_struct_type_t type, const char *name,
+                             const char *init_macro, std::vector<T *> *out) {
+  out->clear();
+  if (n == 0) return TRN_SUCCESS;
+  const std::string first = std::string(name) + "[0]";
+  if (trn_result_t r = check_struct(array, type, first.c_str(), init_macro); r != TRN_SUCCESS)
+    return r;
+  const uint32_t stride = array->header.size;
+  if (stride % alignof(T) != 0)
+    return fail(TRN_ERROR_INVALID_STRUCT, first + " has size " + std::to_string(stride) +
+                                              ", not a whole number of its fields: initialise it "
+                                              "with " +
+                                              init_macro);
+  for (uint32_t i = 0; i < n; ++i) {
+    T *at = reinterpret_cast<T *>(reinterpret_cast<char *>(array) + size_t{stride} * i);
+    const std::string element = std::string(name) + "[" + std::to_string(i) + "]";
+    if (trn_result_t r = check_struct(at, type, element.c_str(), init_macro); r != TRN_SUCCESS)
+      return r;
+    if (at->header.size != stride)
+      return fail(TRN_ERROR_INVALID_STRUCT, element + " has size " +
+                                                std::to_string(at->header.size) + " but " + first +
+                                                " has " + std::to_string(stride) +
+                                                ": initialise every element with " + init_macro);
+    out->push_back(at);
+  }
+  return TRN_SUCCESS;
+}
+
 // Writes `full` into `*out`, at most out->header.size bytes, keeping the caller's header.
 template <typename T>
 void copy_struct(const T &full, T *out) {

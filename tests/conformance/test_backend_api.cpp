@@ -416,6 +416,7 @@ struct HostCallLog {
   trn_result_t finish_from_inside = TRN_SUCCESS;
   trn_result_t destroy_from_inside = TRN_SUCCESS;
   trn_result_t sync_from_inside = TRN_SUCCESS;
+  trn_result_t shutdown_from_inside = TRN_SUCCESS;
   trn_device_t device = nullptr;
 };
 
@@ -426,6 +427,7 @@ void record_call(void *user, trn_result_t status) {
     log.finish_from_inside = trn_queue_finish(log.own, kSecond);
     log.destroy_from_inside = trn_queue_destroy(log.own);
     log.sync_from_inside = trn_device_synchronize(log.device, kSecond);
+    log.shutdown_from_inside = trn_runtime_shutdown();
   }
   log.status = status;
   log.calls.fetch_add(1);
@@ -463,6 +465,11 @@ TEST_CASE("trn_queue_host_call runs a host function in queue order", "[backend][
     CHECK(inside.finish_from_inside == TRN_ERROR_INVALID_ARGUMENT);
     CHECK(inside.destroy_from_inside == TRN_ERROR_INVALID_ARGUMENT);
     CHECK(inside.sync_from_inside == TRN_ERROR_INVALID_ARGUMENT);
+    CHECK(inside.shutdown_from_inside == TRN_ERROR_INVALID_ARGUMENT);
+    // Refused, not half done: the queue still works.
+    REQUIRE(trn_queue_host_call(queue, record_call, &log, nullptr, nullptr) == TRN_SUCCESS);
+    finish(queue);
+    CHECK(log.calls == 2);
   }
   SECTION("it is called once with the failure when the queue faulted before it") {
     trn_sem_t gate = make_sem(device);

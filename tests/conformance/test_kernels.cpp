@@ -436,6 +436,44 @@ TEST_CASE("kernels: load from memory reports name, instructions, constants and a
   CHECK(count == 3);
   CHECK(std::string(five[2].name) == "out");
   CHECK(five[3].name[0] == '\0');
+  // An array from a program built against 0.1, whose elements end before `kind`: the library
+  // steps by the caller's size and writes nothing past each element.
+  {
+    struct Arg01 {
+      trn_struct_header_t header;
+      char name[TRN_NAME_MAX];
+      trn_dtype_t dtype;
+      trn_arg_direction_t direction;
+      uint32_t rank, reserved;
+      uint64_t shape[TRN_KERNEL_MAX_RANK];
+      uint64_t bytes;
+    };
+    static_assert(sizeof(Arg01) == offsetof(trn_kernel_arg_t, kind));
+    struct Guarded {
+      Arg01 arg[3];
+      uint64_t guard = 0x5a5a5a5a5a5a5a5aull;
+    } old{};
+    for (Arg01 &a : old.arg) a.header = {TRN_STRUCT_KERNEL_ARG, sizeof(Arg01)};
+    count = 3;
+    INFO(last_error());
+    REQUIRE(trn_kernel_get_args(kernel, &count, reinterpret_cast<trn_kernel_arg_t *>(old.arg)) ==
+            TRN_SUCCESS);
+    CHECK(count == 3);
+    for (size_t i = 0; i < 3; ++i) {
+      CHECK(std::string(old.arg[i].name) == names[i]);
+      CHECK(old.arg[i].header.size == sizeof(Arg01));
+      CHECK(old.arg[i].bytes == kTileBytes);
+    }
+    CHECK(old.guard == 0x5a5a5a5a5a5a5a5aull);
+    // Elements of different sizes are refused before anything is written, naming the element.
+    old.arg[0].name[0] = '\0';
+    old.arg[2].header.size = 8;
+    count = 3;
+    CHECK(trn_kernel_get_args(kernel, &count, reinterpret_cast<trn_kernel_arg_t *>(old.arg)) ==
+          TRN_ERROR_INVALID_STRUCT);
+    CHECK(error_contains("args[2] has size 8"));
+    CHECK(old.arg[0].name[0] == '\0');
+  }
 
   // Other dtypes and ranks: the matmul's bf16 inputs and f32 output.
   trn_kernel_t mm = load(device, tiled_matmul(256, 512, 128));

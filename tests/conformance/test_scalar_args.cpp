@@ -281,25 +281,34 @@ TEST_CASE("scalar args: a caller built against API 0.1 gets its smaller trn_kern
           "[kernels][scalar]") {
   Fixture f;
   trn_kernel_t kernel = f.load(image_of(kFill));
-  // API 0.1's struct ended with `bytes`: such a caller's header.size stops before `kind`.
-  trn_kernel_arg_t args[5];
-  for (trn_kernel_arg_t &a : args) {
-    std::memset(&a, 0xA5, sizeof a);
-    a.header = TRN_KERNEL_ARG_INIT.header;
-    a.header.size = static_cast<uint32_t>(offsetof(trn_kernel_arg_t, kind));
+  // API 0.1's struct ended with `bytes`: such a caller's elements (and header.size) stop before
+  // `kind`, so its array is packed at that size.
+  constexpr size_t kOldSize = offsetof(trn_kernel_arg_t, kind);
+  alignas(trn_kernel_arg_t) unsigned char storage[5 * kOldSize + 16];
+  std::memset(storage, 0xA5, sizeof storage);
+  auto element = [&](size_t i) {
+    return reinterpret_cast<trn_kernel_arg_t *>(storage + i * kOldSize);
+  };
+  for (size_t i = 0; i < 5; ++i) {
+    trn_struct_header_t header = TRN_KERNEL_ARG_INIT.header;
+    header.size = static_cast<uint32_t>(kOldSize);
+    std::memcpy(storage + i * kOldSize, &header, sizeof header);
   }
   uint32_t count = 5;
   INFO(last_error());
-  REQUIRE(trn_kernel_get_args(kernel, &count, args) == TRN_SUCCESS);
+  REQUIRE(trn_kernel_get_args(kernel, &count, element(0)) == TRN_SUCCESS);
   CHECK(count == 5);
-  CHECK(std::string(args[0].name) == "v");
-  CHECK(args[0].bytes == 4);
-  CHECK(args[4].bytes == kRows * 12 * 4);
-  for (const trn_kernel_arg_t &a : args) {
-    uint32_t kind_bits = 0;
-    std::memcpy(&kind_bits, &a.kind, sizeof kind_bits);
-    CHECK(kind_bits == 0xA5A5A5A5u);  // past the caller's size: untouched
-  }
+  auto bytes_of = [&](size_t i) {
+    uint64_t bytes = 0;
+    std::memcpy(&bytes, storage + i * kOldSize + offsetof(trn_kernel_arg_t, bytes), sizeof bytes);
+    return bytes;
+  };
+  CHECK(std::string(reinterpret_cast<const char *>(storage + offsetof(trn_kernel_arg_t, name))) ==
+        "v");
+  CHECK(bytes_of(0) == 4);
+  CHECK(bytes_of(4) == kRows * 12 * 4);
+  // Past the caller's last element: untouched.
+  for (size_t i = 5 * kOldSize; i < sizeof storage; ++i) CHECK(storage[i] == 0xA5);
 }
 
 TEST_CASE("scalar args: launch refuses memory for a scalar, NULL for a tensor, wrong counts",
