@@ -6,9 +6,10 @@
 // The format (https://github.com/huggingface/safetensors): an 8-byte little-endian length N, N
 // bytes of JSON — an object mapping each tensor's name to {"dtype", "shape", "data_offsets":
 // [begin, end]}, plus an optional "__metadata__" object of strings — then the data section,
-// which the tensors' ranges cover exactly (no overlap, no hole). The reader refuses anything
-// else with a message naming the tensor and the field; dtypes trn has no type for (F64, I64,
-// BOOL, ...) are refused by name.
+// which the tensors' ranges cover exactly (no overlap, no hole, no name twice). The reader
+// refuses anything else with a message naming the tensor and the field; dtypes trn has no type
+// for (U16, U32, U64, BOOL, ...) are refused by name. F64 and I64 load as trn's host dtypes.
+// Only a regular file is read (a pipe has no offsets to read tensors at).
 #pragma once
 
 #include <cstdint>

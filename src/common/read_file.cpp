@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "common/parse.hpp"
 
@@ -42,16 +43,28 @@ FileError too_large(uint64_t size, uint64_t max_bytes) {
 
 }  // namespace
 
-std::optional<FileError> read_regular_file(const std::string &path, uint64_t max_bytes,
-                                           std::vector<std::byte> &out) {
+std::optional<FileError> open_regular_file(const std::string &path, int *fd) {
+  *fd = -1;
   // O_NONBLOCK: opening a FIFO must not wait for a writer; regular files ignore it.
-  const Fd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
+  Fd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (file.fd < 0) return from_errno();
   struct stat st {};
   if (::fstat(file.fd, &st) != 0) return from_errno();
   if (!S_ISREG(st.st_mode))
     return FileError{0, false,
                      std::string("it is ") + kind_of(st.st_mode) + ", not a regular file"};
+  const int flags = ::fcntl(file.fd, F_GETFL);
+  if (flags < 0 || ::fcntl(file.fd, F_SETFL, flags & ~O_NONBLOCK) != 0) return from_errno();
+  *fd = std::exchange(file.fd, -1);
+  return std::nullopt;
+}
+
+std::optional<FileError> read_regular_file(const std::string &path, uint64_t max_bytes,
+                                           std::vector<std::byte> &out) {
+  Fd file{-1};
+  if (auto err = open_regular_file(path, &file.fd)) return err;
+  struct stat st {};
+  if (::fstat(file.fd, &st) != 0) return from_errno();
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size > max_bytes) return too_large(size, max_bytes);
   out.clear();

@@ -21,6 +21,10 @@ struct FileError {
   std::string reason;      // one line, without the path: "it is a directory, not a regular file"
 };
 
+// Opens `path` for reading (*fd, the caller's to close) if it is a regular file; a FIFO without a
+// writer is refused, not waited for. nullopt on success.
+std::optional<FileError> open_regular_file(const std::string &path, int *fd);
+
 // Reads all of `path` into `out`. nullopt on success. Files over `max_bytes` are refused with a
 // reason that states the limit ("it is 2 GiB; the limit is 1 GiB").
 std::optional<FileError> read_regular_file(const std::string &path, uint64_t max_bytes,

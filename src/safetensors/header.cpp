@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "trn/safetensors.hpp"
 
@@ -32,13 +33,16 @@ constexpr DtypeName kDtypes[] = {
     {"I16", TRN_DTYPE_I16, 2},
     {"I8", TRN_DTYPE_I8, 1},
     {"U8", TRN_DTYPE_U8, 1},
+    {"F64", TRN_DTYPE_F64, 8},  // host dtypes of trn (trn_ops computes them on the host)
+    {"I64", TRN_DTYPE_I64, 8},
 };
 
 // The format's other dtypes: valid safetensors, but no trn type holds them.
-constexpr const char *kForeignDtypes[] = {"F64",     "I64",     "U64",     "U32", "U16", "BOOL",
-                                          "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",  "C64"};
+constexpr const char *kForeignDtypes[] = {"U64",     "U32",     "U16", "BOOL", "F8_E8M0",
+                                          "F6_E2M3", "F6_E3M2", "F4",  "C64"};
 
-constexpr const char *kSupported = "F32, BF16, F16, F8_E4M3, F8_E5M2, I32, I16, I8 and U8";
+constexpr const char *kSupported =
+    "F32, BF16, F16, F8_E4M3, F8_E5M2, I32, I16, I8, U8, F64 and I64";
 
 // JSON nests three deep in a valid header (object, tensor, shape): deeper input is refused while
 // it is parsed, so no input makes the parser or the document recurse far.
@@ -218,11 +222,26 @@ Header parse_header(const uint8_t *bytes, size_t size, uint64_t file_size) {
   const char *text = reinterpret_cast<const char *>(bytes + 8);
   if (text[0] != '{') refuse("the header does not start with '{' (it must be a JSON object)");
   json doc;
+  // JSON allows a key twice in one object, and the parser keeps the last: a header must not (two
+  // tensors of one name, or one field given twice, is a broken writer, not a choice).
+  std::set<std::string> keys[kMaxDepth + 2];
+  std::string tensor;  // the top-level key whose entry is being parsed
   try {
-    doc = json::parse(text, text + h.header_bytes, [](int depth, json::parse_event_t, json &) {
-      if (depth > kMaxDepth) refuse("the JSON nests deeper than a header does");
-      return true;
-    });
+    doc = json::parse(
+        text, text + h.header_bytes, [&](int depth, json::parse_event_t event, json &parsed) {
+          if (depth > kMaxDepth) refuse("the JSON nests deeper than a header does");
+          if (event == json::parse_event_t::object_start) keys[depth + 1].clear();
+          if (event == json::parse_event_t::key) {
+            const std::string key = parsed.get<std::string>();
+            if (depth == 1) tensor = key;
+            if (!keys[depth].insert(key).second)
+              refuse(depth == 1
+                         ? (key == "__metadata__" ? std::string("__metadata__ appears twice")
+                                                  : "tensor " + in_quotes(key) + " appears twice")
+                         : in_quotes(tensor) + ": field " + in_quotes(key) + " appears twice");
+          }
+          return true;
+        });
   } catch (const json::exception &e) {
     refuse(std::string("the header is not valid JSON: ") + e.what());
   }
@@ -240,6 +259,13 @@ Header read_header(int fd) {
   struct stat st {};
   if (::fstat(fd, &st) != 0)
     throw Error(std::string("safetensors: cannot stat the file: ") + std::strerror(errno),
+                TRN_ERROR_FILE);
+  if (!S_ISREG(st.st_mode))
+    throw Error(std::string("safetensors: not a regular file (") +
+                    (S_ISDIR(st.st_mode)    ? "a directory"
+                     : S_ISFIFO(st.st_mode) ? "a pipe"
+                                            : "a device or socket") +
+                    "): a checkpoint is read at its tensors' offsets",
                 TRN_ERROR_FILE);
   const auto file_size = static_cast<uint64_t>(st.st_size);
   auto read_at = [&](void *out, uint64_t n, uint64_t at) {

@@ -1,5 +1,7 @@
 // trn-load: listing a safetensors file's tensors (text and JSON), loading them into a private
 // simulated device with progress and throughput, and a malformed file's message and exit code.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -102,12 +104,12 @@ TEST_CASE("trn-load refuses a malformed file with its message and exit code 1", 
   SimEnv env;
   TempDir dir;
   const std::string bad = write_file(
-      dir, "bad.safetensors", R"({"w":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})", 16);
+      dir, "bad.safetensors", R"({"w":{"dtype":"BOOL","shape":[16],"data_offsets":[0,16]}})", 16);
   Result r = trn_load({bad});
   INFO(r.output);
   CHECK(r.code == 1);
   CHECK(r.output.find("trn-load: " + bad +
-                      ": safetensors header: tensor 'w': dtype F64 is not supported by trn") !=
+                      ": safetensors header: tensor 'w': dtype BOOL is not supported by trn") !=
         std::string::npos);
   r = trn_load({bad, "--json"});
   CHECK(r.code == 1);
@@ -123,4 +125,46 @@ TEST_CASE("trn-load refuses a malformed file with its message and exit code 1", 
   CHECK(r.output.find("cannot open") != std::string::npos);
   r = trn_load({});
   CHECK(r.code == 2);
+}
+
+TEST_CASE("trn-load refuses what is not a regular file without waiting, exit code 2",
+          "[trn-load]") {
+  TempDir dir;
+  const std::string fifo = dir.file("pipe.safetensors");
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  // No writer: opening it for reading would wait for one forever.
+  Result r = trn_load({fifo});
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("a pipe (FIFO), not a regular file") != std::string::npos);
+  r = trn_load({dir.path()});
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("a directory, not a regular file") != std::string::npos);
+}
+
+TEST_CASE("trn-load names cores by id and loads a tensor named twice once", "[trn-load]") {
+  SimEnv env;
+  env.set("TRN_VISIBLE_CORES", "1");
+  TempDir dir;
+  // F64 and I64 load as trn's host dtypes; a name with a NUL is listed escaped.
+  const std::string header = R"({"d":{"dtype":"F64","shape":[2],"data_offsets":[0,16]},)"
+                             R"("a\u0000b":{"dtype":"I64","shape":[1],"data_offsets":[16,24]}})";
+  const std::string path = write_file(dir, "w.safetensors", header, 24);
+  Result r = trn_load({path});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("a\\x00b") != std::string::npos);
+  CHECK(r.output.find("2 tensors, 24 B") != std::string::npos);
+  r = trn_load({path, "--device", "0", "--tensor", "d", "--tensor", "d"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("loaded 1 tensor, 16 B") != std::string::npos);
+  CHECK(r.output.find("to device 0 core 1\n") != std::string::npos);
+  r = trn_load({path, "--device", "0", "--core", "1"});
+  CHECK(r.code == 2);
+  CHECK(r.output.find("there is no core 1 (this process sees only core 0)") != std::string::npos);
+  r = trn_load({path, "--core", "0"});
+  CHECK(r.code == 2);
+  CHECK(r.output.find("--core needs --device") != std::string::npos);
 }

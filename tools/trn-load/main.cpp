@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "common/parse.hpp"
+#include "common/read_file.hpp"
 #include "tool_common/table.hpp"
 #include "trn/safetensors.hpp"
 #include "trn/trn.h"
@@ -55,18 +57,37 @@ std::string shape_text(const std::vector<uint64_t> &shape) {
   return out + "]";
 }
 
-// The index-th of what a two-call enumeration lists.
+// The index-th of what a two-call enumeration lists; `hint` ends the message when there is none.
 template <typename Handle, typename List>
-Handle nth(uint32_t index, const char *what, List list) {
+Handle nth(uint32_t index, const char *what, const std::string &hint, List list) {
   uint32_t count = 0;
   check(list(&count, nullptr), std::string("listing ") + what + "s");
   std::vector<Handle> all(count);
   check(list(&count, all.data()), std::string("listing ") + what + "s");
   if (index >= count)
-    throw ToolError{kExitError, "there is no " + std::string(what) + " " + std::to_string(index) +
-                                    (count ? " (0-" + std::to_string(count - 1) + " are)"
-                                           : " (this process sees none)")};
+    throw ToolError{kExitError,
+                    "there is no " + std::string(what) + " " + std::to_string(index) +
+                        (count == 0   ? std::string(" (this process sees none)")
+                         : count == 1 ? " (this process sees only " + std::string(what) + " 0)"
+                                      : " (this process sees " + std::string(what) + "s 0 to " +
+                                            std::to_string(count - 1) + ")") +
+                        hint};
   return all[index];
+}
+
+// A name as a terminal shows it: control characters (a NUL would end the line) escaped.
+std::string printable(const std::string &name) {
+  std::string out;
+  for (const char c : name) {
+    if (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) {
+      out += c;
+      continue;
+    }
+    char escaped[8];
+    std::snprintf(escaped, sizeof escaped, "\\x%02x", static_cast<unsigned char>(c));
+    out += escaped;
+  }
+  return out;
 }
 
 json tensor_json(const st::TensorInfo &t, const st::Header &h) {
@@ -81,15 +102,16 @@ std::string list_text(const st::Header &h, const std::vector<const st::TensorInf
   trn::tools::Table table({"tensor", "dtype", "shape", "bytes", "file offset"});
   uint64_t total = 0;
   for (const st::TensorInfo *t : shown) {
-    table.add_row({t->name, t->dtype_name, shape_text(t->shape), std::to_string(t->bytes()),
-                   std::to_string(h.data_offset + t->begin)});
+    table.add_row({printable(t->name), t->dtype_name, shape_text(t->shape),
+                   std::to_string(t->bytes()), std::to_string(h.data_offset + t->begin)});
     total += t->bytes();
   }
   std::string out = table.render();
   out += std::to_string(shown.size()) + " tensor" + (shown.size() == 1 ? "" : "s") + ", " +
          trn::common::format_bytes(total) + " (header " + std::to_string(h.header_bytes) +
          " bytes)\n";
-  for (const auto &[key, value] : h.metadata) out += "metadata " + key + " = " + value + "\n";
+  for (const auto &[key, value] : h.metadata)
+    out += "metadata " + printable(key) + " = " + printable(value) + "\n";
   return out;
 }
 
@@ -104,14 +126,17 @@ void show_progress(uint64_t loaded, uint64_t total) {
 }
 
 int run(const Options &o) {
-  const int fd = ::open(o.path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw ToolError{kExitError, "cannot open '" + o.path + "': " + std::strerror(errno)};
+  int fd = -1;
+  if (auto err = trn::common::open_regular_file(o.path, &fd))
+    throw ToolError{kExitError, "cannot open '" + o.path + "': " + err->reason};
   st::Header header;
   try {
     header = st::read_header(fd);
   } catch (const st::Error &e) {
     ::close(fd);
-    throw ToolError{kExitBadFile, o.path + ": " + e.what()};
+    // Unreadable (not a regular file, an I/O error) is not malformed.
+    throw ToolError{e.result() == TRN_ERROR_FILE ? kExitError : kExitBadFile,
+                    o.path + ": " + e.what()};
   }
   std::vector<const st::TensorInfo *> shown;
   for (const std::string &name : o.tensors) {
@@ -136,10 +161,15 @@ int run(const Options &o) {
       std::fputs(list_text(header, shown).c_str(), stdout);
     return kExitOk;
   }
-  trn_device_t device = nth<trn_device_t>(
-      *o.device, "device", [](uint32_t *n, trn_device_t *d) { return trn_device_get(n, d); });
+  trn_device_t device =
+      nth<trn_device_t>(*o.device, "device", " (trn-ls lists them; TRN_SIM_DEVICES sets how many)",
+                        [](uint32_t *n, trn_device_t *d) { return trn_device_get(n, d); });
   trn_core_t core = nth<trn_core_t>(
-      o.core, "core", [&](uint32_t *n, trn_core_t *c) { return trn_core_get(device, n, c); });
+      o.core, "core", " (--core counts the cores TRN_VISIBLE_CORES lets this process use)",
+      [&](uint32_t *n, trn_core_t *c) { return trn_core_get(device, n, c); });
+  // Reports name the core by its id on the device, as trn-ls and trn-top do.
+  trn_core_properties_t core_properties = TRN_CORE_PROPERTIES_INIT;
+  check(trn_core_get_properties(core, &core_properties), "reading the core's properties");
   trn_queue_desc_t desc = TRN_QUEUE_DESC_INIT;
   desc.core = core;
   desc.kind = TRN_QUEUE_KIND_COPY;
@@ -167,7 +197,7 @@ int run(const Options &o) {
   const double rate = seconds > 0 ? static_cast<double>(bytes) / seconds : 0;
   if (o.json) {
     doc["loaded"] = {{"device", *o.device},
-                     {"core", o.core},
+                     {"core", core_properties.index},
                      {"bytes", bytes},
                      {"seconds", seconds},
                      {"bytes_per_s", rate}};
@@ -175,7 +205,8 @@ int run(const Options &o) {
   } else {
     std::printf("loaded %zu tensor%s, %s in %.3f s (%s/s) to device %u core %u\n", shown.size(),
                 shown.size() == 1 ? "" : "s", trn::common::format_bytes(bytes).c_str(), seconds,
-                trn::common::format_bytes(static_cast<uint64_t>(rate)).c_str(), *o.device, o.core);
+                trn::common::format_bytes(static_cast<uint64_t>(rate)).c_str(), *o.device,
+                core_properties.index);
   }
   return kExitOk;
 }
@@ -200,8 +231,15 @@ int main(int argc, char **argv) {
   } catch (const CLI::ParseError &e) {
     return app.exit(e) == 0 ? kExitOk : kExitError;
   }
+  // One tensor named twice is loaded once.
+  std::vector<std::string> unique;
+  for (const std::string &name : o.tensors)
+    if (std::find(unique.begin(), unique.end(), name) == unique.end()) unique.push_back(name);
+  o.tensors = std::move(unique);
   int code = kExitOk;
   try {
+    if (app.count("--core") > 0 && !o.device)
+      throw ToolError{kExitError, "--core needs --device (without it trn-load only lists)"};
     code = run(o);
   } catch (const ToolError &e) {
     std::fprintf(stderr, "trn-load: %s\n", e.message.c_str());
