@@ -59,24 +59,18 @@ std::optional<FileError> open_regular_file(const std::string &path, int *fd) {
   return std::nullopt;
 }
 
-std::optional<FileError> read_regular_file(const std::string &path, uint64_t max_bytes,
-                                           std::vector<std::byte> &out) {
-  Fd file{-1};
-  if (auto err = open_regular_file(path, &file.fd)) return err;
-  struct stat st {};
-  if (::fstat(file.fd, &st) != 0) return from_errno();
-  const auto size = static_cast<uint64_t>(st.st_size);
-  if (size > max_bytes) return too_large(size, max_bytes);
+std::optional<FileError> read_all(int fd, uint64_t max_bytes, std::vector<std::byte> &out,
+                                  uint64_t expected_bytes) {
   out.clear();
-  out.resize(static_cast<size_t>(size));
+  out.resize(static_cast<size_t>(std::min(expected_bytes, max_bytes)));
   size_t done = 0;
   for (;;) {
-    // One byte more than the file had, to notice a file that grew past its limit.
+    // One byte more than the limit, to notice an input that runs past it.
     if (done == out.size()) {
       if (done >= max_bytes + 1) break;
       out.resize(std::min<uint64_t>(max_bytes + 1, std::max<uint64_t>(done * 2, done + 4096)));
     }
-    const ssize_t n = ::read(file.fd, out.data() + done, out.size() - done);
+    const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       return from_errno();
@@ -87,6 +81,17 @@ std::optional<FileError> read_regular_file(const std::string &path, uint64_t max
   if (done > max_bytes) return too_large(done, max_bytes);
   out.resize(done);
   return std::nullopt;
+}
+
+std::optional<FileError> read_regular_file(const std::string &path, uint64_t max_bytes,
+                                           std::vector<std::byte> &out) {
+  Fd file{-1};
+  if (auto err = open_regular_file(path, &file.fd)) return err;
+  struct stat st {};
+  if (::fstat(file.fd, &st) != 0) return from_errno();
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size > max_bytes) return too_large(size, max_bytes);
+  return read_all(file.fd, max_bytes, out, size);
 }
 
 }  // namespace trn::common

@@ -25,6 +25,11 @@ struct FileError {
 // writer is refused, not waited for. nullopt on success.
 std::optional<FileError> open_regular_file(const std::string &path, int *fd);
 
+// Reads `fd` to its end into `out` (`expected_bytes`: a first guess of the size), refusing more
+// than `max_bytes`: for standard input, which may be a pipe.
+std::optional<FileError> read_all(int fd, uint64_t max_bytes, std::vector<std::byte> &out,
+                                  uint64_t expected_bytes = 0);
+
 // Reads all of `path` into `out`. nullopt on success. Files over `max_bytes` are refused with a
 // reason that states the limit ("it is 2 GiB; the limit is 1 GiB").
 std::optional<FileError> read_regular_file(const std::string &path, uint64_t max_bytes,

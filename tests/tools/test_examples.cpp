@@ -243,6 +243,18 @@ TEST_CASE("examples: trn-run executes the MLP program and its output matches the
                                        "executions"));
   CHECK_THAT(r.output, Catch::Contains("expect y: ok, 262144 elements"));
   CHECK(std::filesystem::file_size(y) > 512 * 512 * 4);
+  // --json: `executions` where a kernel's report has `launches` (docs/trn-run.md's key order).
+  const Result report =
+      run({TRN_RUN_PATH, TRN_MLP_PROGRAM, "--in", std::string("xT=") + TRN_MLP_X, "--json"});
+  INFO(report.output);
+  REQUIRE(report.code == 0);
+  const size_t core_id = report.output.find("\"core_id\"");
+  const size_t executions = report.output.find("\"executions\"");
+  const size_t simulated = report.output.find("\"simulated_ns\"");
+  REQUIRE(executions != std::string::npos);
+  CHECK(core_id < executions);
+  CHECK(executions < simulated);
+  CHECK(report.output.find("\"launches\"") == std::string::npos);
   // Bindings are checked by name, as a kernel's arguments are.
   const Result missing = run({TRN_RUN_PATH, TRN_MLP_PROGRAM});
   CHECK(missing.code == 2);

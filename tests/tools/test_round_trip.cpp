@@ -223,3 +223,32 @@ TEST_CASE("round trip: kernels built in C++ objdump and re-assemble to the same 
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("round trip: trn-objdump piped into trn-as - gives the same bytes", "[tools]") {
+  const std::string dir = scratch_dir();
+  const std::string source = sources().front();
+  const std::string binary = dir + "/piped.trnk", again = dir + "/piped.again.trnk";
+  run_ok({TRN_AS_PATH, source, "-o", binary});
+  // The pipeline the docs show, through a shell.
+  run_ok({"/bin/sh", "-c",
+          std::string("'") + TRN_OBJDUMP_PATH + "' '" + binary + "' | '" + TRN_AS_PATH +
+              "' - -o '" + again + "'"});
+  CHECK(read_file(binary) == read_file(again));
+  int status = -1;
+  // Standard input needs -o; a binary is not assembly; the output may not be the source.
+  std::string out = test::run_command(
+      {"/bin/sh", "-c", std::string("'") + TRN_AS_PATH + "' - < '" + source + "'"}, 60'000,
+      &status);
+  CHECK(status != 0);
+  CHECK(out.find("needs -o FILE") != std::string::npos);
+  out = test::run_command({TRN_AS_PATH, binary, "-o", dir + "/x.trnk"}, 60'000, &status);
+  CHECK(status != 0);
+  CHECK(out.find("is a binary (ELF), not assembly text") != std::string::npos);
+  const std::string named_like_output = dir + "/kernel.trnk";
+  std::filesystem::copy_file(source, named_like_output);
+  out = test::run_command({TRN_AS_PATH, named_like_output}, 60'000, &status);
+  CHECK(status != 0);
+  CHECK(out.find("would overwrite the source") != std::string::npos);
+  CHECK(read_file(named_like_output) == read_file(source));
+  std::filesystem::remove_all(dir);
+}

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -167,6 +169,42 @@ TEST_CASE("trn-run: vector add with --in/--out/--expect passes") {
   INFO(all.output);
   REQUIRE(all.code == 0);
   CHECK(load<float>(dir / "out.npy", "<f4", kShape) == files.sum);
+}
+
+TEST_CASE("trn-run: the example of docs/assembly.md assembles and runs race-free") {
+  SimEnv env;
+  TempDir dir;
+  std::ifstream doc_file(std::string(TRN_DOCS_DIR) + "/assembly.md");
+  REQUIRE(doc_file.good());
+  const std::string doc{std::istreambuf_iterator<char>(doc_file), {}};
+  const size_t start = doc.find("```asm\n");
+  REQUIRE(start != std::string::npos);
+  const size_t end = doc.find("```", start + 7);
+  REQUIRE(end != std::string::npos);
+  {
+    std::ofstream source(dir / "example.s");
+    source << doc.substr(start + 7, end - start - 7);
+  }
+  const Result as = trn::test::run_program(
+      {TRN_AS_PATH, dir / "example.s", "-o", dir / "example.trnk"}, kTimeoutMs);
+  INFO(as.output);
+  REQUIRE(as.code == 0);
+  // out = relu(a + b) * 2 on one 128 x 512 tile, with the race checker on (the default).
+  const std::vector<uint64_t> shape = {128, 512};
+  std::vector<float> a(128 * 512), b(a.size()), want(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<float>(i % 37) * 0.5f - 9.0f;
+    b[i] = static_cast<float>(i % 11) * 0.25f;
+    want[i] = std::max(a[i] + b[i], 0.0f) * 2.0f;
+  }
+  save(dir / "a.npy", "<f4", shape, a);
+  save(dir / "b.npy", "<f4", shape, b);
+  save(dir / "want.npy", "<f4", shape, want);
+  const Result r = trn_run({dir / "example.trnk", "--in", "a=" + (dir / "a.npy"), "--in",
+                            "b=" + (dir / "b.npy"), "--expect", "out=" + (dir / "want.npy")});
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("expect out: ok"));
 }
 
 TEST_CASE("trn-run: a wrong expected file fails with exit 1 and prints the mismatch") {

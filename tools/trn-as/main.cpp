@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -30,8 +32,10 @@ std::string default_output(const std::string &input) {
 int main(int argc, char **argv) {
   CLI::App app{"trn-as: assemble a kernel (docs/assembly.md) into a kernel binary (.trnk)"};
   std::string input, output, target_name = "trn2";
-  app.add_option("input", input, "assembly source")->required();
+  app.add_option("input", input, "assembly source; - reads standard input (then -o is required)")
+      ->required();
   app.add_option("-o,--output", output, "output binary (default: the input with .trnk)");
+  app.set_version_flag("--version", std::string("trn-as ") + TRN_RELEASE_STRING);
   app.add_option("--target", target_name, "NeuronCore generation to validate for")
       ->check(CLI::IsMember({"trn1", "trn2", "trn3"}));
   CLI11_PARSE(app, argc, argv);
@@ -45,13 +49,36 @@ int main(int argc, char **argv) {
     target.sbuf_bytes_per_partition = 256 * 1024;
   }
 
-  std::vector<std::byte> bytes_in;
-  if (auto err =
-          trn::common::read_regular_file(input, trn::common::kMaxKernelFileBytes, bytes_in)) {
-    std::fprintf(stderr, "trn-as: cannot read %s: %s\n", input.c_str(), err->reason.c_str());
+  const bool from_stdin = input == "-";
+  if (from_stdin && output.empty()) {
+    std::fprintf(stderr, "trn-as: reading standard input (-) needs -o FILE\n");
     return 1;
   }
+  if (output.empty()) output = default_output(input);
+  if (output == input) {
+    std::fprintf(stderr, "trn-as: the output %s would overwrite the source: name another with -o\n",
+                 output.c_str());
+    return 1;
+  }
+  std::vector<std::byte> bytes_in;
+  if (auto err = from_stdin ? trn::common::read_all(0, trn::common::kMaxKernelFileBytes, bytes_in)
+                            : trn::common::read_regular_file(
+                                  input, trn::common::kMaxKernelFileBytes, bytes_in)) {
+    std::fprintf(stderr, "trn-as: cannot read %s: %s\n",
+                 from_stdin ? "standard input" : input.c_str(), err->reason.c_str());
+    return 1;
+  }
+  if (from_stdin) input = "<stdin>";
   const std::string text(reinterpret_cast<const char *>(bytes_in.data()), bytes_in.size());
+  if (text.rfind("\x7f"
+                 "ELF",
+                 0) == 0) {
+    std::fprintf(stderr,
+                 "trn-as: %s is a binary (ELF), not assembly text: trn-objdump prints a kernel "
+                 "binary as assembly\n",
+                 input.c_str());
+    return 1;
+  }
   AsmLineMap lines;
   auto result = assemble(text, input, &lines);
   if (auto *err = std::get_if<AsmError>(&result)) {
@@ -89,13 +116,14 @@ int main(int argc, char **argv) {
                  why->c_str());
     return 1;
   }
-  if (output.empty()) output = default_output(input);
   std::ofstream out(output, std::ios::binary | std::ios::trunc);
+  const int open_errno = errno;
   out.write(reinterpret_cast<const char *>(bytes.data()),
             static_cast<std::streamsize>(bytes.size()));
   out.close();
   if (!out) {
-    std::fprintf(stderr, "trn-as: cannot write %s\n", output.c_str());
+    std::fprintf(stderr, "trn-as: cannot write %s: %s\n", output.c_str(),
+                 std::strerror(open_errno != 0 ? open_errno : errno));
     return 1;
   }
   return 0;

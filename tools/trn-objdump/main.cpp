@@ -146,6 +146,7 @@ int main(int argc, char **argv) {
   std::string input;
   bool show_headers = false;
   app.add_option("binary", input, "kernel or program binary")->required();
+  app.set_version_flag("--version", std::string("trn-objdump ") + TRN_RELEASE_STRING);
   app.add_flag("-h,--headers", show_headers,
                "print a summary: name, arguments, instructions per engine, constants size (for "
                "a program: its tables without its kernels' assembly)");

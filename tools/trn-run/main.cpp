@@ -894,7 +894,7 @@ Report run(const Options &o) {
       {"device", o.device},
       {"core", core_properties.index},
       {"core_id", core_properties.global_id},
-      {"launches", o.repeat},
+      {program ? "executions" : "launches", o.repeat},
       {"simulated_ns", s.total_ns},
       {"host_ns", host_ns_mean},
       {"engines", engines},
@@ -917,8 +917,6 @@ Report run(const Options &o) {
     // Engine counters come from a launch's profile; an execution reports its time only.
     for (const char *key : {"engines", "tensor_flops", "peak_flops", "mfu_percent", "dma", "trace"})
       report.doc.erase(key);
-    report.doc.erase("launches");
-    report.doc["executions"] = o.repeat;
     t += format("program %s on device %u core %u: %zu tensors, %u execution%s\n", kp.name, o.device,
                 core_properties.index, args.size(), o.repeat, o.repeat == 1 ? "" : "s");
     t += format("simulated time %s us, host time %.3f ms%s\n", us(s.total_ns).c_str(),
