@@ -795,8 +795,9 @@ TRN_API trn_result_t trn_queue_read(trn_queue_t queue, void *destination, trn_me
  * 0.2), as cuFileReadAsync does: the driver moves the bytes from the file straight into the
  * device memory, several reads in flight, with O_DIRECT where the file system allows it and the
  * file offset and the memory's address agree on 4096-byte alignment (the rest through the page
- * cache). Any descriptor open for reading works (`O_DIRECT` is not needed: the driver reopens
- * the file with it). `fd` must stay open until the command completes, as host memory must for
+ * cache). Any descriptor of a file open for reading works (`O_DIRECT` is not needed: the driver
+ * reopens the file with it); a pipe, a socket or a directory has no offsets and is refused with
+ * TRN_ERROR_INVALID_ARGUMENT. `fd` must stay open until the command completes, as host memory must for
  * trn_queue_write; what happens in between (a truncation, a closed descriptor) is the command's
  * fault, never a crash.
  *
@@ -805,7 +806,8 @@ TRN_API trn_result_t trn_queue_read(trn_queue_t queue, void *destination, trn_me
  * file offset where it failed and the bytes before it ("file read: end of file at offset 1048576
  * after 1048576 of 2097152 bytes (fd 7)"); the record's destination_address is the device
  * address, its source_address the file offset. The destination's contents are then undefined.
- * @returns TRN_ERROR_INVALID_ARGUMENT if fd < 0; TRN_ERROR_OUT_OF_RANGE if the range is outside
+ * @returns TRN_ERROR_INVALID_ARGUMENT if fd < 0 or is a pipe, a socket or a directory;
+ * TRN_ERROR_OUT_OF_RANGE if the range is outside
  * the allocation or past the largest file offset. Thread-safe, like every queue submission.
  */
 TRN_API trn_result_t trn_queue_read_file(trn_queue_t queue, trn_mem_t destination,

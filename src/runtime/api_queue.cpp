@@ -1,4 +1,6 @@
 // C entry points for queues.
+#include <sys/stat.h>
+
 #include <cstring>
 
 #include "common/clock.hpp"
@@ -140,6 +142,19 @@ trn_result_t fill_file_command(Session &session, Command::Kind kind, trn_mem_t m
   if (fd < 0)
     return fail(TRN_ERROR_INVALID_ARGUMENT,
                 "fd " + std::to_string(fd) + " is not a file descriptor: pass an open one");
+  // A pipe or a socket has no offsets (pread fails on it, and io_uring reads it from where it
+  // stands whatever the offset): refused now rather than read out of place. A descriptor that
+  // is not open is the command's fault when it runs, as documented.
+  if (struct stat st{}; ::fstat(fd, &st) == 0 &&
+                        (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode)))
+    return fail(TRN_ERROR_INVALID_ARGUMENT,
+                "fd " + std::to_string(fd) + " is " +
+                    (S_ISDIR(st.st_mode)    ? "a directory"
+                     : S_ISFIFO(st.st_mode) ? "a pipe"
+                                            : "a socket") +
+                    ", which has no file offsets: file reads and writes need a regular file (or "
+                    "a block device); move a stream's bytes through host memory "
+                    "(trn_queue_write, trn_queue_read)");
   if (file_offset > static_cast<uint64_t>(INT64_MAX) ||
       size > static_cast<uint64_t>(INT64_MAX) - file_offset)
     return fail(TRN_ERROR_OUT_OF_RANGE, "file bytes " + std::to_string(file_offset) + " + " +

@@ -268,6 +268,17 @@ TEST_CASE_METHOD(DeviceFiles, "trn_queue_read_file and trn_queue_write_file refu
   CHECK(error_contains("fd -1"));
   CHECK(trn_queue_write_file(queue, -3, 0, mem, 0, 16, nullptr, nullptr) ==
         TRN_ERROR_INVALID_ARGUMENT);
+  // A pipe has no offsets: refused, not read from where it stands.
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  REQUIRE(::write(pipe_fds[1], "abcdefghijkl", 12) == 12);
+  CHECK(trn_queue_read_file(queue, mem, 0, pipe_fds[0], 4, 8, nullptr, nullptr) ==
+        TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(error_contains("is a pipe, which has no file offsets"));
+  CHECK(trn_queue_write_file(queue, pipe_fds[1], 0, mem, 0, 8, nullptr, nullptr) ==
+        TRN_ERROR_INVALID_ARGUMENT);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
   CHECK(trn_queue_read_file(queue, mem, 0, f, UINT64_MAX - 4, 16, nullptr, nullptr) ==
         TRN_ERROR_OUT_OF_RANGE);
   CHECK(error_contains("largest file offset"));
