@@ -101,6 +101,7 @@ void run_elementwise(trn_queue_t queue, const trn_sync_t *sync, const Elementwis
   std::vector<const Tensor *> all = e.inputs;
   all.push_back(e.out);
   check_same_device(all, e.name);
+  check_overlap({e.out}, e.inputs, e.name, true);
   if (e.out->numel() == 0) return queue_empty_op(queue, sync);
   // Strided inputs are made contiguous on the device first, when the op may run there.
   Staging staging(queue, sync);
@@ -356,6 +357,7 @@ TRN_OPS_API trn_result_t trn_ops_copy(trn_queue_t queue, const trn_ops_tensor_t 
                                       const trn_ops_tensor_t *x, const trn_sync_t *sync) {
   return run_op("trn_ops_copy", queue, [&] {
     const Tensor o = tensor_arg(out, "out"), in = tensor_arg(x, "x");
+    check_overlap({&o}, {&in}, "copy", true);
     // The same dtype, both contiguous and of one size: a DMA copy.
     if (o.dtype == in.dtype && o.contiguous() && in.contiguous() && o.shape == in.shape &&
         !config().host_only && o.device_index == in.device_index && o.numel() > 0) {

@@ -65,6 +65,7 @@ TRN_OPS_API trn_result_t trn_ops_matmul(trn_queue_t queue, const trn_ops_tensor_
     const MatmulShape s = matmul_shape(ta, tb, flags, "matmul");
     check_shape(o, s.out, "out", "matmul");
     check_same_device({&o, &ta, &tb}, "matmul");
+    check_overlap({&o}, {&ta, &tb}, "matmul", false);
     if (o.numel() == 0) return queue_empty_op(queue, sync);
     const Tensor none;
     Staging staging(queue, sync);
@@ -100,6 +101,7 @@ TRN_OPS_API trn_result_t trn_ops_addmm(trn_queue_t queue, const trn_ops_tensor_t
       invalid(fmt::format("addmm: bias {} does not broadcast to the output {}", c.describe(),
                           shape_text(s.out)));
     check_same_device({&o, &c, &ta, &tb}, "addmm");
+    check_overlap({&o}, {&ta, &tb}, "addmm", false);
     if (o.numel() == 0) return queue_empty_op(queue, sync);
     Staging staging(queue, sync);
     const bool may = !host_reason({&o}, false);

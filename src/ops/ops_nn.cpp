@@ -150,6 +150,7 @@ TRN_OPS_API trn_result_t trn_ops_nll_loss(trn_queue_t queue, const trn_ops_tenso
     check_shape(o, s.out, "out", op);
     if (tw.present()) check_shape(tw, {}, "total_weight", op);
     check_same_device({&o, &tw, &lp, &t, &w}, op);
+    check_overlap({&o, &tw}, {&lp, &t, &w}, op, false);
     const bool want_tw = tw.present();
     run_on_host(queue, sync, op, signature_of({&lp, &t, &w}, {&o, &tw}),
                 reason_for({&o, &tw, &lp, &t, &w}, op), {lp, t, w}, {o, tw}, [=](const Arrays &a) {
@@ -177,6 +178,7 @@ TRN_OPS_API trn_result_t trn_ops_nll_loss_backward(
     check_shape(g, s.out, "grad_out", op);
     check_shape(tw, {}, "total_weight", op);
     check_same_device({&gl, &g, &lp, &t, &w, &tw}, op);
+    check_overlap({&gl}, {&g, &lp, &t, &w, &tw}, op, false);
     run_on_host(queue, sync, op, signature_of({&g, &lp, &t, &w, &tw}, {&gl}),
                 reason_for({&gl, &g, &lp, &t, &w, &tw}, op), {g, lp, t, w, tw}, {gl},
                 [=](const Arrays &a) {
@@ -202,6 +204,7 @@ TRN_OPS_API trn_result_t trn_ops_embedding(trn_queue_t queue, const trn_ops_tens
     shape.push_back(w.shape[1]);
     check_shape(o, shape, "out", op);
     check_same_device({&o, &w, &idx}, op);
+    check_overlap({&o}, {&w, &idx}, op, false);
     run_on_host(queue, sync, op, signature_of({&w, &idx}, {&o}), reason_for({&o, &w, &idx}, op),
                 {w, idx}, {o}, [](const Arrays &a) { return Arrays{host::embedding(a[0], a[1])}; });
   });
@@ -224,6 +227,7 @@ TRN_OPS_API trn_result_t trn_ops_embedding_backward(trn_queue_t queue,
     shape.push_back(gw.shape[1]);
     check_shape(g, shape, "grad_out", op);
     check_same_device({&gw, &g, &idx}, op);
+    check_overlap({&gw}, {&g, &idx}, op, false);
     const int64_t rows = gw.shape[0];
     run_on_host(queue, sync, op, signature_of({&g, &idx}, {&gw}), reason_for({&gw, &g, &idx}, op),
                 {g, idx}, {gw}, [=](const Arrays &a) {
@@ -245,6 +249,7 @@ TRN_OPS_API trn_result_t trn_ops_conv2d(trn_queue_t queue, const trn_ops_tensor_
     check_shape(o, conv_out_shape(in, w, c.p, op), "out", op);
     if (b.present()) check_shape(b, {w.shape[0]}, "bias", op);
     check_same_device({&o, &in, &w, &b}, op);
+    check_overlap({&o}, {&in, &w, &b}, op, false);
     const host::Conv2dParams p = c.p;
     const std::optional<std::string> reason = conv2d_on_device(queue, sync, p, o, in, w, b);
     if (!reason) return;
@@ -271,6 +276,7 @@ TRN_OPS_API trn_result_t trn_ops_conv2d_backward(
     if (gw.present()) check_shape(gw, w.shape, "grad_weight", op);
     if (gb.present()) check_shape(gb, {w.shape[0]}, "grad_bias", op);
     check_same_device({&g, &gx, &gw, &gb, &in, &w}, op);
+    check_overlap({&gx, &gw, &gb}, {&g, &in, &w}, op, false);
     if (!gx.present() && !gw.present() && !gb.present()) return queue_empty_op(queue, sync);
     const host::Conv2dParams p = c.p;
     const std::optional<std::string> reason =
@@ -306,6 +312,7 @@ TRN_OPS_API trn_result_t trn_ops_max_pool2d(trn_queue_t queue, const trn_ops_ten
       check_integer(idx, "indices", op);
     }
     check_same_device({&o, &idx, &in}, op);
+    check_overlap({&o, &idx}, {&in}, op, false);
     const bool want_idx = idx.present();
     run_on_host(queue, sync, op, signature_of({&in}, {&o, &idx}), reason_for({&o, &idx, &in}, op),
                 {in}, {o, idx}, [=](const Arrays &a) {
@@ -333,6 +340,7 @@ TRN_OPS_API trn_result_t trn_ops_max_pool2d_backward(trn_queue_t queue,
     check_shape(idx, g.shape, "indices", op);
     check_integer(idx, "indices", op);
     check_same_device({&gx, &g, &idx}, op);
+    check_overlap({&gx}, {&g, &idx}, op, false);
     const Shape x_shape = gx.shape;
     run_on_host(queue, sync, op, signature_of({&g, &idx}, {&gx}), reason_for({&gx, &g, &idx}, op),
                 {g, idx}, {gx}, [x_shape](const Arrays &a) {

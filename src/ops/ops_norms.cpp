@@ -175,6 +175,7 @@ TRN_OPS_API trn_result_t trn_ops_layer_norm(trn_queue_t queue, const trn_ops_ten
     check_optional(w, s.normalized, "weight", "layer_norm");
     check_optional(b, s.normalized, "bias", "layer_norm");
     check_same_device({&o, &m, &r, &in, &w, &b}, "layer_norm");
+    check_overlap({&o, &m, &r}, {&in, &w, &b}, "layer_norm", false);
     if (eps < 0) invalid(fmt::format("layer_norm: eps is {}; it must not be negative", eps));
     if (in.numel() == 0) return queue_empty_op(queue, sync);
     auto reason = norm_on_device(queue, sync, true, o, in, w, b, m, r, s, eps);
@@ -217,6 +218,7 @@ TRN_OPS_API trn_result_t trn_ops_layer_norm_backward(
     if (gw.present() && !w.present())
       invalid("layer_norm_backward: grad_weight needs the weight the forward used");
     check_same_device({&g, &gx, &gw, &gb, &in, &m, &r, &w}, op);
+    check_overlap({&gx, &gw, &gb}, {&g, &in, &m, &r, &w}, op, false);
     if (!gx.present() && !gw.present() && !gb.present()) return queue_empty_op(queue, sync);
     std::optional<std::string> reason =
         norm_backward_on_device(queue, sync, true, gx, gw, gb, g, in, m, r, w, s);
@@ -248,6 +250,7 @@ TRN_OPS_API trn_result_t trn_ops_rms_norm(trn_queue_t queue, const trn_ops_tenso
     check_optional(r, s.stats, "rstd", "rms_norm");
     check_optional(w, s.normalized, "weight", "rms_norm");
     check_same_device({&o, &r, &in, &w}, "rms_norm");
+    check_overlap({&o, &r}, {&in, &w}, "rms_norm", false);
     if (eps < 0) invalid(fmt::format("rms_norm: eps is {}; it must not be negative", eps));
     if (in.numel() == 0) return queue_empty_op(queue, sync);
     const Tensor none;
@@ -284,6 +287,7 @@ TRN_OPS_API trn_result_t trn_ops_rms_norm_backward(
     if (gw.present() && !w.present())
       invalid("rms_norm_backward: grad_weight needs the weight the forward used");
     check_same_device({&g, &gx, &gw, &in, &r, &w}, op);
+    check_overlap({&gx, &gw}, {&g, &in, &r, &w}, op, false);
     if (!gx.present() && !gw.present()) return queue_empty_op(queue, sync);
     const Tensor none;
     std::optional<std::string> reason =

@@ -86,6 +86,7 @@ TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t o
     const std::vector<int64_t> reduced = reduced_dims(in, dims, dim_count, index_op);
     check_shape(o, reduced_shape(in, reduced, keepdim != 0), "out", name);
     check_same_device({&o, &in}, name);
+    check_overlap({&o}, {&in}, name, false);
     if (in.numel() == 0 && (op != TRN_OPS_SUM && op != TRN_OPS_MEAN))
       invalid(fmt::format("{}: x {} has no elements to reduce", name, in.describe()));
     if (o.numel() == 0) return queue_empty_op(queue, sync);

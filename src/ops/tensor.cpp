@@ -180,6 +180,61 @@ void check_same_device(const std::vector<const Tensor *> &tensors, const char *o
   }
 }
 
+namespace {
+
+bool same_view(const Tensor &a, const Tensor &b) {
+  return a.mem == b.mem && a.offset == b.offset && a.dtype == b.dtype && a.shape == b.shape &&
+         a.strides == b.strides;
+}
+
+// Its elements fill its span: no gaps, nothing read twice.
+bool dense(const Tensor &t) {
+  return t.span_end - t.span_begin == static_cast<uint64_t>(t.numel()) * t.element_size();
+}
+
+// Whether two views of one allocation share a byte: certain when their spans are disjoint, or
+// when both are dense; views with gaps (a column of a matrix and its neighbour) may interleave
+// without sharing one, and are let through, as PyTorch lets them.
+bool partly_overlap(const Tensor &a, const Tensor &b) {
+  if (a.mem != b.mem || a.numel() == 0 || b.numel() == 0) return false;
+  if (a.span_end <= b.span_begin || b.span_end <= a.span_begin) return false;
+  return dense(a) && dense(b);
+}
+
+}  // namespace
+
+void check_overlap(const std::vector<const Tensor *> &outputs,
+                   const std::vector<const Tensor *> &inputs, const char *op, bool in_place_ok) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor &o = *outputs[i];
+    if (!o.present()) continue;
+    for (size_t d = 0; d < o.shape.size(); ++d)
+      if (o.strides[d] == 0 && o.shape[d] > 1)
+        invalid(
+            fmt::format("{}: output {} broadcasts dim {} (stride 0): an output's elements "
+                        "must be distinct",
+                        op, o.describe(), d));
+    for (size_t j = i + 1; j < outputs.size(); ++j)
+      if (outputs[j]->present() && (same_view(o, *outputs[j]) || partly_overlap(o, *outputs[j])))
+        invalid(fmt::format("{}: outputs {} and {} overlap: give each output its own memory", op,
+                            o.describe(), outputs[j]->describe()));
+    for (const Tensor *in : inputs) {
+      if (!in->present()) continue;
+      if (same_view(o, *in)) {
+        if (in_place_ok) continue;
+        invalid(fmt::format("{}: the output {} is also an input: {} does not run in place", op,
+                            o.describe(), op));
+      }
+      if (partly_overlap(o, *in))
+        invalid(
+            fmt::format("{}: the output {} partly overlaps the input {}: an output may "
+                        "only be exactly an input{}",
+                        op, o.describe(), in->describe(),
+                        in_place_ok ? " (in place)" : ", and not for this op"));
+    }
+  }
+}
+
 void check_shape(const Tensor &t, const Shape &expected, const char *name, const char *op) {
   if (t.shape != expected)
     invalid(

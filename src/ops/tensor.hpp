@@ -56,5 +56,9 @@ int64_t normalize_dim(int64_t dim, int64_t rank, const char *op);
 // Every tensor on one device, and outputs of the expected shape: errors name the argument.
 void check_same_device(const std::vector<const Tensor *> &tensors, const char *op);
 void check_shape(const Tensor &t, const Shape &expected, const char *name, const char *op);
+// Outputs distinct from each other (and with no broadcast dim), and from the inputs unless an
+// output is exactly an input and the op runs in place (`in_place_ok`): errors name both views.
+void check_overlap(const std::vector<const Tensor *> &outputs,
+                   const std::vector<const Tensor *> &inputs, const char *op, bool in_place_ok);
 
 }  // namespace trn::ops

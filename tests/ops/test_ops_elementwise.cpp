@@ -366,6 +366,43 @@ TEST_CASE("bad arguments are refused with a message, and nothing is queued", "[o
   CHECK(s.builds == 0);
 }
 
+TEST_CASE("overlapping outputs are refused before anything is queued", "[ops][negative]") {
+  OpsFixture f;
+  DeviceTensor a = f.tensor(TRN_DTYPE_F32, {4, 5}), sq = f.tensor(TRN_DTYPE_F32, {5, 5});
+  // An output that partly overlaps its input: the same memory 4 bytes on.
+  trn_ops_tensor_t in = a.t, shifted = a.t;
+  in.shape[0] = 3;
+  shifted.shape[0] = 3;
+  shifted.offset = 4;
+  CHECK(trn_ops_unary(f.queue(), TRN_OPS_NEG, &shifted, &in, nullptr) ==
+        TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(ops_error().find("partly overlaps the input") != std::string::npos);
+  // An output that broadcasts (stride 0) would write one element many times.
+  trn_ops_tensor_t spread = a.t;
+  spread.strides[0] = 0;
+  CHECK(trn_ops_unary(f.queue(), TRN_OPS_NEG, &spread, a.get(), nullptr) ==
+        TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(ops_error().find("stride 0") != std::string::npos);
+  // Two outputs in one place.
+  DeviceTensor x = f.tensor(TRN_DTYPE_F32, {4, 8}), y = f.tensor(TRN_DTYPE_F32, {4, 8}),
+               stats = f.tensor(TRN_DTYPE_F32, {4, 1});
+  CHECK(trn_ops_layer_norm(f.queue(), y.get(), stats.get(), stats.get(), x.get(), nullptr, nullptr,
+                           1, 1e-5, nullptr) == TRN_ERROR_INVALID_ARGUMENT);
+  INFO(ops_error());
+  CHECK(ops_error().find("overlap") != std::string::npos);
+  // A matmul does not run in place.
+  CHECK(trn_ops_matmul(f.queue(), sq.get(), sq.get(), sq.get(), 0, nullptr) ==
+        TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(ops_error().find("does not run in place") != std::string::npos);
+  // Interleaved views that share no element (two columns) are fine, and so is exactly in place.
+  trn_ops_tensor_t col0 = a.t, col1 = a.t;
+  col0.shape[1] = col1.shape[1] = 1;
+  col1.offset = 4;
+  CHECK(trn_ops_copy(f.queue(), &col1, &col0, nullptr) == TRN_SUCCESS);
+  CHECK(trn_ops_unary(f.queue(), TRN_OPS_NEG, a.get(), a.get(), nullptr) == TRN_SUCCESS);
+  f.finish();
+}
+
 TEST_CASE("elementwise ops work in place: the output may be one of the inputs", "[ops][binary]") {
   OpsFixture f;
   std::mt19937 rng(8);
