@@ -542,7 +542,11 @@ TRN_API trn_result_t trn_mem_alloc(trn_pool_t pool, uint64_t size, uint64_t alig
  */
 TRN_API trn_result_t trn_mem_free(trn_mem_t mem);
 
-/** trn_mem_register_host: the device only reads the memory (a copy or memset into it fails). */
+/**
+ * trn_mem_register_host: the device only reads the memory: a queued command that writes it (a
+ * copy, memset, read or file read into it) fails. The host's own writes stay the caller's
+ * business (trn_mem_write, trn_mem_set and a mapping write it, as they write any host memory).
+ */
 #define TRN_MEM_REGISTER_READ_ONLY 0x1u
 
 /**

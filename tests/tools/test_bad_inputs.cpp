@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -139,4 +140,25 @@ TEST_CASE("tools: trn-bench refuses arguments it does not know", "[tools]") {
                  {"trn-bench alloc: unknown argument '--quik' (it takes --quick)"});
   expect_refused(run({TRN_BENCH_PATH, "matmul", "--quick", "--trn4"}), 2,
                  {"unknown argument '--trn4' (it takes --quick, --trn1, --trn3)"});
+}
+
+TEST_CASE("tools: a usage error is one line naming the tool, and exit status 2", "[tools]") {
+  const std::vector<std::pair<std::string, std::string>> tools = {
+      {TRN_LS_PATH, "trn-ls"},           {TRN_TOP_PATH, "trn-top"},
+      {TRN_MONITOR_PATH, "trn-monitor"}, {TRN_AS_PATH, "trn-as"},
+      {TRN_OBJDUMP_PATH, "trn-objdump"}, {TRN_RUN_PATH, "trn-run"},
+      {TRN_LOAD_PATH, "trn-load"},       {TRN_COMM_TEST_PATH, "trn-comm-test"}};
+  for (const auto &[path, name] : tools) {
+    INFO(name);
+    const Result r = run({path, "--no-such-option", "x"});
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.rfind(name + ": ", 0) == 0);
+    CHECK(r.output.find(name + " --help lists the options") != std::string::npos);
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  }
+  // trn-run --json: the error is a JSON object on stdout too.
+  const Result r = run({TRN_RUN_PATH, "--json"});
+  CHECK(r.code == 2);
+  CHECK(r.output.find("\"exit_code\": 2") != std::string::npos);
 }

@@ -14,6 +14,7 @@
 #include "isa/assembler.hpp"
 #include "isa/container.hpp"
 #include "isa/validate.hpp"
+#include "tool_common/cli_parse.hpp"
 
 using namespace trn::isa;
 
@@ -38,7 +39,7 @@ int main(int argc, char **argv) {
   app.set_version_flag("--version", std::string("trn-as ") + TRN_RELEASE_STRING);
   app.add_option("--target", target_name, "NeuronCore generation to validate for")
       ->check(CLI::IsMember({"trn1", "trn2", "trn3"}));
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = trn::tools::parse_command_line(app, "trn-as", argc, argv)) return *status;
 
   Target target;  // trn2: NeuronCore-v3
   if (target_name == "trn1") {

@@ -25,6 +25,7 @@
 #include "report.hpp"
 #include "sim_hosts.hpp"
 #include "tool_common/cli_checks.hpp"
+#include "tool_common/cli_parse.hpp"
 #include "tool_common/cpus.hpp"
 
 namespace {
@@ -400,11 +401,8 @@ int main(int argc, char **argv) {
       ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per size instead of the table");
   app.set_version_flag("--version", std::string("trn-comm-test ") + trn_get_version_string());
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError &e) {
-    return app.exit(e) == 0 ? kExitOk : kExitError;
-  }
+  if (auto status = trn::tools::parse_command_line(app, "trn-comm-test", argc, argv))
+    return *status;
   o.ranks_given = app.count("--ranks") > 0;
   o.settings.op = *parse_op(op);
   o.settings.redop = redop == "max" ? TRN_COMM_MAX : redop == "min" ? TRN_COMM_MIN : TRN_COMM_SUM;

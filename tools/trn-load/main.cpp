@@ -20,6 +20,7 @@
 
 #include "common/parse.hpp"
 #include "common/read_file.hpp"
+#include "tool_common/cli_parse.hpp"
 #include "tool_common/table.hpp"
 #include "trn/safetensors.hpp"
 #include "trn/trn.h"
@@ -226,11 +227,7 @@ int main(int argc, char **argv) {
   app.add_option("--tensor", o.tensors, "only this tensor (repeatable)")->allow_extra_args(false);
   app.add_flag("--json", o.json, "print one JSON object instead of text (no progress)");
   app.set_version_flag("--version", std::string("trn-load ") + trn_get_version_string());
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError &e) {
-    return app.exit(e) == 0 ? kExitOk : kExitError;
-  }
+  if (auto status = trn::tools::parse_command_line(app, "trn-load", argc, argv)) return *status;
   // One tensor named twice is loaded once.
   std::vector<std::string> unique;
   for (const std::string &name : o.tensors)

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "tool_common/cli_parse.hpp"
 #include "trn-ls/render.hpp"
 
 int main(int argc, char **argv) {
@@ -12,7 +13,7 @@ int main(int argc, char **argv) {
   app.add_flag("-w,--wide", wide, "one line per process: pid, command, cores, runtime version");
   app.add_flag("-t,--topology", topology, "draw the links between devices");
   app.set_version_flag("--version", std::string("trn-ls ") + trn_get_version_string());
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = trn::tools::parse_command_line(app, "trn-ls", argc, argv)) return *status;
 
   trn::tools::Snapshot snapshot;
   if (trn_result_t r = trn::tools::take_snapshot(&snapshot); r != TRN_SUCCESS) {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdio>
 
+#include "tool_common/cli_parse.hpp"
 #include "tool_common/clock.hpp"
 #include "trn-monitor/metrics_server.hpp"
 #include "trn-monitor/report.hpp"
@@ -34,7 +35,7 @@ int main(int argc, char **argv) {
   app.add_option("--prometheus-textfile", textfile,
                  "write Prometheus text to this file every period (node_exporter textfile)");
   app.set_version_flag("--version", std::string("trn-monitor ") + trn_get_version_string());
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = trn::tools::parse_command_line(app, "trn-monitor", argc, argv)) return *status;
 
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);

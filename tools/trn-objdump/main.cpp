@@ -12,6 +12,7 @@
 #include "isa/container.hpp"
 #include "isa/disassembler.hpp"
 #include "isa/program_container.hpp"
+#include "tool_common/cli_parse.hpp"
 
 using namespace trn::isa;
 
@@ -150,7 +151,7 @@ int main(int argc, char **argv) {
   app.add_flag("-h,--headers", show_headers,
                "print a summary: name, arguments, instructions per engine, constants size (for "
                "a program: its tables without its kernels' assembly)");
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = trn::tools::parse_command_line(app, "trn-objdump", argc, argv)) return *status;
 
   std::vector<std::byte> bytes;
   if (auto err = trn::common::read_regular_file(input, trn::common::kMaxKernelFileBytes, bytes)) {

@@ -25,6 +25,7 @@
 #include "common/parse.hpp"
 #include "common/read_file.hpp"
 #include "tool_common/cli_checks.hpp"
+#include "tool_common/cli_parse.hpp"
 #include "tool_common/table.hpp"
 #include "trn-run/npy.hpp"
 #include "trn-run/scalar_value.hpp"
@@ -980,10 +981,21 @@ int main(int argc, char **argv) {
                  "seconds to wait for each launch (default 600; inf: no limit)")
       ->check(trn::tools::positive_seconds());
   app.set_version_flag("--version", std::string("trn-run ") + trn_get_version_string());
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError &e) {
-    return app.exit(e) == 0 ? kExitOk : kExitError;
+  std::string usage_error;
+  if (auto status = trn::tools::parse_command_line(app, "trn-run", argc, argv, &usage_error)) {
+    // --json promises one object on stdout, a usage error's too.
+    for (int i = 1; i < argc && *status != kExitOk; ++i)
+      if (std::string(argv[i]) == "--json") {
+        std::cout << json{{"schema_version", kSchemaVersion},
+                          {"trn_version", trn_get_version_string()},
+                          {"error", usage_error},
+                          {"fault", nullptr},
+                          {"exit_code", *status}}
+                         .dump(2)
+                  << "\n";
+        break;
+      }
+    return *status;
   }
 
   int code = kExitOk;

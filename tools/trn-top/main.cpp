@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "tool_common/cli_parse.hpp"
 #include "tool_common/clock.hpp"
 #include "trn-top/live.hpp"
 #include "trn-top/screen.hpp"
@@ -65,7 +66,7 @@ int main(int argc, char **argv) {
                  "only this device in batch mode; the device shown first on the screen");
   app.add_flag("-e,--engines", engines, "the per-engine table instead of the per-core one");
   app.set_version_flag("--version", std::string("trn-top ") + trn_get_version_string());
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = trn::tools::parse_command_line(app, "trn-top", argc, argv)) return *status;
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
 
