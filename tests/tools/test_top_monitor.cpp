@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cctype>
 #include <fstream>
@@ -209,12 +210,22 @@ TEST_CASE("no device and unreadable state give the same one line in every tool")
              Catch::Contains("sim driver: TRN_SIM_DEVICES=0"));
   const std::string ls = run_command({TRN_LS_PATH}, 20000, &status);
   CHECK_THAT(ls, Catch::Contains("no devices: sim driver: TRN_SIM_DEVICES=0"));
+  // A device asked for by number does not exist: exit 2, with the reason.
+  const std::string one =
+      run_command({TRN_TOP_PATH, "-b", "-n", "1", "-d", "100", "--device", "0"}, 20000, &status);
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK_THAT(one, Catch::Contains("there is no device 0 (no devices: sim driver"));
 
   env.set("TRN_SIM_DEVICES", nullptr);
   env.set("TRN_VISIBLE_CORES", "x");
   const std::string reason = "TRN_VISIBLE_CORES='x' is malformed";
-  CHECK_THAT(run_command({TRN_TOP_PATH, "-b", "-n", "1", "-d", "100"}, 20000, &status),
-             Catch::Contains(reason));
+  // Unreadable: the whole reason, wrapped rather than cut at the width, and exit status 1.
+  const std::string narrow =
+      run_command({TRN_TOP_PATH, "-b", "-n", "1", "-d", "100", "-w", "40"}, 20000, &status);
+  CHECK(WEXITSTATUS(status) == 1);
+  std::string joined = narrow;
+  std::replace(joined.begin(), joined.end(), '\n', ' ');
+  CHECK_THAT(joined, Catch::Contains(reason));
   const auto bad = monitor_documents("1");
   REQUIRE(!bad.empty());
   CHECK_THAT(bad.front().at("error").get<std::string>(), Catch::Contains(reason));

@@ -32,9 +32,11 @@ std::vector<size_t> devices_to_show(const trn::tools::Frame &frame, std::optiona
 
 int run_batch(trn::tools::Sampler &sampler, trn::tools::View view, std::optional<uint32_t> only,
               uint32_t delay_ms, uint32_t count) {
+  bool unreadable = false;  // the last snapshot's state could not be read: exit 1, as trn-ls
   for (uint32_t i = 0; (count == 0 || i < count) && !g_stop.load(); ++i) {
     trn::tools::sleep_ms(delay_ms, g_stop);
     const trn::tools::Frame frame = sampler.sample();
+    unreadable = !frame.error.empty();
     for (size_t device : devices_to_show(frame, only)) {
       view.device = device;
       for (const auto &line : trn::tools::render_top(frame, view))
@@ -43,7 +45,7 @@ int run_batch(trn::tools::Sampler &sampler, trn::tools::View view, std::optional
     }
     std::fflush(stdout);
   }
-  return 0;
+  return unreadable ? 1 : 0;
 }
 
 }  // namespace
@@ -73,6 +75,11 @@ int main(int argc, char **argv) {
   trn::tools::Sampler sampler;
   // The baseline the first period's rates are measured from; it also says which devices exist.
   const trn::tools::Frame baseline = sampler.sample();
+  if (device && baseline.error.empty() && baseline.devices.empty()) {
+    std::fprintf(stderr, "trn-top: there is no device %u (no devices: %s)\n", *device,
+                 baseline.no_device_reason.c_str());
+    return 2;
+  }
   if (device && !baseline.devices.empty() && *device >= baseline.devices.size()) {
     const size_t last = baseline.devices.size() - 1;
     std::fprintf(

@@ -15,6 +15,22 @@ std::string bar(double percent, size_t width) {
   return "[" + std::string(filled, '#') + std::string(width - filled, ' ') + "]";
 }
 
+// A message in lines of at most `width`, broken at spaces (a word longer than that stands alone):
+// a reason must be read whole, not cut at the edge.
+std::vector<std::string> wrap(const std::string &text, size_t width) {
+  std::vector<std::string> out{""};
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find(' ', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(at, end - at);
+    if (!out.back().empty() && out.back().size() + 1 + word.size() > width) out.emplace_back();
+    out.back() += (out.back().empty() ? "" : " ") + word;
+    at = end + 1;
+  }
+  return out;
+}
+
 std::string fit(std::string text, size_t width) {
   if (text.size() > width) text.resize(width);
   return text;
@@ -130,10 +146,12 @@ std::vector<std::string> render_top(const Frame &frame, const View &view) {
   std::vector<std::string> lines;
   const size_t width = std::max<size_t>(view.width, 40);
   const std::string title = std::string("trn-top ") + trn_get_version_string();
-  if (!frame.error.empty()) {
-    lines = {title, "trn-top: " + frame.error};
-  } else if (frame.devices.empty()) {
-    lines = {title, "trn-top: no devices: " + frame.no_device_reason};
+  if (!frame.error.empty() || frame.devices.empty()) {
+    lines = wrap(frame.error.empty() ? "trn-top: no devices: " + frame.no_device_reason
+                                     : "trn-top: " + frame.error,
+                 width);
+    lines.insert(lines.begin(), title);
+    return lines;
   } else {
     const size_t index = std::min(view.device, frame.devices.size() - 1);
     const DeviceFigures &device = frame.devices[index];
