@@ -707,7 +707,7 @@ TEST_CASE("trn-run: npy malformed headers are rejected", "[npy]") {
     CHECK_THAT(parse_error(with_header("{'descr': [('a', '<f4')], 'fortran_order': False, "
                                        "'shape': (1,)}",
                                        4)),
-               Catch::Contains("structured dtypes"));
+               Catch::Contains("structured dtypes") && Catch::Contains("a['name']"));
   }
   SECTION("unsupported layouts and dtypes") {
     CHECK_THAT(
@@ -718,10 +718,14 @@ TEST_CASE("trn-run: npy malformed headers are rejected", "[npy]") {
         Catch::Contains("big-endian"));
     CHECK_THAT(
         parse_error(with_header("{'descr': '|O', 'fortran_order': False, 'shape': (1,)}", 8)),
-        Catch::Contains("unsupported dtype descr '|O'"));
+        Catch::Contains("unsupported dtype descr '|O': an object array holds Python objects") &&
+            Catch::Contains("np.asarray(a, dtype=np.float32)"));
     CHECK_THAT(
         parse_error(with_header("{'descr': '<c8', 'fortran_order': False, 'shape': (1,)}", 8)),
-        Catch::Contains("unsupported dtype"));
+        Catch::Contains("complex arrays have no trn dtype") && Catch::Contains("a.real"));
+    CHECK_THAT(
+        parse_error(with_header("{'descr': '<U4', 'fortran_order': False, 'shape': (1,)}", 16)),
+        Catch::Contains("astype(np.float32)"));
     // A big-endian single byte has no byte order: accepted.
     CHECK(parse_error(with_header("{'descr': '>u1', 'fortran_order': False, 'shape': (1,)}", 1))
               .empty());

@@ -26,7 +26,8 @@ int main(int argc, char **argv) {
   uint32_t interval_ms = 1000, count = 0;
   int prometheus_port = -1;
   std::string textfile;
-  app.add_option("-i,--interval-ms", interval_ms, "period between documents")
+  app.add_option("-i,--interval-ms", interval_ms,
+                 "milliseconds between documents, 10 to 3600000 (default 1000)")
       ->check(CLI::Range(10u, 3600000u));
   app.add_option("-n,--count", count, "documents to print, then exit (0: until interrupted)");
   app.add_option("--prometheus", prometheus_port,

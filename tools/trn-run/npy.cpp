@@ -184,6 +184,24 @@ uint32_t read_le(const std::byte *p, size_t n) {
   return v;
 }
 
+// Why a dtype descr is refused, and how to re-save the array.
+std::string unsupported_descr(const std::string &descr) {
+  const size_t at = !descr.empty() && std::strchr("<>|=", descr[0]) ? 1 : 0;
+  const char kind = at < descr.size() ? descr[at] : '?';
+  std::string why = "unsupported dtype descr '" + descr + "': ";
+  if (kind == 'c')
+    return why +
+           "complex arrays have no trn dtype; save the parts as two float arrays "
+           "(np.save(path, a.real) and a.imag)";
+  if (kind == 'O')
+    return why +
+           "an object array holds Python objects, not numbers; save a numeric one "
+           "(np.save(path, np.asarray(a, dtype=np.float32)))";
+  return why +
+         "trn-run reads float (f2, f4, f8, bfloat16, fp8), integer (i1-i8, u1-u8) and bool "
+         "arrays; convert it (np.save(path, a.astype(np.float32)))";
+}
+
 }  // namespace
 
 std::optional<DType> parse_descr(const std::string &descr, std::string *error) {
@@ -209,18 +227,18 @@ std::optional<DType> parse_descr(const std::string &descr, std::string *error) {
     }
   }
   if (t.kind == 0) {
-    if (body.size() < 2 || body.size() > 3) return fail("unsupported dtype descr '" + descr + "'");
+    if (body.size() < 2 || body.size() > 3) return fail(unsupported_descr(descr));
     const char kind = body[0];
     size_t size = 0;
     for (size_t i = 1; i < body.size(); ++i) {
-      if (body[i] < '0' || body[i] > '9') return fail("unsupported dtype descr '" + descr + "'");
+      if (body[i] < '0' || body[i] > '9') return fail(unsupported_descr(descr));
       size = size * 10 + static_cast<size_t>(body[i] - '0');
     }
     const bool ok =
         (kind == 'f' && (size == 2 || size == 4 || size == 8)) ||
         ((kind == 'i' || kind == 'u') && (size == 1 || size == 2 || size == 4 || size == 8)) ||
         (kind == 'b' && size == 1) || (kind == 'V' && size >= 1 && size <= 8);
-    if (!ok) return fail("unsupported dtype descr '" + descr + "'");
+    if (!ok) return fail(unsupported_descr(descr));
     t.kind = kind;
     t.itemsize = size;
   }
@@ -275,7 +293,9 @@ std::optional<std::string> parse(std::span<const std::byte> bytes, Array &out) {
   if (!descr || !fortran || !shape)
     return std::string("malformed header: it needs the keys 'descr', 'fortran_order' and 'shape'");
   if (descr->kind == Value::Kind::kSequence)
-    return std::string("structured dtypes (a list descr) are not supported");
+    return std::string(
+        "structured dtypes (a list descr) are not supported; save each field as an array of "
+        "its own (np.save(path, a['name']))");
   if (descr->kind != Value::Kind::kString)
     return std::string("malformed header: 'descr' is not a string");
   if (fortran->kind != Value::Kind::kBool)
