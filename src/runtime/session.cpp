@@ -141,6 +141,9 @@ void Session::release_all() {
 }
 
 trn_result_t Session::create(std::shared_ptr<Session> *out, std::string *why) {
+  // The loggers read TRN_LOG_LEVEL when the first is made: at start, so that a malformed level
+  // is reported then, not at the first message (which may never come).
+  common::logger("runtime");
   VisibilityConfig visibility;
   if (trn_result_t r = load_visibility(&visibility, why); r != TRN_SUCCESS) return r;
   std::vector<DriverTable> tables;

@@ -197,6 +197,15 @@ TEST_CASE("trn-monitor serves Prometheus text over loopback and writes a textfil
   CHECK_THAT(text.str(), Catch::Contains("trn_up 1"));
 }
 
+TEST_CASE("a malformed TRN_LOG_LEVEL is reported when the runtime starts") {
+  SimEnv env;
+  env.set("TRN_LOG_LEVEL", "loud");
+  int status = 0;
+  const std::string ls = run_command({TRN_LS_PATH}, 20000, &status);
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_THAT(ls, Catch::Contains("TRN_LOG_LEVEL='loud' is not a level"));
+}
+
 TEST_CASE("no device and unreadable state give the same one line in every tool") {
   SimEnv env;
   env.set("TRN_SIM_DEVICES", "0");
