@@ -169,6 +169,10 @@ TEST_CASE("trn-run: vector add with --in/--out/--expect passes") {
   INFO(all.output);
   REQUIRE(all.code == 0);
   CHECK(load<float>(dir / "out.npy", "<f4", kShape) == files.sum);
+  const Result missing = trn_run({kernel("vector_add"), "--in", "a=" + files.a, "--in",
+                                  "b=" + files.b, "--out-dir", dir / "nowhere"});
+  CHECK(missing.code == 2);
+  CHECK_THAT(missing.output, Catch::Contains("no such directory (create it first)"));
 }
 
 TEST_CASE("trn-run: the example of docs/assembly.md assembles and runs race-free") {

@@ -711,6 +711,8 @@ Report run(const Options &o) {
   }
   if (!o.out_dir.empty()) {
     std::error_code ec;
+    if (!std::filesystem::exists(o.out_dir, ec))
+      fail("--out-dir " + o.out_dir + ": no such directory (create it first)");
     if (!std::filesystem::is_directory(o.out_dir, ec))
       fail("--out-dir " + o.out_dir + ": not a directory");
   }
