@@ -801,8 +801,8 @@ TRN_API trn_result_t trn_queue_read(trn_queue_t queue, void *destination, trn_me
  * file offset and the memory's address agree on 4096-byte alignment (the rest through the page
  * cache). Any descriptor of a file open for reading works (`O_DIRECT` is not needed: the driver
  * reopens the file with it); a pipe, a socket or a directory has no offsets and is refused with
- * TRN_ERROR_INVALID_ARGUMENT. `fd` must stay open until the command completes, as host memory must for
- * trn_queue_write; what happens in between (a truncation, a closed descriptor) is the command's
+ * TRN_ERROR_INVALID_ARGUMENT. `fd` must stay open until the command completes, as host memory must
+ * for trn_queue_write; what happens in between (a truncation, a closed descriptor) is the command's
  * fault, never a crash.
  *
  * A file shorter than `file_offset + size`, an I/O error or a descriptor that is not open when

@@ -149,9 +149,9 @@ class RootService {
         }
         // The shortest timeout of a rank that arrived bounds the rendezvous, so that the service
         // names the missing ranks before that rank gives up on its own.
-        if (const uint64_t t = now_ns();
-            rank_timeout && common::deadline_after(rank_timeout, t) < end) {
-          end = common::deadline_after(rank_timeout, t);
+        if (const uint64_t bound = common::deadline_after(rank_timeout, now_ns());
+            rank_timeout && bound < end) {
+          end = bound;
           limit_ns = rank_timeout;
         }
         if (token != token_) {

@@ -43,7 +43,7 @@ FileError too_large(uint64_t size, uint64_t max_bytes) {
 
 }  // namespace
 
-std::optional<FileError> open_regular_file(const std::string &path, int *fd) {
+std::optional<FileError> open_regular_file(const std::string &path, int *fd, uint64_t *size) {
   *fd = -1;
   // O_NONBLOCK: opening a FIFO must not wait for a writer; regular files ignore it.
   Fd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
@@ -55,6 +55,7 @@ std::optional<FileError> open_regular_file(const std::string &path, int *fd) {
                      std::string("it is ") + kind_of(st.st_mode) + ", not a regular file"};
   const int flags = ::fcntl(file.fd, F_GETFL);
   if (flags < 0 || ::fcntl(file.fd, F_SETFL, flags & ~O_NONBLOCK) != 0) return from_errno();
+  if (size) *size = static_cast<uint64_t>(st.st_size);
   *fd = std::exchange(file.fd, -1);
   return std::nullopt;
 }
@@ -86,10 +87,8 @@ std::optional<FileError> read_all(int fd, uint64_t max_bytes, std::vector<std::b
 std::optional<FileError> read_regular_file(const std::string &path, uint64_t max_bytes,
                                            std::vector<std::byte> &out) {
   Fd file{-1};
-  if (auto err = open_regular_file(path, &file.fd)) return err;
-  struct stat st {};
-  if (::fstat(file.fd, &st) != 0) return from_errno();
-  const auto size = static_cast<uint64_t>(st.st_size);
+  uint64_t size = 0;
+  if (auto err = open_regular_file(path, &file.fd, &size)) return err;
   if (size > max_bytes) return too_large(size, max_bytes);
   return read_all(file.fd, max_bytes, out, size);
 }

@@ -21,9 +21,10 @@ struct FileError {
   std::string reason;      // one line, without the path: "it is a directory, not a regular file"
 };
 
-// Opens `path` for reading (*fd, the caller's to close) if it is a regular file; a FIFO without a
-// writer is refused, not waited for. nullopt on success.
-std::optional<FileError> open_regular_file(const std::string &path, int *fd);
+// Opens `path` for reading (*fd, the caller's to close; *size, if given, its size) if it is a
+// regular file; a FIFO without a writer is refused, not waited for. nullopt on success.
+std::optional<FileError> open_regular_file(const std::string &path, int *fd,
+                                           uint64_t *size = nullptr);
 
 // Reads `fd` to its end into `out` (`expected_bytes`: a first guess of the size), refusing more
 // than `max_bytes`: for standard input, which may be a pipe.

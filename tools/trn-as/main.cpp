@@ -71,9 +71,7 @@ int main(int argc, char **argv) {
   }
   if (from_stdin) input = "<stdin>";
   const std::string text(reinterpret_cast<const char *>(bytes_in.data()), bytes_in.size());
-  if (text.rfind("\x7f"
-                 "ELF",
-                 0) == 0) {
+  if (text.compare(0, 4, "\177ELF") == 0) {
     std::fprintf(stderr,
                  "trn-as: %s is a binary (ELF), not assembly text: trn-objdump prints a kernel "
                  "binary as assembly\n",
@@ -117,6 +115,7 @@ int main(int argc, char **argv) {
                  why->c_str());
     return 1;
   }
+  errno = 0;  // what the open or the write sets, not something older
   std::ofstream out(output, std::ios::binary | std::ios::trunc);
   const int open_errno = errno;
   out.write(reinterpret_cast<const char *>(bytes.data()),
