@@ -46,6 +46,7 @@ trn_result_t sim_mem_reserve(trn_hal_instance_t *instance, uint32_t device, uint
       return TRN_ERROR_INVALID_ARGUMENT;
     }
     uint64_t offset = 0;
+    const auto owning = runtime.lock_ownership();
     trn_result_t r = state.hbm_reserve(instance->identity, bank, bytes, &offset, why);
     if (r == TRN_SUCCESS) {
       runtime.held().add(offset, bytes);
@@ -59,6 +60,7 @@ trn_result_t sim_mem_release(trn_hal_instance_t *instance, uint32_t device, uint
                              uint64_t bytes, trn_hal_error_t *err) {
   return with_hbm(instance, device, address, bytes, err,
                   [&](DeviceRuntime &runtime, uint64_t offset, std::string *why) {
+                    const auto owning = runtime.lock_ownership();
                     trn_result_t r = runtime.state().hbm_release(offset, bytes, why);
                     if (r == TRN_SUCCESS) {
                       runtime.held().remove(offset, bytes);
@@ -168,6 +170,7 @@ trn_result_t sim_mem_export(trn_hal_instance_t *instance, uint32_t device, uint6
                             uint64_t bytes, uint32_t *record, uint64_t *id, trn_hal_error_t *err) {
   return with_hbm(instance, device, address, bytes, err,
                   [&](DeviceRuntime &runtime, uint64_t offset, std::string *why) {
+                    const auto owning = runtime.lock_ownership();
                     trn_result_t r = runtime.state().hbm_export(offset, bytes, record, id, why);
                     // Importers may write it from now on.
                     if (r == TRN_SUCCESS) {
@@ -184,6 +187,7 @@ trn_result_t sim_mem_import(trn_hal_instance_t *instance, uint32_t device, uint3
   return with_device(instance, device, err, [&](DeviceRuntime &runtime, std::string *why) {
     DeviceState &state = runtime.state();
     uint64_t offset = 0, size = 0;
+    const auto owning = runtime.lock_ownership();
     trn_result_t r = state.hbm_import(instance->identity, record, id, &offset, &size, why);
     if (r != TRN_SUCCESS) return r;
     // The exporter (and other importers) may have written it: reads must back and read it.
@@ -200,6 +204,7 @@ trn_result_t sim_mem_import(trn_hal_instance_t *instance, uint32_t device, uint3
 trn_result_t sim_mem_unexport(trn_hal_instance_t *instance, uint32_t device, uint32_t record,
                               uint64_t id, trn_hal_error_t *err) {
   return with_device(instance, device, err, [&](DeviceRuntime &runtime, std::string *why) {
+    const auto owning = runtime.lock_ownership();
     const trn_result_t r = runtime.state().hbm_unexport(record, id, why);
     // STATE_CORRUPT: the hold was dropped all the same.
     if (r == TRN_SUCCESS || r == TRN_ERROR_STATE_CORRUPT) runtime.held().drop_export(record, id);

@@ -39,6 +39,13 @@ class DeviceRuntime {
   CommitMap &commits() { return commits_; }
   // The ranges of the device's memory this process holds (reserved or imported).
   HeldRanges &held() { return held_; }
+  // Held across a change of who owns the device's chunks and this process's record of it (held
+  // ranges, commits): a range released on one thread is free in the shared state before it is
+  // forgotten here, and another thread's reservation of the same chunks in between would
+  // otherwise be forgotten with it.
+  [[nodiscard]] std::unique_lock<std::mutex> lock_ownership() {
+    return std::unique_lock(ownership_mu_);
+  }
   HostRegistry &hosts() { return hosts_; }
   trn_generation_t generation() const {
     return static_cast<trn_generation_t>(state_.header().generation);
@@ -83,6 +90,7 @@ class DeviceRuntime {
   DeviceState &state_;
   const uint32_t index_;
   CommitMap commits_;
+  std::mutex ownership_mu_;  // see lock_ownership()
   HeldRanges held_;
   HostRegistry hosts_;
   std::atomic<char *> hbm_base_{nullptr};

@@ -5,9 +5,12 @@
 // submissions alike.
 #include <sys/mman.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "loader_support.hpp"
@@ -337,6 +340,54 @@ TEST_CASE("memory: a released range is no longer this process's to use", "[memor
   }
   check_not_held(inst, r, released, 64);
   check_not_held(inst, r, released + bytes - 64, 64);
+}
+
+TEST_CASE("memory: ranges reserved and released on several threads at once stay usable",
+          "[memory][threads]") {
+  // A release frees chunks that another thread may reserve at once: the driver's record of what
+  // the process holds must never lose the new reservation with the old one.
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  const uint64_t chunk = device_info(inst, 0).chunk_bytes;
+  const trn_hal_ops_t &hal = ops();  // here: Catch's checks in ops() are not for threads
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 400;
+  const uint64_t deadline = monotonic_ns() + 3 * kSecond;
+  std::atomic<int> failures{0};
+  std::mutex mu;
+  std::string first_failure;
+  auto failed = [&](const std::string &what) {
+    if (failures.fetch_add(1) == 0) {
+      std::lock_guard lock(mu);
+      first_failure = what;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < kRounds && monotonic_ns() < deadline && failures == 0; ++round) {
+        Err err;
+        uint64_t address = 0;
+        if (hal.mem_reserve(inst, 0, 0, chunk, &address, &err) != TRN_SUCCESS) {
+          failed(std::string("mem_reserve: ") + err.message);
+          return;
+        }
+        const uint64_t value = (uint64_t{static_cast<uint32_t>(t)} << 32) | round,
+                       offset = chunk / 2;
+        uint64_t back = 0;
+        if (hal.mem_write(inst, 0, address + offset, &value, sizeof value, &err) != TRN_SUCCESS)
+          failed(std::string("mem_write to a range just reserved: ") + err.message);
+        else if (hal.mem_read(inst, 0, address + offset, &back, sizeof back, &err) != TRN_SUCCESS)
+          failed(std::string("mem_read of a range just written: ") + err.message);
+        else if (back != value)
+          failed("mem_read returned another thread's bytes");
+        if (hal.mem_release(inst, 0, address, chunk, &err) != TRN_SUCCESS)
+          failed(std::string("mem_release of a range this thread reserved: ") + err.message);
+      }
+    });
+  for (auto &thread : threads) thread.join();
+  INFO(first_failure);
+  CHECK(failures.load() == 0);
 }
 
 TEST_CASE("memory: access that spans past the end of a range into free memory is refused",
