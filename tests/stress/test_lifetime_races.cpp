@@ -67,6 +67,15 @@ bool trn_ls_lists_this_process() {
   return json.find("\"pid\": " + std::to_string(getpid())) != std::string::npos;
 }
 
+// An allocation that is usable: what is written reads back.
+void check_reads_back(trn_mem_t mem) {
+  const uint64_t pattern = 0x0123456789abcdefull;
+  uint64_t back = 0;
+  CHECK(trn_mem_write(mem, 0, &pattern, sizeof pattern) == TRN_SUCCESS);
+  CHECK(trn_mem_read(mem, 0, &back, sizeof back) == TRN_SUCCESS);
+  CHECK(back == pattern);
+}
+
 // Runs `first` and `second` at once on two threads, `rounds` times or until the deadline:
 // `prepare` sets a round up on the main thread, then both bodies start together, then `check`
 // looks at what they did (on the main thread: Catch is not thread-safe). Returns the rounds run.
@@ -152,11 +161,7 @@ TEST_CASE("trn_pool_destroy racing trn_mem_alloc: never memory from a destroyed 
           ++allocated;
           CHECK(destroy_result == TRN_ERROR_HANDLE_IN_USE);
           // The memory is the pool's and usable.
-          const uint64_t pattern = 0x0123456789abcdefull;
-          uint64_t back = 0;
-          CHECK(trn_mem_write(mem, 0, &pattern, sizeof pattern) == TRN_SUCCESS);
-          CHECK(trn_mem_read(mem, 0, &back, sizeof back) == TRN_SUCCESS);
-          CHECK(back == pattern);
+          check_reads_back(mem);
           trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
           CHECK(trn_pool_get_stats(pool, &stats) == TRN_SUCCESS);
           CHECK(stats.allocation_count == 1);
@@ -178,6 +183,40 @@ TEST_CASE("trn_pool_destroy racing trn_mem_alloc: never memory from a destroyed 
   trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
   REQUIRE(trn_device_get_memory_stats(device, UINT32_MAX, &stats) == TRN_SUCCESS);
   CHECK(stats.allocated_bytes == 0);
+}
+
+TEST_CASE("trn_pool_destroy of one pool racing trn_mem_alloc in another: both allocations usable",
+          "[stress][races][memory]") {
+  // The destroyed pool's device memory goes back to the device while the other pool takes some:
+  // the same chunks may pass from one to the other, and must stay the new holder's.
+  SimEnv env;
+  const trn_device_t device = first_device();
+  trn_pool_t doomed = nullptr, other = nullptr;
+  trn_mem_t mem = nullptr;
+  trn_result_t alloc_result = TRN_SUCCESS, destroy_result = TRN_SUCCESS;
+  const int rounds = race(
+      2000,
+      [&] {
+        doomed = make_pool(device);
+        other = make_pool(device);
+        trn_mem_t first = nullptr;  // gives the doomed pool a segment, then lets it be cached
+        REQUIRE(trn_mem_alloc(doomed, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &first) == TRN_SUCCESS);
+        REQUIRE(trn_mem_free(first) == TRN_SUCCESS);
+      },
+      [&] {
+        mem = nullptr;
+        alloc_result = trn_mem_alloc(other, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem);
+      },
+      [&] { destroy_result = trn_pool_destroy(doomed); },
+      [&] {
+        INFO(last_error());
+        REQUIRE(alloc_result == TRN_SUCCESS);
+        REQUIRE(destroy_result == TRN_SUCCESS);
+        check_reads_back(mem);
+        REQUIRE(trn_mem_free(mem) == TRN_SUCCESS);
+        REQUIRE(trn_pool_destroy(other) == TRN_SUCCESS);
+      });
+  CHECK(rounds > 0);
 }
 
 TEST_CASE("trn_sem_destroy racing a submission that uses the semaphore: never both succeed",
@@ -336,108 +375,102 @@ TEST_CASE("trn_runtime_shutdown closes the drivers for every thread and invalida
   CHECK(trn_runtime_shutdown() == TRN_SUCCESS);
 }
 
+// Calls on several threads while this thread shuts the runtime down every few milliseconds. A
+// call racing a shutdown completes on the old runtime or finds its handles stale (a wait on
+// cancelled work may end with TRN_ERROR_CANCELLED): anything else is recorded, and ends the race.
+class ShutdownRace {
+ public:
+  // Whether `r` is success; records it if the race does not allow it (`also` is allowed too).
+  bool check(const char *what, trn_result_t r, trn_result_t also = TRN_SUCCESS) {
+    if (r == TRN_SUCCESS || r == TRN_ERROR_INVALID_HANDLE || r == also) return r == TRN_SUCCESS;
+    if (unexpected_.fetch_add(1) == 0) {
+      std::lock_guard lock(mu_);
+      first_unexpected_ = std::string(what) + ": " + trn_result_name(r) + " (" + last_error() + ")";
+    }
+    return false;
+  }
+  bool stopping() const { return stop_.load(); }
+  void count_call() { calls_.fetch_add(1, std::memory_order_relaxed); }
+
+  // Runs body(thread index) on `threads` threads, each in a loop until stopping().
+  template <typename Body>
+  void run(int threads, Body body) {
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t)
+      workers.emplace_back([&, t] {
+        while (!stopping()) body(t);
+      });
+    const auto deadline = Clock::now() + kRaceTime;
+    int shutdowns = 0;
+    while (Clock::now() < deadline && unexpected_.load() == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      CHECK(trn_runtime_shutdown() == TRN_SUCCESS);
+      ++shutdowns;
+    }
+    stop_.store(true);
+    for (auto &worker : workers) worker.join();
+    INFO(first_unexpected_);
+    CHECK(unexpected_.load() == 0);
+    INFO(shutdowns << " shutdowns during " << calls_.load() << " rounds of calls");
+    CHECK(shutdowns > 0);
+    // The threads are idle now, some of them holding handles of the last session: one more
+    // shutdown closes it all the same.
+    REQUIRE(trn_runtime_shutdown() == TRN_SUCCESS);
+    CHECK_FALSE(lists_this_process(first_device()));
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int> unexpected_{0};
+  std::atomic<uint64_t> calls_{0};
+  std::mutex mu_;
+  std::string first_unexpected_;  // guarded by mu_
+};
+
 TEST_CASE("trn_runtime_shutdown while other threads call: old session or INVALID_HANDLE",
           "[stress][races][shutdown]") {
   SimEnv env;
-  constexpr int kThreads = 3;
-  std::atomic<bool> stop{false};
-  std::atomic<int> unexpected{0};
-  std::mutex mu;
-  std::string first_unexpected;
-  auto record = [&](const char *what, trn_result_t r) {
-    if (unexpected.fetch_add(1) == 0) {
-      std::lock_guard lock(mu);
-      first_unexpected = std::string(what) + ": " + trn_result_name(r) + " (" + last_error() + ")";
+  ShutdownRace race;
+  race.run(3, [&](int t) {
+    uint64_t value = 0;
+    uint32_t count = 1;
+    trn_device_t device = nullptr;
+    if (!race.check("trn_device_get", trn_device_get(&count, &device))) return;
+    trn_sem_desc_t sdesc = TRN_SEM_DESC_INIT;
+    trn_sem_t sem = nullptr;
+    if (!race.check("trn_sem_create", trn_sem_create(device, &sdesc, &sem))) return;
+    trn_pool_desc_t pdesc = TRN_POOL_DESC_INIT;
+    pdesc.kind = TRN_POOL_KIND_HOST;
+    trn_pool_t pool = nullptr;
+    race.check("trn_pool_create", trn_pool_create(device, &pdesc, &pool));
+    trn_queue_t queue = nullptr;
+    trn_core_t core = nullptr;
+    count = 1;
+    if (t == 0 && trn_core_get(device, &count, &core) == TRN_SUCCESS) {
+      trn_queue_desc_t qdesc = TRN_QUEUE_DESC_INIT;
+      qdesc.core = core;
+      race.check("trn_queue_create", trn_queue_create(&qdesc, &queue));
     }
-  };
-  std::vector<std::thread> threads;
-  std::atomic<uint64_t> calls{0};
-  for (int t = 0; t < kThreads; ++t)
-    threads.emplace_back([&, t] {
-      trn_device_t device = nullptr;
-      trn_sem_t sem = nullptr;
-      trn_pool_t pool = nullptr;
-      trn_queue_t queue = nullptr;
-      uint64_t value = 0;
-      while (!stop.load()) {
-        uint32_t count = 1;
-        trn_result_t r = trn_device_get(&count, &device);
-        if (r != TRN_SUCCESS) {
-          record("trn_device_get", r);
-          break;
-        }
-        trn_sem_desc_t sdesc = TRN_SEM_DESC_INIT;
-        r = trn_sem_create(device, &sdesc, &sem);
-        if (r == TRN_ERROR_INVALID_HANDLE) continue;  // the device handle went stale meanwhile
-        if (r != TRN_SUCCESS) {
-          record("trn_sem_create", r);
-          break;
-        }
-        trn_pool_desc_t pdesc = TRN_POOL_DESC_INIT;
-        pdesc.kind = TRN_POOL_KIND_HOST;
-        r = trn_pool_create(device, &pdesc, &pool);
-        if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_pool_create", r);
-        if (t == 0) {
-          trn_core_t core = nullptr;
-          count = 1;
-          if (trn_core_get(device, &count, &core) == TRN_SUCCESS) {
-            trn_queue_desc_t qdesc = TRN_QUEUE_DESC_INIT;
-            qdesc.core = core;
-            r = trn_queue_create(&qdesc, &queue);
-            if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_queue_create", r);
-          }
-        }
-        for (int i = 0; i < 50 && !stop.load(); ++i) {
-          calls.fetch_add(1, std::memory_order_relaxed);
-          r = trn_sem_signal(sem, ++value);
-          if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_sem_signal", r);
-          uint64_t seen = 0;
-          r = trn_sem_query(sem, &seen);
-          if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_sem_query", r);
-          trn_mem_t mem = nullptr;
-          r = trn_mem_alloc(pool, 512, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem);
-          if (r == TRN_SUCCESS) {
-            r = trn_mem_write(mem, 0, &value, sizeof value);
-            if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_mem_write", r);
-            r = trn_mem_free(mem);
-            if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_mem_free", r);
-          } else if (r != TRN_ERROR_INVALID_HANDLE) {
-            record("trn_mem_alloc", r);
-          }
-          if (queue) {
-            r = trn_queue_barrier(queue, nullptr, nullptr);
-            if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE && r != TRN_ERROR_QUEUE_FULL)
-              record("trn_queue_barrier", r);
-          }
-        }
-        // Whatever is still live goes (or was already invalidated by a shutdown).
-        r = trn_queue_destroy(queue);
-        if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_queue_destroy", r);
-        queue = nullptr;
-        r = trn_sem_destroy(sem);
-        if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_sem_destroy", r);
-        r = trn_pool_destroy(pool);
-        if (r != TRN_SUCCESS && r != TRN_ERROR_INVALID_HANDLE) record("trn_pool_destroy", r);
-        pool = nullptr;
+    for (int i = 0; i < 50 && !race.stopping(); ++i) {
+      race.count_call();
+      race.check("trn_sem_signal", trn_sem_signal(sem, ++value));
+      uint64_t seen = 0;
+      race.check("trn_sem_query", trn_sem_query(sem, &seen));
+      trn_mem_t mem = nullptr;
+      if (race.check("trn_mem_alloc",
+                     trn_mem_alloc(pool, 512, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem))) {
+        race.check("trn_mem_write", trn_mem_write(mem, 0, &value, sizeof value));
+        race.check("trn_mem_free", trn_mem_free(mem));
       }
-    });
-  const auto deadline = Clock::now() + kRaceTime;
-  int shutdowns = 0;
-  while (Clock::now() < deadline && unexpected.load() == 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    CHECK(trn_runtime_shutdown() == TRN_SUCCESS);
-    ++shutdowns;
-  }
-  stop.store(true);
-  for (auto &t : threads) t.join();
-  INFO(first_unexpected);
-  CHECK(unexpected.load() == 0);
-  INFO(shutdowns << " shutdowns during " << calls.load() << " rounds of calls");
-  CHECK(shutdowns > 0);
-  // The threads are idle now, some of them holding handles of the last session: one more
-  // shutdown closes it all the same.
-  REQUIRE(trn_runtime_shutdown() == TRN_SUCCESS);
-  CHECK_FALSE(lists_this_process(first_device()));
+      if (queue)
+        race.check("trn_queue_barrier", trn_queue_barrier(queue, nullptr, nullptr),
+                   TRN_ERROR_QUEUE_FULL);
+    }
+    // Whatever is still live goes (or was already invalidated by a shutdown).
+    race.check("trn_queue_destroy", trn_queue_destroy(queue));
+    race.check("trn_sem_destroy", trn_sem_destroy(sem));
+    race.check("trn_pool_destroy", trn_pool_destroy(pool));
+  });
 }
 
 TEST_CASE("trn_runtime_shutdown as the first call of a thread", "[stress][races][shutdown]") {
@@ -447,4 +480,53 @@ TEST_CASE("trn_runtime_shutdown as the first call of a thread", "[stress][races]
   std::thread([&] { result = trn_runtime_shutdown(); }).join();
   CHECK(result == TRN_SUCCESS);
   CHECK_FALSE(lists_this_process(first_device()));
+}
+
+TEST_CASE(
+    "trn_runtime_shutdown while other threads use device memory: old session or "
+    "INVALID_HANDLE",
+    "[stress][races][shutdown]") {
+  SimEnv env;
+  ShutdownRace race;
+  race.run(3, [&](int t) {
+    uint64_t value = static_cast<uint64_t>(t) << 32;
+    uint32_t count = 1;
+    trn_device_t device = nullptr;
+    if (!race.check("trn_device_get", trn_device_get(&count, &device))) return;
+    trn_core_t core = nullptr;
+    count = 1;
+    trn_queue_t queue = nullptr;
+    if (race.check("trn_core_get", trn_core_get(device, &count, &core))) {
+      trn_queue_desc_t qdesc = TRN_QUEUE_DESC_INIT;
+      qdesc.core = core;
+      race.check("trn_queue_create", trn_queue_create(&qdesc, &queue));
+    }
+    trn_pool_desc_t pdesc = TRN_POOL_DESC_INIT;
+    trn_pool_t pool = nullptr;
+    race.check("trn_pool_create", trn_pool_create(device, &pdesc, &pool));
+    for (int i = 0; i < 20 && !race.stopping(); ++i) {
+      race.count_call();
+      trn_mem_t mem = nullptr;
+      if (!race.check("trn_mem_alloc",
+                      trn_mem_alloc(pool, 1 << 16, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem)))
+        continue;
+      ++value;
+      race.check("trn_mem_write", trn_mem_write(mem, 8, &value, sizeof value));
+      race.check("trn_mem_set", trn_mem_set(mem, 4096, 0x5a, 4096));
+      void *host = nullptr;
+      race.check("trn_mem_map", trn_mem_map(mem, &host));
+      if (queue) {
+        race.check("trn_queue_memset",
+                   trn_queue_memset(queue, mem, 8192, 0x11, 8192, nullptr, nullptr));
+        race.check("trn_queue_write",
+                   trn_queue_write(queue, mem, 16, &value, sizeof value, nullptr, nullptr));
+        race.check("trn_queue_finish", trn_queue_finish(queue, kLong), TRN_ERROR_CANCELLED);
+      }
+      uint64_t back = 0;
+      race.check("trn_mem_read", trn_mem_read(mem, 8, &back, sizeof back));
+      race.check("trn_mem_free", trn_mem_free(mem));
+    }
+    race.check("trn_queue_destroy", trn_queue_destroy(queue));
+    race.check("trn_pool_destroy", trn_pool_destroy(pool));
+  });
 }
