@@ -95,7 +95,7 @@ const json *find_process(const json &device, int pid) {
 }
 
 // GET over loopback; "" when nothing answers.
-std::string http_get(uint16_t port, const std::string &path) {
+std::string http_request(uint16_t port, const std::string &method, const std::string &path) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   timeval timeout{5, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
@@ -105,7 +105,7 @@ std::string http_get(uint16_t port, const std::string &path) {
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string response;
   if (connect(fd, reinterpret_cast<sockaddr *>(&address), sizeof address) == 0) {
-    const std::string request = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    const std::string request = method + " " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
     (void)!write(fd, request.data(), request.size());
     char buffer[4096];
     for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;)
@@ -113,6 +113,10 @@ std::string http_get(uint16_t port, const std::string &path) {
   }
   close(fd);
   return response;
+}
+
+std::string http_get(uint16_t port, const std::string &path) {
+  return http_request(port, "GET", path);
 }
 
 }  // namespace
@@ -186,6 +190,13 @@ TEST_CASE("trn-monitor serves Prometheus text over loopback and writes a textfil
   CHECK_THAT(metrics, Catch::Contains("trn_core_busy_ratio{device=\"0\",core=\"7\"} 0"));
   CHECK_THAT(metrics, Catch::Contains("trn_device_memory_total_bytes{device=\"0\"} 103079215104"));
   CHECK_THAT(http_get(port, "/other"), Catch::StartsWith("HTTP/1.1 404"));
+  CHECK_THAT(http_get(port, "/metrics?name[]=trn_up"), Catch::StartsWith("HTTP/1.1 200 OK"));
+  const std::string post = http_request(port, "POST", "/metrics");
+  CHECK_THAT(post, Catch::StartsWith("HTTP/1.1 405"));
+  CHECK_THAT(post, Catch::Contains("\r\nAllow: GET, HEAD\r\n"));
+  const std::string head = http_request(port, "HEAD", "/metrics");
+  CHECK_THAT(head, Catch::StartsWith("HTTP/1.1 200 OK"));
+  CHECK_THAT(head, !Catch::Contains("trn_up"));  // the headers alone
   monitor.kill(SIGTERM);
   CHECK(monitor.wait(10000) != -1);
 

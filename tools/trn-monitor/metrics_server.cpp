@@ -120,17 +120,29 @@ bool MetricsServer::advance(Connection &c) {
 }
 
 std::string MetricsServer::respond(const std::string &request) {
-  std::string body, status = "200 OK";
-  const bool metrics = request.rfind("GET /metrics ", 0) == 0 || request.rfind("GET / ", 0) == 0;
-  if (metrics) {
-    std::lock_guard lock(mu_);
-    body = text_;
-  } else {
+  // The request line: METHOD TARGET VERSION. The target's query string does not matter.
+  const size_t method_end = request.find(' ');
+  const std::string method = request.substr(0, method_end);
+  const size_t target_start = method_end == std::string::npos ? request.size() : method_end + 1;
+  std::string path =
+      request.substr(target_start, request.find_first_of(" \r", target_start) - target_start);
+  path = path.substr(0, path.find('?'));
+  std::string body, status = "200 OK", extra;
+  if (path != "/metrics" && path != "/") {
     status = "404 Not Found";
     body = "trn-monitor serves GET /metrics\n";
+  } else if (method != "GET" && method != "HEAD") {
+    status = "405 Method Not Allowed";
+    extra = "Allow: GET, HEAD\r\n";
+    body = "trn-monitor serves GET /metrics\n";
+  } else {
+    std::lock_guard lock(mu_);
+    body = text_;
   }
-  return "HTTP/1.1 " + status + "\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+  const std::string head =
+      "HTTP/1.1 " + status + "\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n" + extra + "Connection: close\r\n\r\n";
+  return method == "HEAD" ? head : head + body;
 }
 
 }  // namespace trn::tools
