@@ -162,11 +162,15 @@ class RootService {
         }
         if (size_ == 0) {
           size_ = size;
+          size_from_ = hello.rank;
           ranks_.resize(size);
         }
         if (size != size_) {
           refuse(fd, "rank " + std::to_string(hello.rank) + " says the communicator has " +
-                         std::to_string(size) + " ranks, others said " + std::to_string(size_));
+                         std::to_string(size) + " ranks, rank " + std::to_string(size_from_) +
+                         " said " + std::to_string(size_) +
+                         ": give every rank the same size (WORLD_SIZE, or the size in "
+                         "trn_comm_desc_t), or two jobs share one rendezvous address");
           continue;
         }
         if (hello.rank >= size_ || ranks_[hello.rank].fd) {
@@ -327,6 +331,7 @@ class RootService {
   uint64_t token_;
   uint64_t timeout_ns_;
   uint32_t size_ = 0;
+  uint32_t size_from_ = 0;  // the rank whose hello set size_
   std::vector<Rank> ranks_;
   bool failed_ = false;
 };

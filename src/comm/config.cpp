@@ -90,8 +90,9 @@ TorchrunEnv read_torchrun_env() {
   if (env("TORCHELASTIC_RUN_ID")) port = port == 65535 ? 65534 : port + 1;
   if (auto text = env("TRN_COMM_PORT")) port = parse_number("TRN_COMM_PORT", *text, 1, 65535);
   out.rendezvous = {*address, static_cast<uint16_t>(port)};
-  out.token = fnv1a("trn-comm:" + out.rendezvous.text() + ":" + std::to_string(out.world_size) +
-                    ":" + env("TORCHELASTIC_RUN_ID").value_or(""));
+  // Not the world size: ranks that disagree on it must meet, so that the rendezvous says so.
+  out.token =
+      fnv1a("trn-comm:" + out.rendezvous.text() + ":" + env("TORCHELASTIC_RUN_ID").value_or(""));
   return out;
 }
 

@@ -87,6 +87,33 @@ TEST_CASE("ranks from torchrun's variables meet at MASTER_ADDR:MASTER_PORT", "[c
   for (const auto &f : reap(children, 120'000)) FAIL_CHECK(f);
 }
 
+TEST_CASE("ranks given different WORLD_SIZEs are told so, not that the id is stale",
+          "[comm][processes][negative]") {
+  SimEnv env;
+  const std::string port = std::to_string(20000 + (getpid() + 7) % 20000);
+  std::vector<Forked> children;
+  for (uint32_t r = 0; r < 2; ++r)
+    children.push_back(fork_rank([&, r]() -> std::string {
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", r == 0 ? "2" : "3", 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", port.c_str(), 1);
+      setenv("TRN_COMM_TIMEOUT_MS", "3000", 1);  // the rank that is not refused waits this long
+      trn_comm_t comm = nullptr;
+      if (trn_comm_init_from_env(nullptr, &comm) == TRN_SUCCESS)
+        return "rank " + std::to_string(r) + " joined a communicator whose ranks disagree";
+      const std::string error = comm_error();
+      // One of them is refused with the sizes; the other gives up at its timeout.
+      if (error.find("stale") != std::string::npos) return "told: " + error;
+      if (error.find("says the communicator has") != std::string::npos &&
+          (error.find("has 3 ranks, rank 0 said 2") == std::string::npos &&
+           error.find("has 2 ranks, rank 1 said 3") == std::string::npos))
+        return "the refusal does not name both sizes: " + error;
+      return "";
+    }));
+  for (const auto &f : reap(children, 60'000)) FAIL_CHECK(f);
+}
+
 TEST_CASE("a rank killed with kill -9 mid-collective fails the others within the timeout",
           "[comm][processes][failure]") {
   SimEnv env;

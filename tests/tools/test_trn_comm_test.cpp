@@ -386,3 +386,18 @@ TEST_CASE("bad arguments are refused with a message and exit code 2", "[trn-comm
     CHECK(r.output.find(c.says) != std::string::npos);
   }
 }
+
+TEST_CASE("under torchrun, a LOCAL_RANK past the visible cores says how many there are",
+          "[trn-comm-test]") {
+  SimEnv env;
+  env.set("WORLD_SIZE", "2");
+  env.set("RANK", "1");
+  env.set("LOCAL_RANK", "40");
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("MASTER_PORT", std::to_string(trn::test::free_port()).c_str());
+  auto r = comm_test({"--op", "allr", "-e", "8"});
+  INFO(r.output);
+  CHECK(r.code == 2);  // an error, not wrong elements (1)
+  CHECK(r.output.find("LOCAL_RANK 40 needs 41 visible cores") != std::string::npos);
+  CHECK(r.output.find("--ranks") == std::string::npos);  // not an option given
+}

@@ -315,7 +315,13 @@ int run_torchrun(const Options &o) {
   const char *local_text = std::getenv("LOCAL_RANK");
   const auto local = local_text ? trn::common::parse_uint(local_text) : rank;
   if (!local) throw ToolError{std::string("LOCAL_RANK '") + local_text + "' is not a number"};
-  const std::vector<Place> cores = cores_for(static_cast<uint32_t>(*local) + 1);
+  const std::vector<Place> cores = visible_cores();
+  if (*local >= cores.size())
+    throw ToolError{"LOCAL_RANK " + std::to_string(*local) + " needs " +
+                    std::to_string(*local + 1) + " visible cores (one per rank of the host), but " +
+                    std::to_string(cores.size()) +
+                    " are visible here (TRN_SIM_DEVICES=N simulates N devices; "
+                    "TRN_VISIBLE_CORES may hide some): start at most that many ranks per host"};
   trn_comm_desc_t desc = comm_desc(o);
   desc.core = cores[*local].core;
   trn_comm_t comm = nullptr;
