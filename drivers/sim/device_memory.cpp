@@ -365,13 +365,16 @@ trn_result_t DeviceState::hbm_commit(uint64_t offset, uint64_t bytes, std::strin
 void DeviceState::account(uint32_t bank, uint32_t category, int64_t bytes, int64_t count) {
   if (slot_ < 0 || bank >= kMaxHbmBanks || category >= kCategories) return;
   SlotMemory &counters = file_->slot_memory[slot_];
-  uint64_t &allocated = counters.allocated[bank][category];
-  const uint64_t now = load(allocated) + static_cast<uint64_t>(bytes);
-  store(allocated, now);
-  uint64_t &live = counters.count[bank][category];
-  store(live, load(live) + static_cast<uint64_t>(count));
-  uint64_t &peak = counters.peak[bank][category];
-  if (now > load(peak)) store(peak, now);
+  // Pools of this process charge on their own threads, several to one bank: atomic updates.
+  const uint64_t now = std::atomic_ref<uint64_t>(counters.allocated[bank][category])
+                           .fetch_add(static_cast<uint64_t>(bytes), std::memory_order_relaxed) +
+                       static_cast<uint64_t>(bytes);
+  std::atomic_ref<uint64_t>(counters.count[bank][category])
+      .fetch_add(static_cast<uint64_t>(count), std::memory_order_relaxed);
+  std::atomic_ref<uint64_t> peak(counters.peak[bank][category]);
+  for (uint64_t seen = peak.load(std::memory_order_relaxed);
+       now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed);) {
+  }
 }
 
 trn_result_t DeviceState::hbm_export(uint64_t offset, uint64_t bytes, uint32_t *record_index,

@@ -219,6 +219,43 @@ TEST_CASE("trn_pool_destroy of one pool racing trn_mem_alloc in another: both al
   CHECK(rounds > 0);
 }
 
+TEST_CASE("allocations on several threads are counted exactly for the process",
+          "[stress][races][memory]") {
+  // Every pool charges the device's counters of this process (what trn-ls and trn-top show):
+  // concurrent charges to one bank and category must not lose updates.
+  SimEnv env;
+  const trn_device_t device = first_device();
+  constexpr int kThreads = 4, kRounds = 3000;
+  std::vector<trn_pool_t> pools;
+  for (int t = 0; t < kThreads; ++t) pools.push_back(make_pool(device));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  const auto deadline = Clock::now() + kRaceTime;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRounds && Clock::now() < deadline; ++i) {
+        trn_mem_t mem = nullptr;
+        if (trn_mem_alloc(pools[t], 512, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem) != TRN_SUCCESS ||
+            trn_mem_free(mem) != TRN_SUCCESS)
+          failures.fetch_add(1);
+      }
+    });
+  for (auto &thread : threads) thread.join();
+  CHECK(failures.load() == 0);
+  trn_mem_t kept = nullptr;  // one live allocation, counted once
+  REQUIRE(trn_mem_alloc(pools[0], 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &kept) == TRN_SUCCESS);
+  bool found = false;
+  for (const trn_process_info_t &p : processes_of(device)) {
+    if (p.pid != getpid()) continue;
+    found = true;
+    CHECK(p.hbm_allocated_bytes == 4096);
+    CHECK(p.hbm_allocated_by_category[TRN_MEM_CATEGORY_TENSORS] == 4096);
+  }
+  CHECK(found);
+  REQUIRE(trn_mem_free(kept) == TRN_SUCCESS);
+  for (trn_pool_t pool : pools) REQUIRE(trn_pool_destroy(pool) == TRN_SUCCESS);
+}
+
 TEST_CASE("trn_sem_destroy racing a submission that uses the semaphore: never both succeed",
           "[stress][races][semaphores]") {
   SimEnv env;
