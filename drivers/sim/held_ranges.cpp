@@ -27,12 +27,14 @@ void HeldRanges::note_export(uint32_t record, uint64_t id, uint64_t offset, uint
   exports_[{record, id}] = {offset, bytes};
 }
 
-void HeldRanges::drop_export(uint32_t record, uint64_t id) {
+std::pair<uint64_t, uint64_t> HeldRanges::drop_export(uint32_t record, uint64_t id) {
   std::unique_lock lock(mu_);
   auto it = exports_.find({record, id});
-  if (it == exports_.end()) return;
-  remove_locked(it->second.first, it->second.second);
+  if (it == exports_.end()) return {0, 0};
+  const std::pair<uint64_t, uint64_t> range = it->second;
+  remove_locked(range.first, range.second);
   exports_.erase(it);
+  return range;
 }
 
 bool HeldRanges::holds(uint64_t offset, uint64_t bytes) const {

@@ -21,8 +21,9 @@ class HeldRanges {
   // [offset, offset+bytes), held, is export (record, id) (exported or imported): this process
   // holds it until it unexports it.
   void note_export(uint32_t record, uint64_t id, uint64_t offset, uint64_t bytes);
-  // This process let go of export (record, id): forget its range.
-  void drop_export(uint32_t record, uint64_t id);
+  // This process let go of export (record, id): forget its range. Returns it ({0, 0} if the
+  // export was not held).
+  std::pair<uint64_t, uint64_t> drop_export(uint32_t record, uint64_t id);
   // Whether [offset, offset+bytes) lies inside one held range (bytes may be 0: offset inside).
   bool holds(uint64_t offset, uint64_t bytes) const;
 

@@ -206,8 +206,13 @@ trn_result_t sim_mem_unexport(trn_hal_instance_t *instance, uint32_t device, uin
   return with_device(instance, device, err, [&](DeviceRuntime &runtime, std::string *why) {
     const auto owning = runtime.lock_ownership();
     const trn_result_t r = runtime.state().hbm_unexport(record, id, why);
-    // STATE_CORRUPT: the hold was dropped all the same.
-    if (r == TRN_SUCCESS || r == TRN_ERROR_STATE_CORRUPT) runtime.held().drop_export(record, id);
+    // STATE_CORRUPT: the hold was dropped all the same. What this process backed there is no
+    // longer its to trust: the last holder's unexport frees the chunks (and their storage), and
+    // a later reservation of them must back them again.
+    if (r == TRN_SUCCESS || r == TRN_ERROR_STATE_CORRUPT) {
+      const auto [offset, bytes] = runtime.held().drop_export(record, id);
+      runtime.commits().forget(offset, bytes);
+    }
     return r;
   });
 }

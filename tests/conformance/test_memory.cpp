@@ -1452,6 +1452,34 @@ TEST_CASE("an export imported in its own process lives until both let go", "[mem
   CHECK(device_stats(device).reserved_bytes == 0);
 }
 
+TEST_CASE("memory that was exported and let go is backed again when reserved again",
+          "[memory][ipc][backing]") {
+  // Letting go of the last hold of an export frees its chunks and their storage. A reservation
+  // that gets the same chunks must back them again before it is written, or a full backing store
+  // would be a SIGBUS instead of TRN_ERROR_OUT_OF_DEVICE_MEMORY.
+  SimEnv env;
+  const trn_device_t device = first_device();
+  trn_pool_t pool = make_pool(device, 0);
+  trn_mem_t first = alloc(pool, 4 * MiB, 0, TRN_MEM_CATEGORY_TENSORS, TRN_MEM_FLAG_EXPORTABLE);
+  const uint64_t address = mem_info(first).device_address;
+  const uint64_t empty = hbm_file_bytes(env);
+  REQUIRE(trn_mem_set(first, 0, 0x4e, 4 * MiB) == TRN_SUCCESS);
+  CHECK(hbm_file_bytes(env) >= empty + 4 * MiB);
+  trn_ipc_handle_t handle;
+  REQUIRE(trn_mem_export(first, &handle) == TRN_SUCCESS);
+  REQUIRE(trn_mem_free(first) == TRN_SUCCESS);  // the only hold: the export goes
+  CHECK(hbm_file_bytes(env) < empty + 4 * MiB);
+
+  trn_mem_t again = alloc(pool, 4 * MiB, 0, TRN_MEM_CATEGORY_TENSORS, TRN_MEM_FLAG_EXPORTABLE);
+  REQUIRE(mem_info(again).device_address == address);  // the same chunks
+  void *pointer = nullptr;
+  REQUIRE(trn_mem_map(again, &pointer) == TRN_SUCCESS);  // backs the whole allocation
+  CHECK(hbm_file_bytes(env) >= empty + 4 * MiB);
+  CHECK(reads_as(again, 0, 4 * MiB, 0));  // (reading through a mapping may back it too)
+  REQUIRE(trn_mem_free(again) == TRN_SUCCESS);
+  REQUIRE(trn_pool_destroy(pool) == TRN_SUCCESS);
+}
+
 TEST_CASE("exported memory stays counted for the process that holds it", "[memory][ipc]") {
   SimEnv env;
   const trn_device_t device = first_device();
