@@ -449,12 +449,17 @@ static_assert(sizeof(IpcHandle) == sizeof(trn_ipc_handle_t), "handle layout");
 }  // namespace
 
 trn_result_t export_memory(Mem &mem, trn_ipc_handle_t *handle) {
-  if (!mem.dedicated || mem.imported)
-    return fail(TRN_ERROR_INVALID_ARGUMENT,
-                mem.imported ? "imported memory cannot be exported again: export the original"
-                             : "the allocation was not made with TRN_MEM_FLAG_EXPORTABLE");
   Device &device = *mem.device;
   {
+    // Not while another thread frees it (release_memory takes `use` exclusively).
+    std::shared_lock in_use(mem.use);
+    if (mem.freed)
+      return fail(TRN_ERROR_INVALID_HANDLE,
+                  "the memory handle is stale: the memory was freed while this call ran");
+    if (!mem.dedicated || mem.imported)
+      return fail(TRN_ERROR_INVALID_ARGUMENT,
+                  mem.imported ? "imported memory cannot be exported again: export the original"
+                               : "the allocation was not made with TRN_MEM_FLAG_EXPORTABLE");
     std::lock_guard lock(device.memory_mu);
     if (!mem.exported) {
       DriverError err;
@@ -496,6 +501,9 @@ trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,
   mem->dedicated = std::make_unique<SegmentStore>();
   DriverError err;
   uint64_t bytes = 0;
+  // The driver keeps one hold per process and export, which export_holds counts: both change
+  // together, so that a free of another holder cannot let go of the hold this import relies on.
+  std::lock_guard lock(device.memory_mu);
   trn_result_t r = ops(device).mem_import(instance(device), device.driver_index, in.record, in.id,
                                           &mem->address, &bytes, &mem->bank, &err);
   if (r != TRN_SUCCESS)
@@ -503,7 +511,6 @@ trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,
         r, std::string(err.message) + " (exported by pid " + std::to_string(in.exporter_pid) + ")");
   auto let_go = [&] {
     // Only if no allocation of this process already holds the export.
-    std::lock_guard lock(device.memory_mu);
     if (!device.export_holds.count({in.record, in.id}))
       ops(device).mem_unexport(instance(device), device.driver_index, in.record, in.id, nullptr);
   };
@@ -528,10 +535,7 @@ trn_result_t import_memory(Device &device, const trn_ipc_handle_t &handle,
   mem->exported = true;
   mem->export_record = in.record;
   mem->export_id = in.id;
-  {
-    std::lock_guard lock(device.memory_mu);
-    ++device.export_holds[{in.record, in.id}];
-  }
+  ++device.export_holds[{in.record, in.id}];
   *out = std::move(mem);
   return TRN_SUCCESS;
 }
@@ -604,13 +608,11 @@ void release_memory(Mem &mem) {
   DriverError err;
   trn_result_t r = TRN_SUCCESS;
   if (mem.exported) {
-    bool last = false;
-    {
-      std::lock_guard lock(device.memory_mu);
-      auto it = device.export_holds.find({mem.export_record, mem.export_id});
-      last = it == device.export_holds.end() || --it->second == 0;
-      if (last && it != device.export_holds.end()) device.export_holds.erase(it);
-    }
+    // The count and the driver's hold change together (see import_memory).
+    std::lock_guard lock(device.memory_mu);
+    auto it = device.export_holds.find({mem.export_record, mem.export_id});
+    const bool last = it == device.export_holds.end() || --it->second == 0;
+    if (last && it != device.export_holds.end()) device.export_holds.erase(it);
     if (last)
       r = ops(device).mem_unexport(instance(device), device.driver_index, mem.export_record,
                                    mem.export_id, &err);

@@ -76,6 +76,20 @@ void check_reads_back(trn_mem_t mem) {
   CHECK(back == pattern);
 }
 
+trn_mem_t alloc_exportable(trn_pool_t pool) {
+  trn_mem_t mem = nullptr;
+  REQUIRE(trn_mem_alloc(pool, 1 << 20, 0, TRN_MEM_CATEGORY_TENSORS, TRN_MEM_FLAG_EXPORTABLE,
+                        &mem) == TRN_SUCCESS);
+  return mem;
+}
+
+// Nothing of the device's memory is left reserved by this process.
+void check_holds_no_memory(trn_device_t device) {
+  trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
+  REQUIRE(trn_device_get_memory_stats(device, UINT32_MAX, &stats) == TRN_SUCCESS);
+  CHECK(stats.reserved_bytes == 0);
+}
+
 // Runs `first` and `second` at once on two threads, `rounds` times or until the deadline:
 // `prepare` sets a round up on the main thread, then both bodies start together, then `check`
 // looks at what they did (on the main thread: Catch is not thread-safe). Returns the rounds run.
@@ -254,6 +268,72 @@ TEST_CASE("allocations on several threads are counted exactly for the process",
   CHECK(found);
   REQUIRE(trn_mem_free(kept) == TRN_SUCCESS);
   for (trn_pool_t pool : pools) REQUIRE(trn_pool_destroy(pool) == TRN_SUCCESS);
+}
+
+TEST_CASE("trn_mem_free of an export's last holder racing trn_mem_import: the import is usable",
+          "[stress][races][memory][ipc]") {
+  SimEnv env;
+  const trn_device_t device = first_device();
+  trn_pool_t pool = make_pool(device);
+  trn_mem_t exported = nullptr, imported = nullptr;
+  trn_ipc_handle_t handle;
+  trn_result_t import_result = TRN_SUCCESS, free_result = TRN_SUCCESS;
+  int imports = 0;
+  const int rounds = race(
+      500,
+      [&] {
+        exported = alloc_exportable(pool);
+        REQUIRE(trn_mem_export(exported, &handle) == TRN_SUCCESS);
+      },
+      [&] { free_result = trn_mem_free(exported); },
+      [&] {
+        imported = nullptr;
+        import_result = trn_mem_import(device, &handle, &imported);
+      },
+      [&] {
+        INFO("free: " << free_result << ", import: " << import_result << " " << last_error());
+        REQUIRE(free_result == TRN_SUCCESS);
+        if (import_result != TRN_SUCCESS) {
+          CHECK(imported == nullptr);  // the export was gone first
+          return;
+        }
+        // The import came first, or after the free let go: either way it holds the memory.
+        ++imports;
+        void *host = nullptr;
+        CHECK(trn_mem_map(imported, &host) == TRN_SUCCESS);
+        check_reads_back(imported);
+        REQUIRE(trn_mem_free(imported) == TRN_SUCCESS);
+      });
+  INFO(rounds << " rounds, " << imports << " imports");
+  CHECK(rounds > 0);
+  REQUIRE(trn_pool_destroy(pool) == TRN_SUCCESS);
+  check_holds_no_memory(device);
+}
+
+TEST_CASE("trn_mem_export racing trn_mem_free of the same memory: nothing is left held",
+          "[stress][races][memory][ipc]") {
+  SimEnv env;
+  const trn_device_t device = first_device();
+  trn_pool_t pool = make_pool(device);
+  trn_mem_t mem = nullptr;
+  trn_ipc_handle_t handle;
+  trn_result_t export_result = TRN_SUCCESS, free_result = TRN_SUCCESS;
+  const int rounds = race(
+      500, [&] { mem = alloc_exportable(pool); },
+      [&] { export_result = trn_mem_export(mem, &handle); },
+      [&] { free_result = trn_mem_free(mem); },
+      [&] {
+        INFO("export: " << export_result << ", free: " << free_result << " " << last_error());
+        CHECK(free_result == TRN_SUCCESS);
+        // Exported first (the free then let go of the export), or freed first.
+        CHECK((export_result == TRN_SUCCESS || export_result == TRN_ERROR_INVALID_HANDLE));
+        trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
+        REQUIRE(trn_pool_get_stats(pool, &stats) == TRN_SUCCESS);
+        CHECK(stats.reserved_bytes == 0);
+      });
+  CHECK(rounds > 0);
+  REQUIRE(trn_pool_destroy(pool) == TRN_SUCCESS);
+  check_holds_no_memory(device);
 }
 
 TEST_CASE("trn_sem_destroy racing a submission that uses the semaphore: never both succeed",
