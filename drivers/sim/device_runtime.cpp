@@ -38,4 +38,14 @@ void DeviceRuntime::account(uint32_t physical_core, const trn_hal_core_activity_
   state_.core_account(physical_core, delta);
 }
 
+trn_result_t DeviceRuntime::let_go_shared_sem(uint32_t record, uint64_t id, std::string *why) {
+  std::lock_guard lock(sems_mu_);
+  auto it = shared_sems_.find({record, id});
+  if (it != shared_sems_.end()) {
+    if (!it->second.expired()) return TRN_SUCCESS;  // taken over by a new SemCore
+    shared_sems_.erase(it);
+  }
+  return state_.sem_release(record, id, why);
+}
+
 }  // namespace trn::sim

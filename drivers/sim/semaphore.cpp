@@ -49,7 +49,7 @@ SemCore::~SemCore() {
   }
   if (shared()) {
     std::string why;
-    if (device_.state().sem_release(record_, id_, &why) != TRN_SUCCESS)
+    if (device_.let_go_shared_sem(record_, id_, &why) != TRN_SUCCESS)
       std::fprintf(stderr, "trn sim driver: letting go of a shared semaphore: %s\n", why.c_str());
   }
 }

@@ -70,6 +70,7 @@ class DeviceRuntime {
   // share one.
   template <typename Make>
   trn_result_t shared_sem(uint32_t record, uint64_t id, Make make, std::shared_ptr<SemCore> *out) {
+    std::shared_ptr<SemCore> made;  // outlives the lock: a SemCore going takes it (below)
     std::lock_guard lock(sems_mu_);
     auto it = shared_sems_.find({record, id});
     if (it != shared_sems_.end())
@@ -77,13 +78,16 @@ class DeviceRuntime {
         *out = std::move(known);
         return TRN_SUCCESS;
       }
-    std::shared_ptr<SemCore> made;
     if (trn_result_t r = make(&made); r != TRN_SUCCESS) return r;
     std::erase_if(shared_sems_, [](const auto &entry) { return entry.second.expired(); });
     shared_sems_[{record, id}] = made;
     *out = std::move(made);
     return TRN_SUCCESS;
   }
+  // The SemCore of shared semaphore (record, id) is going: lets go of the process's hold in the
+  // device's state, unless an import made a new SemCore meanwhile (it found the old one
+  // expiring, and shares the process's one hold, which it now keeps).
+  trn_result_t let_go_shared_sem(uint32_t record, uint64_t id, std::string *why);
 
  private:
   trn_hal_instance_t &instance_;

@@ -113,7 +113,9 @@ TEST_CASE("semaphores: a wait ends when another thread signals or raises", "[sem
   ops().sem_signal(s, 2, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(result.load() == -1);
-  SECTION("by sem_signal") { ops().sem_signal(s, 3, 0); }
+  SECTION("by sem_signal") {
+    ops().sem_signal(s, 3, 0);
+  }
   SECTION("by sem_raise") {
     uint64_t current = 0;
     CHECK(ops().sem_raise(s, 3, 0, &current) == TRN_SUCCESS);
@@ -223,6 +225,58 @@ TEST_CASE("semaphores: a shareable semaphore imported is its own hold", "[semaph
   trn_hal_sem_t *none = nullptr;
   HAL_CHECK_FAILS(ops().sem_import(inst, 0, record, id + 99991, &none, &err), err);
   CHECK(none == nullptr);
+}
+
+TEST_CASE("semaphores: an import racing the last hold's destroy keeps the semaphore",
+          "[semaphores][threads]") {
+  // Either the destroy comes first (the semaphore is gone, the import is refused) or the import
+  // does (it is a hold, and the semaphore stays this process's until the import lets go).
+  Instance inst;
+  CONFORMANCE_NEED_DEVICES(inst, 1);
+  const trn_hal_ops_t &hal = ops();  // here: Catch's checks in ops() are not for threads
+  const uint64_t deadline = monotonic_ns() + 2 * kSecond;
+  int rounds = 0, imports = 0;
+  for (; rounds < 300 && monotonic_ns() < deadline; ++rounds) {
+    Err err;
+    trn_hal_sem_t *created = nullptr, *imported = nullptr;
+    uint32_t record = 0;
+    uint64_t id = 0;
+    HAL_REQUIRE_OK(hal.sem_create(inst, 0, 1, TRN_HAL_SEM_SHAREABLE, &created, &record, &id, &err),
+                   err);
+    std::atomic<int> ready{0};
+    std::thread destroyer([&] {
+      ready.fetch_add(1);
+      while (ready.load() < 2) {
+      }
+      hal.sem_destroy(inst, created);
+    });
+    ready.fetch_add(1);
+    while (ready.load() < 2) {
+    }
+    Err import_err;
+    const trn_result_t imported_result =
+        hal.sem_import(inst, 0, record, id, &imported, &import_err);
+    destroyer.join();
+    if (imported_result != TRN_SUCCESS) continue;
+    ++imports;
+    // The imported semaphore is still this process's: a new one gets another record, and the
+    // two never share a value.
+    trn_hal_sem_t *other = nullptr;
+    uint32_t other_record = 0;
+    uint64_t other_id = 0;
+    HAL_REQUIRE_OK(
+        hal.sem_create(inst, 0, 0, TRN_HAL_SEM_SHAREABLE, &other, &other_record, &other_id, &err),
+        err);
+    INFO("round " << rounds);
+    CHECK(other_record != record);
+    hal.sem_signal(imported, 7, 0);
+    CHECK(hal.sem_value(other) == 0);
+    CHECK(hal.sem_value(imported) == 7);
+    hal.sem_destroy(inst, other);
+    hal.sem_destroy(inst, imported);
+  }
+  INFO(rounds << " rounds, " << imports << " imports first");
+  CHECK(rounds > 0);
 }
 
 TEST_CASE("semaphores: device time is non-decreasing across signals", "[semaphores]") {
