@@ -346,6 +346,9 @@ void install_fork_handlers() {
 // cache line here.
 std::atomic<uint64_t> g_epoch{1};
 
+// Set while a shutdown releases the old session under current().mu (see current_session).
+std::atomic<bool> g_shutting_down{false};
+
 // In a forked child everything the inherited session holds is the parent's (its claims, memory,
 // semaphores; its queues' threads exist only there): the session is kept, never destroyed, and
 // its drivers give up their instances, closing their descriptors so that the parent's claims end
@@ -406,7 +409,22 @@ Session *current_session(trn_result_t *result) {
   install_fork_handlers();
   ThreadState::Held dropped;  // after the lock
   Current &state = current();
-  std::lock_guard lock(state.mu);
+  std::unique_lock lock(state.mu, std::defer_lock);
+  if (Queue::running_host_call() == nullptr) {
+    lock.lock();
+  } else {
+    // A shutdown holds the lock while it waits for the queues' threads, this one included (it
+    // runs the functions it cancels): wait only for anything else.
+    while (!lock.try_lock()) {
+      if (g_shutting_down.load(std::memory_order_acquire)) {
+        *result = fail(TRN_ERROR_INVALID_HANDLE,
+                       "the runtime is being shut down (trn_runtime_shutdown on another thread), "
+                       "so this call from a host function it cancelled has no runtime to use");
+        return nullptr;
+      }
+      std::this_thread::yield();
+    }
+  }
   if (g_forked.exchange(false, std::memory_order_relaxed)) {
     abandon_after_fork(state.session);
     if (self.session != state.session) abandon_after_fork(self.session);
@@ -461,7 +479,9 @@ void shutdown_session() {
     session = std::move(state.session);
     g_epoch.fetch_add(1, std::memory_order_seq_cst);
     // Under the lock: a session that other threads start meanwhile finds the cores released.
+    g_shutting_down.store(true, std::memory_order_release);
     if (session) session->release_all();
+    g_shutting_down.store(false, std::memory_order_release);
   }
   // Other threads' references: idle ones go now, those of calls in flight when the calls end.
   empty_idle_threads();

@@ -2,9 +2,12 @@
 // registered host memory, timestamps, allocation lookup by address, stream-ordered frees, host
 // functions in queue order, device-wide synchronisation, queue priorities and which queues take
 // a core; every function's refusal of bad input.
+#include <sys/wait.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -16,6 +19,7 @@
 #include "support/api_helpers.hpp"
 #include "support/result_printing.hpp"
 #include "support/sim_env.hpp"
+#include "support/subprocess.hpp"
 #include "support/test_kernels.hpp"
 #include "trn/trn.h"
 
@@ -498,6 +502,75 @@ TEST_CASE("trn_queue_host_call runs a host function in queue order", "[backend][
           TRN_ERROR_INVALID_HANDLE);
   }
   trn_queue_destroy(queue);
+}
+
+namespace {
+
+struct FreeOnCancel {
+  trn_mem_t mem = nullptr;
+  std::atomic<int> calls{0};
+  std::atomic<trn_result_t> status{TRN_SUCCESS};
+  std::atomic<trn_result_t> freed{TRN_ERROR_INTERNAL};
+};
+
+void free_on_cancel(void *user, trn_result_t status) {
+  auto &state = *static_cast<FreeOnCancel *>(user);
+  state.status = status;
+  state.freed = trn_mem_free(state.mem);  // what a backend's callback does with what it held
+  state.calls.fetch_add(1);
+}
+
+}  // namespace
+
+TEST_CASE("a host function cancelled by trn_runtime_shutdown may call the API",
+          "[backend][host_call][shutdown]") {
+  // The shutdown waits for the queue's thread, which runs the cancelled function: its call must
+  // not wait for the shutdown in turn. Run in a child, so that a hang fails the test.
+  SimEnv env;
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int code = 0;
+    {
+      const trn_device_t device = first_device();
+      trn_queue_t queue = nullptr;
+      trn_queue_desc_t desc = TRN_QUEUE_DESC_INIT;
+      desc.core = core_at(device, 0);
+      trn_pool_t pool = nullptr;
+      trn_pool_desc_t pdesc = TRN_POOL_DESC_INIT;
+      trn_sem_t never = nullptr;
+      trn_sem_desc_t sdesc = TRN_SEM_DESC_INIT;
+      FreeOnCancel state;
+      if (trn_queue_create(&desc, &queue) != TRN_SUCCESS ||
+          trn_pool_create(device, &pdesc, &pool) != TRN_SUCCESS ||
+          trn_mem_alloc(pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &state.mem) != TRN_SUCCESS ||
+          trn_sem_create(device, &sdesc, &never) != TRN_SUCCESS)
+        _exit(10);
+      const trn_sem_point_t point{never, 1};
+      const trn_sync_t wait{&point, 1, nullptr, 0};
+      if (trn_queue_host_call(queue, free_on_cancel, &state, &wait, nullptr) != TRN_SUCCESS)
+        _exit(11);
+      if (trn_runtime_shutdown() != TRN_SUCCESS)
+        code = 12;
+      else if (state.calls != 1)
+        code = 13;
+      else if (state.status == TRN_SUCCESS)
+        code = 14;
+      // The allocation went with the runtime: freed before, or a stale handle after.
+      else if (state.freed != TRN_SUCCESS && state.freed != TRN_ERROR_INVALID_HANDLE)
+        code = 15;
+    }
+    _exit(code);
+  }
+  bool reaped = false;
+  const int status = trn::test::wait_for_exit(child, 20000, &reaped, [] {});
+  if (!reaped) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+  }
+  INFO("exit status " << status);
+  REQUIRE(reaped);  // else the shutdown and the function waited for each other
+  CHECK(status == 0);
 }
 
 TEST_CASE("trn_device_synchronize waits for every queue of the process on the device",
