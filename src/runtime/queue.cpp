@@ -371,10 +371,12 @@ trn_result_t Queue::finish(uint64_t timeout_ns) {
 }
 
 trn_result_t Queue::reset() {
+  // The status is read under the submission lock: a reset that read the fault before another
+  // thread's reset and submission would otherwise complete that submission, never run.
+  std::lock_guard lock(mu_);
   auto state = std::make_unique<trn_hal_queue_status_t>();
   status(state.get());
   if (state->fault.result == TRN_SUCCESS) return TRN_SUCCESS;
-  std::lock_guard lock(mu_);
   DriverError err;
   trn_result_t r = TRN_ERROR_INVALID_HANDLE;
   {

@@ -336,6 +336,55 @@ TEST_CASE("trn_mem_export racing trn_mem_free of the same memory: nothing is lef
   check_holds_no_memory(device);
 }
 
+TEST_CASE("two trn_queue_reset racing a submission never complete work that did not run",
+          "[stress][races][queues]") {
+  SimEnv env;
+  const trn_device_t device = first_device();
+  trn_queue_t queue = make_queue(first_core(device));
+  trn_pool_t pool = make_pool(device);
+  trn_sem_t timeline = nullptr;
+  REQUIRE(trn_queue_get_semaphore(queue, &timeline) == TRN_SUCCESS);
+  uint64_t gate_value = 0;
+  trn_sem_t gate = make_sem(device);
+  uint64_t gated = 0;
+  trn_result_t first = TRN_SUCCESS, second = TRN_SUCCESS, submitted = TRN_SUCCESS;
+  const int rounds = race(
+      300,
+      [&] {
+        // A write whose memory is freed before it runs faults the queue.
+        trn_mem_t victim = nullptr;
+        REQUIRE(trn_mem_alloc(pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &victim) == TRN_SUCCESS);
+        const uint64_t word = 0;
+        REQUIRE(trn_queue_write(queue, victim, 0, &word, sizeof word, nullptr, nullptr) ==
+                TRN_SUCCESS);
+        REQUIRE(trn_mem_free(victim) == TRN_SUCCESS);
+        trn_queue_finish(queue, kLong);  // the fault, or success if the write won
+        gated = 0;
+      },
+      [&] {
+        first = trn_queue_reset(queue);
+        // Work that waits on a gate the round opens only after its check.
+        const trn_sem_point_t point{gate, gate_value + 1};
+        const trn_sync_t wait{&point, 1, nullptr, 0};
+        submitted = trn_queue_barrier(queue, &wait, &gated);
+      },
+      [&] { second = trn_queue_reset(queue); },
+      [&] {
+        INFO(last_error());
+        CHECK(first == TRN_SUCCESS);
+        CHECK(second == TRN_SUCCESS);
+        REQUIRE(submitted == TRN_SUCCESS);
+        uint64_t completed = 0;
+        REQUIRE(trn_sem_query(timeline, &completed) == TRN_SUCCESS);
+        INFO("the gated command is #" << gated << ", the queue says " << completed << " completed");
+        CHECK(completed < gated);
+        REQUIRE(trn_sem_signal(gate, ++gate_value) == TRN_SUCCESS);
+        REQUIRE(trn_queue_finish(queue, kLong) == TRN_SUCCESS);
+      });
+  CHECK(rounds > 0);
+  REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+}
+
 TEST_CASE("trn_sem_destroy racing a submission that uses the semaphore: never both succeed",
           "[stress][races][semaphores]") {
   SimEnv env;
