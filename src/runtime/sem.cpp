@@ -1,5 +1,7 @@
 #include "runtime/sem.hpp"
 
+#include <unistd.h>
+
 #include "runtime/driver_error.hpp"
 #include "runtime/error.hpp"
 #include "runtime/session.hpp"
@@ -122,8 +124,20 @@ trn_result_t Sem::wait(uint64_t value, uint64_t timeout_ns) {
 
 trn_result_t Sem::watch(uint64_t value, int *fd) {
   DriverError err;
-  if (trn_result_t r = ops(device_).sem_watch(hal_, value, fd, &err); r != TRN_SUCCESS)
+  int watch_fd = -1;
+  if (trn_result_t r = ops(device_).sem_watch(hal_, value, &watch_fd, &err); r != TRN_SUCCESS)
     return ::trn::rt::fail(r, err.message);
+  // A destroy on another thread ends the watches it finds; one made after that would never read
+  // end-of-file (the lookup caches may keep the semaphore alive). The destroy marks it first and
+  // ends the watches under the driver's lock, which the watch took too: one of the two sees the
+  // other.
+  if (uses_.load(std::memory_order_acquire) & kDestroyed) {
+    close_watchers();
+    close(watch_fd);
+    return ::trn::rt::fail(TRN_ERROR_INVALID_HANDLE,
+                           "the semaphore was destroyed by another call while this one ran");
+  }
+  *fd = watch_fd;
   return TRN_SUCCESS;
 }
 

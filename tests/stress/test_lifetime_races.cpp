@@ -2,6 +2,7 @@
 // other threads hold handles. Each race has one documented outcome per order of events, which
 // the tests check on every round; rounds are bounded by a count and a deadline. Built to run
 // clean under ThreadSanitizer.
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -383,6 +384,40 @@ TEST_CASE("two trn_queue_reset racing a submission never complete work that did 
       });
   CHECK(rounds > 0);
   REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+}
+
+TEST_CASE("trn_sem_get_fd racing trn_sem_destroy: a descriptor reads end-of-file",
+          "[stress][races][semaphores]") {
+  SimEnv env;
+  const trn_device_t device = first_device();
+  trn_sem_t sem = nullptr;
+  int fd = -1;
+  trn_result_t watch_result = TRN_SUCCESS, destroy_result = TRN_SUCCESS;
+  int watched = 0;
+  const int rounds = race(
+      1000, [&] { sem = make_sem(device); },
+      [&] {
+        fd = -1;
+        watch_result = trn_sem_get_fd(sem, 5, &fd);
+      },
+      [&] { destroy_result = trn_sem_destroy(sem); },
+      [&] {
+        INFO("get_fd: " << watch_result << ", destroy: " << destroy_result << " " << last_error());
+        REQUIRE(destroy_result == TRN_SUCCESS);
+        if (watch_result != TRN_SUCCESS) {
+          CHECK(watch_result == TRN_ERROR_INVALID_HANDLE);
+          return;
+        }
+        ++watched;
+        // The semaphore never reached 5 and was destroyed: end-of-file, soon.
+        pollfd pfd{fd, POLLIN, 0};
+        CHECK(poll(&pfd, 1, 5000) == 1);
+        uint64_t count = 0;
+        CHECK(read(fd, &count, sizeof count) == 0);
+        close(fd);
+      });
+  INFO(rounds << " rounds, " << watched << " descriptors");
+  CHECK(rounds > 0);
 }
 
 TEST_CASE("trn_sem_destroy racing a submission that uses the semaphore: never both succeed",
