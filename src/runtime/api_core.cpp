@@ -46,13 +46,21 @@ trn_result_t check_visible(const Core &core) {
 }
 
 trn_result_t acquire_core(Core &core) {
-  Device &device = *core.device;
   if (trn_result_t r = check_visible(core); r != TRN_SUCCESS) return r;
-  std::lock_guard lock(device.mu);
-  if (device.shut_down)
-    return fail(TRN_ERROR_INVALID_HANDLE,
-                "the runtime was shut down (trn_runtime_shutdown) while this call ran: get the "
-                "core again");
+  std::lock_guard lock(core.device->mu);
+  return acquire_core_locked(core);
+}
+
+trn_result_t check_not_shut_down(const Device &device) {
+  if (!device.shut_down) return TRN_SUCCESS;
+  return fail(TRN_ERROR_INVALID_HANDLE,
+              "the runtime was shut down (trn_runtime_shutdown) while this call ran: get the "
+              "core again");
+}
+
+trn_result_t acquire_core_locked(Core &core) {
+  Device &device = *core.device;
+  if (trn_result_t r = check_not_shut_down(device); r != TRN_SUCCESS) return r;
   if (core.owned) return TRN_SUCCESS;
   DriverError err;
   uint32_t busy = 0;

@@ -232,18 +232,16 @@ TRN_API trn_result_t trn_queue_create(const trn_queue_desc_t *desc, trn_queue_t 
                   "desc.priority " + std::to_string(priority_bits) +
                       " is not TRN_QUEUE_PRIORITY_LOW, _NORMAL or _HIGH (0 means NORMAL)");
     const bool compute = kind == TRN_QUEUE_KIND_COMPUTE;
-    // Compute queues use the core's engines and take the core; copy queues share its DMA engines.
-    if (trn_result_t r = compute ? acquire_core(*core) : check_visible(*core); r != TRN_SUCCESS)
-      return r;
+    if (trn_result_t r = check_visible(*core); r != TRN_SUCCESS) return r;
     std::shared_ptr<Queue> queue;
     {
-      // Under the device's lock, so that a shutdown on another thread cannot release the core
-      // between the claim and the driver's queue on it.
+      // Compute queues use the core's engines and take the core; copy queues share its DMA
+      // engines. Under the device's lock, so that a shutdown or trn_core_release on another
+      // thread cannot release the core between the claim and the driver's queue on it.
       std::lock_guard lock(device.mu);
-      if (device.shut_down || (compute && !core->owned))
-        return fail(TRN_ERROR_INVALID_HANDLE,
-                    "the runtime was shut down (trn_runtime_shutdown) while this call ran: get "
-                    "the core again");
+      if (trn_result_t r = compute ? acquire_core_locked(*core) : check_not_shut_down(device);
+          r != TRN_SUCCESS)
+        return r;
       if (trn_result_t r =
               Queue::create(device, *core, kind, capacity, dma_engines, priority_bits, &queue);
           r != TRN_SUCCESS)

@@ -131,6 +131,11 @@ Core *lookup_core(const Session &session, trn_core_t handle, trn_result_t *resul
 
 // Takes a core for this process (idempotent); the work of trn_core_acquire.
 trn_result_t acquire_core(Core &core);
+// The same with core.device->mu held, for a visible core.
+trn_result_t acquire_core_locked(Core &core);
+// TRN_ERROR_INVALID_HANDLE (and the error recorded) once a shutdown released the device's cores;
+// device.mu held.
+trn_result_t check_not_shut_down(const Device &device);
 // TRN_ERROR_INVALID_ARGUMENT (and the error recorded) for a core this process may not use.
 trn_result_t check_visible(const Core &core);
 

@@ -420,6 +420,37 @@ TEST_CASE("trn_sem_get_fd racing trn_sem_destroy: a descriptor reads end-of-file
   CHECK(rounds > 0);
 }
 
+TEST_CASE("a compute trn_queue_create racing trn_core_release of its core: the queue is made",
+          "[stress][races][queues]") {
+  // The release comes first (the create takes the core again) or the create does (the release
+  // finds a queue on the core and is refused); the create never fails.
+  SimEnv env;
+  const trn_core_t core = first_core(first_device());
+  trn_queue_t queue = nullptr;
+  trn_result_t create_result = TRN_SUCCESS, release_result = TRN_SUCCESS;
+  int refused = 0;
+  const int rounds = race(
+      1000, [&] { REQUIRE(trn_core_acquire(core) == TRN_SUCCESS); },
+      [&] {
+        trn_queue_desc_t desc = TRN_QUEUE_DESC_INIT;
+        desc.core = core;
+        desc.kind = TRN_QUEUE_KIND_COMPUTE;
+        queue = nullptr;
+        create_result = trn_queue_create(&desc, &queue);
+      },
+      [&] { release_result = trn_core_release(core); },
+      [&] {
+        INFO("create: " << create_result << ", release: " << release_result << " " << last_error());
+        REQUIRE(create_result == TRN_SUCCESS);
+        CHECK((release_result == TRN_SUCCESS || release_result == TRN_ERROR_HANDLE_IN_USE));
+        if (release_result != TRN_SUCCESS) ++refused;
+        REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+        REQUIRE(trn_core_release(core) == TRN_SUCCESS);  // the queue's claim
+      });
+  INFO(rounds << " rounds, " << refused << " releases refused");
+  CHECK(rounds > 0);
+}
+
 TEST_CASE("trn_sem_destroy racing a submission that uses the semaphore: never both succeed",
           "[stress][races][semaphores]") {
   SimEnv env;
