@@ -143,6 +143,9 @@ class SimQueue {
   };
   // "copy #12": what failure texts call a buffer.
   static std::string name_of(const Slot &buffer);
+  // " (a queue of device 0, physical core 2)": ends what a semaphore the queue fails says to its
+  // waiters, who may wait on queues of several cores and processes.
+  std::string where() const;
   // Why a command failed, for the fault record.
   struct Failure {
     trn_result_t result = TRN_SUCCESS;

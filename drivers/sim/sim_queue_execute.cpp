@@ -74,6 +74,15 @@ std::string SimQueue::name_of(const Slot &buffer) {
   return std::string(buffer.label ? buffer.label : "buffer") + " #" + std::to_string(buffer.tag);
 }
 
+std::string SimQueue::where() const {
+  const uint32_t last = shape_.first_core + shape_.core_count - 1;
+  return " (a queue of device " + std::to_string(device_.index()) + ", physical core" +
+         (last == shape_.first_core
+              ? " " + std::to_string(last)
+              : "s " + std::to_string(shape_.first_core) + "-" + std::to_string(last)) +
+         ")";
+}
+
 void SimQueue::tick(uint64_t ns) {
   clock_ns_ += ns;
   device_.advance_time(clock_ns_);
@@ -252,7 +261,7 @@ SimQueue::Ran SimQueue::execute(Slot &buffer, const Errand *errand) {
     if (r == TRN_TIMEOUT) return Ran::paused;
     failure.result = r;
     record_fault(buffer, static_cast<uint32_t>(i), failure);
-    abandon(buffer, i + 1, r, name_of(buffer) + " failed: " + failure.reason);
+    abandon(buffer, i + 1, r, name_of(buffer) + " failed: " + failure.reason + where());
     return Ran::failed;
   }
   return Ran::completed;
@@ -295,7 +304,7 @@ void SimQueue::abandon(Slot &buffer, size_t from, trn_result_t status, const std
 }
 
 void SimQueue::cancel(Slot &buffer, const std::string &reason) {
-  abandon(buffer, 0, TRN_ERROR_CANCELLED, name_of(buffer) + " was cancelled: " + reason);
+  abandon(buffer, 0, TRN_ERROR_CANCELLED, name_of(buffer) + " was cancelled: " + reason + where());
   std::lock_guard lock(fault_mu_);
   if (fault_.result != TRN_SUCCESS) ++fault_.cancelled;
 }

@@ -589,6 +589,7 @@ TEST_CASE("a copy from freed memory faults the queue and cancels what follows", 
     INFO(last_error());
     CHECK(error_contains("trn_sem_wait: "));
     CHECK(error_contains("cancelled"));
+    CHECK(error_contains("(a queue of device 0, physical core 0)"));  // which queue
     uint64_t value = 9;
     CHECK(trn_sem_query(sem, &value) == TRN_ERROR_CANCELLED);
     CHECK(value == 0);
