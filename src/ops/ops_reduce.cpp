@@ -85,6 +85,11 @@ TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t o
     const bool index_op = op == TRN_OPS_ARGMAX || op == TRN_OPS_ARGMIN;
     const std::vector<int64_t> reduced = reduced_dims(in, dims, dim_count, index_op);
     check_shape(o, reduced_shape(in, reduced, keepdim != 0), "out", name);
+    if (index_op && dtype_is_float(o.dtype))
+      invalid(
+          fmt::format("{}: out {} holds indices: give it an integer dtype (i64, as PyTorch's "
+                      "argmax returns, or i32)",
+                      name, o.describe()));
     check_same_device({&o, &in}, name);
     check_overlap({&o}, {&in}, name, false);
     if (in.numel() == 0 && (op != TRN_OPS_SUM && op != TRN_OPS_MEAN))

@@ -543,6 +543,8 @@ TEST_CASE("bad shapes are refused with a message naming the problem, and nothing
   DeviceTensor i0 = f.tensor(TRN_DTYPE_I64, Shape{});
   refused(trn_ops_reduce(f.queue(), TRN_OPS_ARGMAX, i0.get(), a45.get(), both, 2, 0, nullptr),
           "one dim or none");
+  refused(trn_ops_reduce(f.queue(), TRN_OPS_ARGMIN, r4.get(), a45.get(), last, 1, 0, nullptr),
+          "holds indices: give it an integer dtype");
   // softmax: shapes and dims.
   refused(trn_ops_softmax(f.queue(), o44.get(), a45.get(), -1, 0, nullptr),
           "out is f32[4, 4]; it must be [4, 5]");
