@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -201,6 +202,13 @@ TRN_COMM_API trn_result_t trn_comm_init_all(uint32_t count, const trn_core_t *co
     if (!cores) fail(TRN_ERROR_NULL_POINTER, "cores is NULL");
     if (!comms) fail(TRN_ERROR_NULL_POINTER, "comms is NULL");
     if (count == 0) fail(TRN_ERROR_INVALID_ARGUMENT, "count is 0");
+    // Before any rank starts: one rank refused later would leave the others waiting at the
+    // rendezvous for the whole timeout.
+    for (uint32_t i = 0; i < count; ++i)
+      if (!cores[i])
+        fail(TRN_ERROR_NULL_POINTER, "cores[" + std::to_string(i) +
+                                         "] is NULL: give every "
+                                         "rank's NeuronCore");
     CommConfig config = config_of(desc);
     const uint64_t timeout = config.timeout_ns ? config.timeout_ns : default_timeout_ns();
     const RendezvousId id = start_root_service({"127.0.0.1", 0}, random_token(), timeout);
@@ -239,8 +247,8 @@ TRN_COMM_API trn_result_t trn_comm_split(trn_comm_t handle, int32_t color, int32
     if (!new_comm) fail(TRN_ERROR_NULL_POINTER, "new_comm is NULL");
     *new_comm = nullptr;
     auto comm = find(handle);
-    if (auto why = comm->error(); !why.empty())
-      fail(TRN_ERROR_COLLECTIVE, "the communicator failed: " + why);
+    // Like an operation: one at a time on the communicator, never after it was destroyed.
+    const auto serialised = comm->begin_operation();
     // Round 1: everyone's colour and key.
     std::vector<uint8_t> mine;
     put(&mine, color);
@@ -254,13 +262,19 @@ TRN_COMM_API trn_result_t trn_comm_split(trn_comm_t handle, int32_t color, int32
     // Round 2: each group's first rank serves the new communicator's rendezvous.
     std::vector<uint8_t> offer;
     const bool leader = color >= 0 && group.front().second == comm->rank();
+    std::optional<CommError> no_rendezvous;
     if (leader) {
-      const RendezvousId id =
-          start_root_service({socket_address(), 0}, random_token(), comm->timeout_ns());
-      const trn_comm_unique_id_t bytes = encode_id(id);
-      offer.assign(bytes.internal, bytes.internal + sizeof bytes.internal);
+      try {
+        const RendezvousId id =
+            start_root_service({socket_address(), 0}, random_token(), comm->timeout_ns());
+        const trn_comm_unique_id_t bytes = encode_id(id);
+        offer.assign(bytes.internal, bytes.internal + sizeof bytes.internal);
+      } catch (const CommError &e) {
+        no_rendezvous = e;  // offered empty: the group's other ranks fail at once, not later
+      }
     }
     const auto offers = comm->gather(offer, "trn_comm_split");
+    if (no_rendezvous) throw *no_rendezvous;
     if (color < 0) return;
     const auto &chosen = offers[group.front().second];
     if (chosen.size() != sizeof(trn_comm_unique_id_t))

@@ -94,6 +94,7 @@ class RootService {
     // The service's own limit, or the shortest of the ranks' that arrived (named when it passes).
     uint64_t limit_ns = timeout_ns_;
     uint64_t end = common::deadline_after(limit_ns, now_ns());
+    bool rank_bound = false;  // end is a rank's deadline
     std::vector<Fd> pending;  // connected, hello not read yet
     uint32_t arrived = 0;
     while (size_ == 0 || arrived < size_) {
@@ -147,13 +148,6 @@ class RootService {
         } catch (const CommError &) {
           continue;
         }
-        // The shortest timeout of a rank that arrived bounds the rendezvous, so that the service
-        // names the missing ranks before that rank gives up on its own.
-        if (const uint64_t bound = common::deadline_after(rank_timeout, now_ns());
-            rank_timeout && bound < end) {
-          end = bound;
-          limit_ns = rank_timeout;
-        }
         if (token != token_) {
           refuse(fd,
                  "this rendezvous serves another communicator (a stale unique id, or two "
@@ -185,6 +179,15 @@ class RootService {
         rank.host = host;
         rank.blob.assign(hello.payload.begin() + static_cast<long>(at), hello.payload.end());
         ++arrived;
+        // Once a rank arrived, the shortest timeout of the ranks bounds the rendezvous (not the
+        // service's own, which may be shorter or longer than theirs, or than no limit), so that
+        // the service names the missing ranks before that rank gives up on its own.
+        if (const uint64_t bound = common::deadline_after(rank_timeout, now_ns());
+            rank_timeout && (!rank_bound || bound < end)) {
+          end = bound;
+          limit_ns = rank_timeout;
+          rank_bound = true;
+        }
       }
     }
     listener_.reset();  // no one else may join

@@ -306,8 +306,8 @@ void Comm::fill_info(trn_comm_info_t *info) const {
   info->processes = processes_;
   info->chunk_bytes = chunk_bytes_;
   info->timeout_ns = timeout_ns_;
-  std::lock_guard lock(const_cast<std::mutex &>(op_mutex_));
   info->operations = operations_;
+  std::lock_guard lock(resources_mutex_);
   const std::string transport = proxy_ ? "fabric (" + proxy_->provider() + ")" : "device";
   std::snprintf(info->transport, sizeof info->transport, "%s", transport.c_str());
 }
@@ -339,6 +339,8 @@ void Comm::fail_comm(const std::string &why, bool tell_others, uint64_t operatio
 
 void Comm::fail_semaphores(const std::string &why) {
   const std::string reason = "collective failed: " + why;
+  std::lock_guard lock(resources_mutex_);
+  if (released_) return;
   if (proxy_) proxy_->mark_failed(reason);
   for (PeerLink &link : links_)
     for (trn_sem_t sem : {link.rx_ready, link.rx_free, link.tx_ready, link.tx_free})
@@ -539,14 +541,27 @@ std::vector<std::vector<uint8_t>> Comm::gather(const std::vector<uint8_t> &paylo
 }
 
 void Comm::shutdown(bool abort) {
-  if (abort) {
-    fail_comm("rank " + std::to_string(rank_) + " aborted the communicator", true);
-  } else {
+  // An abort fails the communicator first: an operation waiting on another thread (for queue
+  // space, in a split's gather) then ends within a slice.
+  if (abort) fail_comm("rank " + std::to_string(rank_) + " aborted the communicator", true);
+  {
+    // An operation another thread is queuing finishes first; none starts after.
+    std::lock_guard lock(op_mutex_);
+    closed_ = true;
+  }
+  if (!abort) {
+    trn_result_t waited = TRN_SUCCESS;
     try {
-      synchronize(timeout_ns_);
+      waited = synchronize(timeout_ns_);
     } catch (const CommError &) {
       // Failed already: the resources go all the same.
     }
+    // Its operations' commands must not wait forever on chunks that will never come, and the
+    // peers must not take this for a clean departure.
+    if (waited == TRN_TIMEOUT)
+      fail_comm("rank " + std::to_string(rank_) + " was destroyed with operations unfinished " +
+                    std::to_string(timeout_ns_ / 1'000'000) + " ms after the call",
+                true);
   }
   const bool clean = error().empty();
   stop_ = true;
@@ -556,7 +571,15 @@ void Comm::shutdown(bool abort) {
 }
 
 void Comm::release_resources() {
-  proxy_.reset();  // its thread uses the semaphores and memory let go below
+  std::unique_ptr<Proxy> proxy;
+  {
+    std::lock_guard lock(resources_mutex_);
+    released_ = true;
+    proxy = std::move(proxy_);
+  }
+  // Its thread uses the semaphores and memory let go below; stopped without the lock, which its
+  // failure reports (fail_semaphores) would take.
+  proxy.reset();
   // Commands that still wait or signal keep a semaphore in use for a moment after a failure:
   // the queue cancels them, then the semaphore can go.
   auto destroy = [](trn_sem_t sem) {
@@ -582,6 +605,9 @@ void Comm::release_resources() {
 
 std::unique_lock<std::mutex> Comm::begin_operation() {
   std::unique_lock lock(op_mutex_);
+  if (closed_)
+    fail(TRN_ERROR_INVALID_HANDLE,
+         "the communicator was destroyed or aborted by another call while this one began");
   if (std::string why = error(); !why.empty())
     fail(TRN_ERROR_COLLECTIVE,
          "the communicator failed: " + why + " (destroy it and make a new one)");

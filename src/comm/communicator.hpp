@@ -126,7 +126,8 @@ class Comm : public std::enable_shared_from_this<Comm> {
   std::vector<std::vector<uint8_t>> gather(const std::vector<uint8_t> &payload, const char *what);
 
   // --- building operations (operations.cpp) ---
-  // Serialises operations; throws TRN_ERROR_COLLECTIVE on a failed communicator.
+  // Serialises operations (and trn_comm_split); throws TRN_ERROR_COLLECTIVE on a failed
+  // communicator and TRN_ERROR_INVALID_HANDLE on one another thread destroys.
   std::unique_lock<std::mutex> begin_operation();
   uint64_t next_operation_number() { return ++operations_; }
   // What a submission does, for messages (built only when one is needed): `what`, then
@@ -212,6 +213,10 @@ class Comm : public std::enable_shared_from_this<Comm> {
   std::atomic<bool> stop_{false};
 
   std::mutex op_mutex_;  // one operation at a time
+  bool closed_ = false;  // guarded by op_mutex_: shutdown began, no operation starts
+  // Failing the semaphores (any thread) and letting them go (shutdown) exclude each other.
+  mutable std::mutex resources_mutex_;
+  bool released_ = false;  // guarded by resources_mutex_
   std::atomic<uint64_t> operations_{0};
   trn_sem_t last_queue_sem_ = nullptr;
   uint64_t last_sequence_ = 0;

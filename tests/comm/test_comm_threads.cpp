@@ -350,6 +350,45 @@ TEST_CASE("trn_comm_abort fails the peers' operations", "[comm][failure]") {
   for (const auto &f : failures) FAIL_CHECK(f);
 }
 
+TEST_CASE("trn_comm_abort on another thread while a rank's operations run ends them cleanly",
+          "[comm][failure]") {
+  // The abort lets go of the communicator's semaphores and staging memory: never while an
+  // operation on another thread still queues work with them.
+  SimEnv env;
+  ThreadWorld world(2, 4096, 20'000);
+  std::atomic<int> started{0};
+  const trn_comm_t doomed = world.comms[0];
+  std::thread aborter([&] {
+    while (started.load() < 20) std::this_thread::yield();
+    trn_comm_abort(doomed);
+  });
+  const auto failures = world.each([&](uint32_t r) -> std::string {
+    RankResources &res = world.ranks[r];
+    trn_mem_t buf = nullptr;
+    if (trn_mem_alloc(res.pool, 1 << 16, 0, TRN_MEM_CATEGORY_TENSORS, 0, &buf) != TRN_SUCCESS)
+      return "alloc: " + comm_error();
+    trn_result_t result = TRN_SUCCESS;
+    for (int i = 0; i < 100000 && result == TRN_SUCCESS; ++i) {
+      started.fetch_add(1);
+      result = trn_comm_all_reduce(world.comms[r], res.queue, {buf, 0}, {buf, 0}, 4096,
+                                   TRN_DTYPE_F32, TRN_COMM_SUM, nullptr, nullptr);
+      if (result == TRN_SUCCESS && i % 8 == 7)
+        result = trn_comm_synchronize(world.comms[r], 20'000'000'000ull);
+    }
+    const std::string why = comm_error();
+    trn_queue_finish(res.queue, 10'000'000'000ull);
+    trn_queue_reset(res.queue);
+    trn_mem_free(buf);
+    // Rank 0's handle went with the abort, or its operation failed; rank 1's peer aborted.
+    if (result != TRN_ERROR_COLLECTIVE && result != TRN_ERROR_INVALID_HANDLE)
+      return "rank " + std::to_string(r) + " gave " + trn_result_name(result) + ": " + why;
+    return "";
+  });
+  aborter.join();
+  world.comms[0] = nullptr;
+  for (const auto &f : failures) FAIL_CHECK(f);
+}
+
 TEST_CASE("bad arguments are refused and nothing is enqueued", "[comm][negative]") {
   SimEnv env;
   ThreadWorld world(1);
@@ -512,6 +551,52 @@ TEST_CASE("a timeout of UINT64_MAX means no limit, and sizes above 64 ranks are 
   trn_comm_t out = nullptr;
   CHECK(trn_comm_init_rank(&id, &desc, &out) == TRN_ERROR_INVALID_ARGUMENT);
   CHECK(comm_error().find("1 to 64 ranks") != std::string::npos);
+}
+
+TEST_CASE("the ranks' timeout bounds the rendezvous, not the id maker's default, once one arrives",
+          "[comm]") {
+  // The id's service starts with TRN_COMM_TIMEOUT_MS (1 s here); the ranks ask for 20 s, and
+  // one of them arrives after 2.
+  SimEnv env;
+  env.set("TRN_COMM_TIMEOUT_MS", "1000");
+  const auto cores = all_cores();
+  REQUIRE(cores.size() >= 2);
+  trn_comm_unique_id_t id{};
+  REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
+  trn_comm_t comms[2] = {nullptr, nullptr};
+  trn_result_t results[2] = {TRN_ERROR_INTERNAL, TRN_ERROR_INTERNAL};
+  std::string errors[2];
+  std::vector<std::thread> ranks;
+  for (uint32_t r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      if (r == 1) std::this_thread::sleep_for(std::chrono::seconds(2));
+      trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
+      desc.core = cores[r];
+      desc.rank = r;
+      desc.size = 2;
+      desc.timeout_ns = 20'000'000'000ull;
+      results[r] = trn_comm_init_rank(&id, &desc, &comms[r]);
+      if (results[r] != TRN_SUCCESS) errors[r] = comm_error();
+    });
+  for (auto &rank : ranks) rank.join();
+  for (uint32_t r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << errors[r]);
+    CHECK(results[r] == TRN_SUCCESS);
+    trn_comm_destroy(comms[r]);
+  }
+}
+
+TEST_CASE("trn_comm_init_all refuses a NULL core before any rank waits", "[comm][negative]") {
+  SimEnv env;
+  const auto cores = all_cores();
+  REQUIRE(cores.size() >= 2);
+  const trn_core_t some[3] = {cores[0], nullptr, cores[1]};
+  trn_comm_t comms[3] = {nullptr, nullptr, nullptr};
+  trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
+  desc.timeout_ns = 60'000'000'000ull;  // what the other ranks would have waited
+  CHECK(trn_comm_init_all(3, some, &desc, comms) == TRN_ERROR_NULL_POINTER);
+  CHECK(comm_error().find("cores[1] is NULL") != std::string::npos);
+  CHECK(comms[0] == nullptr);
 }
 
 TEST_CASE("trn_comm_init_from_env refuses a missing or malformed variable", "[comm][negative]") {
