@@ -564,6 +564,9 @@ void Comm::shutdown(bool abort) {
                 true);
   }
   const bool clean = error().empty();
+  // The last chunks may still be on their way to the peers: let them go out first. (Not under
+  // resources_mutex_, which the proxy's failure report takes; only this thread changes proxy_.)
+  if (clean && proxy_) proxy_->stop(common::deadline_after(timeout_ns_, now_ns()));
   stop_ = true;
   if (monitor_thread_.joinable()) monitor_thread_.join();
   bootstrap_.close(clean);

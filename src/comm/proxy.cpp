@@ -6,6 +6,7 @@
 #include <set>
 
 #include "comm/error.hpp"
+#include "comm/socket.hpp"
 #include "common/thread_name.hpp"
 
 namespace trn::comm {
@@ -103,9 +104,10 @@ void Proxy::start() {
   common::name_thread(thread_, "trn-proxy" + std::to_string(rank_));
 }
 
-void Proxy::stop() {
+void Proxy::stop(uint64_t drain_deadline_ns) {
   {
     std::lock_guard lock(wake_mutex_);
+    drain_until_ns_.store(drain_deadline_ns, std::memory_order_relaxed);
     stop_ = true;
   }
   wake_.notify_all();
@@ -143,6 +145,12 @@ bool Proxy::busy() {
   for (auto &p : peers_) {
     const uint64_t expected = p->expected.load(std::memory_order_acquire);
     if (p->signalled < expected || p->credit_sent < expected) return true;
+  }
+  return sending();
+}
+
+bool Proxy::sending() {
+  for (auto &p : peers_) {
     for (bool b : p->tx_busy)
       if (b) return true;
     std::lock_guard lock(p->pending_mutex);
@@ -271,7 +279,8 @@ void Proxy::complete(const Fabric::Completion &c) {
 void Proxy::run() {
   uint64_t seen = 0;
   try {
-    while (!stop_.load(std::memory_order_relaxed)) {
+    while (!stop_.load(std::memory_order_relaxed) ||
+           (drain_until_ns_.load(std::memory_order_relaxed) > now_ns() && sending())) {
       bool any = false;
       Fabric::Completion done[16];
       const size_t n = fabric_.poll(done, 16);

@@ -52,7 +52,10 @@ class Proxy {
 
   void add_peer(const RemotePeer &peer);
   void start();
-  void stop();
+  // Stops the thread. With a deadline, it first sends (until then) the chunks the queues left
+  // in the outboxes: a clean departure after the last operation completed here, whose last
+  // chunks the peers may still be waiting for.
+  void stop(uint64_t drain_deadline_ns = 0);
   // The queue will signal chunk `k` (of `bytes`) to `peer` ready in the outbox.
   void expect_send(uint32_t peer, uint64_t k, uint64_t bytes);
   // The queue will wait for chunk `k` from `peer` (and free it after).
@@ -74,18 +77,23 @@ class Proxy {
   trn_result_t signal(trn_sem_t sem, uint64_t value);
   // Whether a transfer is under way or expected: the proxy then polls without sleeping.
   bool busy();
+  // Chunks handed to it to send that have not gone out yet (its thread only).
+  bool sending();
   Peer *peer_of(uint32_t rank);
   // A new expectation: an idle proxy wakes for it.
   void wake();
 
+  // Before the fabric, so that they go after it: receives stay posted into their buffers and
+  // contexts until the fabric closes, and a peer's late message (a credit) lands there.
+  std::vector<std::unique_ptr<Peer>> peers_;
   Fabric fabric_;
   uint32_t rank_;
   uint32_t slots_;
   uint64_t chunk_bytes_;
   std::function<void(const std::string &)> on_failure_;
-  std::vector<std::unique_ptr<Peer>> peers_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> drain_until_ns_{0};  // see stop()
   std::atomic<bool> failed_{false};
   std::mutex failed_mutex_;
   std::string failed_reason_;  // guarded by failed_mutex_
