@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <liburing.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -120,10 +121,17 @@ class Transfer {
     const int access = flags & O_ACCMODE;
     if (access != O_RDWR && access != (reading() ? O_RDONLY : O_WRONLY))
       return fail_now(EBADF, why);  // what the kernel says of a read on a write-only fd
+    // Checked when submitted too; the number may name another file by now (closed and reused):
+    // a pipe or socket would block this queue's thread for as long as nobody writes to it.
+    if (struct stat st{}; ::fstat(fd_, &st) == 0 &&
+                          (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode)))
+      return fail_now(ESPIPE, why);
     if (bytes_ == 0) return TRN_SUCCESS;
     open_descriptors(flags);
     plan();
-    io_uring *ring = t_ring.get();
+    // Appends land at the end of the file in the order they run, and io_uring runs the pieces
+    // in any order: one after the other, as the caller wrote them.
+    io_uring *ring = (flags & O_APPEND) != 0 ? nullptr : t_ring.get();
     if (ring != nullptr)
       run_ring(ring);
     else

@@ -149,11 +149,17 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
         why = "the queue was destroyed while the launch waited for the core's engines";
         return TRN_ERROR_CANCELLED;
       }
+      // Given back however the launch ends: one that throws (out of host memory making the
+      // core's executor) must not keep the engines from every later launch on the core.
+      struct Release {
+        CoreArbiter &engines;
+        const uint64_t &clock_ns;
+        ~Release() { engines.release(clock_ns); }
+      } release{engines, clock_ns_};
       failure->launch =
           run_launch(instance_, device_, shape_.first_core, *c.u.launch.kernel, c.u.launch.args,
                      c.u.launch.arg_count, c.u.launch.result, activity);
       tick(failure->launch.kernel_ns);
-      engines.release(clock_ns_);
       if (failure->launch.result == TRN_ERROR_KERNEL_FAULT ||
           failure->launch.result == TRN_ERROR_KERNEL_DEADLOCK)
         failure->kernel = c.u.launch.kernel;

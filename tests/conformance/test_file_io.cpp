@@ -149,6 +149,33 @@ TEST_CASE_METHOD(DeviceFiles, "trn_queue_write_file writes exact bytes a read br
   REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
 }
 
+TEST_CASE_METHOD(DeviceFiles, "trn_queue_write_file to an O_APPEND descriptor appends in order",
+                 "[files]") {
+  // Appends land where the file ends when each runs: a write larger than one transfer must
+  // still put its bytes in order after what the file held.
+  const uint64_t bytes = 13 * kMiB + 777;
+  const auto data = pattern(bytes, 11);
+  trn_mem_t mem = alloc(pool, bytes);
+  REQUIRE(trn_queue_write(queue, mem, 0, data.data(), bytes, nullptr, nullptr) == TRN_SUCCESS);
+  const std::vector<uint8_t> header = {'l', 'o', 'g', '\n'};
+  const std::string path = dir.file("appended");
+  { Fd created(create_file(path, header)); }
+  Fd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+  REQUIRE(fd.get() >= 0);
+  for (int round = 0; round < 2; ++round)
+    REQUIRE(trn_queue_write_file(queue, fd.get(), 0, mem, 0, bytes, nullptr, nullptr) ==
+            TRN_SUCCESS);
+  INFO(last_error());
+  REQUIRE(trn_queue_finish(queue, kLong) == TRN_SUCCESS);
+  Fd in(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const auto written = file_contents(in.get());
+  REQUIRE(written.size() == header.size() + 2 * bytes);
+  CHECK(slice(written, 0, header.size()) == header);
+  CHECK(slice(written, header.size(), bytes) == data);
+  CHECK(slice(written, header.size() + bytes, bytes) == data);
+  REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+}
+
 TEST_CASE_METHOD(DeviceFiles, "trn_queue_read_file runs in queue order with the commands around it",
                  "[files]") {
   const auto model = pattern(3 * kMiB, 5);
@@ -247,6 +274,30 @@ TEST_CASE_METHOD(DeviceFiles, "a closed descriptor is a fault when the command r
   CHECK(says(fault_of(queue), "file write: "));
   CHECK(std::string(fault_of(queue).command) == "write file");
   REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+}
+
+TEST_CASE_METHOD(DeviceFiles,
+                 "a descriptor closed and reused for a pipe before the command runs is a fault",
+                 "[files]") {
+  // The caller broke the rule, and the number now names a pipe nobody writes to: the command
+  // fails instead of blocking the queue's thread.
+  trn_mem_t mem = alloc(pool, kMiB);
+  Fd file(create_file(dir.file("weights"), pattern(kMiB, 3)));
+  Fd fd(::fcntl(file.get(), F_DUPFD_CLOEXEC, 900));
+  const int number = fd.get();
+  REQUIRE(number >= 900);
+  Gate gate(device);
+  REQUIRE(trn_queue_read_file(queue, mem, 0, number, 0, kMiB, &gate.sync, nullptr) == TRN_SUCCESS);
+  int ends[2];
+  REQUIRE(::pipe2(ends, O_CLOEXEC) == 0);
+  REQUIRE(::dup3(ends[0], number, O_CLOEXEC) == number);  // closes the file's descriptor
+  REQUIRE(gate.open() == TRN_SUCCESS);
+  CHECK(trn_queue_finish(queue, kLong) == TRN_ERROR_FILE);
+  INFO(fault_of(queue).reason);
+  CHECK(says(fault_of(queue), "file read: "));
+  REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+  for (int end : {ends[0], ends[1]}) ::close(end);
+  fd.close();
 }
 
 TEST_CASE_METHOD(DeviceFiles, "trn_queue_read_file and trn_queue_write_file refuse bad arguments",
