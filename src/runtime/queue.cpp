@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "common/log.hpp"
 #include "isa/opcodes.hpp"
@@ -481,10 +482,14 @@ void Queue::shutdown() {
     std::lock_guard lock(mu_);  // no submission is half-way through
     stopped_.store(true, std::memory_order_release);
   }
-  std::unique_lock lock(hal_mu_);
-  if (!hal_) return;
-  ops(device_).queue_destroy(device_.driver->instance, hal_);
-  hal_ = nullptr;
+  trn_hal_queue_t *hal = nullptr;
+  {
+    std::unique_lock lock(hal_mu_);  // after every call that reads the driver queue's status
+    hal = std::exchange(hal_, nullptr);
+  }
+  // Not under the lock: destroying waits for the command running, which may be a host function
+  // whose calls wait for another queue's host function reading this queue's status.
+  if (hal) ops(device_).queue_destroy(device_.driver->instance, hal);
 }
 
 }  // namespace trn::rt
