@@ -257,47 +257,37 @@ TEST_CASE_METHOD(DeviceFiles, "a closed descriptor is a fault when the command r
   REQUIRE(number >= 900);
   Gate gate(device);
   REQUIRE(trn_queue_read_file(queue, mem, 0, number, 0, kMiB, &gate.sync, nullptr) == TRN_SUCCESS);
-  fd.close();  // before the command runs: the caller broke the rule
-  REQUIRE(gate.open() == TRN_SUCCESS);
-  CHECK(trn_queue_finish(queue, kLong) == TRN_ERROR_FILE);
-  const auto fault = fault_of(queue);
-  INFO(fault.reason);
-  CHECK(says(fault, "file read: "));
-  CHECK(says(fault, "(errno 9) at offset 0"));
-  // A descriptor open only for reading cannot be written through.
-  REQUIRE(trn_queue_reset(queue) == TRN_SUCCESS);
-  Fd read_only(::open(dir.file("weights").c_str(), O_RDONLY | O_CLOEXEC));
-  REQUIRE(read_only.get() >= 0);
-  REQUIRE(trn_queue_write_file(queue, read_only.get(), 0, mem, 0, 4096, nullptr, nullptr) ==
-          TRN_SUCCESS);
-  CHECK(trn_queue_finish(queue, kLong) == TRN_ERROR_FILE);
-  CHECK(says(fault_of(queue), "file write: "));
-  CHECK(std::string(fault_of(queue).command) == "write file");
+  // Before the command runs the caller breaks the rule.
+  SECTION("closed") {
+    fd.close();
+    REQUIRE(gate.open() == TRN_SUCCESS);
+    CHECK(trn_queue_finish(queue, kLong) == TRN_ERROR_FILE);
+    const auto fault = fault_of(queue);
+    INFO(fault.reason);
+    CHECK(says(fault, "file read: "));
+    CHECK(says(fault, "(errno 9) at offset 0"));
+    // A descriptor open only for reading cannot be written through.
+    REQUIRE(trn_queue_reset(queue) == TRN_SUCCESS);
+    Fd read_only(::open(dir.file("weights").c_str(), O_RDONLY | O_CLOEXEC));
+    REQUIRE(read_only.get() >= 0);
+    REQUIRE(trn_queue_write_file(queue, read_only.get(), 0, mem, 0, 4096, nullptr, nullptr) ==
+            TRN_SUCCESS);
+    CHECK(trn_queue_finish(queue, kLong) == TRN_ERROR_FILE);
+    CHECK(says(fault_of(queue), "file write: "));
+    CHECK(std::string(fault_of(queue).command) == "write file");
+  }
+  SECTION("closed, and the number reused for a pipe nobody writes to") {
+    // The command fails instead of blocking the queue's thread on the pipe.
+    int ends[2];
+    REQUIRE(::pipe2(ends, O_CLOEXEC) == 0);
+    REQUIRE(::dup3(ends[0], number, O_CLOEXEC) == number);  // closes the file's descriptor
+    REQUIRE(gate.open() == TRN_SUCCESS);
+    CHECK(trn_queue_finish(queue, kLong) == TRN_ERROR_FILE);
+    INFO(fault_of(queue).reason);
+    CHECK(says(fault_of(queue), "file read: "));
+    for (int end : ends) ::close(end);
+  }
   REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
-}
-
-TEST_CASE_METHOD(DeviceFiles,
-                 "a descriptor closed and reused for a pipe before the command runs is a fault",
-                 "[files]") {
-  // The caller broke the rule, and the number now names a pipe nobody writes to: the command
-  // fails instead of blocking the queue's thread.
-  trn_mem_t mem = alloc(pool, kMiB);
-  Fd file(create_file(dir.file("weights"), pattern(kMiB, 3)));
-  Fd fd(::fcntl(file.get(), F_DUPFD_CLOEXEC, 900));
-  const int number = fd.get();
-  REQUIRE(number >= 900);
-  Gate gate(device);
-  REQUIRE(trn_queue_read_file(queue, mem, 0, number, 0, kMiB, &gate.sync, nullptr) == TRN_SUCCESS);
-  int ends[2];
-  REQUIRE(::pipe2(ends, O_CLOEXEC) == 0);
-  REQUIRE(::dup3(ends[0], number, O_CLOEXEC) == number);  // closes the file's descriptor
-  REQUIRE(gate.open() == TRN_SUCCESS);
-  CHECK(trn_queue_finish(queue, kLong) == TRN_ERROR_FILE);
-  INFO(fault_of(queue).reason);
-  CHECK(says(fault_of(queue), "file read: "));
-  REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
-  for (int end : {ends[0], ends[1]}) ::close(end);
-  fd.close();
 }
 
 TEST_CASE_METHOD(DeviceFiles, "trn_queue_read_file and trn_queue_write_file refuse bad arguments",
