@@ -70,16 +70,19 @@ class RootService {
 
   uint64_t deadline() const { return now_ns() + 10'000'000'000ull; }
 
-  // Tells every live rank but `except`.
+  // Tells every live rank but `except`. A rank that cannot be told (its connection reset, or
+  // blocked past the deadline) is lost, and the others hear so.
   void broadcast(uint32_t type, const std::vector<uint8_t> &payload, uint32_t except) {
+    std::vector<uint32_t> unreachable;
     for (uint32_t r = 0; r < ranks_.size(); ++r) {
       if (r == except || ranks_[r].gone || !ranks_[r].fd) continue;
       try {
         send_message(ranks_[r].fd.get(), {type, r, payload}, deadline());
       } catch (const CommError &) {
-        ranks_[r].gone = true;
+        unreachable.push_back(r);
       }
     }
+    for (uint32_t r : unreachable) lost(r);
   }
 
   void refuse(Fd &fd, const std::string &why) {

@@ -735,7 +735,9 @@ void Comm::open_operation(trn_queue_t queue, const trn_sync_t *sync) {
   }
   if (waits.empty()) return;
   const trn_sync_t before{waits.data(), static_cast<uint32_t>(waits.size()), nullptr, 0};
-  check(trn_queue_barrier(queue, &before, &op_sequence_), "ordering the operation (sync->waits)");
+  // Through submit: a full queue is waited out, as for the operation's other commands.
+  submit(queue, [&] { return trn_queue_barrier(queue, &before, &op_sequence_); },
+         {"ordering the operation (sync->waits)"});
 }
 
 uint64_t Comm::close_operation(trn_queue_t queue, const OpName &name, const trn_sync_t *sync,

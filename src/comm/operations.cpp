@@ -445,7 +445,6 @@ uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
   }
 
   std::unique_lock lock = comm.begin_operation();
-  const OpName name{kind_name(kind), data, args.count, args.dtype, comm.next_operation_number()};
   // Scratch before any command: a failure here leaves the peers in step.
   trn_mem_t scratch = nullptr;
   if ((kind == OpKind::reduce_scatter && n > 2) ||
@@ -461,6 +460,8 @@ uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
     if (scratch) trn_mem_free(scratch);
     throw;
   }
+  // Numbered once nothing can stop it short of its commands: the peers number theirs alike.
+  const OpName name{kind_name(kind), data, args.count, args.dtype, comm.next_operation_number()};
   try {
     switch (kind) {
       case OpKind::all_reduce:

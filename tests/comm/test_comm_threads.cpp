@@ -389,6 +389,48 @@ TEST_CASE("trn_comm_abort on another thread while a rank's operations run ends t
   for (const auto &f : failures) FAIL_CHECK(f);
 }
 
+TEST_CASE("an operation whose sync->waits meet a full queue waits for space", "[comm]") {
+  // trn_comm.h: a rank's call may wait for queue space (up to the timeout), never fail for it.
+  SimEnv env;
+  ThreadWorld world(1, 4096, 20'000);
+  RankResources &res = world.ranks[0];
+  trn_queue_desc_t qdesc = TRN_QUEUE_DESC_INIT;
+  qdesc.core = res.core;
+  qdesc.capacity = 4;
+  trn_queue_t small = nullptr;
+  REQUIRE(trn_queue_create(&qdesc, &small) == TRN_SUCCESS);
+  trn_sem_t gate = nullptr;
+  trn_sem_desc_t sdesc = TRN_SEM_DESC_INIT;
+  REQUIRE(trn_sem_create(res.device, &sdesc, &gate) == TRN_SUCCESS);
+  const trn_sem_point_t closed{gate, 1};
+  const trn_sync_t held{&closed, 1, nullptr, 0};
+  trn_result_t r = TRN_SUCCESS;
+  while ((r = trn_queue_barrier(small, &held, nullptr)) == TRN_SUCCESS) {
+  }
+  REQUIRE(r == TRN_ERROR_QUEUE_FULL);
+  trn_mem_t buf = nullptr;
+  REQUIRE(trn_mem_alloc(res.pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &buf) == TRN_SUCCESS);
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    trn_sem_signal(gate, 1);
+  });
+  const trn_sem_point_t after{gate, 1};
+  const trn_sync_t sync{&after, 1, nullptr, 0};
+  r = trn_comm_all_reduce(world.comms[0], small, {buf, 0}, {buf, 0}, 1024, TRN_DTYPE_F32,
+                          TRN_COMM_SUM, &sync, nullptr);
+  const std::string why = comm_error();
+  opener.join();
+  INFO(why);
+  CHECK(r == TRN_SUCCESS);
+  CHECK(trn_comm_synchronize(world.comms[0], 20'000'000'000ull) == TRN_SUCCESS);
+  trn_comm_info_t info = TRN_COMM_INFO_INIT;
+  REQUIRE(trn_comm_get_info(world.comms[0], &info) == TRN_SUCCESS);
+  CHECK(info.operations == 1);
+  trn_mem_free(buf);
+  REQUIRE(trn_queue_destroy(small) == TRN_SUCCESS);
+  REQUIRE(trn_sem_destroy(gate) == TRN_SUCCESS);
+}
+
 TEST_CASE("bad arguments are refused and nothing is enqueued", "[comm][negative]") {
   SimEnv env;
   ThreadWorld world(1);
