@@ -602,6 +602,8 @@ void Comm::release_resources() {
   }
   trn_mem_free(staging_);
   staging_ = nullptr;
+  for (trn_mem_t mem : leftover_scratch_) trn_mem_free(mem);
+  leftover_scratch_.clear();
   trn_pool_destroy(pool_);
   pool_ = nullptr;
 }
@@ -700,6 +702,10 @@ trn_mem_t Comm::scratch(uint64_t bytes) {
                       &mem),
         "allocating " + std::to_string(bytes) + " bytes of scratch for a collective");
   return mem;
+}
+
+void Comm::free_later(trn_mem_t mem) {
+  leftover_scratch_.push_back(mem);
 }
 
 void Comm::free_in_queue(trn_queue_t queue, trn_mem_t mem) {

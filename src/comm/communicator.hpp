@@ -158,6 +158,9 @@ class Comm : public std::enable_shared_from_this<Comm> {
   void forget_op_sequence() { op_sequence_ = 0; }
   // Scratch memory for one operation, freed in queue order.
   trn_mem_t scratch(uint64_t bytes);
+  // Scratch of an operation that failed part-way, which the queue could not take to free:
+  // freed when the communicator lets go of its memory.
+  void free_later(trn_mem_t mem);
   void free_in_queue(trn_queue_t queue, trn_mem_t mem);
   // Orders the operation after the previous one (which may have run on another queue) and
   // after the caller's waits; records it when done.
@@ -204,6 +207,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   std::vector<PeerLink> links_;
   std::vector<RankInfo> ranks_;
   std::vector<trn_mem_t> imports_;
+  std::vector<trn_mem_t> leftover_scratch_;  // see free_later(); guarded by op_mutex_
   uint32_t local_ranks_ = 1, devices_ = 1, processes_ = 1, hosts_ = 1;
   std::unique_ptr<Proxy> proxy_;  // only when the communicator spans hosts
   std::optional<HostGroups> host_groups_;

@@ -497,12 +497,17 @@ uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
       case OpKind::barrier: barrier(b); break;
     }
     if (scratch) comm.free_in_queue(args.queue, scratch);
+    scratch = nullptr;  // the queue frees it
     return comm.close_operation(args.queue, name, args.sync, b.peers_in(), b.peers_out());
   } catch (const CommError &e) {
     // Part of it is queued: the peers count chunks this rank will never send.
     comm.fail_comm(name.text() + " could be enqueued only in part on rank " + std::to_string(r) +
                        ": " + e.what(),
                    true);
+    // Its queued commands are cancelled by the failure: the scratch goes after them, or with the
+    // communicator, never with the process.
+    if (scratch && trn_queue_free(args.queue, scratch, nullptr, nullptr) != TRN_SUCCESS)
+      comm.free_later(scratch);
     throw;
   }
 }
