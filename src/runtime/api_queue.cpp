@@ -502,8 +502,11 @@ TRN_API trn_result_t trn_queue_free(trn_queue_t queue, trn_mem_t mem, const trn_
           return TRN_SUCCESS;
         });
     // The handle goes once the free is queued (a failed submission leaves it valid); the
-    // command holds the allocation until it releases it.
-    if (r == TRN_SUCCESS) session->mems.remove(from_handle(mem));
+    // command holds the allocation until it releases it. Of two frees racing, one succeeds: the
+    // other's queued command finds the memory released already, which changes nothing.
+    if (r == TRN_SUCCESS && !session->mems.remove(from_handle(mem)))
+      return fail(TRN_ERROR_INVALID_HANDLE,
+                  "mem: the memory was freed by another call while this one ran");
     return r;
   });
 }

@@ -451,6 +451,36 @@ TEST_CASE("a compute trn_queue_create racing trn_core_release of its core: the q
   CHECK(rounds > 0);
 }
 
+TEST_CASE("trn_queue_free racing trn_mem_free of the same memory: exactly one succeeds",
+          "[stress][races][memory]") {
+  SimEnv env;
+  const trn_device_t device = first_device();
+  trn_queue_t queue = make_queue(first_core(device));
+  trn_pool_t pool = make_pool(device);
+  trn_mem_t mem = nullptr;
+  trn_result_t queued = TRN_SUCCESS, freed = TRN_SUCCESS;
+  const int rounds = race(
+      1000,
+      [&] {
+        REQUIRE(trn_mem_alloc(pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem) == TRN_SUCCESS);
+      },
+      [&] { queued = trn_queue_free(queue, mem, nullptr, nullptr); },
+      [&] { freed = trn_mem_free(mem); },
+      [&] {
+        INFO("trn_queue_free: " << queued << ", trn_mem_free: " << freed << " " << last_error());
+        CHECK(((queued == TRN_SUCCESS) != (freed == TRN_SUCCESS)));
+        CHECK((queued == TRN_SUCCESS || queued == TRN_ERROR_INVALID_HANDLE));
+        CHECK((freed == TRN_SUCCESS || freed == TRN_ERROR_INVALID_HANDLE));
+        REQUIRE(trn_queue_finish(queue, kLong) == TRN_SUCCESS);  // the loser's command is harmless
+        trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
+        REQUIRE(trn_pool_get_stats(pool, &stats) == TRN_SUCCESS);
+        CHECK(stats.allocation_count == 0);
+      });
+  CHECK(rounds > 0);
+  REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+  REQUIRE(trn_pool_destroy(pool) == TRN_SUCCESS);
+}
+
 TEST_CASE("trn_sem_destroy racing a submission that uses the semaphore: never both succeed",
           "[stress][races][semaphores]") {
   SimEnv env;
