@@ -122,13 +122,17 @@ TRN_COMM_API trn_result_t trn_comm_split(trn_comm_t comm, int32_t color, int32_t
                                          trn_comm_t *new_comm);
 /**
  * Ends the communicator after the operations it enqueued complete (up to its timeout), and lets
- * go of its staging memory and semaphores. Accepts NULL.
+ * go of its staging memory and semaphores. A call on the communicator running on another thread
+ * finishes first; one that starts after fails with TRN_ERROR_INVALID_HANDLE. When the operations
+ * do not complete within the timeout, the communicator fails (its queued commands are cancelled
+ * and the other ranks learn it) before it goes. Accepts NULL.
  */
 TRN_COMM_API trn_result_t trn_comm_destroy(trn_comm_t comm);
 /**
  * Fails the communicator now, like ncclCommAbort: the commands of its operations that still wait
  * on peers fail (TRN_ERROR_CANCELLED on their queue), the other ranks learn it and fail too,
- * and the communicator is destroyed. Accepts NULL.
+ * and the communicator is destroyed. A call waiting on another thread (for queue space, in a
+ * split) ends with the failure first. Accepts NULL.
  */
 TRN_COMM_API trn_result_t trn_comm_abort(trn_comm_t comm);
 
