@@ -114,6 +114,14 @@ TEST_CASE("trn-load refuses a malformed file with its message and exit code 1", 
   r = trn_load({bad, "--json"});
   CHECK(r.code == 1);
   CHECK(parse_json(r.output)["exit_code"] == 1);
+  // A message quoting bytes that are not UTF-8 is still a JSON report.
+  const std::string binary =
+      write_file(dir, "binary.safetensors",
+                 "{\"\xff\xfe\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
+  r = trn_load({binary, "--json"});
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK(parse_json(r.output)["exit_code"] == 1);
   // Cut short: the header promises more data than the file has.
   const std::string cut = write_file(dir, "cut.safetensors", kHeader, 1000);
   r = trn_load({cut, "--device", "0"});

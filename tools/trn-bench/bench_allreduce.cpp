@@ -17,6 +17,7 @@
 #include "bench.hpp"
 #include "common/parse.hpp"
 #include "tool_common/cpus.hpp"
+#include "tool_common/json_text.hpp"
 
 namespace trn::bench {
 
@@ -80,7 +81,7 @@ std::map<uint64_t, TrnRow> run_trn(const std::string &tool, uint32_t ranks, uint
   for (const auto &j : json_lines(command)) {
     if (j.value("wrong", 0) != 0) {
       std::fprintf(stderr, "trn-bench allreduce: %s gave wrong elements: %s\n", command.c_str(),
-                   j.dump().c_str());
+                   trn::tools::json_text(j).c_str());
       std::exit(1);
     }
     rows[j.at("size").get<uint64_t>()] = {j.at("time_us").get<double>(),

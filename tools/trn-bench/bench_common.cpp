@@ -4,6 +4,7 @@
 #include <string>
 
 #include "bench.hpp"
+#include "tool_common/json_text.hpp"
 #include "trn/trn.h"
 
 namespace trn::bench {
@@ -22,7 +23,7 @@ void print(const Result &r, const Activity &activity_figures) {
     for (const auto &[name, value] : activity_figures) activity[name] = value;
     line["activity"] = activity;
   }
-  std::printf("%s\n", line.dump().c_str());
+  std::printf("%s\n", trn::tools::json_text(line).c_str());
   std::fflush(stdout);
 }
 

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tool_common/json_text.hpp"
 #include "tool_common/table.hpp"
 
 namespace trn::comm_test {
@@ -72,7 +73,7 @@ std::string json_lines(const Settings &s, const RunInfo &info, const std::vector
                                 {"sim_algbw_gbps", sim_alg},
                                 {"sim_busbw_gbps", sim_alg * factor},
                                 {"wrong", r.wrong}};
-    out += j.dump() + "\n";
+    out += trn::tools::json_text(j) + "\n";
   }
   return out;
 }

@@ -21,6 +21,7 @@
 #include "common/parse.hpp"
 #include "common/read_file.hpp"
 #include "tool_common/cli_parse.hpp"
+#include "tool_common/json_text.hpp"
 #include "tool_common/table.hpp"
 #include "trn/safetensors.hpp"
 #include "trn/trn.h"
@@ -157,7 +158,7 @@ int run(const Options &o) {
   if (!o.device) {
     ::close(fd);
     if (o.json)
-      std::cout << doc.dump(2) << "\n";
+      std::cout << trn::tools::json_text(doc, 2) << "\n";
     else
       std::fputs(list_text(header, shown).c_str(), stdout);
     return kExitOk;
@@ -202,7 +203,7 @@ int run(const Options &o) {
                      {"bytes", bytes},
                      {"seconds", seconds},
                      {"bytes_per_s", rate}};
-    std::cout << doc.dump(2) << "\n";
+    std::cout << trn::tools::json_text(doc, 2) << "\n";
   } else {
     std::printf("loaded %zu tensor%s, %s in %.3f s (%s/s) to device %u core %u\n", shown.size(),
                 shown.size() == 1 ? "" : "s", trn::common::format_bytes(bytes).c_str(), seconds,
@@ -240,7 +241,9 @@ int main(int argc, char **argv) {
     code = run(o);
   } catch (const ToolError &e) {
     std::fprintf(stderr, "trn-load: %s\n", e.message.c_str());
-    if (o.json) std::cout << json{{"error", e.message}, {"exit_code", e.code}}.dump(2) << "\n";
+    if (o.json)
+      std::cout << trn::tools::json_text(json{{"error", e.message}, {"exit_code", e.code}}, 2)
+                << "\n";
     code = e.code;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "trn-load: %s\n", e.what());

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "tool_common/cli_parse.hpp"
+#include "tool_common/json_text.hpp"
 #include "trn-ls/render.hpp"
 
 int main(int argc, char **argv) {
@@ -22,7 +23,7 @@ int main(int argc, char **argv) {
                             {"trn_version", trn_get_version_string()},
                             {"devices", nlohmann::json::array()},
                             {"error", std::string(trn_result_name(r)) + ": " + trn_last_error()}};
-      std::cout << doc.dump(2) << "\n";
+      std::cout << trn::tools::json_text(doc, 2) << "\n";
     } else {
       std::fprintf(stderr, "trn-ls: %s (%s)\n", trn_last_error(), trn_result_name(r));
     }
@@ -30,7 +31,7 @@ int main(int argc, char **argv) {
   }
 
   if (json) {
-    std::cout << trn::tools::to_json(snapshot).dump(2) << "\n";
+    std::cout << trn::tools::json_text(trn::tools::to_json(snapshot), 2) << "\n";
     return 0;
   }
   if (snapshot.devices.empty()) {

@@ -8,6 +8,7 @@
 
 #include "tool_common/cli_parse.hpp"
 #include "tool_common/clock.hpp"
+#include "tool_common/json_text.hpp"
 #include "trn-monitor/metrics_server.hpp"
 #include "trn-monitor/report.hpp"
 #include "trn-monitor/textfile.hpp"
@@ -68,7 +69,7 @@ int main(int argc, char **argv) {
     trn::tools::sleep_ms(interval_ms, g_stop);
     const trn::tools::Frame frame = sampler.sample();
     if (!publish(frame)) return 1;
-    std::printf("%s\n", trn::tools::monitor_document(frame).dump().c_str());
+    std::printf("%s\n", trn::tools::json_text(trn::tools::monitor_document(frame)).c_str());
     std::fflush(stdout);
   }
   return 0;

@@ -26,6 +26,7 @@
 #include "common/read_file.hpp"
 #include "tool_common/cli_checks.hpp"
 #include "tool_common/cli_parse.hpp"
+#include "tool_common/json_text.hpp"
 #include "tool_common/table.hpp"
 #include "trn-run/npy.hpp"
 #include "trn-run/scalar_value.hpp"
@@ -988,12 +989,12 @@ int main(int argc, char **argv) {
     // --json promises one object on stdout, a usage error's too.
     for (int i = 1; i < argc && *status != kExitOk; ++i)
       if (std::string(argv[i]) == "--json") {
-        std::cout << json{{"schema_version", kSchemaVersion},
-                          {"trn_version", trn_get_version_string()},
-                          {"error", usage_error},
-                          {"fault", nullptr},
-                          {"exit_code", *status}}
-                         .dump(2)
+        std::cout << trn::tools::json_text(json{{"schema_version", kSchemaVersion},
+                                                {"trn_version", trn_get_version_string()},
+                                                {"error", usage_error},
+                                                {"fault", nullptr},
+                                                {"exit_code", *status}},
+                                           2)
                   << "\n";
         break;
       }
@@ -1004,7 +1005,7 @@ int main(int argc, char **argv) {
   try {
     Report report = run(o);
     if (o.json)
-      std::cout << report.doc.dump(2) << "\n";
+      std::cout << trn::tools::json_text(report.doc, 2) << "\n";
     else
       std::fputs(report.text.c_str(), stdout);
     code = report.code;
@@ -1016,7 +1017,7 @@ int main(int argc, char **argv) {
                   {"error", e.message},
                   {"fault", e.fault},
                   {"exit_code", e.code}};
-      std::cout << doc.dump(2) << "\n";
+      std::cout << trn::tools::json_text(doc, 2) << "\n";
     }
     code = e.code;
   } catch (const std::exception &e) {
