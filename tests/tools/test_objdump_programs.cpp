@@ -7,7 +7,9 @@
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "isa/assembler.hpp"
 #include "isa/container.hpp"
 #include "isa/program_container.hpp"
+#include "support/sim_env.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_files.hpp"
 
@@ -221,4 +224,57 @@ TEST_CASE("objdump program: memset, copy, offsets and scalars as the kernel decl
                                        "alpha=2.5, n=-3, y=out[+32768])\n"));
   CHECK_THAT(r.output,
              Catch::Contains("      2  copy       1  0,1          out <- in, 32768 bytes\n"));
+}
+
+TEST_CASE("trn-run finds a program's safetensors weights beside the program, from anywhere",
+          "[tools]") {
+  // docs/programs.md: a relative path in a constant is the program file's directory's.
+  test::SimEnv env;
+  test::TempDir dir;
+  const float weights[4] = {1.5f, -2.0f, 3.25f, 0.0f};
+  {
+    std::string header = R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})";
+    while (header.size() % 8) header += ' ';
+    std::ofstream out(dir.file("weights.safetensors"), std::ios::binary);
+    const uint64_t n = header.size();
+    out.write(reinterpret_cast<const char *>(&n), 8);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    out.write(reinterpret_cast<const char *>(weights), sizeof weights);
+  }
+  isa::ProgramImage image;
+  image.name = "from_weights";
+  image.tensors.resize(2);
+  image.tensors[0].name = "w";
+  image.tensors[0].role = TensorRole::kConstant;
+  image.tensors[0].dtype = isa::DType::kF32;
+  image.tensors[0].shape = {4};
+  image.tensors[0].source_file = "weights.safetensors";
+  image.tensors[0].source_tensor = "w";
+  image.tensors[1].name = "out";
+  image.tensors[1].role = TensorRole::kOutput;
+  image.tensors[1].dtype = isa::DType::kF32;
+  image.tensors[1].shape = {4};
+  image.steps.resize(1);
+  image.steps[0].kind = isa::StepKind::kCopy;
+  image.steps[0].dst = {1, 0};
+  image.steps[0].src = {0, 0};
+  image.steps[0].bytes = sizeof weights;
+  const std::vector<std::byte> bytes = isa::write_program(image);
+  const std::string program = dir.file("model.trnp");
+  std::ofstream(program, std::ios::binary)
+      .write(reinterpret_cast<const char *>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+  const std::string out = dir.file("out.npy");
+  // The tests run in the build directory, not beside the program.
+  int status = 0;
+  const std::string output =
+      test::run_command({TRN_RUN_PATH, program, "--out", "out=" + out}, kTimeoutMs, &status);
+  INFO(output);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  std::ifstream in(out, std::ios::binary);
+  const std::vector<char> npy((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+  REQUIRE(npy.size() > sizeof weights);
+  CHECK(std::memcmp(npy.data() + npy.size() - sizeof weights, weights, sizeof weights) == 0);
 }

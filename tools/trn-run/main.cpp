@@ -584,8 +584,9 @@ Report run(const Options &o) {
   trn_kernel_properties_t kp = TRN_KERNEL_PROPERTIES_INIT;
   std::vector<trn_kernel_arg_t> args;
   if (program) {
-    // A program's external tensors are bound as a kernel's tensor arguments are.
-    check(trn_program_load(device, image.data(), image.size(), &r.program),
+    // A program's external tensors are bound as a kernel's tensor arguments are. Loaded from
+    // its file, so that the safetensors files its constants name are found beside it.
+    check(trn_program_load_file(device, o.kernel_path.c_str(), &r.program),
           "loading program " + o.kernel_path);
     trn_program_properties_t pp = TRN_PROGRAM_PROPERTIES_INIT;
     check(trn_program_get_properties(r.program, &pp), "reading the program's properties");
