@@ -213,11 +213,27 @@ void save(const std::string &path, const std::vector<SaveTensor> &tensors,
                   ", which is not a trn dtype");
     if (!t.mem) throw Error("safetensors: tensor '" + t.name + "' names no memory (NULL)");
     const uint64_t bytes = tensor_bytes(t);
+    // Every tensor is checked before the file is made and anything is queued: a write refused
+    // half-way would leave the earlier ones queued on a descriptor about to be closed.
+    trn_mem_info_t info = TRN_MEM_INFO_INIT;
+    check(trn_mem_get_info(t.mem, &info), "tensor '" + t.name + "': trn_mem_get_info");
+    if (t.offset > info.size || bytes > info.size - t.offset)
+      throw Error("safetensors: tensor '" + t.name + "' is " + std::to_string(bytes) +
+                      " bytes at offset " + std::to_string(t.offset) + " of an allocation of " +
+                      std::to_string(info.size) + " bytes: it runs past the allocation's end",
+                  TRN_ERROR_OUT_OF_RANGE);
     doc[t.name] = {{"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {at, at + bytes}}};
     sizes.push_back(bytes);
     at += bytes;
   }
-  std::string text = doc.dump();
+  std::string text;
+  try {
+    text = doc.dump();
+  } catch (const nlohmann::json::exception &e) {
+    throw Error(std::string("safetensors: a tensor name or a metadata key or value is not UTF-8 "
+                            "text, which the header's JSON must be: ") +
+                e.what());
+  }
   // The data section starts 8-byte aligned: the header is padded with spaces, as the format
   // allows.
   text.append((8 - text.size() % 8) % 8, ' ');
@@ -227,7 +243,9 @@ void save(const std::string &path, const std::vector<SaveTensor> &tensors,
     throw Error("safetensors: cannot create a file beside '" + path + "': " + std::strerror(errno),
                 TRN_ERROR_FILE);
   auto fail = [&](const Error &e) {
-    ::close(fd);
+    // The writes queued before the failure use the descriptor until they end: never closed
+    // under them (its number could name another file by then).
+    if (trn_queue_finish(queue, kWaitNs) != TRN_TIMEOUT) ::close(fd);
     ::unlink(partial.c_str());
     throw e;
   };

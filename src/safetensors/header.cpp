@@ -137,6 +137,7 @@ TensorInfo parse_tensor(const std::string &name, const json &entry) {
 }
 
 void parse_metadata(const json &entry, std::map<std::string, std::string> *out) {
+  if (entry.is_null()) return;  // no metadata, as the reference reader takes it
   if (!entry.is_object())
     refuse(std::string("__metadata__ is a JSON ") + entry.type_name() +
            ", not an object of strings");
@@ -221,6 +222,11 @@ Header parse_header(const uint8_t *bytes, size_t size, uint64_t file_size) {
   h.data_bytes = file_size - h.data_offset;
   const char *text = reinterpret_cast<const char *>(bytes + 8);
   if (text[0] != '{') refuse("the header does not start with '{' (it must be a JSON object)");
+  // The parser takes a NUL for the end of its input and would ignore what follows it.
+  if (const void *nul = std::memchr(text, '\0', h.header_bytes))
+    refuse("the header has a NUL byte at offset " +
+           std::to_string(static_cast<const char *>(nul) - text) +
+           " (JSON text has none; pad a header with spaces)");
   json doc;
   // JSON allows a key twice in one object, and the parser keeps the last: a header must not (two
   // tensors of one name, or one field given twice, is a broken writer, not a choice).

@@ -90,6 +90,13 @@ TEST_CASE("safetensors: a valid header is read with its tensors and metadata", "
   CHECK(h.data_bytes == 28);
   CHECK(h.find("b") == &h.tensors[1]);
   CHECK(h.find("zz") == nullptr);
+  // A null __metadata__ is no metadata, as the reference reader takes it.
+  const auto null_metadata =
+      file_of(R"({"__metadata__":null,"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4);
+  const st::Header n =
+      st::parse_header(null_metadata.data(), null_metadata.size(), null_metadata.size());
+  CHECK(n.metadata.empty());
+  CHECK(n.tensors.size() == 1);
 }
 
 TEST_CASE("safetensors: every malformed header is refused with its own message", "[safetensors]") {
@@ -178,6 +185,8 @@ TEST_CASE("safetensors: every malformed header is refused with its own message",
        "__metadata__ is a JSON array"},
       {"metadata that is no string", file_of(R"({"__metadata__":{"k":1}})", 0),
        "__metadata__ entry 'k' is a JSON number, not a string"},
+      {"bytes after a NUL", file_of("{" + a + "}" + std::string("\0\xff\xfe", 3), 8),
+       "the header has a NUL byte at offset"},
   };
   for (const Case &c : cases) {
     INFO(c.what);
@@ -299,5 +308,20 @@ TEST_CASE_METHOD(DeviceFiles,
   st::SaveTensor bad{"x", TRN_DTYPE_F32, {1}, nullptr, 0};
   CHECK_THROWS_WITH(st::save(dir.file("x.safetensors"), {bad}, {}, queue),
                     Catch::Contains("names no memory"));
+  // A tensor past its allocation is refused before anything is written or queued: the earlier
+  // tensors' writes never run on a closed descriptor.
+  REQUIRE(trn_queue_reset(queue) == TRN_SUCCESS);  // the load's fault
+  trn_mem_t small = nullptr;
+  REQUIRE(trn_mem_alloc(pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &small) == TRN_SUCCESS);
+  const st::SaveTensor fits{"a", TRN_DTYPE_F32, {1024}, small, 0};
+  const st::SaveTensor past{"b", TRN_DTYPE_F32, {1024}, small, 8};
+  CHECK_THROWS_WITH(st::save(dir.file("y.safetensors"), {fits, past}, {}, queue),
+                    Catch::Contains("runs past the allocation's end"));
+  CHECK(trn_queue_finish(queue, kLong) == TRN_SUCCESS);  // nothing faulted
+  CHECK(::access(dir.file("y.safetensors").c_str(), F_OK) != 0);
+  // Names and metadata must be UTF-8: refused as an st::Error, like every other failure.
+  const st::SaveTensor binary{"\xff", TRN_DTYPE_F32, {1024}, small, 0};
+  CHECK_THROWS_AS(st::save(dir.file("z.safetensors"), {binary}, {}, queue), st::Error);
+  REQUIRE(trn_mem_free(small) == TRN_SUCCESS);
   REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
 }
