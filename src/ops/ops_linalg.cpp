@@ -102,6 +102,7 @@ TRN_OPS_API trn_result_t trn_ops_addmm(trn_queue_t queue, const trn_ops_tensor_t
                           shape_text(s.out)));
     check_same_device({&o, &c, &ta, &tb}, "addmm");
     check_overlap({&o}, {&ta, &tb}, "addmm", false);
+    check_overlap({&o}, {&c}, "addmm", true);  // in place on the bias, as addmm_ does
     if (o.numel() == 0) return queue_empty_op(queue, sync);
     Staging staging(queue, sync);
     const bool may = !host_reason({&o}, false);

@@ -17,15 +17,26 @@ namespace {
 using isa::ActFunc;
 using isa::AluOp;
 
-// The tensors of a step: the parameter first, all of its shape and contiguous for the device.
-std::optional<std::string> optimizer_reason(const std::vector<const Tensor *> &tensors,
-                                            const char *op) {
-  const Tensor &param = *tensors.front();
-  for (const Tensor *t : tensors) {
-    if (!t->present()) continue;
-    check_shape(*t, param.shape, "every state tensor", op);
+// The tensors of a step, by name: the parameter, then the gradient, then the state, all of the
+// parameter's shape (and contiguous for the device). The parameter and the state are updated in
+// place: none may share memory with another, nor with the gradient.
+using NamedTensors = std::vector<std::pair<const char *, const Tensor *>>;
+
+std::vector<const Tensor *> tensors_of(const NamedTensors &named) {
+  std::vector<const Tensor *> out;
+  for (const auto &entry : named) out.push_back(entry.second);
+  return out;
+}
+
+std::optional<std::string> optimizer_reason(const NamedTensors &named, const char *op) {
+  const std::vector<const Tensor *> tensors = tensors_of(named);
+  std::vector<const Tensor *> updated;
+  for (const auto &[name, t] : named) {
+    if (t != named[1].second) updated.push_back(t);
+    if (t->present()) check_shape(*t, named.front().second->shape, name, op);
   }
   check_same_device(tensors, op);
+  check_overlap(updated, {named[1].second}, op, false);
   if (auto r = host_reason(tensors, false)) return r;
   for (const Tensor *t : tensors)
     if (t->present() && !dtype_is_float(t->dtype))
@@ -61,9 +72,10 @@ TRN_OPS_API trn_result_t trn_ops_sgd_step(trn_queue_t queue, const trn_ops_tenso
       invalid("sgd_step: Nesterov momentum needs a momentum and zero dampening");
     if (hp.lr < 0.0) invalid(fmt::format("sgd_step: lr is {}; it must not be negative", hp.lr));
     const bool momentum = hp.momentum != 0.0;
-    std::vector<const Tensor *> tensors = {&p, &g};
-    if (momentum) tensors.push_back(&buf);
-    std::optional<std::string> reason = optimizer_reason(tensors, "sgd_step");
+    NamedTensors named = {{"param", &p}, {"grad", &g}};
+    if (momentum) named.push_back({"momentum_buf", &buf});
+    const std::vector<const Tensor *> tensors = tensors_of(named);
+    std::optional<std::string> reason = optimizer_reason(named, "sgd_step");
     if (p.numel() == 0) return queue_empty_op(queue, sync);
     if (!reason)
       reason = try_device([&] {
@@ -131,10 +143,13 @@ TRN_OPS_API trn_result_t trn_ops_adam_step(trn_queue_t queue, const trn_ops_tens
     if (step < 1) invalid(fmt::format("adam_step: step is {}; steps count from 1", step));
     if (hp.beta1 < 0.0 || hp.beta1 >= 1.0 || hp.beta2 < 0.0 || hp.beta2 >= 1.0)
       invalid(fmt::format("adam_step: betas ({}, {}) must be in [0, 1)", hp.beta1, hp.beta2));
-    if (hp.lr < 0.0 || hp.eps < 0.0) invalid("adam_step: lr and eps must not be negative");
-    std::vector<const Tensor *> tensors = {&p, &g, &m, &v};
-    if (hp.amsgrad) tensors.push_back(&vmax);
-    std::optional<std::string> reason = optimizer_reason(tensors, "adam_step");
+    if (hp.lr < 0.0 || hp.eps < 0.0)
+      invalid(
+          fmt::format("adam_step: lr is {} and eps {}; neither may be negative", hp.lr, hp.eps));
+    NamedTensors named = {{"param", &p}, {"grad", &g}, {"exp_avg", &m}, {"exp_avg_sq", &v}};
+    if (hp.amsgrad) named.push_back({"max_exp_avg_sq", &vmax});
+    const std::vector<const Tensor *> tensors = tensors_of(named);
+    std::optional<std::string> reason = optimizer_reason(named, "adam_step");
     if (p.numel() == 0) return queue_empty_op(queue, sync);
     const bool decoupled = hp.decoupled_weight_decay != 0, wd = hp.weight_decay != 0.0;
     if (!reason)

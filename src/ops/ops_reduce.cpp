@@ -184,6 +184,8 @@ TRN_OPS_API trn_result_t trn_ops_softmax(trn_queue_t queue, const trn_ops_tensor
     const char *name = log ? "log_softmax" : "softmax";
     check_shape(o, in.shape, "out", name);
     const int64_t d = normalize_dim(dim, in.rank(), name);
+    check_same_device({&o, &in}, name);
+    check_overlap({&o}, {&in}, name, true);  // each row is read whole before it is written
     if (o.numel() == 0) return queue_empty_op(queue, sync);
     Staging staging(queue, sync);
     const Tensor in_view = in;
@@ -233,6 +235,8 @@ TRN_OPS_API trn_result_t trn_ops_softmax_backward(trn_queue_t queue, const trn_o
     check_shape(g, gx.shape, "grad_out", name);
     check_shape(y, gx.shape, "out", name);
     const int64_t d = normalize_dim(dim, gx.rank(), name);
+    check_same_device({&gx, &g, &y}, name);
+    check_overlap({&gx}, {&g, &y}, name, true);
     if (gx.numel() == 0) return queue_empty_op(queue, sync);
     std::optional<std::string> reason = host_reason({&g, &y, &gx}, false);
     if (!reason && gx.rank() > 0 && d != gx.rank() - 1)

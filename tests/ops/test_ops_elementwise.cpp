@@ -394,6 +394,23 @@ TEST_CASE("overlapping outputs are refused before anything is queued", "[ops][ne
   CHECK(trn_ops_matmul(f.queue(), sq.get(), sq.get(), sq.get(), 0, nullptr) ==
         TRN_ERROR_INVALID_ARGUMENT);
   CHECK(ops_error().find("does not run in place") != std::string::npos);
+  // softmax and addmm check too: a shifted softmax output, an addmm output that is a row of its
+  // bias' memory, and Adam state given twice.
+  CHECK(trn_ops_softmax(f.queue(), &shifted, &in, -1, 0, nullptr) == TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(ops_error().find("partly overlaps the input") != std::string::npos);
+  DeviceTensor a45 = f.tensor(TRN_DTYPE_F32, {4, 5}), b55 = f.tensor(TRN_DTYPE_F32, {5, 5});
+  trn_ops_tensor_t bias_rows = sq.t, out_rows = sq.t;
+  bias_rows.shape[0] = out_rows.shape[0] = 4;
+  out_rows.offset = 4 * 5;  // one row on
+  CHECK(trn_ops_addmm(f.queue(), &out_rows, &bias_rows, a45.get(), b55.get(), 1, 1, 0, nullptr) ==
+        TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(ops_error().find("partly overlaps the input") != std::string::npos);
+  DeviceTensor p = f.tensor(TRN_DTYPE_F32, {8}), g = f.tensor(TRN_DTYPE_F32, {8}),
+               m = f.tensor(TRN_DTYPE_F32, {8});
+  const trn_ops_adam_params_t adam{1e-3, 0.9, 0.999, 1e-8, 0.0, 0, 0, 0, 0};
+  CHECK(trn_ops_adam_step(f.queue(), p.get(), g.get(), m.get(), m.get(), nullptr, 1, &adam,
+                          nullptr) == TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(ops_error().find("overlap") != std::string::npos);
   // Interleaved views that share no element (two columns) are fine, and so is exactly in place.
   trn_ops_tensor_t col0 = a.t, col1 = a.t;
   col0.shape[1] = col1.shape[1] = 1;
