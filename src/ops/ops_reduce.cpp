@@ -78,7 +78,8 @@ TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t o
   return run_op("trn_ops_reduce", queue, [&] {
     if (!valid_reduce(op))
       fail(TRN_ERROR_INVALID_ENUM,
-           fmt::format("op {} is not a trn_ops_reduce_op_t", static_cast<int>(op)));
+           fmt::format("op {} is not a trn_ops_reduce_op_t (TRN_OPS_SUM..TRN_OPS_ARGMIN)",
+                       static_cast<int>(op)));
     const Tensor o = tensor_arg(out, "out");
     Tensor in = tensor_arg(x, "x");
     const char *name = trn_ops_reduce_op_name(op);
@@ -92,8 +93,16 @@ TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t o
                       name, o.describe()));
     check_same_device({&o, &in}, name);
     check_overlap({&o}, {&in}, name, false);
-    if (in.numel() == 0 && (op != TRN_OPS_SUM && op != TRN_OPS_MEAN))
-      invalid(fmt::format("{}: x {} has no elements to reduce", name, in.describe()));
+    // As PyTorch: a max of nothing is refused, but an empty x whose reduced dims are not empty
+    // reduces to an empty output.
+    if (in.numel() == 0 && op != TRN_OPS_SUM && op != TRN_OPS_MEAN)
+      for (int64_t d : reduced)
+        if (in.shape[d] == 0)
+          invalid(
+              fmt::format("{}: x {} is empty along dim {}, which it reduces: a {} of no "
+                          "elements is undefined (sum and mean of none are 0 and NaN); reduce "
+                          "over other dims, or test for empty input first",
+                          name, in.describe(), d, name));
     if (o.numel() == 0) return queue_empty_op(queue, sync);
 
     // The device reduces a contiguous [rows, cols] along one axis: trailing dims (axis 1) or

@@ -545,6 +545,13 @@ TEST_CASE("bad shapes are refused with a message naming the problem, and nothing
           "one dim or none");
   refused(trn_ops_reduce(f.queue(), TRN_OPS_ARGMIN, r4.get(), a45.get(), last, 1, 0, nullptr),
           "holds indices: give it an integer dtype");
+  // An empty x: a max along its empty dim is undefined; along another it is empty (PyTorch).
+  DeviceTensor e05 = f.tensor(TRN_DTYPE_F32, {0, 5}), e0 = f.tensor(TRN_DTYPE_F32, {0});
+  const int64_t first[] = {0};
+  refused(trn_ops_reduce(f.queue(), TRN_OPS_MAX, r5.get(), e05.get(), first, 1, 0, nullptr),
+          "is empty along dim 0, which it reduces");
+  CHECK(trn_ops_reduce(f.queue(), TRN_OPS_MAX, e0.get(), e05.get(), last, 1, 0, nullptr) ==
+        TRN_SUCCESS);
   // softmax: shapes and dims.
   refused(trn_ops_softmax(f.queue(), o44.get(), a45.get(), -1, 0, nullptr),
           "out is f32[4, 4]; it must be [4, 5]");
