@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "isa/dtype.hpp"
 #include "ops/expression_op.hpp"
 #include "ops/host_path.hpp"
 #include "ops/kernel_op.hpp"
@@ -14,6 +15,14 @@
 namespace trn::ops {
 
 namespace {
+
+// `value` as a tensor of `dtype` holds it (through f32, as PyTorch's half types convert).
+double rounded_to(trn_dtype_t dtype, double value) {
+  const float f = static_cast<float>(value);
+  if (dtype == TRN_DTYPE_BF16) return isa::bf16_to_f32(isa::f32_to_bf16(f));
+  if (dtype == TRN_DTYPE_F16) return isa::f16_to_f32(isa::f32_to_f16(f));
+  return value;
+}
 
 using isa::ActFunc;
 using isa::AluOp;
@@ -319,6 +328,9 @@ TRN_OPS_API trn_result_t trn_ops_binary_scalar(trn_queue_t queue, trn_ops_binary
     check_binary(op);
     const Tensor o = tensor_arg(out, "out"), ta = tensor_arg(a, "a");
     const bool first = scalar_first != 0;
+    // Eager PyTorch compares a bf16 or f16 tensor with a scalar in the tensor's dtype: the
+    // scalar rounds to it first (bf16 0.1 == 0.1 is true).
+    if (is_comparison(op)) scalar = rounded_to(ta.dtype, scalar);
     const std::string name = fmt::format("{}_scalar", trn_ops_binary_op_name(op));
     Elementwise e{name.c_str(),
                   {&ta},

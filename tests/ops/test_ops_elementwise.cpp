@@ -366,6 +366,24 @@ TEST_CASE("bad arguments are refused with a message, and nothing is queued", "[o
   CHECK(s.builds == 0);
 }
 
+TEST_CASE("a bf16 or f16 tensor is compared with a scalar in its own dtype, as PyTorch does",
+          "[ops][binary]") {
+  OpsFixture f;
+  for (const trn_dtype_t dtype : {TRN_DTYPE_BF16, TRN_DTYPE_F16}) {
+    INFO(trn_dtype_name(dtype));
+    // 0.1 as the tensor holds it is not 0.1, but the scalar rounds to the same value.
+    DeviceTensor x = f.tensor(dtype, host_array{{130}, std::vector<double>(130, 0.1)});
+    DeviceTensor eq = f.tensor(TRN_DTYPE_U8, Shape{130}), lt = f.tensor(TRN_DTYPE_U8, Shape{130});
+    REQUIRE(trn_ops_binary_scalar(f.queue(), TRN_OPS_EQ, eq.get(), x.get(), 0.1, 0, nullptr) ==
+            TRN_SUCCESS);
+    REQUIRE(trn_ops_binary_scalar(f.queue(), TRN_OPS_LT, lt.get(), x.get(), 0.1, 0, nullptr) ==
+            TRN_SUCCESS);
+    const host_array e = f.read(eq), l = f.read(lt);
+    CHECK(std::count(e.data.begin(), e.data.end(), 1.0) == 130);
+    CHECK(std::count(l.data.begin(), l.data.end(), 0.0) == 130);
+  }
+}
+
 TEST_CASE("overlapping outputs are refused before anything is queued", "[ops][negative]") {
   OpsFixture f;
   DeviceTensor a = f.tensor(TRN_DTYPE_F32, {4, 5}), sq = f.tensor(TRN_DTYPE_F32, {5, 5});
