@@ -354,12 +354,15 @@ TRN_OPS_API trn_result_t trn_ops_where(trn_queue_t queue, const trn_ops_tensor_t
     const Tensor o = tensor_arg(out, "out"), c = tensor_arg(cond, "cond"), ta = tensor_arg(a, "a"),
                  tb = tensor_arg(b, "b");
     // A select on the values' bits (the expression kernel's kSelect): exact, infinities and NaN
-    // included, where a * m + b * (1 - m) would turn an unchosen infinity into NaN.
+    // included, where a * m + b * (1 - m) would turn an unchosen infinity into NaN. Exact into an
+    // integer output only when the values are integers: a float value is truncated on the host,
+    // where the device would round it.
+    const bool exact = !dtype_is_float(ta.dtype) && !dtype_is_float(tb.dtype);
     run_elementwise(queue, sync,
                     {"where",
                      {&c, &ta, &tb},
                      &o,
-                     true,
+                     exact,
                      [](ExpressionOp &e) { return e.select(0, 1, 2); },
                      [](const Arrays &v) { return host::where(v[0], v[1], v[2]); }});
   });

@@ -154,6 +154,13 @@ TEST_CASE("where picks exactly, infinities and NaN included, on the device", "[o
   for (double &v : want.data) v = as_dtype(TRN_DTYPE_BF16, v);
   require_close(f.read(tout), want, 0, "masked scores");
   CHECK(fallback_count("where") == 0);
+  // Float values into an integer output convert as a cast does (toward zero), not rounded.
+  host_array fractions{{3}, {2.7, -2.7, 1.5}};
+  DeviceTensor tf = f.tensor(TRN_DTYPE_F32, fractions), ti = f.tensor(TRN_DTYPE_I32, Shape{3}),
+               tc3 = f.tensor(TRN_DTYPE_U8, host_array{{3}, {1, 1, 1}});
+  REQUIRE(trn_ops_where(f.queue(), ti.get(), tc3.get(), tf.get(), tf.get(), nullptr) ==
+          TRN_SUCCESS);
+  CHECK(f.read(ti).data == std::vector<double>{2, -2, 1});
 }
 
 TEST_CASE("copy casts between dtypes, makes views contiguous and expands broadcasts",
