@@ -131,7 +131,11 @@ TRN_OPS_API const char *trn_ops_binary_op_name(trn_ops_binary_op_t op);
 TRN_OPS_API trn_result_t trn_ops_unary(trn_queue_t queue, trn_ops_unary_op_t op,
                                        const trn_ops_tensor_t *out, const trn_ops_tensor_t *x,
                                        const trn_sync_t *sync);
-/** grad_x = grad_out * op'(x) (the backward of trn_ops_unary); all three of one shape. */
+/**
+ * grad_x = grad_out * op'(x) (the backward of trn_ops_unary); all three of one shape. `x` is the
+ * forward's input, for every op: PyTorch's tanh_backward and sigmoid_backward take the forward's
+ * output instead, so a backend passes its saved input here, not its saved result.
+ */
 TRN_OPS_API trn_result_t trn_ops_unary_backward(trn_queue_t queue, trn_ops_unary_op_t op,
                                                 const trn_ops_tensor_t *grad_x,
                                                 const trn_ops_tensor_t *grad_out,
