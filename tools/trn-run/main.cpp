@@ -388,7 +388,11 @@ struct Options {
   double timeout_s = 600;
 };
 
-// Handles released in reverse order of creation, whatever way the run ends.
+// Set when a launch outlived --timeout: it is still running, and destroying its queue (or
+// shutting the runtime down) would wait for it. The tool then reports and exits without either.
+bool g_launch_stuck = false;
+
+// Handles released in reverse order of creation, whatever way the run ends (but a stuck launch).
 struct Resources {
   trn_kernel_t kernel = nullptr;
   trn_program_t program = nullptr;
@@ -398,6 +402,7 @@ struct Resources {
   trn_queue_t queue = nullptr;
   trn_profile_t profile = nullptr;
   ~Resources() {
+    if (g_launch_stuck) return;  // the process ends next; its memory and cores go with it
     trn_queue_destroy(queue);
     for (trn_mem_t mem : mems) trn_mem_free(mem);
     trn_pool_destroy(pool);
@@ -487,8 +492,10 @@ json fault_json(const trn_queue_fault_t &f) {
 
 // After a failed trn_queue_finish: the fault record as an error.
 [[noreturn]] void fail_queue(trn_queue_t queue, trn_result_t result, double timeout_s) {
-  if (result == TRN_TIMEOUT)
+  if (result == TRN_TIMEOUT) {
+    g_launch_stuck = true;
     fail(format("the launch did not complete within %g s (--timeout)", timeout_s));
+  }
   trn_queue_fault_t f = TRN_QUEUE_FAULT_INIT;
   if (trn_queue_get_fault(queue, &f) != TRN_SUCCESS || f.result == TRN_SUCCESS)
     check(result, "waiting for the launch");
@@ -1024,6 +1031,10 @@ int main(int argc, char **argv) {
   } catch (const std::exception &e) {
     std::fprintf(stderr, "trn-run: %s\n", e.what());
     code = kExitError;
+  }
+  if (g_launch_stuck) {  // see g_launch_stuck: waiting for the launch is what --timeout refuses
+    std::fflush(stdout);
+    std::_Exit(code);
   }
   trn_runtime_shutdown();
   return code;
