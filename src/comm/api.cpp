@@ -206,9 +206,8 @@ TRN_COMM_API trn_result_t trn_comm_init_all(uint32_t count, const trn_core_t *co
     // rendezvous for the whole timeout.
     for (uint32_t i = 0; i < count; ++i)
       if (!cores[i])
-        fail(TRN_ERROR_NULL_POINTER, "cores[" + std::to_string(i) +
-                                         "] is NULL: give every "
-                                         "rank's NeuronCore");
+        fail(TRN_ERROR_NULL_POINTER,
+             "cores[" + std::to_string(i) + "] is NULL: give every rank's NeuronCore");
     CommConfig config = config_of(desc);
     const uint64_t timeout = config.timeout_ns ? config.timeout_ns : default_timeout_ns();
     const RendezvousId id = start_root_service({"127.0.0.1", 0}, random_token(), timeout);
