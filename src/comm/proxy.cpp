@@ -13,7 +13,7 @@ namespace trn::comm {
 
 namespace {
 
-enum Kind : uint64_t { kData = 1, kCredit = 2 };
+enum Kind : uint64_t { kData = 1, kCredit = 2, kHello = 3 };
 constexpr uint64_t kCountBits = 48;
 constexpr uint64_t kCountMask = (uint64_t{1} << kCountBits) - 1;
 constexpr uint32_t kCreditSends = 8;  // credits in flight per peer
@@ -37,6 +37,15 @@ struct Proxy::Context {
 struct Proxy::Peer {
   RemotePeer remote;
   uint64_t address = 0;
+  // The one connection between two ranks is opened by the lower rank's hello; the higher rank
+  // sends nothing to it before the hello arrived. Were both to connect at once, the provider
+  // (tcp;ofi_rxm) could close the connection a message was already on, failing the transfer
+  // with "Transport endpoint is not connected".
+  bool may_send = false;
+  bool hello_to_send = false;  // lower rank: the hello has not been handed to the fabric
+  bool hello_posted = false;   // higher rank: the hello's receive is posted
+  uint64_t hello = 0;          // its payload (none that matters), registered
+  Context hello_context;
   // Sending: the chunks the queue will signal, the sends in flight, the receiver's credits.
   std::mutex pending_mutex;
   std::deque<std::pair<uint64_t, uint64_t>> pending;  // (chunk, bytes)
@@ -85,6 +94,10 @@ void Proxy::add_peer(const RemotePeer &remote) {
   contexts(&p->rx_context, kData, false, slots_);
   contexts(&p->credit_rx_context, kCredit, false, slots_);
   contexts(&p->credit_tx_context, kCredit, true, kCreditSends);
+  p->hello_context.kind = kHello;
+  p->hello_context.peer = index;
+  p->hello_context.sending = rank_ < remote.rank;
+  p->may_send = p->hello_to_send = rank_ < remote.rank;
   p->tx_busy.assign(slots_, false);
   fabric_.register_buffer(remote.outbox, slots_ * chunk_bytes_);
   fabric_.register_buffer(remote.inbox, slots_ * chunk_bytes_);
@@ -94,6 +107,7 @@ void Proxy::add_peer(const RemotePeer &remote) {
   p->credit_tx_busy.assign(kCreditSends, false);
   fabric_.register_buffer(p->credit_rx.data(), p->credit_rx.size() * sizeof(uint64_t));
   fabric_.register_buffer(p->credit_tx.data(), p->credit_tx.size() * sizeof(uint64_t));
+  fabric_.register_buffer(&p->hello, sizeof p->hello);
   peers_.push_back(std::move(p));
 }
 
@@ -161,6 +175,12 @@ bool Proxy::sending() {
 
 bool Proxy::post_receives(Peer &p) {
   bool any = false;
+  if (!p.may_send && !p.hello_posted) {
+    if (!fabric_.receive(p.address, tag_of(kHello, p.remote.rank, 0), 0, &p.hello, sizeof p.hello,
+                         &p.hello_context))
+      return false;
+    p.hello_posted = any = true;
+  }
   // Data: chunk k lands in staging slot (k - 1) % slots; chunk k + slots is posted into it once
   // chunk k landed, and the sender sends it only after the credit for chunk k.
   const uint64_t landed = p.signalled + p.arrived.size();
@@ -184,8 +204,18 @@ bool Proxy::post_receives(Peer &p) {
   return any;
 }
 
+bool Proxy::greet(Peer &p) {
+  if (!p.hello_to_send) return false;
+  if (!fabric_.send(p.address, tag_of(kHello, rank_, 0), &p.hello, sizeof p.hello,
+                    &p.hello_context))
+    return false;
+  p.hello_to_send = false;
+  return true;
+}
+
 bool Proxy::progress_sends(Peer &p) {
   bool any = false;
+  if (!p.may_send) return false;
   for (;;) {
     std::pair<uint64_t, uint64_t> next;
     {
@@ -210,6 +240,7 @@ bool Proxy::progress_sends(Peer &p) {
 
 bool Proxy::progress_credits(Peer &p) {
   uint64_t freed = 0;
+  if (!p.may_send) return false;
   if (trn_sem_query(p.remote.rx_free, &freed) != TRN_SUCCESS || freed <= p.credit_sent)
     return false;
   for (uint32_t s = 0; s < kCreditSends; ++s) {
@@ -246,6 +277,10 @@ trn_result_t Proxy::signal(trn_sem_t sem, uint64_t value) {
 void Proxy::complete(const Fabric::Completion &c) {
   auto *ctx = static_cast<Context *>(c.context);
   Peer &p = *peers_[ctx->peer];
+  if (ctx->kind == kHello) {
+    if (!ctx->sending) p.may_send = true;
+    return;
+  }
   if (ctx->sending) {
     (ctx->kind == kData ? p.tx_busy : p.credit_tx_busy)[ctx->slot] = false;
     return;
@@ -287,6 +322,7 @@ void Proxy::run() {
       for (size_t i = 0; i < n; ++i) complete(done[i]);
       any = n > 0;
       for (auto &p : peers_) {
+        any = greet(*p) || any;
         any = progress_sends(*p) || any;
         any = progress_credits(*p) || any;
         any = post_receives(*p) || any;

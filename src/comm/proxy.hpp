@@ -70,6 +70,8 @@ class Proxy {
   struct Peer;
   void run();
   bool post_receives(Peer &p);
+  // Sends the hello that opens the connection to a higher rank (see Peer::may_send).
+  bool greet(Peer &p);
   bool progress_sends(Peer &p);
   bool progress_credits(Peer &p);
   void complete(const Fabric::Completion &c);
