@@ -58,7 +58,7 @@ TEST_CASE("every collective and dtype with ranks as processes", "[comm][processe
 TEST_CASE("ranks from torchrun's variables meet at MASTER_ADDR:MASTER_PORT", "[comm][processes]") {
   SimEnv env;
   const uint32_t n = 3;
-  const std::string port = std::to_string(20000 + getpid() % 20000);
+  const std::string port = std::to_string(free_port());
   std::vector<Forked> children;
   for (uint32_t r = 0; r < n; ++r)
     children.push_back(fork_rank([&, r]() -> std::string {
@@ -90,7 +90,7 @@ TEST_CASE("ranks from torchrun's variables meet at MASTER_ADDR:MASTER_PORT", "[c
 TEST_CASE("ranks given different WORLD_SIZEs are told so, not that the id is stale",
           "[comm][processes][negative]") {
   SimEnv env;
-  const std::string port = std::to_string(20000 + (getpid() + 7) % 20000);
+  const std::string port = std::to_string(free_port());
   std::vector<Forked> children;
   for (uint32_t r = 0; r < 2; ++r)
     children.push_back(fork_rank([&, r]() -> std::string {

@@ -256,7 +256,8 @@ TEST_CASE("a rank that never arrives fails the others' init within the timeout, 
       desc.core = cores[r];
       desc.rank = r;
       desc.size = 3;  // rank 2 never comes
-      desc.timeout_ns = 1'000'000'000ull;
+      // Long enough that rank 1 arrives within it of rank 0 on a loaded machine.
+      desc.timeout_ns = 3'000'000'000ull;
       results[r] = trn_comm_init_rank(&id, &desc, &comms[r]);
       errors[r] = comm_error();
     });
@@ -267,7 +268,7 @@ TEST_CASE("a rank that never arrives fails the others' init within the timeout, 
     CHECK(results[r] == TRN_ERROR_COLLECTIVE);
     CHECK(errors[r].find("ranks 2 of 3 never arrived") != std::string::npos);
     // The ranks' own timeout bounded it, not the service's default: the message says which.
-    CHECK(errors[r].find("within 1000 ms") != std::string::npos);
+    CHECK(errors[r].find("within 3000 ms") != std::string::npos);
     CHECK(comms[r] == nullptr);
   }
   CHECK(seconds.count() < 10.0);
@@ -275,7 +276,8 @@ TEST_CASE("a rank that never arrives fails the others' init within the timeout, 
 
 TEST_CASE("a rank that skips an operation makes the others fail naming it", "[comm][failure]") {
   SimEnv env;
-  ThreadWorld world(3, 4096, 1500);
+  // A timeout long enough that ranks 0 and 1 both enqueue within it on a loaded machine.
+  ThreadWorld world(3, 4096, 4000);
   const auto failures = world.each([&](uint32_t r) -> std::string {
     if (r == 2) return "";  // never calls the all-reduce
     RankResources &res = world.ranks[r];
@@ -597,10 +599,10 @@ TEST_CASE("a timeout of UINT64_MAX means no limit, and sizes above 64 ranks are 
 
 TEST_CASE("the ranks' timeout bounds the rendezvous, not the id maker's default, once one arrives",
           "[comm]") {
-  // The id's service starts with TRN_COMM_TIMEOUT_MS (1 s here); the ranks ask for 20 s, and
-  // one of them arrives after 2.
+  // The id's service starts with TRN_COMM_TIMEOUT_MS (3 s here: rank 0 arrives within it on a
+  // loaded machine); the ranks ask for 20 s, and one of them arrives after 5.
   SimEnv env;
-  env.set("TRN_COMM_TIMEOUT_MS", "1000");
+  env.set("TRN_COMM_TIMEOUT_MS", "3000");
   const auto cores = all_cores();
   REQUIRE(cores.size() >= 2);
   trn_comm_unique_id_t id{};
@@ -611,7 +613,7 @@ TEST_CASE("the ranks' timeout bounds the rendezvous, not the id maker's default,
   std::vector<std::thread> ranks;
   for (uint32_t r = 0; r < 2; ++r)
     ranks.emplace_back([&, r] {
-      if (r == 1) std::this_thread::sleep_for(std::chrono::seconds(2));
+      if (r == 1) std::this_thread::sleep_for(std::chrono::seconds(5));
       trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
       desc.core = cores[r];
       desc.rank = r;

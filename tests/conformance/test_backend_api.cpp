@@ -702,15 +702,19 @@ TEST_CASE("queue priorities: a waiting high-priority launch takes the core befor
   trn_kernel_t add = trn::test::load_program(device, trn::test::vector_add_program());
   const auto matmul_args = bind_all(matmul, pool);
   const auto low_args = bind_all(add, pool), high_args = bind_all(add, pool);
-  // A round counts when the busy launch held the engines before the others arrived (the host
-  // may schedule its worker late): device time shows it, as the busy one then ends first.
+  // A round counts when the busy launch still held the engines well after the others were
+  // submitted, so that both their queues' workers were waiting for the core when it came free
+  // (the host may run the busy one's worker late, or theirs): its end in host time shows it.
+  constexpr uint64_t kWaitingMarginNs = 5'000'000;  // the busy launch lasts ~13 ms
   int rounds = 0;
-  for (int attempt = 0; attempt < 12 && rounds < 3; ++attempt) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int attempt = 0; attempt < 60 && rounds < 3 && std::chrono::steady_clock::now() < deadline;
+       ++attempt) {
     std::atomic<bool> started{false};
     REQUIRE(trn_queue_host_call(busy, set_flag, &started, nullptr, nullptr) == TRN_SUCCESS);
     launch(busy, matmul, matmul_args);
     while (!started.load()) std::this_thread::yield();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // into its launch
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // into its launch
     trn_timestamp_t low_done{}, high_done{}, busy_done{};
     REQUIRE(trn_queue_write_timestamp(busy, &busy_done, nullptr, nullptr) == TRN_SUCCESS);
     // Low first: arrival order alone would run it first.
@@ -718,12 +722,15 @@ TEST_CASE("queue priorities: a waiting high-priority launch takes the core befor
     REQUIRE(trn_queue_write_timestamp(low, &low_done, nullptr, nullptr) == TRN_SUCCESS);
     launch(high, add, high_args);
     REQUIRE(trn_queue_write_timestamp(high, &high_done, nullptr, nullptr) == TRN_SUCCESS);
+    const uint64_t submitted_ns =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::steady_clock::now().time_since_epoch())
+                                  .count());
     INFO(last_error());
     REQUIRE(trn_device_synchronize(device, kLong) == TRN_SUCCESS);
     INFO("busy " << busy_done.device_ns << " high " << high_done.device_ns << " low "
                  << low_done.device_ns);
-    if (busy_done.device_ns > low_done.device_ns || busy_done.device_ns > high_done.device_ns)
-      continue;
+    if (busy_done.host_ns < submitted_ns + kWaitingMarginNs) continue;
     ++rounds;
     // Device time: one launch at a time on the core, the high one first.
     CHECK(high_done.device_ns < low_done.device_ns);

@@ -703,7 +703,7 @@ TEST_CASE("a full queue refuses a submission at once with TRN_ERROR_QUEUE_FULL",
   const auto start = Clock::now();
   uint64_t seq = 99;
   CHECK(trn_queue_barrier(queue, nullptr, &seq) == TRN_ERROR_QUEUE_FULL);
-  CHECK(seconds_since(start) < 1.0);
+  CHECK(seconds_since(start) < 5.0);  // not waiting for space (loose: a loaded machine)
   {
     INFO(last_error());
     CHECK(error_contains("trn_queue_barrier: "));
@@ -752,7 +752,7 @@ TEST_CASE("destroying a queue with work in flight cancels it promptly", "[queues
 
   const auto start = Clock::now();
   REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
-  CHECK(seconds_since(start) < 3.0);
+  CHECK(seconds_since(start) < 8.0);  // not waiting for the gate (loose: a loaded machine)
   for (trn_sem_t sem : {done1, done2}) {
     const auto wait_start = Clock::now();
     CHECK(trn_sem_wait(sem, 1, kLong) == TRN_ERROR_CANCELLED);
@@ -789,7 +789,7 @@ TEST_CASE("trn_runtime_shutdown with a blocked queue cancels it and frees the co
 
   const auto start = Clock::now();
   REQUIRE(trn_runtime_shutdown() == TRN_SUCCESS);
-  CHECK(seconds_since(start) < 3.0);
+  CHECK(seconds_since(start) < 8.0);     // not waiting for the gate (loose: a loaded machine)
   CHECK(epoll_readable(fd, 5000) == 1);  // failed, so its waiters were released
   close(fd);
   CHECK(trn_queue_finish(queue, 0) == TRN_ERROR_INVALID_HANDLE);

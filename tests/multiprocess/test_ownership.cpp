@@ -228,7 +228,7 @@ TEST_CASE("trn_core_acquire does not wait for a stopped process that holds the m
   CHECK(trn_core_release(cores[1]) == TRN_SUCCESS);
   const double took = seconds_since(start);
   INFO("acquire and release took " << took << " s");
-  CHECK(took < 2.0);  // the memory lock's deadline is 10 s
+  CHECK(took < 6.0);  // the memory lock's deadline is 10 s (loose: a loaded machine)
 
   holder->kill(SIGCONT);
   holder->close_stdin();

@@ -78,10 +78,11 @@ class PollRing {
     return io_uring_wait_cqe_timeout(&ring_, &cqe, &ts) == -ETIME;
   }
 
-  // Waits up to 5 s for the poll's completion and checks it reports POLLIN.
+  // Waits up to 30 s (another process may signal, on a loaded machine) for the poll's
+  // completion and checks it reports POLLIN.
   void expect_completion() {
     io_uring_cqe *cqe = nullptr;
-    __kernel_timespec ts{5, 0};
+    __kernel_timespec ts{30, 0};
     const int r = io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
     REQUIRE(r == 0);
     REQUIRE(cqe != nullptr);

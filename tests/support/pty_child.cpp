@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -47,15 +48,29 @@ PtyChild::~PtyChild() {
   if (master_ >= 0) close(master_);
 }
 
-void PtyChild::read_for(int ms) {
+bool PtyChild::read_for(int ms) {
   const long long deadline = now_ms() + ms;
   for (long long left = ms; left > 0; left = deadline - now_ms()) {
     struct pollfd p = {master_, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(left)) <= 0) continue;
     char chunk[4096];
     const ssize_t n = read(master_, chunk, sizeof chunk);
-    if (n <= 0) return;  // the terminal closed (EIO once the child is gone)
+    if (n <= 0) return false;  // the terminal closed (EIO once the child is gone)
     output_.append(chunk, static_cast<size_t>(n));
+  }
+  return true;
+}
+
+bool PtyChild::read_until(const std::regex &pattern, int timeout_ms, size_t from) {
+  const long long deadline = now_ms() + timeout_ms;
+  for (;;) {
+    if (std::regex_search(
+            output_.begin() + static_cast<std::ptrdiff_t>(std::min(from, output_.size())),
+            output_.end(), pattern))
+      return true;
+    const long long left = deadline - now_ms();
+    if (left <= 0) return false;
+    if (!read_for(static_cast<int>(std::min<long long>(left, 50)))) return false;
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,11 @@ class PtyChild {
 
   pid_t pid() const { return pid_; }
   // Reads what it writes for `ms` milliseconds (or until it closes the terminal); appends it
-  // to output().
-  void read_for(int ms);
+  // to output(). False once the terminal is closed.
+  bool read_for(int ms);
+  // Reads until what it wrote from offset `from` of output() on matches `pattern`, for up to
+  // `timeout_ms` (or until it closes the terminal); whether it matched.
+  bool read_until(const std::regex &pattern, int timeout_ms, size_t from = 0);
   const std::string &output() const { return output_; }
   // Types on its terminal.
   void send(const std::string &keys);

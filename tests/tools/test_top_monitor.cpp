@@ -144,17 +144,26 @@ TEST_CASE("trn-top and trn-monitor report a process working on two cores, then i
   CHECK_THAT(top, Catch::Contains("Memory  used 64 MiB / 96 GiB"));
   CHECK_THAT(top, Catch::Contains(pid + " "));
 
-  const auto docs = monitor_documents();
-  REQUIRE(docs.size() == 2);
+  // Each core's work shows in at least one period: a loaded machine may leave the worker's
+  // thread for a core without a turn for a whole period.
+  const auto docs = monitor_documents("4");
+  REQUIRE(docs.size() == 4);
   for (const json &doc : docs) check_schema(doc);
   const json &device = docs.back().at("devices").at(0);
   CHECK(device.at("memory").at("used_bytes").get<uint64_t>() >= (64u << 20));
   for (int core = 0; core < 2; ++core) {
-    const json &c = device.at("cores").at(core);
-    CHECK(c.at("owner_pid") == worker.pid());
-    CHECK(c.at("busy_percent").get<double>() > 0);
-    CHECK(c.at("commands_per_s").get<double>() > 0);
-    CHECK(c.at("dma_bytes_per_s").get<double>() > 0);
+    CHECK(device.at("cores").at(core).at("owner_pid") == worker.pid());
+    double busy = 0, commands = 0, dma = 0;
+    for (const json &doc : docs) {
+      const json &c = doc.at("devices").at(0).at("cores").at(core);
+      busy = std::max(busy, c.at("busy_percent").get<double>());
+      commands = std::max(commands, c.at("commands_per_s").get<double>());
+      dma = std::max(dma, c.at("dma_bytes_per_s").get<double>());
+    }
+    INFO("core " << core);
+    CHECK(busy > 0);
+    CHECK(commands > 0);
+    CHECK(dma > 0);
   }
   CHECK(device.at("cores").at(2).at("owner_pid").is_null());
   const json *listed = find_process(device, worker.pid());
@@ -179,7 +188,9 @@ TEST_CASE("trn-top and trn-monitor report a process working on two cores, then i
 TEST_CASE("trn-monitor serves Prometheus text over loopback and writes a textfile") {
   SimEnv env;
   const uint16_t port = trn::test::free_port();
-  Child monitor({TRN_MONITOR_PATH, "-n", "20", "-i", "200", "--prometheus", std::to_string(port)});
+  // Runs until the test ends it: a slow answer must not meet a monitor that already left.
+  Child monitor(
+      {TRN_MONITOR_PATH, "-n", "100000", "-i", "200", "--prometheus", std::to_string(port)});
   REQUIRE(!monitor.read_line(20000).empty());  // the first document: the endpoint is up
   const std::string metrics = http_get(port, "/metrics");
   INFO(metrics);
