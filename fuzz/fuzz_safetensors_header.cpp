@@ -19,9 +19,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   uint64_t at = 0;
   for (const st::TensorInfo &t : h.tensors) {
-    trn_dtype_t dtype;
-    if (t.begin != at || t.end < t.begin || !st::dtype_from_name(t.dtype_name, &dtype) ||
-        dtype != t.dtype) {
+    trn_dtype_t dtype = st::kNoDtype;
+    st::dtype_from_name(t.dtype_name, &dtype);
+    if (t.begin != at || t.end < t.begin || st::dtype_bits(t.dtype_name) == 0 || dtype != t.dtype ||
+        st::tensor_bytes(t.shape, t.dtype_name) != t.bytes()) {
       std::fprintf(stderr, "accepted a header that breaks the format at tensor '%s'\n",
                    t.name.c_str());
       std::abort();

@@ -192,6 +192,11 @@ bool write_safetensors_seeds(const std::filesystem::path &dir) {
         R"("c":{"dtype":"F8_E4M3","shape":[2,1],"data_offsets":[6,8]}})",
         8}},
       {"f64.safetensors", {R"({"x":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", 8}},
+      {"bytes-only.safetensors",
+       {R"({"m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]},)"
+        R"("u":{"dtype":"U32","shape":[1],"data_offsets":[3,7]},)"
+        R"("q":{"dtype":"F4","shape":[2,3],"data_offsets":[7,10]}})",
+        10}},
       {"overlap.safetensors",
        {R"({"a":{"dtype":"I32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"I16","shape":[2],)"
         R"("data_offsets":[4,8]}})",

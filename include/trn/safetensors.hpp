@@ -7,8 +7,11 @@
 // bytes of JSON — an object mapping each tensor's name to {"dtype", "shape", "data_offsets":
 // [begin, end]}, plus an optional "__metadata__" object of strings — then the data section,
 // which the tensors' ranges cover exactly (no overlap, no hole, no name twice). The reader
-// refuses anything else with a message naming the tensor and the field; dtypes trn has no type
-// for (U16, U32, U64, BOOL, ...) are refused by name. F64 and I64 load as trn's host dtypes.
+// refuses anything else with a message naming the tensor and the field. Every dtype of the
+// format loads: those trn has a type for as that type (F64 and I64 as trn's host dtypes, BOOL as
+// U8 holding 0 or 1, as PyTorch stores it and trn's PyTorch backend holds it); the others (U16,
+// U32, U64, F8_E8M0, C64 and the packed F4, F6_E2M3, F6_E3M2) as their bytes, exactly, with
+// `kNoDtype` for their trn dtype and the file's name kept in `dtype_name`.
 // Only a regular file is read (a pipe has no offsets to read tensors at).
 #pragma once
 
@@ -39,10 +42,14 @@ class Error : public std::runtime_error {
 // The largest header the reader accepts (the reference implementation's limit).
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
+// The trn dtype of a tensor whose safetensors dtype trn has no type for (U16, U32, U64,
+// F8_E8M0, C64, F4, F6_E2M3, F6_E3M2): its bytes load as they are, typed by `dtype_name` alone.
+constexpr trn_dtype_t kNoDtype = static_cast<trn_dtype_t>(0);
+
 struct TensorInfo {
   std::string name;
-  std::string dtype_name;  // as in the file: "F32", "BF16", ...
-  trn_dtype_t dtype = TRN_DTYPE_F32;
+  std::string dtype_name;             // as in the file: "F32", "BF16", "BOOL", "U32", ...
+  trn_dtype_t dtype = TRN_DTYPE_F32;  // what holds it on trn: U8 for BOOL; kNoDtype (bytes only)
   std::vector<uint64_t> shape;
   uint64_t begin = 0, end = 0;  // data_offsets: bytes of the data section
   uint64_t bytes() const { return end - begin; }
@@ -58,10 +65,19 @@ struct Header {
   const TensorInfo *find(std::string_view name) const;
 };
 
-// The trn dtype a safetensors dtype name maps to; false for names trn has no type for.
+// The trn dtype a safetensors dtype name loads as (TRN_DTYPE_U8 for "BOOL"); false for names
+// trn has no type for (their tensors load as bytes, dtype kNoDtype) and names that are no
+// safetensors dtype.
 bool dtype_from_name(std::string_view name, trn_dtype_t *dtype);
-// The safetensors name of a trn dtype ("F8_E4M3" for TRN_DTYPE_FP8_E4M3).
+// The safetensors name of a trn dtype ("F8_E4M3" for TRN_DTYPE_FP8_E4M3, "U8" for TRN_DTYPE_U8).
 const char *dtype_to_name(trn_dtype_t dtype);
+// Bits per element of a safetensors dtype name (4 for "F4", 6 for "F6_E2M3", 32 for "U32"); 0
+// for a name that is no safetensors dtype.
+uint32_t dtype_bits(std::string_view name);
+// The bytes a tensor of `shape` in safetensors dtype `dtype_name` takes (bits per element times
+// elements). Throws Error when the name is no safetensors dtype, the size passes 2^64, or packed
+// elements (F4, F6) do not fill whole bytes.
+uint64_t tensor_bytes(const std::vector<uint64_t> &shape, std::string_view dtype_name);
 
 // Validates a header from a file's first bytes. `bytes` holds at least the first 8 + N bytes of
 // the file (fewer is an error only if the file is shorter too); `file_size` is the whole file's.
@@ -112,13 +128,18 @@ class Loaded {
 Loaded load(int fd, const Header &header, trn_pool_t pool, trn_queue_t queue,
             const LoadOptions &options = {});
 
-// One tensor to save: `bytes()` bytes of `mem` at `offset`.
+// One tensor to save: its shape's bytes of `mem` at `offset`.
 struct SaveTensor {
   std::string name;
   trn_dtype_t dtype = TRN_DTYPE_F32;
   std::vector<uint64_t> shape;
   trn_mem_t mem = nullptr;
   uint64_t offset = 0;
+  // The dtype the file names, when not dtype's own name: "BOOL" for a U8 tensor of 0s and 1s,
+  // "U32" (with dtype kNoDtype) for bytes loaded from such a tensor. It must be a safetensors
+  // dtype that loads as `dtype` (a loaded TensorInfo's dtype and dtype_name pass as they are);
+  // it sets the tensor's size (bits per element times elements, in whole bytes).
+  std::string dtype_name = {};
 };
 
 // Saves tensors as a safetensors file at `path` through `queue`, in the order given (names must

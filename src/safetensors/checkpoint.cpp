@@ -97,14 +97,28 @@ std::vector<const TensorInfo *> select(const Header &header,
   return out;
 }
 
-uint64_t tensor_bytes(const SaveTensor &t) {
-  uint64_t bytes = trn_dtype_size(t.dtype);
-  for (uint64_t d : t.shape) {
-    if (d != 0 && bytes > UINT64_MAX / d)
-      throw Error("safetensors: tensor '" + t.name + "' has more than 2^64 bytes");
-    bytes *= d;
+// The dtype name a tensor is saved under, checked against its trn dtype.
+std::string saved_dtype_name(const SaveTensor &t) {
+  if (t.dtype_name.empty()) {
+    const char *name = dtype_to_name(t.dtype);
+    if (!name)
+      throw Error("safetensors: tensor '" + t.name + "' has dtype " + std::to_string(t.dtype) +
+                  ", which is not a trn dtype (for bytes of a dtype trn has no type for, give "
+                  "dtype_name)");
+    return name;
   }
-  return bytes;
+  if (dtype_bits(t.dtype_name) == 0)
+    throw Error("safetensors: tensor '" + t.name + "': dtype_name '" + t.dtype_name +
+                "' is not a safetensors dtype");
+  trn_dtype_t loads_as = kNoDtype;
+  dtype_from_name(t.dtype_name, &loads_as);
+  auto named = [](trn_dtype_t d) {
+    return d == kNoDtype ? std::string("kNoDtype (bytes only)") : trn_dtype_name(d);
+  };
+  if (loads_as != t.dtype)
+    throw Error("safetensors: tensor '" + t.name + "': dtype_name " + t.dtype_name + " loads as " +
+                named(loads_as) + ", but the tensor's dtype is " + named(t.dtype));
+  return t.dtype_name;
 }
 
 }  // namespace
@@ -207,12 +221,14 @@ void save(const std::string &path, const std::vector<SaveTensor> &tensors,
     if (t.name == "__metadata__" || !names.insert(t.name).second)
       throw Error("safetensors: tensor name '" + t.name + "' is " +
                   (t.name == "__metadata__" ? "reserved" : "given twice"));
-    const char *dtype = dtype_to_name(t.dtype);
-    if (!dtype)
-      throw Error("safetensors: tensor '" + t.name + "' has dtype " + std::to_string(t.dtype) +
-                  ", which is not a trn dtype");
+    const std::string dtype = saved_dtype_name(t);
     if (!t.mem) throw Error("safetensors: tensor '" + t.name + "' names no memory (NULL)");
-    const uint64_t bytes = tensor_bytes(t);
+    uint64_t bytes = 0;
+    try {
+      bytes = tensor_bytes(t.shape, dtype);
+    } catch (const Error &e) {
+      throw Error("safetensors: tensor '" + t.name + "': " + e.what());
+    }
     // Every tensor is checked before the file is made and anything is queued: a write refused
     // half-way would leave the earlier ones queued on a descriptor about to be closed.
     trn_mem_info_t info = TRN_MEM_INFO_INIT;

@@ -19,30 +19,46 @@ using nlohmann::json;
 
 struct DtypeName {
   const char *name;
-  trn_dtype_t dtype;
-  uint32_t size;
+  trn_dtype_t dtype;  // what holds it on trn; kNoDtype: its bytes only
+  uint32_t bits;      // per element
 };
 
+// Every dtype of the format. A trn dtype appears once before any other name that loads as it
+// ("U8" before "BOOL"), so that dtype_to_name gives its own name.
 constexpr DtypeName kDtypes[] = {
-    {"F32", TRN_DTYPE_F32, 4},
-    {"BF16", TRN_DTYPE_BF16, 2},
-    {"F16", TRN_DTYPE_F16, 2},
-    {"F8_E4M3", TRN_DTYPE_FP8_E4M3, 1},
-    {"F8_E5M2", TRN_DTYPE_FP8_E5M2, 1},
-    {"I32", TRN_DTYPE_I32, 4},
-    {"I16", TRN_DTYPE_I16, 2},
-    {"I8", TRN_DTYPE_I8, 1},
-    {"U8", TRN_DTYPE_U8, 1},
-    {"F64", TRN_DTYPE_F64, 8},  // host dtypes of trn (trn_ops computes them on the host)
-    {"I64", TRN_DTYPE_I64, 8},
+    {"F32", TRN_DTYPE_F32, 32},
+    {"BF16", TRN_DTYPE_BF16, 16},
+    {"F16", TRN_DTYPE_F16, 16},
+    {"F8_E4M3", TRN_DTYPE_FP8_E4M3, 8},
+    {"F8_E5M2", TRN_DTYPE_FP8_E5M2, 8},
+    {"I32", TRN_DTYPE_I32, 32},
+    {"I16", TRN_DTYPE_I16, 16},
+    {"I8", TRN_DTYPE_I8, 8},
+    {"U8", TRN_DTYPE_U8, 8},
+    {"F64", TRN_DTYPE_F64, 64},  // host dtypes of trn (trn_ops computes them on the host)
+    {"I64", TRN_DTYPE_I64, 64},
+    // 0 or 1 in a byte, as PyTorch stores bool (and trn's PyTorch backend holds it in U8).
+    {"BOOL", TRN_DTYPE_U8, 8},
+    // No trn type holds these: they load as their bytes.
+    {"U16", kNoDtype, 16},
+    {"U32", kNoDtype, 32},
+    {"U64", kNoDtype, 64},
+    {"F8_E8M0", kNoDtype, 8},
+    {"C64", kNoDtype, 64},
+    {"F4", kNoDtype, 4},
+    {"F6_E2M3", kNoDtype, 6},
+    {"F6_E3M2", kNoDtype, 6},
 };
 
-// The format's other dtypes: valid safetensors, but no trn type holds them.
-constexpr const char *kForeignDtypes[] = {"U64",     "U32",     "U16", "BOOL", "F8_E8M0",
-                                          "F6_E2M3", "F6_E3M2", "F4",  "C64"};
+const DtypeName *find_dtype(std::string_view name) {
+  for (const auto &d : kDtypes)
+    if (name == d.name) return &d;
+  return nullptr;
+}
 
-constexpr const char *kSupported =
-    "F32, BF16, F16, F8_E4M3, F8_E5M2, I32, I16, I8, U8, F64 and I64";
+constexpr const char *kDtypeNames =
+    "F32, BF16, F16, F8_E4M3, F8_E5M2, F8_E8M0, I64, I32, I16, I8, U64, U32, U16, U8, BOOL, F64, "
+    "C64, F4, F6_E2M3 or F6_E3M2";
 
 // JSON nests three deep in a valid header (object, tensor, shape): deeper input is refused while
 // it is parsed, so no input makes the parser or the document recurse far.
@@ -52,18 +68,17 @@ std::string in_quotes(const std::string &name) {
   return "'" + name + "'";
 }
 
+std::string unknown_dtype(std::string_view name) {
+  return "dtype " + in_quotes(std::string(name)) + " is not a safetensors dtype (" + kDtypeNames +
+         ")";
+}
+
 [[noreturn]] void refuse(const std::string &what) {
   throw Error("safetensors header: " + what);
 }
 
 [[noreturn]] void refuse_tensor(const std::string &name, const std::string &what) {
   refuse("tensor " + in_quotes(name) + ": " + what);
-}
-
-uint32_t dtype_size(trn_dtype_t dtype) {
-  for (const auto &d : kDtypes)
-    if (d.dtype == dtype) return d.size;
-  return 0;
 }
 
 std::string offsets_text(uint64_t begin, uint64_t end) {
@@ -92,13 +107,9 @@ TensorInfo parse_tensor(const std::string &name, const json &entry) {
   if (dtype == entry.end()) refuse_tensor(name, "dtype is missing");
   if (!dtype->is_string()) refuse_tensor(name, "dtype is not a string");
   t.dtype_name = dtype->get<std::string>();
-  if (!dtype_from_name(t.dtype_name, &t.dtype)) {
-    for (const char *foreign : kForeignDtypes)
-      if (t.dtype_name == foreign)
-        refuse_tensor(
-            name, "dtype " + t.dtype_name + " is not supported by trn (it has " + kSupported + ")");
-    refuse_tensor(name, "dtype " + in_quotes(t.dtype_name) + " is not a safetensors dtype");
-  }
+  const DtypeName *type = find_dtype(t.dtype_name);
+  if (!type) refuse_tensor(name, unknown_dtype(t.dtype_name));
+  t.dtype = type->dtype;
   const auto shape = entry.find("shape");
   if (shape == entry.end()) refuse_tensor(name, "shape is missing");
   if (!shape->is_array()) refuse_tensor(name, "shape is not an array");
@@ -117,17 +128,11 @@ TensorInfo parse_tensor(const std::string &name, const json &entry) {
   t.end = (*offsets)[1].get<uint64_t>();
   if (t.end < t.begin)
     refuse_tensor(name, "data_offsets " + offsets_text(t.begin, t.end) + " end before they begin");
-  // Overflow-safe: the product stops growing past what any file can hold.
-  uint64_t bytes = dtype_size(t.dtype);
-  bool zero = false;
-  for (uint64_t d : t.shape) zero = zero || d == 0;
-  if (zero) bytes = 0;
-  for (uint64_t d : t.shape) {
-    if (zero) break;
-    if (d > UINT64_MAX / bytes)
-      refuse_tensor(name, "shape " + shape_text(t.shape) + " of " + t.dtype_name +
-                              " has more than 2^64 bytes");
-    bytes *= d;
+  uint64_t bytes = 0;
+  try {
+    bytes = tensor_bytes(t.shape, t.dtype_name);
+  } catch (const Error &e) {
+    refuse_tensor(name, e.what());
   }
   if (bytes != t.bytes())
     refuse_tensor(name, "shape " + shape_text(t.shape) + " of " + t.dtype_name + " is " +
@@ -180,17 +185,43 @@ void check_layout(Header *h) {
 }  // namespace
 
 bool dtype_from_name(std::string_view name, trn_dtype_t *dtype) {
-  for (const auto &d : kDtypes)
-    if (name == d.name) {
-      *dtype = d.dtype;
-      return true;
-    }
-  return false;
+  const DtypeName *d = find_dtype(name);
+  if (!d || d->dtype == kNoDtype) return false;
+  *dtype = d->dtype;
+  return true;
+}
+
+uint32_t dtype_bits(std::string_view name) {
+  const DtypeName *d = find_dtype(name);
+  return d ? d->bits : 0;
+}
+
+uint64_t tensor_bytes(const std::vector<uint64_t> &shape, std::string_view dtype_name) {
+  const uint32_t bits = dtype_bits(dtype_name);
+  if (bits == 0) throw Error(unknown_dtype(dtype_name));
+  for (uint64_t d : shape)
+    if (d == 0) return 0;
+  auto refuse_shape = [&](const std::string &why) {
+    throw Error("shape " + shape_text(shape) + " of " + std::string(dtype_name) + why);
+  };
+  // Overflow-safe: the product stops growing past what any file can hold. Whole-byte dtypes
+  // count bytes; the packed ones (F4, F6) count bits, which must come to whole bytes.
+  const bool whole_bytes = bits % 8 == 0;
+  uint64_t total = whole_bytes ? bits / 8 : bits;
+  for (uint64_t d : shape) {
+    if (d > UINT64_MAX / total)
+      refuse_shape(whole_bytes ? " has more than 2^64 bytes" : " has more than 2^64 bits");
+    total *= d;
+  }
+  if (whole_bytes) return total;
+  if (total % 8 != 0)
+    refuse_shape(" is " + std::to_string(total) + " bits, not a whole number of bytes");
+  return total / 8;
 }
 
 const char *dtype_to_name(trn_dtype_t dtype) {
   for (const auto &d : kDtypes)
-    if (d.dtype == dtype) return d.name;
+    if (d.dtype == dtype && dtype != kNoDtype) return d.name;
   return nullptr;
 }
 

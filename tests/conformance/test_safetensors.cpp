@@ -128,9 +128,10 @@ TEST_CASE("safetensors: every malformed header is refused with its own message",
        file_of(R"({"a":{"dtype":4,"shape":[2],"data_offsets":[0,8]}})", 8),
        "tensor 'a': dtype is not a string"},
       {"an unknown dtype", file_of(R"({"a":{"dtype":"Q9","shape":[2],"data_offsets":[0,8]}})", 8),
-       "tensor 'a': dtype 'Q9' is not a safetensors dtype"},
-      {"U32", file_of(R"({"w":{"dtype":"U32","shape":[2],"data_offsets":[0,8]}})", 8),
-       "tensor 'w': dtype U32 is not supported by trn"},
+       "tensor 'a': dtype 'Q9' is not a safetensors dtype (F32, BF16"},
+      {"a dtype in the wrong case",
+       file_of(R"({"a":{"dtype":"bool","shape":[2],"data_offsets":[0,2]}})", 2),
+       "tensor 'a': dtype 'bool' is not a safetensors dtype"},
       {"a name twice",
        file_of(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
                R"("x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
@@ -146,8 +147,16 @@ TEST_CASE("safetensors: every malformed header is refused with its own message",
        "'x': field 'dtype' appears twice"},
       {"metadata twice", file_of(R"({"__metadata__":{},"__metadata__":{}})", 0),
        "__metadata__ appears twice"},
-      {"BOOL", file_of(R"({"m":{"dtype":"BOOL","shape":[8],"data_offsets":[0,8]}})", 8),
-       "tensor 'm': dtype BOOL is not supported by trn"},
+      {"packed elements that end inside a byte",
+       file_of(R"({"q":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", 2),
+       "tensor 'q': shape [3] of F4 is 12 bits, not a whole number of bytes"},
+      {"packed elements past 2^64 bits",
+       file_of(R"({"q":{"dtype":"F6_E3M2","shape":[4294967296,4294967296],"data_offsets":[0,8]}})",
+               8),
+       "tensor 'q': shape [4294967296, 4294967296] of F6_E3M2 has more than 2^64 bits"},
+      {"a size that does not match a dtype trn has no type for",
+       file_of(R"({"u":{"dtype":"U16","shape":[3],"data_offsets":[0,8]}})", 8),
+       "tensor 'u': shape [3] of U16 is 6 bytes but data_offsets [0, 8] hold 8"},
       {"no shape", file_of(R"({"a":{"dtype":"F32","data_offsets":[0,8]}})", 8),
        "tensor 'a': shape is missing"},
       {"a shape that is no array",
@@ -195,6 +204,71 @@ TEST_CASE("safetensors: every malformed header is refused with its own message",
     CHECK(message.find(c.message) != std::string::npos);
     CHECK(message.rfind("safetensors header: ", 0) == 0);
   }
+}
+
+TEST_CASE("safetensors: every dtype of the format is read, typed as trn holds it",
+          "[safetensors]") {
+  struct Expect {
+    const char *name;
+    uint64_t elements;
+    trn_dtype_t dtype;  // st::kNoDtype: bytes only
+    uint64_t bytes;
+  };
+  const Expect expect[] = {
+      {"F32", 3, TRN_DTYPE_F32, 12},
+      {"BF16", 3, TRN_DTYPE_BF16, 6},
+      {"F16", 3, TRN_DTYPE_F16, 6},
+      {"F8_E4M3", 3, TRN_DTYPE_FP8_E4M3, 3},
+      {"F8_E5M2", 3, TRN_DTYPE_FP8_E5M2, 3},
+      {"I32", 3, TRN_DTYPE_I32, 12},
+      {"I16", 3, TRN_DTYPE_I16, 6},
+      {"I8", 3, TRN_DTYPE_I8, 3},
+      {"U8", 3, TRN_DTYPE_U8, 3},
+      {"F64", 3, TRN_DTYPE_F64, 24},
+      {"I64", 3, TRN_DTYPE_I64, 24},
+      {"BOOL", 3, TRN_DTYPE_U8, 3},
+      {"U16", 3, st::kNoDtype, 6},
+      {"U32", 3, st::kNoDtype, 12},
+      {"U64", 3, st::kNoDtype, 24},
+      {"F8_E8M0", 3, st::kNoDtype, 3},
+      {"C64", 3, st::kNoDtype, 24},
+      {"F4", 6, st::kNoDtype, 3},
+      {"F6_E2M3", 4, st::kNoDtype, 3},
+      {"F6_E3M2", 8, st::kNoDtype, 6},
+  };
+  std::string header = "{";
+  uint64_t at = 0;
+  for (const Expect &e : expect) {
+    header += std::string(at ? "," : "") + "\"t_" + e.name + "\":{\"dtype\":\"" + e.name +
+              "\",\"shape\":[" + std::to_string(e.elements) + "],\"data_offsets\":[" +
+              std::to_string(at) + "," + std::to_string(at + e.bytes) + "]}";
+    at += e.bytes;
+  }
+  const auto file = file_of(header + "}", at);
+  const st::Header h = st::parse_header(file.data(), file.size(), file.size());
+  REQUIRE(h.tensors.size() == std::size(expect));
+  for (const Expect &e : expect) {
+    INFO(e.name);
+    const st::TensorInfo *t = h.find(std::string("t_") + e.name);
+    REQUIRE(t != nullptr);
+    CHECK(t->dtype_name == e.name);
+    CHECK(t->dtype == e.dtype);
+    CHECK(t->bytes() == e.bytes);
+    CHECK(st::dtype_bits(e.name) * e.elements == e.bytes * 8);
+    CHECK(st::tensor_bytes(t->shape, e.name) == e.bytes);
+    trn_dtype_t d = TRN_DTYPE_F32;
+    CHECK(st::dtype_from_name(e.name, &d) == (e.dtype != st::kNoDtype));
+    if (e.dtype != st::kNoDtype) CHECK(d == e.dtype);
+  }
+  // A trn dtype's name is its own: U8, not BOOL.
+  CHECK(std::string(st::dtype_to_name(TRN_DTYPE_U8)) == "U8");
+  CHECK(st::dtype_to_name(st::kNoDtype) == nullptr);
+  CHECK(st::dtype_bits("Q9") == 0);
+  CHECK_THROWS_WITH(st::tensor_bytes({2}, "Q9"),
+                    Catch::Contains("'Q9' is not a safetensors dtype"));
+  CHECK_THROWS_WITH(st::tensor_bytes({5}, "F4"),
+                    Catch::Contains("shape [5] of F4 is 20 bits, not a whole number of bytes"));
+  CHECK(st::tensor_bytes({0, 5}, "F4") == 0);
 }
 
 TEST_CASE("safetensors: read_header reads from a descriptor and refuses a bad file",
@@ -283,6 +357,87 @@ TEST_CASE_METHOD(DeviceFiles,
   CHECK_THROWS_WITH(st::load(fd.get(), h, pool, queue, options),
                     Catch::Contains("no tensor 'layer.9' in the file"));
   for (auto &t : save) REQUIRE(trn_mem_free(t.mem) == TRN_SUCCESS);
+  REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+}
+
+TEST_CASE_METHOD(DeviceFiles,
+                 "safetensors: tensors of dtypes trn has no type for load and save as their bytes",
+                 "[safetensors]") {
+  // A checkpoint as PyTorch writes them: bool masks, unsigned and packed tensors beside floats.
+  const std::vector<std::pair<std::string, std::vector<uint64_t>>> specs = {
+      {"BOOL", {2, 7}}, {"U16", {5}}, {"U32", {3, 3}}, {"U64", {4}}, {"F4", {6}}, {"F32", {9}}};
+  const auto mask = std::vector<uint8_t>{1, 0, 0, 1, 1, 1, 0, 0, 1, 0, 1, 1, 0, 1};
+  std::string header = "{";
+  std::vector<uint8_t> data;
+  std::vector<std::vector<uint8_t>> contents;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const uint64_t bytes = st::tensor_bytes(specs[i].second, specs[i].first);
+    contents.push_back(i == 0 ? mask : pattern(bytes, static_cast<uint8_t>(i + 3)));
+    REQUIRE(contents.back().size() == bytes);
+    std::string shape;
+    for (uint64_t d : specs[i].second) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+    header += std::string(i ? "," : "") + "\"" + specs[i].first + "\":{\"dtype\":\"" +
+              specs[i].first + "\",\"shape\":[" + shape + "],\"data_offsets\":[" +
+              std::to_string(data.size()) + "," + std::to_string(data.size() + bytes) + "]}";
+    data.insert(data.end(), contents.back().begin(), contents.back().end());
+  }
+  auto file = file_of(header + "}", 0);
+  file.insert(file.end(), data.begin(), data.end());
+  Fd fd(create_file(dir.file("mixed.safetensors"), file));
+  const st::Header h = st::read_header(fd.get());
+  st::Loaded loaded = st::load(fd.get(), h, pool, queue);
+  REQUIRE(loaded.tensors().size() == specs.size());
+  std::vector<st::SaveTensor> save;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    INFO(specs[i].first);
+    const st::LoadedTensor *t = loaded.find(specs[i].first);
+    REQUIRE(t != nullptr);
+    CHECK(t->info.dtype == (specs[i].first == "BOOL"  ? TRN_DTYPE_U8
+                            : specs[i].first == "F32" ? TRN_DTYPE_F32
+                                                      : st::kNoDtype));
+    CHECK(device_bytes(queue, loaded.arena(), t->offset, t->info.bytes()) == contents[i]);
+    // Saved again from the loaded arena with the dtype and name it loaded with.
+    save.push_back({t->info.name, t->info.dtype, t->info.shape, loaded.arena(), t->offset,
+                    t->info.dtype_name});
+  }
+  const std::string again = dir.file("again.safetensors");
+  st::save(again, save, {}, queue);
+  Fd fd2(::open(again.c_str(), O_RDONLY | O_CLOEXEC));
+  REQUIRE(fd2.get() >= 0);
+  const st::Header h2 = st::read_header(fd2.get());
+  const auto bytes2 = file_contents(fd2.get());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    INFO(specs[i].first);
+    const st::TensorInfo *t = h2.find(specs[i].first);
+    REQUIRE(t != nullptr);
+    CHECK(t->dtype_name == specs[i].first);
+    CHECK(t->shape == specs[i].second);
+    CHECK(std::vector<uint8_t>(bytes2.begin() + h2.data_offset + t->begin,
+                               bytes2.begin() + h2.data_offset + t->end) == contents[i]);
+  }
+  // A U8 tensor saved as BOOL; the name must load as the dtype given, and be a dtype at all.
+  st::SaveTensor as_bool{"m",   TRN_DTYPE_U8, {14}, loaded.arena(), loaded.find("BOOL")->offset,
+                         "BOOL"};
+  st::save(dir.file("bool.safetensors"), {as_bool}, {}, queue);
+  Fd fd3(::open(dir.file("bool.safetensors").c_str(), O_RDONLY | O_CLOEXEC));
+  CHECK(st::read_header(fd3.get()).tensors.at(0).dtype_name == "BOOL");
+  st::SaveTensor wrong = as_bool;
+  wrong.dtype = TRN_DTYPE_F32;
+  CHECK_THROWS_WITH(st::save(dir.file("w.safetensors"), {wrong}, {}, queue),
+                    Catch::Contains("dtype_name BOOL loads as u8, but the tensor's dtype is f32"));
+  wrong.dtype_name = "UINT8";
+  CHECK_THROWS_WITH(st::save(dir.file("w.safetensors"), {wrong}, {}, queue),
+                    Catch::Contains("dtype_name 'UINT8' is not a safetensors dtype"));
+  st::SaveTensor bytes_only{"u", st::kNoDtype, {5}, loaded.arena(), 0};
+  CHECK_THROWS_WITH(st::save(dir.file("w.safetensors"), {bytes_only}, {}, queue),
+                    Catch::Contains("give dtype_name"));
+  bytes_only.dtype_name = "U32";
+  bytes_only.shape = {5};
+  st::SaveTensor odd{"q", st::kNoDtype, {5}, loaded.arena(), 0, "F4"};
+  CHECK_THROWS_WITH(st::save(dir.file("w.safetensors"), {bytes_only, odd}, {}, queue),
+                    Catch::Contains("tensor 'q': shape [5] of F4 is 20 bits"));
+  CHECK(::access(dir.file("w.safetensors").c_str(), F_OK) != 0);
+  REQUIRE(trn_queue_finish(queue, kLong) == TRN_SUCCESS);
   REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
 }
 

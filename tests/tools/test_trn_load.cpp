@@ -104,12 +104,13 @@ TEST_CASE("trn-load refuses a malformed file with its message and exit code 1", 
   SimEnv env;
   TempDir dir;
   const std::string bad = write_file(
-      dir, "bad.safetensors", R"({"w":{"dtype":"BOOL","shape":[16],"data_offsets":[0,16]}})", 16);
+      dir, "bad.safetensors", R"({"w":{"dtype":"F32","shape":[16],"data_offsets":[0,16]}})", 16);
   Result r = trn_load({bad});
   INFO(r.output);
   CHECK(r.code == 1);
   CHECK(r.output.find("trn-load: " + bad +
-                      ": safetensors header: tensor 'w': dtype BOOL is not supported by trn") !=
+                      ": safetensors header: tensor 'w': shape [16] of F32 is 64 bytes but "
+                      "data_offsets [0, 16] hold 16") !=
         std::string::npos);
   r = trn_load({bad, "--json"});
   CHECK(r.code == 1);
