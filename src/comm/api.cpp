@@ -1,11 +1,14 @@
 // The C entry points of trn_comm.h: handles, argument checks, errors.
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <random>
+#include <system_error>
 #include <thread>
 
 #include "comm/bootstrap.hpp"
@@ -74,6 +77,14 @@ trn_result_t api_call(const char *function, Body body) {
   } catch (const std::bad_alloc &) {
     set_last_error(std::string(function) + ": out of host memory");
     return TRN_ERROR_OUT_OF_HOST_MEMORY;
+  } catch (const std::system_error &e) {
+    // A thread that could not start (the communicator's monitor or proxy): the process is at
+    // its limit of threads or memory, not a bug of the library.
+    const bool exhausted = e.code() == std::errc::resource_unavailable_try_again ||
+                           e.code() == std::errc::not_enough_memory;
+    set_last_error(std::string(function) + ": " + e.what() +
+                   (exhausted ? " (the process is at its limit of threads or memory)" : ""));
+    return exhausted ? TRN_ERROR_OUT_OF_HOST_MEMORY : TRN_ERROR_INTERNAL;
   } catch (const std::exception &e) {
     set_last_error(std::string(function) + ": " + e.what());
     return TRN_ERROR_INTERNAL;
@@ -210,26 +221,61 @@ TRN_COMM_API trn_result_t trn_comm_init_all(uint32_t count, const trn_core_t *co
              "cores[" + std::to_string(i) + "] is NULL: give every rank's NeuronCore");
     CommConfig config = config_of(desc);
     const uint64_t timeout = config.timeout_ns ? config.timeout_ns : default_timeout_ns();
-    const RendezvousId id = start_root_service({"127.0.0.1", 0}, random_token(), timeout);
     std::vector<std::shared_ptr<Comm>> made(count);
     std::vector<std::optional<CommError>> errors(count);
+    // Every rank's thread starts first and waits for the word: a thread the process cannot
+    // start then fails the call before any rank went to the rendezvous (where the others would
+    // wait for it until the timeout).
+    std::mutex start_mutex;
+    std::condition_variable start_cv;
+    enum class Start { waiting, go, cancelled } start = Start::waiting;
+    RendezvousId id;
     std::vector<std::thread> threads;
-    for (uint32_t i = 0; i < count; ++i) {
-      threads.emplace_back([&, i] {
-        CommConfig mine = config;
-        mine.core = cores[i];
-        mine.rank = i;
-        mine.size = count;
-        try {
-          made[i] = Comm::create(id, mine);
-        } catch (const CommError &e) {
-          errors[i] = e;
-        } catch (const std::exception &e) {
-          errors[i] = CommError(TRN_ERROR_INTERNAL, e.what());
-        }
-      });
+    threads.reserve(count);
+    std::exception_ptr not_started;
+    for (uint32_t i = 0; i < count && !not_started; ++i) {
+      try {
+        threads.emplace_back([&, i] {
+          {
+            std::unique_lock lock(start_mutex);
+            start_cv.wait(lock, [&] { return start != Start::waiting; });
+            if (start == Start::cancelled) return;
+          }
+          CommConfig mine = config;
+          mine.core = cores[i];
+          mine.rank = i;
+          mine.size = count;
+          try {
+            made[i] = Comm::create(id, mine);
+          } catch (const CommError &e) {
+            errors[i] = e;
+          } catch (const std::exception &e) {
+            errors[i] = CommError(TRN_ERROR_INTERNAL, e.what());
+          }
+        });
+      } catch (const std::system_error &e) {
+        not_started = std::make_exception_ptr(CommError(
+            TRN_ERROR_OUT_OF_HOST_MEMORY,
+            "cannot start a thread for rank " + std::to_string(i) + " of " + std::to_string(count) +
+                " (" + e.what() + "): the process is at its limit of threads or memory"));
+      } catch (...) {
+        not_started = std::current_exception();
+      }
     }
+    if (!not_started) {
+      try {
+        id = start_root_service({"127.0.0.1", 0}, random_token(), timeout);
+      } catch (...) {
+        not_started = std::current_exception();
+      }
+    }
+    {
+      std::lock_guard lock(start_mutex);
+      start = not_started ? Start::cancelled : Start::go;
+    }
+    start_cv.notify_all();
     for (auto &thread : threads) thread.join();
+    if (not_started) std::rethrow_exception(not_started);
     for (uint32_t i = 0; i < count; ++i) {
       if (!errors[i]) continue;
       for (auto &comm : made)

@@ -9,6 +9,7 @@
 
 #include "comm_cases.hpp"
 #include "support/sim_env.hpp"
+#include "thread_fault.hpp"
 
 using namespace trn::test;
 
@@ -641,6 +642,53 @@ TEST_CASE("trn_comm_init_all refuses a NULL core before any rank waits", "[comm]
   CHECK(trn_comm_init_all(3, some, &desc, comms) == TRN_ERROR_NULL_POINTER);
   CHECK(comm_error().find("cores[1] is NULL") != std::string::npos);
   CHECK(comms[0] == nullptr);
+}
+
+TEST_CASE("trn_comm_init_all fails at once when a rank's thread cannot start", "[comm][negative]") {
+  // Ranks 0 and 1 get their threads, rank 2 does not: the call fails with the reason, and the
+  // started ranks never went to the rendezvous (where they would have waited for rank 2 for the
+  // whole timeout).
+  SimEnv env;
+  const auto cores = all_cores();
+  REQUIRE(cores.size() >= 4);
+  trn_comm_t comms[4] = {nullptr, nullptr, nullptr, nullptr};
+  trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
+  desc.timeout_ns = 120'000'000'000ull;
+  const auto start = std::chrono::steady_clock::now();
+  trn_result_t r = TRN_SUCCESS;
+  {
+    ThreadFailure failure(2);
+    r = trn_comm_init_all(4, cores.data(), &desc, comms);
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(r == TRN_ERROR_OUT_OF_HOST_MEMORY);
+  CHECK(comm_error().find("cannot start a thread for rank 2 of 4") != std::string::npos);
+  CHECK(took < std::chrono::seconds(30));
+  CHECK(comms[0] == nullptr);
+  // Nothing was left behind: the same cores make a communicator that works.
+  ThreadWorld world(4);
+  run_all(world, {CaseSpec{}});
+}
+
+TEST_CASE("a communicator whose own thread cannot start is refused as out of host memory",
+          "[comm][negative]") {
+  SimEnv env;
+  const auto cores = all_cores();
+  REQUIRE(!cores.empty());
+  trn_comm_unique_id_t id{};
+  REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
+  trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
+  desc.core = cores[0];
+  desc.size = 1;
+  trn_comm_t comm = nullptr;
+  trn_result_t r = TRN_SUCCESS;
+  {
+    ThreadFailure failure(0);  // its monitor
+    r = trn_comm_init_rank(&id, &desc, &comm);
+  }
+  CHECK(r == TRN_ERROR_OUT_OF_HOST_MEMORY);
+  CHECK(comm_error().find("limit of threads or memory") != std::string::npos);
+  CHECK(comm == nullptr);
 }
 
 TEST_CASE("trn_comm_init_from_env refuses a missing or malformed variable", "[comm][negative]") {
