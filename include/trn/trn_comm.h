@@ -90,7 +90,9 @@ TRN_DEFINE_STRUCT_MAKE(trn_comm_desc_t, TRN_STRUCT_COMM_DESC)
  * every rank has joined (they exchange addresses, staging buffers and semaphores) or the timeout
  * passes. @returns TRN_ERROR_COLLECTIVE naming the ranks that never arrived, or when ranks
  * disagree (sizes, a rank joined twice); TRN_ERROR_INVALID_ARGUMENT for a bad descriptor or id;
- * the runtime's result when the staging memory or semaphores cannot be made.
+ * the runtime's result when the staging memory or semaphores cannot be made;
+ * TRN_ERROR_OUT_OF_HOST_MEMORY when the communicator's threads cannot start (the process is at
+ * its limit of threads or memory).
  */
 TRN_COMM_API trn_result_t trn_comm_init_rank(const trn_comm_unique_id_t *id,
                                              const trn_comm_desc_t *desc, trn_comm_t *comm);
@@ -107,7 +109,9 @@ TRN_COMM_API trn_result_t trn_comm_init_from_env(const trn_comm_desc_t *desc, tr
 /**
  * Makes `count` communicators in this process, rank i on cores[i], like ncclCommInitAll. Each
  * rank's operations must then be called from its own thread (a rank's call may wait for queue
- * space its peers' calls free). `desc` may be NULL; its core, rank and size are ignored.
+ * space its peers' calls free). `desc` may be NULL; its core, rank and size are ignored. Every
+ * rank's thread starts before any joins: one the process cannot start fails the call at once
+ * with TRN_ERROR_OUT_OF_HOST_MEMORY naming the rank, and no communicator is made.
  */
 TRN_COMM_API trn_result_t trn_comm_init_all(uint32_t count, const trn_core_t *cores,
                                             const trn_comm_desc_t *desc, trn_comm_t *comms);
