@@ -494,16 +494,21 @@ trn_result_t Comm::synchronize(uint64_t timeout_ns) {
     }
     // The queue failed (or went away): the communicator is out of step with its peers.
     queue_failed(std::string("rank ") + std::to_string(rank_) +
-                 ": the queue of its last operation failed (" + trn_last_error() + ")");
+                     ": the queue of its last operation failed (" + trn_last_error() + ")",
+                 deadline);
   }
 }
 
-void Comm::queue_failed(const std::string &why) {
+void Comm::queue_failed(const std::string &why, uint64_t deadline_ns) {
   // A peer that failed marks the shared semaphores at once, before the service's word of why
-  // arrives: wait a moment for that word, which names the rank and the cause.
+  // arrives: wait a moment for that word, which names the rank and the cause, but not past the
+  // caller's deadline (trn_comm_synchronize(comm, 0) returns at once, with this rank's reason).
+  const uint64_t now = now_ns();
+  const uint64_t wait_ns =
+      std::min<uint64_t>(kReasonWaitNs, deadline_ns > now ? deadline_ns - now : 0);
   {
     std::unique_lock lock(state_mutex_);
-    state_cv_.wait_for(lock, std::chrono::milliseconds(1500), [&] { return !error_.empty(); });
+    state_cv_.wait_for(lock, std::chrono::nanoseconds(wait_ns), [&] { return !error_.empty(); });
   }
   fail_comm(why, true);
   fail(TRN_ERROR_COLLECTIVE, error());

@@ -180,7 +180,9 @@ class Comm : public std::enable_shared_from_this<Comm> {
   // endpoint, whose addresses every rank exchanges in one more round.
   void connect_remote_peers();
   void find_host_groups();
-  [[noreturn]] void queue_failed(const std::string &why);
+  // How long a rank whose queue failed waits for the service's word of the cause.
+  static constexpr uint64_t kReasonWaitNs = 1'500'000'000;
+  [[noreturn]] void queue_failed(const std::string &why, uint64_t deadline_ns = UINT64_MAX);
   void monitor();
   void check_deadlines();
   // Drops the records of operations that are over, oldest first, up to one still in flight:

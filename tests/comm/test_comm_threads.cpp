@@ -164,6 +164,38 @@ TEST_CASE("operations are ordered with the queue's other work and with sync", "[
   for (const auto &f : failures) FAIL_CHECK(f);
 }
 
+TEST_CASE("trn_comm_synchronize with no time to wait returns at once after its queue failed",
+          "[comm][failure]") {
+  // A failed queue leaves the communicator out of step: synchronize fails it (or finds it failed
+  // by the monitor), waiting for a peer's word of the cause at most until the caller's timeout.
+  SimEnv env;
+  ThreadWorld world(1);
+  RankResources &res = world.ranks[0];
+  trn_mem_t buf = nullptr;
+  REQUIRE(trn_mem_alloc(res.pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &buf) == TRN_SUCCESS);
+  trn_sem_t go = nullptr;
+  trn_sem_desc_t sd = TRN_SEM_DESC_INIT;
+  REQUIRE(trn_sem_create(res.device, &sd, &go) == TRN_SUCCESS);
+  const trn_sem_point_t wait{go, 1};
+  const trn_sync_t sync{&wait, 1, nullptr, 0};
+  uint64_t sequence = 0;
+  REQUIRE(trn_comm_all_reduce(world.comms[0], res.queue, {buf, 0}, {buf, 0}, 1024, TRN_DTYPE_F32,
+                              TRN_COMM_SUM, &sync, &sequence) == TRN_SUCCESS);
+  REQUIRE(trn_sem_fail(go, "the producer failed") == TRN_SUCCESS);
+  CHECK(trn_queue_finish(res.queue, 30'000'000'000ull) != TRN_SUCCESS);  // the queue failed
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(trn_comm_synchronize(world.comms[0], 0) == TRN_ERROR_COLLECTIVE);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1000));
+  INFO(comm_error());
+  // Its own reason, or the monitor's if that saw the failure first.
+  CHECK((comm_error().find("the queue of its last operation failed") != std::string::npos ||
+         comm_error().find("did not complete: its queue failed") != std::string::npos));
+  CHECK(trn_comm_synchronize(world.comms[0], 10'000'000'000ull) == TRN_ERROR_COLLECTIVE);
+  REQUIRE(trn_queue_reset(res.queue) == TRN_SUCCESS);
+  trn_sem_destroy(go);
+  trn_mem_free(buf);
+}
+
 TEST_CASE("a queue destroyed after its operations leaves nothing to synchronize", "[comm]") {
   SimEnv env;
   ThreadWorld world(2);
