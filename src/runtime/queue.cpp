@@ -225,16 +225,38 @@ Queue::~Queue() {
 
 trn_result_t Queue::submit(Command &&command, uint64_t *sequence) {
   if (trn_result_t r = take_sem_uses(command); r != TRN_SUCCESS) return r;
-  const bool has_operation = command.kind != Command::Kind::barrier;
   // Commands with memory, kernels or semaphores keep them until they retire; a barrier without
   // sync references nothing and costs no allocation.
   std::unique_ptr<Work> work;
+  // The semaphores' uses go back on every way out but a submission (then the call after the
+  // command returns them), a std::bad_alloc included: one kept would make the semaphore
+  // impossible to destroy.
+  HeldUses uses{true, work, command};
+  try {
+    const trn_result_t r = submit_holding_uses(command, work, sequence, uses);
+    if (r == TRN_SUCCESS) uses.held = false;  // the work owns them now
+    uses.give_back();
+    return r;
+  } catch (...) {
+    uses.give_back();
+    throw;
+  }
+}
+
+void Queue::HeldUses::give_back() {
+  if (held) end_sem_uses(work ? work->command : command);
+  held = false;
+}
+
+trn_result_t Queue::submit_holding_uses(Command &command, std::unique_ptr<Work> &work,
+                                        uint64_t *sequence, HeldUses &uses) {
+  const bool has_operation = command.kind != Command::Kind::barrier;
   if (has_operation || !command.waits.empty() || !command.signals.empty()) {
     work = std::make_unique<Work>();
     work->queue = this;
+    work->command = std::move(command);
   }
   const Command &c = work ? work->command : command;
-  if (work) work->command = std::move(command);
 
   const bool holds_memory = uses_memory(c.kind);
   // A program's execution is one command of many operations: its steps.
@@ -268,14 +290,14 @@ trn_result_t Queue::submit(Command &&command, uint64_t *sequence) {
 
   std::lock_guard lock(mu_);
   if (stopped_.load(std::memory_order_acquire)) {
-    end_sem_uses(c);
+    uses.give_back();
     return fail(TRN_ERROR_INVALID_HANDLE, "the queue is being destroyed");
   }
   const uint64_t next = submitted_ + 1;
   commands[timeline_slot] = sem_command(TRN_HAL_COMMAND_SEM_SIGNAL, {timeline_, next});
   if (work) work->sequence = next;
   if (trn_result_t r = submit_locked(commands, n, c.kind, next); r != TRN_SUCCESS) {
-    end_sem_uses(c);
+    uses.give_back();
     return r;
   }
   work.release();  // the call after frees it

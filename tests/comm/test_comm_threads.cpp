@@ -9,7 +9,7 @@
 
 #include "comm_cases.hpp"
 #include "support/sim_env.hpp"
-#include "thread_fault.hpp"
+#include "support/fault_injection.hpp"
 
 using namespace trn::test;
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "support/api_helpers.hpp"
+#include "support/fault_injection.hpp"
 #include "support/result_printing.hpp"
 #include "support/sim_env.hpp"
 #include "trn/trn.h"
@@ -240,6 +241,41 @@ TEST_CASE("a semaphore is created, signalled, waited on and queried", "[semaphor
   CHECK(value_of(shared) == 43);
   REQUIRE(trn_sem_destroy(zero) == TRN_SUCCESS);
   REQUIRE(trn_sem_destroy(shared) == TRN_SUCCESS);
+}
+
+TEST_CASE("a submission that runs out of host memory leaves its semaphores free to destroy",
+          "[semaphores][negative]") {
+  // Each allocation of a copy's submission fails in turn: the call says out of host memory or
+  // succeeds, and either way the semaphores of its sync are destroyed once the queue is idle
+  // (a use kept by a failed submission would make them HANDLE_IN_USE forever).
+  SimEnv env;
+  const trn_device_t device = first_device();
+  trn_pool_t pool = trn::test::make_pool(device);
+  trn_queue_t queue = trn::test::make_queue(core_at(device, 0));
+  trn_mem_t a = trn::test::alloc(pool, 4096), b = trn::test::alloc(pool, 4096);
+  bool succeeded = false;
+  for (uint64_t allowed = 0; allowed < 200 && !succeeded; ++allowed) {
+    INFO("allocations allowed: " << allowed);
+    trn_sem_t wait_on = make_sem(device, 1), signal_on = make_sem(device, 0);
+    const trn_sem_point_t wait{wait_on, 1}, signal{signal_on, 1};
+    const trn_sync_t sync{&wait, 1, &signal, 1};
+    trn_result_t r = TRN_SUCCESS;
+    {
+      trn::test::AllocationFailure failure(allowed);
+      r = trn_queue_copy(queue, b, 0, a, 0, 4096, &sync, nullptr);
+    }
+    INFO(last_error());
+    CHECK((r == TRN_SUCCESS || r == TRN_ERROR_OUT_OF_HOST_MEMORY));
+    succeeded = r == TRN_SUCCESS;
+    REQUIRE(trn_queue_finish(queue, 10'000'000'000ull) == TRN_SUCCESS);
+    CHECK(trn_sem_destroy(wait_on) == TRN_SUCCESS);
+    CHECK(trn_sem_destroy(signal_on) == TRN_SUCCESS);
+  }
+  CHECK(succeeded);
+  REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+  REQUIRE(trn_mem_free(a) == TRN_SUCCESS);
+  REQUIRE(trn_mem_free(b) == TRN_SUCCESS);
+  REQUIRE(trn_pool_destroy(pool) == TRN_SUCCESS);
 }
 
 TEST_CASE("a wait with a deadline returns TRN_TIMEOUT after it", "[semaphores]") {

@@ -1,0 +1,93 @@
+#include "support/fault_injection.hpp"
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <new>
+
+namespace {
+
+std::atomic<bool> armed{false};
+std::atomic<int64_t> allowed_left{0};
+// Allocations this thread makes before the one that fails; negative: none fails.
+thread_local int64_t allocations_left = -1;
+
+// Whether this allocation is the one to fail (then the next ones succeed again).
+bool fail_this_allocation() {
+  if (allocations_left < 0) return false;
+  if (allocations_left == 0) {
+    allocations_left = -1;
+    return true;
+  }
+  --allocations_left;
+  return false;
+}
+
+// The definition this one stands in front of (the C++ library's, or a sanitizer's, which then
+// keeps checking every allocation and its matching delete).
+template <typename Fn>
+Fn next_definition(const char *symbol) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, symbol));
+}
+
+}  // namespace
+
+namespace trn::test {
+
+void arm_thread_failure(uint32_t allowed) {
+  allowed_left.store(allowed);
+  armed.store(true);
+}
+
+void disarm_thread_failure() {
+  armed.store(false);
+}
+
+void arm_allocation_failure(uint64_t allowed) {
+  allocations_left = static_cast<int64_t>(allowed);
+}
+
+void disarm_allocation_failure() {
+  allocations_left = -1;
+}
+
+}  // namespace trn::test
+
+// Default visibility: the project compiles with hidden symbols, and this one must be exported.
+extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t *thread,
+                                                                     const pthread_attr_t *attr,
+                                                                     void *(*start)(void *),
+                                                                     void *arg) {
+  using CreateFn = int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+  static const auto next = next_definition<CreateFn>("pthread_create");
+  if (armed.load() && allowed_left.fetch_sub(1) <= 0) return EAGAIN;
+  return next(thread, attr, start, arg);
+}
+
+// The throwing forms of the global operator new: the nothrow ones and every operator delete
+// stay the library's own.
+void *operator new(std::size_t bytes) {
+  static const auto next = next_definition<void *(*)(std::size_t)>("_Znwm");
+  if (fail_this_allocation()) throw std::bad_alloc();
+  return next(bytes);
+}
+void *operator new[](std::size_t bytes) {
+  static const auto next = next_definition<void *(*)(std::size_t)>("_Znam");
+  if (fail_this_allocation()) throw std::bad_alloc();
+  return next(bytes);
+}
+void *operator new(std::size_t bytes, std::align_val_t alignment) {
+  static const auto next =
+      next_definition<void *(*)(std::size_t, std::align_val_t)>("_ZnwmSt11align_val_t");
+  if (fail_this_allocation()) throw std::bad_alloc();
+  return next(bytes, alignment);
+}
+void *operator new[](std::size_t bytes, std::align_val_t alignment) {
+  static const auto next =
+      next_definition<void *(*)(std::size_t, std::align_val_t)>("_ZnamSt11align_val_t");
+  if (fail_this_allocation()) throw std::bad_alloc();
+  return next(bytes, alignment);
+}
