@@ -64,30 +64,29 @@ std::shared_ptr<Comm> remove_comm(trn_comm_t handle) {
   return comm;
 }
 
+// The result of the exception being handled, recorded with its reason as trn_comm_last_error().
+// Nothing escapes: out of memory while describing a failure leaves the result to say it.
+trn_result_t record_failure(const char *function) noexcept {
+  trn_result_t result = TRN_ERROR_OUT_OF_HOST_MEMORY;  // if even the description fails
+  try {
+    set_last_error(std::string());  // no stale reason stays, should the new one not be made
+    Failure failure = current_failure();
+    result = failure.result;
+    set_last_error(std::string(function) + ": " + failure.reason);
+  } catch (...) {
+  }
+  return result;
+}
+
 // Runs an entry point: errors become its result and trn_comm_last_error().
 template <typename Body>
-trn_result_t api_call(const char *function, Body body) {
+trn_result_t api_call(const char *function, Body body) noexcept {
   try {
     body();
     set_last_error("");
     return TRN_SUCCESS;
-  } catch (const CommError &e) {
-    set_last_error(std::string(function) + ": " + e.what());
-    return e.result();
-  } catch (const std::bad_alloc &) {
-    set_last_error(std::string(function) + ": out of host memory");
-    return TRN_ERROR_OUT_OF_HOST_MEMORY;
-  } catch (const std::system_error &e) {
-    // A thread that could not start (the communicator's monitor or proxy): the process is at
-    // its limit of threads or memory, not a bug of the library.
-    const bool exhausted = e.code() == std::errc::resource_unavailable_try_again ||
-                           e.code() == std::errc::not_enough_memory;
-    set_last_error(std::string(function) + ": " + e.what() +
-                   (exhausted ? " (the process is at its limit of threads or memory)" : ""));
-    return exhausted ? TRN_ERROR_OUT_OF_HOST_MEMORY : TRN_ERROR_INTERNAL;
-  } catch (const std::exception &e) {
-    set_last_error(std::string(function) + ": " + e.what());
-    return TRN_ERROR_INTERNAL;
+  } catch (...) {
+    return record_failure(function);
   }
 }
 

@@ -1,5 +1,8 @@
 #include "comm/error.hpp"
 
+#include <new>
+#include <system_error>
+
 #include "trn/trn_ops.h"
 
 namespace trn::comm {
@@ -23,6 +26,28 @@ void check(trn_result_t result, const std::string &doing) {
 
 void check_ops(trn_result_t result, const std::string &doing) {
   if (result != TRN_SUCCESS) fail(result, with_reason(result, doing, trn_ops_last_error()));
+}
+
+Failure current_failure() {
+  try {
+    throw;
+  } catch (const CommError &e) {
+    return {e.result(), e.what()};
+  } catch (const std::bad_alloc &) {
+    return {TRN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory"};
+  } catch (const std::system_error &e) {
+    // A thread that could not start (a communicator's monitor or proxy): the process is at its
+    // limit of threads or memory, not a bug of the library.
+    if (e.code() == std::errc::resource_unavailable_try_again ||
+        e.code() == std::errc::not_enough_memory)
+      return {TRN_ERROR_OUT_OF_HOST_MEMORY,
+              std::string(e.what()) + " (the process is at its limit of threads or memory)"};
+    return {TRN_ERROR_INTERNAL, e.what()};
+  } catch (const std::exception &e) {
+    return {TRN_ERROR_INTERNAL, e.what()};
+  } catch (...) {
+    return {TRN_ERROR_INTERNAL, "unknown exception"};
+  }
 }
 
 void set_last_error(std::string message) {

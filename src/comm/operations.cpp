@@ -499,10 +499,11 @@ uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
     if (scratch) comm.free_in_queue(args.queue, scratch);
     scratch = nullptr;  // the queue frees it
     return comm.close_operation(args.queue, name, args.sync, b.peers_in(), b.peers_out());
-  } catch (const CommError &e) {
-    // Part of it is queued: the peers count chunks this rank will never send.
+  } catch (...) {
+    // Part of it is queued (or all of it, and its record was not made): the peers count chunks
+    // this rank will never send, or an operation the caller will make again.
     comm.fail_comm(name.text() + " could be enqueued only in part on rank " + std::to_string(r) +
-                       ": " + e.what(),
+                       ": " + current_failure().reason,
                    true);
     // Its queued commands are cancelled by the failure: the scratch goes after them, or with the
     // communicator, never with the process.

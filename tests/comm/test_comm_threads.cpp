@@ -2,14 +2,15 @@
 // dtype and reduction, in place and out of place, on 1 to 8 ranks over two devices, against the
 // host reference; then the API's refusals and its failures (a rank that never arrives, a rank
 // that skips an operation, an abort).
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <thread>
 
 #include "comm_cases.hpp"
-#include "support/sim_env.hpp"
 #include "support/fault_injection.hpp"
+#include "support/sim_env.hpp"
 
 using namespace trn::test;
 
@@ -700,6 +701,81 @@ TEST_CASE("trn_comm_init_all fails at once when a rank's thread cannot start", "
   // Nothing was left behind: the same cores make a communicator that works.
   ThreadWorld world(4);
   run_all(world, {CaseSpec{}});
+}
+
+TEST_CASE("an operation that runs out of host memory part-way leaves no rank out of step",
+          "[comm][failure]") {
+  // Rank 0's all-reduce fails at each of its allocations in turn. Either nothing was enqueued
+  // (the communicator stays usable: the call is made again and both ranks get the sum), or the
+  // communicator failed and both ranks learn it; never a healthy communicator whose ranks count
+  // chunks differently.
+  SimEnv env;
+  const uint32_t count = 300000;  // a ring with several chunks
+  bool completed = false;
+  for (uint64_t allowed = 0; allowed < 400 && !completed; ++allowed) {
+    INFO("allocations allowed: " << allowed);
+    ThreadWorld world(2, 65536, 10'000);
+    std::vector<trn_mem_t> bufs(2);
+    for (uint32_t r = 0; r < 2; ++r) {
+      REQUIRE(trn_mem_alloc(world.ranks[r].pool, count * 4ull, 0, TRN_MEM_CATEGORY_TENSORS, 0,
+                            &bufs[r]) == TRN_SUCCESS);
+      std::vector<float> ones(count, static_cast<float>(r + 1));
+      REQUIRE(trn_mem_write(bufs[r], 0, ones.data(), count * 4ull) == TRN_SUCCESS);
+    }
+    trn_result_t first = TRN_SUCCESS, retried = TRN_SUCCESS;
+    std::string first_error;
+    trn_result_t synced[2] = {TRN_SUCCESS, TRN_SUCCESS};
+    const auto failures = world.each([&](uint32_t r) -> std::string {
+      RankResources &res = world.ranks[r];
+      auto call = [&] {
+        uint64_t sequence = 0;
+        return trn_comm_all_reduce(world.comms[r], res.queue, {bufs[r], 0}, {bufs[r], 0}, count,
+                                   TRN_DTYPE_F32, TRN_COMM_SUM, nullptr, &sequence);
+      };
+      trn_result_t result = TRN_SUCCESS;
+      if (r == 0) {
+        {
+          AllocationFailure failure(allowed);
+          result = call();
+        }
+        first = result;
+        if (result != TRN_SUCCESS) {
+          first_error = comm_error();
+          if (trn_comm_get_error(world.comms[0]) == TRN_SUCCESS) result = retried = call();
+        }
+        completed = first == TRN_SUCCESS;
+      } else {
+        result = call();
+      }
+      // A failed communicator says so here, whatever the call returned.
+      synced[r] = trn_comm_synchronize(world.comms[r], 30'000'000'000ull);
+      if (r == 1 && result != TRN_SUCCESS && synced[r] == TRN_SUCCESS)
+        return "rank 1's call failed but its communicator did not: " + comm_error();
+      return "";
+    });
+    for (const auto &f : failures) FAIL_CHECK(f);
+    INFO("first call: " << first << " " << first_error);
+    if (first != TRN_SUCCESS) CHECK(first == TRN_ERROR_OUT_OF_HOST_MEMORY);
+    CHECK(retried == TRN_SUCCESS);
+    // Both ranks agree: both completed with the sum, or both learnt of the failure.
+    CHECK((synced[0] == TRN_SUCCESS) == (synced[1] == TRN_SUCCESS));
+    if (synced[0] == TRN_SUCCESS && synced[1] == TRN_SUCCESS) {
+      for (uint32_t r = 0; r < 2; ++r) {
+        std::vector<float> out(count);
+        REQUIRE(trn_mem_read(bufs[r], 0, out.data(), count * 4ull) == TRN_SUCCESS);
+        CHECK(std::count(out.begin(), out.end(), 3.0f) == count);
+      }
+    } else {
+      CHECK(synced[0] == TRN_ERROR_COLLECTIVE);
+      CHECK(synced[1] == TRN_ERROR_COLLECTIVE);
+      for (auto &rank : world.ranks) {
+        trn_queue_finish(rank.queue, 10'000'000'000ull);  // the cancelled commands drain
+        CHECK(trn_queue_reset(rank.queue) == TRN_SUCCESS);
+      }
+    }
+    for (trn_mem_t b : bufs) trn_mem_free(b);
+  }
+  CHECK(completed);  // enough allocations for the whole call were reached
 }
 
 TEST_CASE("a communicator whose own thread cannot start is refused as out of host memory",
