@@ -17,19 +17,28 @@ inline trn_result_t fail(trn_hal_error_t *err, trn_result_t result, const std::s
   return result;
 }
 
+// The message of a failure caught at the C boundary, written without allocating (the failure
+// may be that memory ran out).
+inline trn_result_t fail_caught(trn_hal_error_t *err, trn_result_t result, const char *what,
+                                const char *suffix = "") noexcept {
+  if (err) std::snprintf(err->message, sizeof err->message, "sim driver: %s%s", what, suffix);
+  return result;
+}
+
 // Runs an adapter's body; nothing thrown crosses the C boundary.
 template <typename Body>
 trn_result_t guarded(trn_hal_error_t *err, Body body) noexcept {
   try {
     return body();
   } catch (const std::bad_alloc &) {
-    return fail(err, TRN_ERROR_OUT_OF_HOST_MEMORY,
-                "sim driver: out of host memory; free memory or lower the load");
+    return fail_caught(err, TRN_ERROR_OUT_OF_HOST_MEMORY,
+                       "out of host memory; free memory or lower the load");
   } catch (const std::system_error &e) {
-    return fail(err, TRN_ERROR_DRIVER,
-                std::string("sim driver: ") + e.what() + " (threads or descriptors exhausted?)");
+    return fail_caught(err, TRN_ERROR_DRIVER, e.what(), " (threads or descriptors exhausted?)");
   } catch (const std::exception &e) {
-    return fail(err, TRN_ERROR_DRIVER, std::string("sim driver: ") + e.what());
+    return fail_caught(err, TRN_ERROR_DRIVER, e.what());
+  } catch (...) {
+    return fail_caught(err, TRN_ERROR_DRIVER, "unknown exception");
   }
 }
 

@@ -1,5 +1,7 @@
 #include "ops/error.hpp"
 
+#include <new>
+
 namespace trn::ops {
 
 namespace {
@@ -19,6 +21,39 @@ void check(trn_result_t result, const char *doing) {
 
 void set_last_error(std::string message) {
   g_last_error = std::move(message);
+}
+
+trn_result_t record_current_exception(const char *function) noexcept {
+  trn_result_t result = TRN_ERROR_OUT_OF_HOST_MEMORY;  // if even its description fails
+  try {
+    g_last_error.clear();  // no stale message stays, should the new one not be made
+    std::string why;
+    try {
+      throw;
+    } catch (const OpError &e) {
+      result = e.result;
+      why = e.what();
+    } catch (const StaleHandle &) {
+      result = TRN_ERROR_INVALID_HANDLE;
+      why = "the runtime was shut down while the op was issued; issue it again";
+    } catch (const DeviceRefused &r) {
+      result = TRN_ERROR_UNSUPPORTED;
+      why = r.why;
+    } catch (const std::bad_alloc &) {
+      result = TRN_ERROR_OUT_OF_HOST_MEMORY;
+      why = "out of host memory";
+    } catch (const std::exception &e) {
+      result = TRN_ERROR_INVALID_ARGUMENT;
+      why = e.what();
+    } catch (...) {
+      result = TRN_ERROR_INTERNAL;
+      why = "internal error: unknown exception";
+    }
+    set_last_error(std::string(function) + ": " + why);
+  } catch (...) {
+    // The description ran out of memory: the result stands.
+  }
+  return result;
 }
 
 const char *last_error() {

@@ -50,27 +50,17 @@ const char *last_error();
 
 // Runs `body` for the entry point `function`: TRN_SUCCESS, or the failure it threw, recorded as
 // "function: message".
+// The exception being handled (inside a catch block), recorded as "function: message"; its
+// result. Out of memory while describing it leaves an empty message, never an exception.
+trn_result_t record_current_exception(const char *function) noexcept;
+
 template <typename Body>
 trn_result_t api_call(const char *function, Body &&body) noexcept {
   try {
     body();
     return TRN_SUCCESS;
-  } catch (const OpError &e) {
-    set_last_error(std::string(function) + ": " + e.what());
-    return e.result;
-  } catch (const StaleHandle &) {
-    set_last_error(std::string(function) +
-                   ": the runtime was shut down while the op was issued; issue it again");
-    return TRN_ERROR_INVALID_HANDLE;
-  } catch (const DeviceRefused &r) {
-    set_last_error(std::string(function) + ": " + r.why);
-    return TRN_ERROR_UNSUPPORTED;
-  } catch (const std::bad_alloc &) {
-    set_last_error(std::string(function) + ": out of host memory");
-    return TRN_ERROR_OUT_OF_HOST_MEMORY;
-  } catch (const std::exception &e) {
-    set_last_error(std::string(function) + ": " + e.what());
-    return TRN_ERROR_INVALID_ARGUMENT;
+  } catch (...) {
+    return record_current_exception(function);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "runtime/error.hpp"
 
+#include <new>
 #include <string>
 
 #include "runtime/session.hpp"
@@ -34,7 +35,32 @@ trn_result_t fail(trn_result_t result, const std::string &detail) {
     t_last_error = std::string(current_function()) + ": " + detail;
     common::logger("runtime")->debug("{} -> {}", t_last_error, trn_result_name(result));
   } catch (...) {
-    // Out of memory while describing a failure: the result still says what happened.
+    // Out of memory while describing a failure: the result still says what happened, and no
+    // stale message from an earlier call stays.
+    t_last_error.clear();
+    t_last_detail.clear();
+  }
+  return result;
+}
+
+trn_result_t fail_current_exception() noexcept {
+  trn_result_t result = TRN_ERROR_INTERNAL;
+  try {
+    try {
+      throw;
+    } catch (const std::bad_alloc &) {
+      result = TRN_ERROR_OUT_OF_HOST_MEMORY;
+      return fail(result, "out of host memory");
+    } catch (const std::exception &e) {
+      return fail(result, std::string("internal error: ") + e.what());
+    } catch (...) {
+      return fail(result, "internal error: unknown exception");
+    }
+  } catch (...) {
+    // The description itself ran out of memory: the result stands, and no stale message from
+    // an earlier call stays.
+    t_last_error.clear();
+    t_last_detail.clear();
   }
   return result;
 }

@@ -14,6 +14,10 @@ namespace trn::rt {
 // Records `detail` as this thread's last error, prefixed with the API function running, logs it
 // at debug level, and returns `result`.
 trn_result_t fail(trn_result_t result, const std::string &detail);
+// Records the exception being handled (inside a catch block): std::bad_alloc is
+// TRN_ERROR_OUT_OF_HOST_MEMORY, anything else TRN_ERROR_INTERNAL. Out of memory while
+// describing it leaves an empty message, never an exception.
+trn_result_t fail_current_exception() noexcept;
 
 // The last failure's detail without the "function: " prefix, for wrapping into another message.
 const std::string &last_detail();
@@ -37,12 +41,8 @@ trn_result_t api_call(const char *function, Body &&body) noexcept {
   ApiScope scope(function);
   try {
     return body();
-  } catch (const std::bad_alloc &) {
-    return fail(TRN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-  } catch (const std::exception &e) {
-    return fail(TRN_ERROR_INTERNAL, std::string("internal error: ") + e.what());
   } catch (...) {
-    return fail(TRN_ERROR_INTERNAL, "internal error: unknown exception");
+    return fail_current_exception();
   }
 }
 

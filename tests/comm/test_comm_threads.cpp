@@ -776,6 +776,22 @@ TEST_CASE("an operation that runs out of host memory part-way leaves no rank out
     for (trn_mem_t b : bufs) trn_mem_free(b);
   }
   CHECK(completed);  // enough allocations for the whole call were reached
+  // Memory that stays short: even the failure's description cannot be made, and the call still
+  // returns its result.
+  ThreadWorld world(1);
+  trn_mem_t buf = nullptr;
+  REQUIRE(trn_mem_alloc(world.ranks[0].pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &buf) ==
+          TRN_SUCCESS);
+  trn_result_t r = TRN_SUCCESS;
+  {
+    AllocationFailure failure(0, 1'000'000);
+    uint64_t sequence = 0;
+    r = trn_comm_all_reduce(world.comms[0], world.ranks[0].queue, {buf, 0}, {buf, 0}, 1024,
+                            TRN_DTYPE_F32, TRN_COMM_SUM, nullptr, &sequence);
+  }
+  CHECK(r == TRN_ERROR_OUT_OF_HOST_MEMORY);
+  trn_queue_finish(world.ranks[0].queue, 10'000'000'000ull);
+  trn_mem_free(buf);
 }
 
 TEST_CASE("a communicator whose own thread cannot start is refused as out of host memory",

@@ -272,6 +272,19 @@ TEST_CASE("a submission that runs out of host memory leaves its semaphores free 
     CHECK(trn_sem_destroy(signal_on) == TRN_SUCCESS);
   }
   CHECK(succeeded);
+  // Memory that stays short: even the failure's description cannot be made, and the call still
+  // returns its result (no exception leaves the library).
+  trn_sem_t sem = make_sem(device, 1);
+  const trn_sem_point_t wait{sem, 1};
+  const trn_sync_t sync{&wait, 1, nullptr, 0};
+  trn_result_t r = TRN_SUCCESS;
+  {
+    trn::test::AllocationFailure failure(0, 1'000'000);
+    r = trn_queue_copy(queue, b, 0, a, 0, 4096, &sync, nullptr);
+  }
+  CHECK(r == TRN_ERROR_OUT_OF_HOST_MEMORY);
+  REQUIRE(trn_queue_finish(queue, 10'000'000'000ull) == TRN_SUCCESS);
+  CHECK(trn_sem_destroy(sem) == TRN_SUCCESS);
   REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
   REQUIRE(trn_mem_free(a) == TRN_SUCCESS);
   REQUIRE(trn_mem_free(b) == TRN_SUCCESS);

@@ -3,6 +3,7 @@
 // arange, at awkward sizes; and the same ops run on the host (TRN_OPS_CONFIG_HOST_ONLY) giving the
 // same answers.
 #include "ops_fixture.hpp"
+#include "support/fault_injection.hpp"
 
 using namespace trn::test;
 namespace host = trn::ops::host;
@@ -503,4 +504,34 @@ TEST_CASE("strided inputs are made contiguous on the device, then freed in queue
         before.by_category[TRN_MEM_CATEGORY_SCRATCH].allocation_count);
   trn_sem_destroy(gate);
   trn_sem_destroy(done);
+}
+
+TEST_CASE("an op that runs out of host memory returns the result, whenever it happens",
+          "[ops][negative]") {
+  // Each allocation of a first-use op fails in turn (one, then all that follow): the op says out
+  // of host memory or succeeds with the right answer; nothing escapes, and the op works after.
+  OpsFixture f;
+  const Shape shape{3, 129};
+  std::mt19937 rng(7);
+  const host_array x = random_array(rng, shape, TRN_DTYPE_F32, -3.0, 3.0);
+  host_array want = host::unary(static_cast<host::Unary>(TRN_OPS_TANH - 1), x);
+  for (const uint64_t failures : {uint64_t{1}, uint64_t{1'000'000}}) {
+    bool succeeded = false;
+    for (uint64_t allowed = 0; allowed < 5000 && !succeeded; allowed += 1 + allowed / 8) {
+      INFO("allocations allowed: " << allowed << ", failing " << failures);
+      DeviceTensor tx = f.tensor(TRN_DTYPE_F32, x), ty = f.tensor(TRN_DTYPE_F32, shape);
+      trn_result_t r = TRN_SUCCESS;
+      {
+        AllocationFailure failure(allowed, failures);
+        r = trn_ops_unary(f.queue(), TRN_OPS_TANH, ty.get(), tx.get(), nullptr);
+      }
+      INFO(ops_error());
+      REQUIRE((r == TRN_SUCCESS || r == TRN_ERROR_OUT_OF_HOST_MEMORY));
+      succeeded = r == TRN_SUCCESS;
+      if (succeeded) require_close(f.read(ty), want, tolerance(TRN_DTYPE_F32) * 4, "tanh");
+      trn_queue_finish(f.queue(), 30'000'000'000ull);
+      trn_queue_reset(f.queue());
+    }
+    CHECK(succeeded);
+  }
 }

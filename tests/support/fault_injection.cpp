@@ -12,18 +12,20 @@ namespace {
 
 std::atomic<bool> armed{false};
 std::atomic<int64_t> allowed_left{0};
-// Allocations this thread makes before the one that fails; negative: none fails.
+// Allocations this thread makes before the ones that fail (negative: none fails), and how many
+// fail then.
 thread_local int64_t allocations_left = -1;
+thread_local uint64_t failures_left = 0;
 
-// Whether this allocation is the one to fail (then the next ones succeed again).
+// Whether this allocation is one to fail (after them the next ones succeed again).
 bool fail_this_allocation() {
   if (allocations_left < 0) return false;
-  if (allocations_left == 0) {
-    allocations_left = -1;
-    return true;
+  if (allocations_left > 0) {
+    --allocations_left;
+    return false;
   }
-  --allocations_left;
-  return false;
+  if (--failures_left == 0) allocations_left = -1;
+  return true;
 }
 
 // The definition this one stands in front of (the C++ library's, or a sanitizer's, which then
@@ -46,8 +48,9 @@ void disarm_thread_failure() {
   armed.store(false);
 }
 
-void arm_allocation_failure(uint64_t allowed) {
-  allocations_left = static_cast<int64_t>(allowed);
+void arm_allocation_failure(uint64_t allowed, uint64_t failures) {
+  failures_left = failures;
+  allocations_left = failures == 0 ? -1 : static_cast<int64_t>(allowed);
 }
 
 void disarm_allocation_failure() {

@@ -22,14 +22,16 @@ struct ThreadFailure {
   ThreadFailure &operator=(const ThreadFailure &) = delete;
 };
 
-// On the calling thread only: the next `allowed` allocations with operator new succeed, the one
-// after them throws std::bad_alloc (as one allocation too large for the memory left would), and
-// the rest succeed again.
-void arm_allocation_failure(uint64_t allowed);
+// On the calling thread only: the next `allowed` allocations with operator new succeed, the
+// `failures` after them throw std::bad_alloc (one: as an allocation too large for the memory left
+// would; many: as memory that ran out), and the rest succeed again.
+void arm_allocation_failure(uint64_t allowed, uint64_t failures = 1);
 void disarm_allocation_failure();
 
 struct AllocationFailure {
-  explicit AllocationFailure(uint64_t allowed) { arm_allocation_failure(allowed); }
+  explicit AllocationFailure(uint64_t allowed, uint64_t failures = 1) {
+    arm_allocation_failure(allowed, failures);
+  }
   ~AllocationFailure() { disarm_allocation_failure(); }
   AllocationFailure(const AllocationFailure &) = delete;
   AllocationFailure &operator=(const AllocationFailure &) = delete;
