@@ -135,10 +135,11 @@ struct SaveTensor {
   std::vector<uint64_t> shape;
   trn_mem_t mem = nullptr;
   uint64_t offset = 0;
-  // The dtype the file names, when not dtype's own name: "BOOL" for a U8 tensor of 0s and 1s,
-  // "U32" (with dtype kNoDtype) for bytes loaded from such a tensor. It must be a safetensors
-  // dtype that loads as `dtype` (a loaded TensorInfo's dtype and dtype_name pass as they are);
-  // it sets the tensor's size (bits per element times elements, in whole bytes).
+  // The dtype the file names, when not dtype's own name: "BOOL" for a U8 tensor of 0s and 1s
+  // (the caller's to ensure: the bytes are written as they are), "U32" (with dtype kNoDtype) for
+  // bytes loaded from such a tensor. It must be a safetensors dtype that loads as `dtype` (a
+  // loaded TensorInfo's dtype and dtype_name pass as they are); it sets the tensor's size (bits
+  // per element times elements, in whole bytes).
   std::string dtype_name = {};
 };
 

@@ -184,7 +184,9 @@ TRN_COMM_API trn_result_t trn_comm_synchronize(trn_comm_t comm, uint64_t timeout
  * input and output). dtypes: f32, bf16, f16, i32 (i32 sums and products wrap, as the DMA engines
  * compute them; avg of i32 divides on libtrn_ops' exact host path, recorded in
  * trn_ops_get_fallbacks). @returns TRN_ERROR_INVALID_ARGUMENT for bad buffers,
- * counts or dtypes (nothing is enqueued); TRN_ERROR_COLLECTIVE on a failed communicator.
+ * counts or dtypes (nothing is enqueued); TRN_ERROR_COLLECTIVE on a failed communicator. A
+ * failure once part of the operation is enqueued (out of host memory included) returns its own
+ * result and fails the communicator, as its peers' counts of chunks are no longer this rank's.
  * ------------------------------------------------------------------------------------------ */
 
 typedef enum trn_comm_red_op {

@@ -67,12 +67,10 @@ std::shared_ptr<Comm> remove_comm(trn_comm_t handle) {
 // The result of the exception being handled, recorded with its reason as trn_comm_last_error().
 // Nothing escapes: out of memory while describing a failure leaves the result to say it.
 trn_result_t record_failure(const char *function) noexcept {
-  trn_result_t result = TRN_ERROR_OUT_OF_HOST_MEMORY;  // if even the description fails
+  const trn_result_t result = current_result();
   try {
     set_last_error(std::string());  // no stale reason stays, should the new one not be made
-    Failure failure = current_failure();
-    result = failure.result;
-    set_last_error(std::string(function) + ": " + failure.reason);
+    set_last_error(std::string(function) + ": " + current_reason());
   } catch (...) {
   }
   return result;
@@ -221,7 +219,8 @@ TRN_COMM_API trn_result_t trn_comm_init_all(uint32_t count, const trn_core_t *co
     CommConfig config = config_of(desc);
     const uint64_t timeout = config.timeout_ns ? config.timeout_ns : default_timeout_ns();
     std::vector<std::shared_ptr<Comm>> made(count);
-    std::vector<std::optional<CommError>> errors(count);
+    std::vector<trn_result_t> results(count, TRN_SUCCESS);
+    std::vector<std::string> reasons(count);
     // Every rank's thread starts first and waits for the word: a thread the process cannot
     // start then fails the call before any rank went to the rendezvous (where the others would
     // wait for it until the timeout).
@@ -230,9 +229,24 @@ TRN_COMM_API trn_result_t trn_comm_init_all(uint32_t count, const trn_core_t *co
     enum class Start { waiting, go, cancelled } start = Start::waiting;
     RendezvousId id;
     std::vector<std::thread> threads;
+    // On every way out, the threads started are told (cancelled unless told to go) and joined.
+    struct JoinAll {
+      std::mutex &mutex;
+      std::condition_variable &cv;
+      Start &start;
+      std::vector<std::thread> &threads;
+      ~JoinAll() {
+        {
+          std::lock_guard lock(mutex);
+          if (start == Start::waiting) start = Start::cancelled;
+        }
+        cv.notify_all();
+        for (auto &thread : threads)
+          if (thread.joinable()) thread.join();
+      }
+    } join_all{start_mutex, start_cv, start, threads};
     threads.reserve(count);
-    std::exception_ptr not_started;
-    for (uint32_t i = 0; i < count && !not_started; ++i) {
+    for (uint32_t i = 0; i < count; ++i) {
       try {
         threads.emplace_back([&, i] {
           {
@@ -240,46 +254,40 @@ TRN_COMM_API trn_result_t trn_comm_init_all(uint32_t count, const trn_core_t *co
             start_cv.wait(lock, [&] { return start != Start::waiting; });
             if (start == Start::cancelled) return;
           }
-          CommConfig mine = config;
-          mine.core = cores[i];
-          mine.rank = i;
-          mine.size = count;
           try {
+            CommConfig mine = config;
+            mine.core = cores[i];
+            mine.rank = i;
+            mine.size = count;
             made[i] = Comm::create(id, mine);
-          } catch (const CommError &e) {
-            errors[i] = e;
-          } catch (const std::exception &e) {
-            errors[i] = CommError(TRN_ERROR_INTERNAL, e.what());
+          } catch (...) {
+            results[i] = current_result();
+            try {
+              reasons[i] = current_reason();
+            } catch (...) {
+            }
           }
         });
       } catch (const std::system_error &e) {
-        not_started = std::make_exception_ptr(CommError(
-            TRN_ERROR_OUT_OF_HOST_MEMORY,
-            "cannot start a thread for rank " + std::to_string(i) + " of " + std::to_string(count) +
-                " (" + e.what() + "): the process is at its limit of threads or memory"));
-      } catch (...) {
-        not_started = std::current_exception();
+        fail(TRN_ERROR_OUT_OF_HOST_MEMORY,
+             "cannot start a thread for rank " + std::to_string(i) + " of " +
+                 std::to_string(count) + " (" + e.what() +
+                 "): the process is at its limit of threads or memory");
       }
     }
-    if (!not_started) {
-      try {
-        id = start_root_service({"127.0.0.1", 0}, random_token(), timeout);
-      } catch (...) {
-        not_started = std::current_exception();
-      }
-    }
+    id = start_root_service({"127.0.0.1", 0}, random_token(), timeout);
     {
       std::lock_guard lock(start_mutex);
-      start = not_started ? Start::cancelled : Start::go;
+      start = Start::go;
     }
     start_cv.notify_all();
     for (auto &thread : threads) thread.join();
-    if (not_started) std::rethrow_exception(not_started);
     for (uint32_t i = 0; i < count; ++i) {
-      if (!errors[i]) continue;
+      if (results[i] == TRN_SUCCESS) continue;
       for (auto &comm : made)
         if (comm) comm->shutdown(true);
-      throw CommError(errors[i]->result(), "rank " + std::to_string(i) + ": " + errors[i]->what());
+      throw CommError(results[i], "rank " + std::to_string(i) + ": " +
+                                      (reasons[i].empty() ? "out of host memory" : reasons[i]));
     }
     for (uint32_t i = 0; i < count; ++i) comms[i] = add(std::move(made[i]));
   });

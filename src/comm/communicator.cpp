@@ -331,20 +331,31 @@ void Comm::fail_comm(const std::string &why, bool tell_others, uint64_t operatio
   if (tell_others) {
     try {
       bootstrap_.send(kAbort, abort_payload(operation, why), now_ns() + 1'000'000'000ull);
-    } catch (const CommError &) {
-      // The others learn it from their own timeouts.
+    } catch (...) {
+      // The others learn it from their own timeouts (or the failed semaphores).
     }
   }
 }
 
 void Comm::fail_semaphores(const std::string &why) {
-  const std::string reason = "collective failed: " + why;
+  // Out of memory for the message, the semaphores still fail (every waiting command with them).
+  std::string reason;
+  try {
+    reason = "collective failed: " + why;
+  } catch (const std::bad_alloc &) {
+  }
+  const char *text = reason.empty() ? "collective failed (out of host memory)" : reason.c_str();
   std::lock_guard lock(resources_mutex_);
   if (released_) return;
-  if (proxy_) proxy_->mark_failed(reason);
+  if (proxy_) {
+    try {
+      proxy_->mark_failed(text);
+    } catch (const std::bad_alloc &) {
+    }
+  }
   for (PeerLink &link : links_)
     for (trn_sem_t sem : {link.rx_ready, link.rx_free, link.tx_ready, link.tx_free})
-      if (sem) trn_sem_fail(sem, reason.c_str());
+      if (sem) trn_sem_fail(sem, text);
 }
 
 void Comm::monitor() {
@@ -651,7 +662,7 @@ void Comm::submit(trn_queue_t queue, FunctionRef<trn_result_t()> submit_fn, cons
     trn_sem_query(timeline, &done);
     const trn_result_t w = trn_sem_wait(timeline, done + 1, kSliceNs);
     if (w != TRN_SUCCESS && w != TRN_TIMEOUT)
-      queue_failed(doing.text() + ": the queue failed (" + trn_last_error() + ")");
+      queue_failed(doing.text() + ": the queue failed (" + trn_last_error() + ")", deadline);
     if (std::string why = error(); !why.empty()) fail(TRN_ERROR_COLLECTIVE, why);
     if (now_ns() >= deadline)
       fail(TRN_ERROR_COLLECTIVE, doing.text() + ": the queue stayed full for " +

@@ -28,25 +28,44 @@ void check_ops(trn_result_t result, const std::string &doing) {
   if (result != TRN_SUCCESS) fail(result, with_reason(result, doing, trn_ops_last_error()));
 }
 
-Failure current_failure() {
+namespace {
+
+bool resources_exhausted(const std::system_error &e) {
+  return e.code() == std::errc::resource_unavailable_try_again ||
+         e.code() == std::errc::not_enough_memory;
+}
+
+}  // namespace
+
+trn_result_t current_result() noexcept {
   try {
     throw;
   } catch (const CommError &e) {
-    return {e.result(), e.what()};
+    return e.result();
   } catch (const std::bad_alloc &) {
-    return {TRN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory"};
+    return TRN_ERROR_OUT_OF_HOST_MEMORY;
+  } catch (const std::system_error &e) {
+    return resources_exhausted(e) ? TRN_ERROR_OUT_OF_HOST_MEMORY : TRN_ERROR_INTERNAL;
+  } catch (...) {
+    return TRN_ERROR_INTERNAL;
+  }
+}
+
+std::string current_reason() {
+  try {
+    throw;
+  } catch (const std::bad_alloc &) {
+    return "out of host memory";
   } catch (const std::system_error &e) {
     // A thread that could not start (a communicator's monitor or proxy): the process is at its
     // limit of threads or memory, not a bug of the library.
-    if (e.code() == std::errc::resource_unavailable_try_again ||
-        e.code() == std::errc::not_enough_memory)
-      return {TRN_ERROR_OUT_OF_HOST_MEMORY,
-              std::string(e.what()) + " (the process is at its limit of threads or memory)"};
-    return {TRN_ERROR_INTERNAL, e.what()};
+    return resources_exhausted(e)
+               ? std::string(e.what()) + " (the process is at its limit of threads or memory)"
+               : std::string(e.what());
   } catch (const std::exception &e) {
-    return {TRN_ERROR_INTERNAL, e.what()};
+    return e.what();
   } catch (...) {
-    return {TRN_ERROR_INTERNAL, "unknown exception"};
+    return "unknown exception";
   }
 }
 

@@ -24,14 +24,12 @@ class CommError : public std::runtime_error {
 void check(trn_result_t result, const std::string &doing);
 void check_ops(trn_result_t result, const std::string &doing);
 
-// The exception being handled (call inside a catch block): its result and reason. A CommError
-// gives its own; std::bad_alloc is TRN_ERROR_OUT_OF_HOST_MEMORY, as is a thread that could not
-// start for want of resources; anything else TRN_ERROR_INTERNAL with its text.
-struct Failure {
-  trn_result_t result = TRN_ERROR_INTERNAL;
-  std::string reason;
-};
-Failure current_failure();
+// The exception being handled (call inside a catch block): its result, found without allocating
+// (a CommError gives its own; std::bad_alloc is TRN_ERROR_OUT_OF_HOST_MEMORY, as is a thread that
+// could not start for want of resources; anything else TRN_ERROR_INTERNAL), and its reason,
+// which allocates and may itself throw std::bad_alloc.
+trn_result_t current_result() noexcept;
+std::string current_reason();
 
 void set_last_error(std::string message);
 const char *last_error();

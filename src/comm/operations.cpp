@@ -502,13 +502,28 @@ uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
   } catch (...) {
     // Part of it is queued (or all of it, and its record was not made): the peers count chunks
     // this rank will never send, or an operation the caller will make again.
-    comm.fail_comm(name.text() + " could be enqueued only in part on rank " + std::to_string(r) +
-                       ": " + current_failure().reason,
-                   true);
+    try {
+      comm.fail_comm(name.text() + " could be enqueued only in part on rank " + std::to_string(r) +
+                         ": " + current_reason(),
+                     true);
+    } catch (...) {
+      // Memory stays short: a reason short enough to need none (the peers learn it, or their
+      // timeout ends the wait).
+      try {
+        comm.fail_comm("out of memory", true);
+      } catch (...) {
+      }
+    }
     // Its queued commands are cancelled by the failure: the scratch goes after them, or with the
     // communicator, never with the process.
-    if (scratch && trn_queue_free(args.queue, scratch, nullptr, nullptr) != TRN_SUCCESS)
-      comm.free_later(scratch);
+    if (scratch && trn_queue_free(args.queue, scratch, nullptr, nullptr) != TRN_SUCCESS) {
+      try {
+        comm.free_later(scratch);
+      } catch (...) {
+        // No room to remember it: it stays allocated in the communicator's pool, which its
+        // destruction frees.
+      }
+    }
     throw;
   }
 }

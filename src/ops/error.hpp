@@ -48,12 +48,12 @@ void check(trn_result_t result, const char *doing);
 void set_last_error(std::string message);
 const char *last_error();
 
-// Runs `body` for the entry point `function`: TRN_SUCCESS, or the failure it threw, recorded as
-// "function: message".
 // The exception being handled (inside a catch block), recorded as "function: message"; its
 // result. Out of memory while describing it leaves an empty message, never an exception.
 trn_result_t record_current_exception(const char *function) noexcept;
 
+// Runs `body` for the entry point `function`: TRN_SUCCESS, or the failure it threw, recorded as
+// "function: message".
 template <typename Body>
 trn_result_t api_call(const char *function, Body &&body) noexcept {
   try {

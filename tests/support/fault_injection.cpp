@@ -3,15 +3,16 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <new>
 
 namespace {
 
-std::atomic<bool> armed{false};
-std::atomic<int64_t> allowed_left{0};
+// Thread creations this thread makes before they fail; negative: none fails.
+thread_local int64_t threads_left = -1;
 // Allocations this thread makes before the ones that fail (negative: none fails), and how many
 // fail then.
 thread_local int64_t allocations_left = -1;
@@ -32,7 +33,14 @@ bool fail_this_allocation() {
 // keeps checking every allocation and its matching delete).
 template <typename Fn>
 Fn next_definition(const char *symbol) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, symbol));
+  auto fn = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, symbol));
+  if (!fn) {
+    // A static C++ library or sanitizer runtime has no next definition to pass calls on to.
+    std::fprintf(stderr, "fault injection: no definition of %s after this one (%s)\n", symbol,
+                 dlerror());
+    std::abort();
+  }
+  return fn;
 }
 
 }  // namespace
@@ -40,12 +48,11 @@ Fn next_definition(const char *symbol) {
 namespace trn::test {
 
 void arm_thread_failure(uint32_t allowed) {
-  allowed_left.store(allowed);
-  armed.store(true);
+  threads_left = allowed;
 }
 
 void disarm_thread_failure() {
-  armed.store(false);
+  threads_left = -1;
 }
 
 void arm_allocation_failure(uint64_t allowed, uint64_t failures) {
@@ -66,7 +73,8 @@ extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t *
                                                                      void *arg) {
   using CreateFn = int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
   static const auto next = next_definition<CreateFn>("pthread_create");
-  if (armed.load() && allowed_left.fetch_sub(1) <= 0) return EAGAIN;
+  if (threads_left == 0) return EAGAIN;
+  if (threads_left > 0) --threads_left;
   return next(thread, attr, start, arg);
 }
 

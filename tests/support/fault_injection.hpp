@@ -2,15 +2,16 @@
 // reach it before the C library's) and the throwing forms of the global operator new (every
 // library's allocations reach them), which pass each call on to the definition they stand in
 // front of unless a test armed a failure, as a process at its thread or memory limit would see
-// it. Link it with trn_add_test(... FAULT_INJECTION).
+// it. Link it with trn_add_test(... FAULT_INJECTION). It needs the next definitions in shared
+// objects (libstdc++, libc, GCC's shared sanitizer runtimes), and says so and aborts otherwise.
 #pragma once
 
 #include <cstdint>
 
 namespace trn::test {
 
-// The next `allowed` thread creations succeed, every one after them fails with EAGAIN until
-// disarm_thread_failure.
+// On the calling thread only: the next `allowed` thread creations succeed, every one after them
+// fails with EAGAIN until disarm_thread_failure.
 void arm_thread_failure(uint32_t allowed);
 void disarm_thread_failure();
 
