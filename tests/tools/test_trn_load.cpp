@@ -110,8 +110,7 @@ TEST_CASE("trn-load refuses a malformed file with its message and exit code 1", 
   CHECK(r.code == 1);
   CHECK(r.output.find("trn-load: " + bad +
                       ": safetensors header: tensor 'w': shape [16] of F32 is 64 bytes but "
-                      "data_offsets [0, 16] hold 16") !=
-        std::string::npos);
+                      "data_offsets [0, 16] hold 16") != std::string::npos);
   r = trn_load({bad, "--json"});
   CHECK(r.code == 1);
   CHECK(parse_json(r.output)["exit_code"] == 1);
