@@ -223,6 +223,10 @@ Queue::~Queue() {
   shutdown();
 }
 
+Queue::SemUses::~SemUses() {
+  if (held) end_sem_uses(work ? work->command : command);
+}
+
 trn_result_t Queue::submit(Command &&command, uint64_t *sequence) {
   if (trn_result_t r = take_sem_uses(command); r != TRN_SUCCESS) return r;
   // Commands with memory, kernels or semaphores keep them until they retire; a barrier without
@@ -230,26 +234,8 @@ trn_result_t Queue::submit(Command &&command, uint64_t *sequence) {
   std::unique_ptr<Work> work;
   // The semaphores' uses go back on every way out but a submission (then the call after the
   // command returns them), a std::bad_alloc included: one kept would make the semaphore
-  // impossible to destroy.
-  HeldUses uses{true, work, command};
-  try {
-    const trn_result_t r = submit_holding_uses(command, work, sequence, uses);
-    if (r == TRN_SUCCESS) uses.held = false;  // the work owns them now
-    uses.give_back();
-    return r;
-  } catch (...) {
-    uses.give_back();
-    throw;
-  }
-}
-
-void Queue::HeldUses::give_back() {
-  if (held) end_sem_uses(work ? work->command : command);
-  held = false;
-}
-
-trn_result_t Queue::submit_holding_uses(Command &command, std::unique_ptr<Work> &work,
-                                        uint64_t *sequence, HeldUses &uses) {
+  // impossible to destroy. Declared after `work`, which it reads when it ends.
+  SemUses uses{work, command};
   const bool has_operation = command.kind != Command::Kind::barrier;
   if (has_operation || !command.waits.empty() || !command.signals.empty()) {
     work = std::make_unique<Work>();
@@ -289,18 +275,14 @@ trn_result_t Queue::submit_holding_uses(Command &command, std::unique_ptr<Work> 
   const size_t timeline_slot = n++;
 
   std::lock_guard lock(mu_);
-  if (stopped_.load(std::memory_order_acquire)) {
-    uses.give_back();
+  if (stopped_.load(std::memory_order_acquire))
     return fail(TRN_ERROR_INVALID_HANDLE, "the queue is being destroyed");
-  }
   const uint64_t next = submitted_ + 1;
   commands[timeline_slot] = sem_command(TRN_HAL_COMMAND_SEM_SIGNAL, {timeline_, next});
   if (work) work->sequence = next;
-  if (trn_result_t r = submit_locked(commands, n, c.kind, next); r != TRN_SUCCESS) {
-    uses.give_back();
-    return r;
-  }
-  work.release();  // the call after frees it
+  if (trn_result_t r = submit_locked(commands, n, c.kind, next); r != TRN_SUCCESS) return r;
+  uses.keep();     // the call after ends them
+  work.release();  // and frees it
   submitted_ = next;
   if (sequence) *sequence = next;
   return TRN_SUCCESS;

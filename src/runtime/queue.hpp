@@ -142,15 +142,15 @@ class Queue {
  private:
   void status(trn_hal_queue_status_t *out) const;
   trn_result_t set_priority(uint32_t priority);
-  // The semaphore uses a submission took (take_sem_uses), until its work owns them.
-  struct HeldUses {
-    bool held;
+  // The semaphore uses a submission took (take_sem_uses): given back when it ends, unless the
+  // submitted work keeps them.
+  struct SemUses {
     const std::unique_ptr<Work> &work;
     const Command &command;  // while no work holds it
-    void give_back();        // once
+    bool held = true;
+    void keep() { held = false; }
+    ~SemUses();
   };
-  trn_result_t submit_holding_uses(Command &command, std::unique_ptr<Work> &work,
-                                   uint64_t *sequence, HeldUses &uses);
   trn_result_t submit_locked(const trn_hal_command_t *commands, uint32_t count, Command::Kind kind,
                              uint64_t sequence);
   trn_result_t faulted_error(const trn_hal_queue_fault_t &fault) const;
