@@ -145,7 +145,8 @@ struct SaveTensor {
 
 // Saves tensors as a safetensors file at `path` through `queue`, in the order given (names must
 // be unique and not "__metadata__"; each shape's bytes must lie inside its memory). The file
-// appears only complete: it is written beside `path` and renamed over it.
+// appears only complete: it is written beside `path`, flushed to storage (fdatasync), renamed
+// over it, and the directory flushed, so that a crash leaves the old checkpoint or the new one.
 void save(const std::string &path, const std::vector<SaveTensor> &tensors,
           const std::map<std::string, std::string> &metadata, trn_queue_t queue);
 

@@ -19,6 +19,24 @@ namespace trn::safetensors {
 
 namespace {
 
+// The rename itself on storage: the directory's entry is flushed like the file's bytes. File
+// systems that cannot flush a directory (EINVAL) keep their entries by other means.
+void sync_directory_of(const std::string &path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int r = fd < 0 ? -1 : ::fsync(fd);
+  const int error = errno;
+  if (fd >= 0) ::close(fd);
+  if (r != 0 && error != EINVAL)
+    throw Error("safetensors: the checkpoint is at '" + path + "', but its directory '" + dir +
+                    "' could not be flushed to storage (a crash could lose the new name): " +
+                    std::strerror(error),
+                TRN_ERROR_FILE);
+}
+
 constexpr uint64_t kPhase = 4096;  // what O_DIRECT needs to agree between file and memory
 constexpr uint64_t kReadPiece = 64ull << 20;   // bytes per read command (progress granularity)
 constexpr uint64_t kWaitNs = 600'000'000'000;  // a command that takes longer is stuck
@@ -285,6 +303,11 @@ void save(const std::string &path, const std::vector<SaveTensor> &tensors,
       offset += sizes[i];
     }
     finish(queue);
+    // On storage before it takes the name: a crash after the rename must not leave a checkpoint
+    // whose bytes never reached the disk under the name of a good one.
+    if (::fdatasync(fd) != 0)
+      throw Error("safetensors: cannot flush '" + partial + "' to storage: " + std::strerror(errno),
+                  TRN_ERROR_FILE);
   } catch (const Error &e) {
     fail(e);
   }
@@ -293,6 +316,7 @@ void save(const std::string &path, const std::vector<SaveTensor> &tensors,
     ::unlink(partial.c_str());
     throw Error("safetensors: cannot put the checkpoint at '" + path + "': " + why, TRN_ERROR_FILE);
   }
+  sync_directory_of(path);
 }
 
 }  // namespace trn::safetensors
