@@ -182,7 +182,7 @@ TEST_CASE("under torchrun's variables each process joins that world, rank 0 prin
 }
 
 TEST_CASE("with --hosts the processes are on simulated hosts joined over libfabric",
-          "[trn-comm-test]") {
+          "[trn-comm-test][heavy]") {
   SimEnv env;
   const std::string op = GENERATE("allr", "allg", "redsct", "bcast", "alltoall", "sendrecv");
   auto r = comm_test({"--op", op, "--processes", "--hosts", "2", "--ranks", "4", "-b", "100", "-e",
@@ -200,7 +200,7 @@ TEST_CASE("with --hosts the processes are on simulated hosts joined over libfabr
 }
 
 TEST_CASE("two simulated hosts under torchrun's variables, a TRN_SIM_ROOT each",
-          "[trn-comm-test]") {
+          "[trn-comm-test][heavy]") {
   SimEnv env;
   const std::string port = std::to_string(trn::test::free_port());
   env.set("WORLD_SIZE", "2");
@@ -298,7 +298,8 @@ struct NetnsPair {
 
 }  // namespace
 
-TEST_CASE("two hosts in separate network namespaces joined by a veth pair", "[trn-comm-test]") {
+TEST_CASE("two hosts in separate network namespaces joined by a veth pair",
+          "[trn-comm-test][heavy]") {
   SimEnv env;
   NetnsPair net;
   if (!net.ok) {

@@ -60,7 +60,7 @@ const trn_generation_t kGenerations[] = {TRN_GENERATION_TRN1, TRN_GENERATION_TRN
 
 }  // namespace
 
-TEST_CASE("kernels: binary elementwise with broadcasting along rows and columns") {
+TEST_CASE("kernels: binary elementwise with broadcasting along rows and columns", "[numerics]") {
   std::mt19937 rng(3);
   const uint64_t rows = 300, cols = 300;  // partial row tiles
   struct Shape {
@@ -93,7 +93,7 @@ TEST_CASE("kernels: binary elementwise with broadcasting along rows and columns"
       }
 }
 
-TEST_CASE("kernels: vector add in bf16 and f32, and a unary op casting") {
+TEST_CASE("kernels: vector add in bf16 and f32, and a unary op casting", "[numerics]") {
   std::mt19937 rng(4);
   for (DType t : {DType::kF32, DType::kBf16}) {
     const isa::Program p =
@@ -165,7 +165,7 @@ TEST_CASE("kernels: row softmax is stable and sums to one") {
   CHECK(std::holds_alternative<isa::Program>(build_softmax(too_wide)));
 }
 
-TEST_CASE("kernels: layer norm and RMS norm match double-precision references") {
+TEST_CASE("kernels: layer norm and RMS norm match double-precision references", "[numerics]") {
   std::mt19937 rng(6);
   for (auto g : kGenerations)
     for (bool affine : {true, false}) {
@@ -225,7 +225,7 @@ TEST_CASE("kernels: the norms refuse rows wider than SBUF holds, naming the wide
       }
 }
 
-TEST_CASE("kernels: reductions along either axis") {
+TEST_CASE("kernels: reductions along either axis", "[numerics]") {
   std::mt19937 rng(7);
   const uint64_t rows = 300, cols = 5000;
   for (auto g : {TRN_GENERATION_TRN1, TRN_GENERATION_TRN2})

@@ -178,7 +178,7 @@ Case random_kernel(uint32_t seed, const BuildTarget &target, int ops) {
 
 }  // namespace
 
-TEST_CASE("kbuild: random kernels over overlapping tiles run race-free and exact") {
+TEST_CASE("kbuild: random kernels over overlapping tiles run race-free and exact", "[numerics]") {
   const trn_generation_t generations[] = {TRN_GENERATION_TRN1, TRN_GENERATION_TRN2};
   for (uint32_t seed = 1; seed <= 40; ++seed) {
     const trn_generation_t g = generations[seed % 2];

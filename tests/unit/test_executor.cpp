@@ -70,7 +70,7 @@ TEST_CASE("executor: a vector add runs across three engines in order") {
   CHECK(c.total_ps > c.engines[int(Engine::kVector)].busy_ps);
 }
 
-TEST_CASE("executor: the tiled matmul kernel matches exact integer math") {
+TEST_CASE("executor: the tiled matmul kernel matches exact integer math", "[numerics]") {
   for (auto gen : {TRN_GENERATION_TRN1, TRN_GENERATION_TRN2}) {
     const auto spec = sim::core_spec(gen);
     kbuild::MatmulConfig cfg{256,          1024,        384,

@@ -176,7 +176,8 @@ using B = MatmulBias;
 
 }  // namespace
 
-TEST_CASE("ops kernels: general matmul matches double precision over awkward shapes") {
+TEST_CASE("ops kernels: general matmul matches double precision over awkward shapes",
+          "[numerics]") {
   check_matmul_cases(
       {
           {1, 1, 1, 1, false, false, true, DType::kF32, DType::kF32, B::kNone, DType::kF32},
@@ -188,7 +189,7 @@ TEST_CASE("ops kernels: general matmul matches double precision over awkward sha
       11);
 }
 
-TEST_CASE("ops kernels: general matmul matches double precision with a dim of 4097") {
+TEST_CASE("ops kernels: general matmul matches double precision with a dim of 4097", "[numerics]") {
   check_matmul_cases(
       {
           {127, 129, 4097, 1, false, false, true, DType::kBf16, DType::kF32, B::kNone, DType::kF32},
@@ -202,19 +203,20 @@ TEST_CASE("ops kernels: general matmul matches double precision with a dim of 40
 // round, then neither fits resident and both stream (and are transposed) per tile. The plan
 // depends on the SBUF given, not the generation: these run on trn2 alone, one case per test
 // case, so that each stays well inside its time limit under TSan.
-TEST_CASE("ops kernels: general matmul streams B when only op(A)^T stays resident") {
+TEST_CASE("ops kernels: general matmul streams B when only op(A)^T stays resident", "[numerics]") {
   check_matmul_cases({{130, 1500, 1000, 1, false, true, true, DType::kF32, DType::kF32, B::kRow,
                        DType::kF32, 60000}},
                      13, {TRN_GENERATION_TRN2});
 }
 
-TEST_CASE("ops kernels: general matmul streams op(A)^T when only B stays resident") {
+TEST_CASE("ops kernels: general matmul streams op(A)^T when only B stays resident", "[numerics]") {
   check_matmul_cases({{300, 100, 2600, 2, true, false, true, DType::kF32, DType::kF32, B::kNone,
                        DType::kF32, 60000}},
                      14, {TRN_GENERATION_TRN2});
 }
 
-TEST_CASE("ops kernels: general matmul streams both operands when neither stays resident") {
+TEST_CASE("ops kernels: general matmul streams both operands when neither stays resident",
+          "[numerics]") {
   check_matmul_cases({{200, 700, 2000, 2, false, true, false, DType::kF32, DType::kBf16, B::kMatrix,
                        DType::kF32, 40000}},
                      15, {TRN_GENERATION_TRN2});
@@ -309,7 +311,7 @@ TEST_CASE("ops kernels: row log softmax is stable and matches double precision")
     }
 }
 
-TEST_CASE("ops kernels: softmax and log softmax gradients match double precision") {
+TEST_CASE("ops kernels: softmax and log softmax gradients match double precision", "[numerics]") {
   std::mt19937 rng(22);
   for (auto g : kGenerations)
     for (bool log : {false, true})
@@ -417,7 +419,8 @@ void require_near(double got, double want, double tol, const char *what, uint64_
 
 }  // namespace
 
-TEST_CASE("ops kernels: layer and RMS norm write y, mean and rstd matching double precision") {
+TEST_CASE("ops kernels: layer and RMS norm write y, mean and rstd matching double precision",
+          "[numerics]") {
   std::mt19937 rng(31);
   const float eps = 1e-5f;
   for (auto g : kGenerations)
@@ -470,7 +473,7 @@ TEST_CASE("ops kernels: layer and RMS norm write y, mean and rstd matching doubl
       }
 }
 
-TEST_CASE("ops kernels: layer and RMS norm gradients match double precision") {
+TEST_CASE("ops kernels: layer and RMS norm gradients match double precision", "[numerics]") {
   std::mt19937 rng(32);
   for (auto g : kGenerations)
     for (NormKind kind : {NormKind::kLayer, NormKind::kRms})
@@ -633,7 +636,7 @@ void check_near(const std::vector<float> &got, const host::Array &want,
 
 }  // namespace
 
-TEST_CASE("ops kernels: conv2d matches double precision over awkward shapes") {
+TEST_CASE("ops kernels: conv2d matches double precision over awkward shapes", "[numerics]") {
   std::mt19937 rng(41);
   for (auto g : kGenerations)
     for (const ConvCase &cc : kConvCases) {
@@ -667,7 +670,8 @@ TEST_CASE("ops kernels: conv2d matches double precision over awkward shapes") {
     }
 }
 
-TEST_CASE("ops kernels: conv2d gradients match double precision over awkward shapes") {
+TEST_CASE("ops kernels: conv2d gradients match double precision over awkward shapes",
+          "[numerics]") {
   std::mt19937 rng(42);
   for (auto g : kGenerations)
     for (const ConvCase &cc : kConvCases)
@@ -744,7 +748,7 @@ TEST_CASE("ops kernels: conv2d refuses groups and shapes it cannot build, saying
 }
 
 // One mid-size convolution's simulated time, for the record (not a pass/fail bound).
-TEST_CASE("ops kernels: conv2d simulated time of a mid-size bf16 convolution") {
+TEST_CASE("ops kernels: conv2d simulated time of a mid-size bf16 convolution", "[numerics]") {
   const ConvCase cc{8,      64,     32,     32,   64,           3,           3,
                     {1, 1}, {1, 1}, {1, 1}, true, DType::kBf16, DType::kBf16};
   const auto g = TRN_GENERATION_TRN2;

@@ -152,15 +152,15 @@ const DType kPairs[][2] = {
 
 }  // namespace
 
-TEST_CASE("tensor ops: matmul of small integers is exact for every input dtype") {
+TEST_CASE("tensor ops: matmul of small integers is exact for every input dtype", "[numerics]") {
   for (const auto &pair : kPairs) matmul_case(pair[0], pair[1], 128, 128, 512, true);
 }
 
-TEST_CASE("tensor ops: matmul of random values is within fp32 accumulation error") {
+TEST_CASE("tensor ops: matmul of random values is within fp32 accumulation error", "[numerics]") {
   for (const auto &pair : kPairs) matmul_case(pair[0], pair[1], 128, 128, 512, false);
 }
 
-TEST_CASE("tensor ops: matmul odd sizes and partition starts") {
+TEST_CASE("tensor ops: matmul odd sizes and partition starts", "[numerics]") {
   for (DType t : {DType::kBf16, DType::kF32, DType::kF16, DType::kFp8E4m3}) {
     matmul_case(t, t, 1, 128, 512, true);
     matmul_case(t, t, 37, 5, 77, true);
@@ -190,7 +190,7 @@ TEST_CASE("tensor ops: matmul writes at an offset inside a PSUM bank") {
   for (uint32_t p = 0; p < 128; ++p) CHECK(std::to_integer<int>(*core.mem.psum(p, 0)) == 0x7f);
 }
 
-TEST_CASE("tensor ops: matmul start overwrites and later matmuls accumulate") {
+TEST_CASE("tensor ops: matmul start overwrites and later matmuls accumulate", "[numerics]") {
   for (DType t : {DType::kBf16, DType::kF32, DType::kF16, DType::kFp8E5m2}) {
     for (bool integers : {true, false}) {
       INFO(isa::dtype_name(t) << (integers ? " integers" : " random"));
@@ -214,7 +214,7 @@ TEST_CASE("tensor ops: matmul start overwrites and later matmuls accumulate") {
   }
 }
 
-TEST_CASE("tensor ops: matmul with strided operands takes the packing path") {
+TEST_CASE("tensor ops: matmul with strided operands takes the packing path", "[numerics]") {
   for (DType t : {DType::kBf16, DType::kF32, DType::kFp8E4m3, DType::kF16}) {
     for (bool integers : {true, false}) {
       INFO(isa::dtype_name(t) << (integers ? " integers" : " random"));
