@@ -11,6 +11,7 @@
 #include "comm/bytes.hpp"
 #include "comm/config.hpp"
 #include "comm/error.hpp"
+#include "comm/fabric_library.hpp"
 #include "comm/host.hpp"
 #include "common/clock.hpp"
 #include "common/thread_name.hpp"
@@ -246,28 +247,85 @@ void Comm::find_host_groups() {
   host_groups_ = std::move(g);
 }
 
+namespace {
+
+// What ranks on different hosts must agree on to talk over the fabric: the provider and, over
+// rxm, its eager limit (fabric_library.hpp).
+std::string fabric_settings(const std::string &provider) {
+  if (provider.find("ofi_rxm") == std::string::npos) return provider;
+  const std::string &limit = rxm_eager_limit();
+  return provider + ", " + kEagerLimitVariable + "=" + (limit.empty() ? "unset" : limit);
+}
+
+// A rank's word in the round that connects the fabric endpoints: 1, the length of its
+// settings (two bytes), the settings and its address; or 0 and why its endpoint failed.
+struct EndpointWord {
+  bool ok = false;
+  std::string settings_or_why;
+  std::vector<uint8_t> address;
+};
+
+std::vector<uint8_t> encode(const EndpointWord &w) {
+  std::vector<uint8_t> out{static_cast<uint8_t>(w.ok ? 1 : 0)};
+  const size_t n = std::min<size_t>(w.settings_or_why.size(), UINT16_MAX);
+  if (w.ok) {
+    out.push_back(static_cast<uint8_t>(n & 0xff));
+    out.push_back(static_cast<uint8_t>(n >> 8));
+  }
+  out.insert(out.end(), w.settings_or_why.begin(), w.settings_or_why.begin() + n);
+  out.insert(out.end(), w.address.begin(), w.address.end());
+  return out;
+}
+
+EndpointWord decode(const std::vector<uint8_t> &bytes) {
+  EndpointWord w;
+  if (bytes.empty()) {
+    w.settings_or_why = "no answer";
+    return w;
+  }
+  if (bytes[0] != 1 || bytes.size() < 3) {
+    w.settings_or_why.assign(bytes.begin() + 1, bytes.end());
+    return w;
+  }
+  const size_t n = std::min<size_t>(bytes[1] | size_t{bytes[2]} << 8, bytes.size() - 3);
+  w.ok = true;
+  w.settings_or_why.assign(bytes.begin() + 3, bytes.begin() + 3 + static_cast<ptrdiff_t>(n));
+  w.address.assign(bytes.begin() + 3 + static_cast<ptrdiff_t>(n), bytes.end());
+  return w;
+}
+
+}  // namespace
+
 void Comm::connect_remote_peers() {
   // Every rank takes part in the round, also one whose endpoint failed to open: it sends its
   // reason instead of an address, so that all fail alike rather than wait.
-  std::vector<uint8_t> mine;
+  EndpointWord word;
   try {
     proxy_ = std::make_unique<Proxy>(rank_, slots_, chunk_bytes_, [this](const std::string &why) {
       fail_comm("rank " + std::to_string(rank_) + ": " + why, true);
     });
-    mine.push_back(1);
-    mine.insert(mine.end(), proxy_->address().begin(), proxy_->address().end());
+    word.ok = true;
+    word.settings_or_why = fabric_settings(proxy_->provider());
+    word.address = proxy_->address();
   } catch (const CommError &e) {
-    const std::string why = e.what();
-    mine.push_back(0);
-    mine.insert(mine.end(), why.begin(), why.end());
+    word.settings_or_why = e.what();
   }
-  const auto all = gather(mine, "connecting the hosts' fabric endpoints");
+  const auto gathered = gather(encode(word), "connecting the hosts' fabric endpoints");
+  std::vector<EndpointWord> all;
+  for (const auto &bytes : gathered) all.push_back(decode(bytes));
   for (uint32_t r = 0; r < size_; ++r)
-    if (all[r].empty() || all[r][0] != 1)
-      fail(TRN_ERROR_COLLECTIVE,
-           "rank " + std::to_string(r) + " on " + ranks_[r].host + " cannot reach other hosts: " +
-               (all[r].empty() ? std::string("no answer")
-                               : std::string(all[r].begin() + 1, all[r].end())));
+    if (!all[r].ok)
+      fail(TRN_ERROR_COLLECTIVE, "rank " + std::to_string(r) + " on " + ranks_[r].host +
+                                     " cannot reach other hosts: " + all[r].settings_or_why);
+  for (uint32_t r = 1; r < size_; ++r)
+    if (all[r].settings_or_why != all[0].settings_or_why)
+      fail(TRN_ERROR_INVALID_CONFIG,
+           "rank 0 on " + host_label(ranks_[0].host) + " uses libfabric's " +
+               all[0].settings_or_why + " but rank " + std::to_string(r) + " on " +
+               host_label(ranks_[r].host) + " uses " + all[r].settings_or_why +
+               ": ranks must use the same provider and, over ofi_rxm, the same " +
+               kEagerLimitVariable + " (mixed limits stall transfers); set FI_PROVIDER and " +
+               kEagerLimitVariable + " alike on every host, or leave them unset");
   trn_sem_desc_t sem = TRN_SEM_DESC_INIT;
   void *staging = nullptr;
   check(trn_mem_map(staging_, &staging), "mapping the staging buffer for the fabric");
@@ -284,7 +342,7 @@ void Comm::connect_remote_peers() {
     RemotePeer peer;
     peer.rank = r;
     peer.host = host_label(ranks_[r].host);
-    peer.address.assign(all[r].begin() + 1, all[r].end());
+    peer.address = all[r].address;
     peer.outbox = static_cast<std::byte *>(outbox);
     peer.out_ready = link.tx_ready;
     peer.out_free = link.tx_free;

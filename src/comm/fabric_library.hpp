@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <array>
+#include <string>
 
 namespace trn::comm {
 
@@ -23,8 +24,17 @@ struct FabricLibrary {
 };
 
 // Loads libfabric once (thread-safe) and returns its entry points; throws CommError
-// (TRN_ERROR_DRIVER) saying what to install when it cannot be loaded.
+// (TRN_ERROR_DRIVER) saying what to install when it cannot be loaded. Before loading it sets
+// provider variables the user left unset to trn's defaults (fabric_library.cpp).
 const FabricLibrary &fabric_library();
+
+// rxm's eager limit: messages up to it go at once, larger ones by rendezvous. Ranks whose
+// limits differ stall (a message sent eagerly is never matched), so a communicator compares
+// them across its ranks.
+constexpr const char *kEagerLimitVariable = "FI_OFI_RXM_EAGER_LIMIT";
+// Its value when libfabric loaded (trn's default unless the user set one); after
+// fabric_library().
+const std::string &rxm_eager_limit();
 
 // While alive, keeps the program's handlers for the signals libraries like to take (SIGINT,
 // SIGTERM, SIGQUIT and the crash signals): whatever a library installs meanwhile is put back.

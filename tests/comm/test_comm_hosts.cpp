@@ -38,9 +38,9 @@ struct Hosts {
   // In the child, before its runtime starts.
   void enter(uint32_t r) const { setenv("TRN_SIM_ROOT", roots[r / per_host].c_str(), 1); }
   std::string join(const trn_comm_unique_id_t &id, uint32_t r, RankResources *res, trn_comm_t *comm,
-                   uint64_t timeout_ns = 30'000'000'000ull) const {
+                   uint64_t timeout_ns = 30'000'000'000ull, uint64_t chunk_bytes = 4096) const {
     enter(r);
-    return join_rank_on(id, r, ranks(), r % per_host, 4096, timeout_ns, res, comm);
+    return join_rank_on(id, r, ranks(), r % per_host, chunk_bytes, timeout_ns, res, comm);
   }
 };
 
@@ -121,6 +121,79 @@ TEST_CASE("a host killed mid-operation fails the ranks on the other host, naming
           return "the error names neither host1 nor its ranks";
         return "";
       });
+}
+
+TEST_CASE("libfabric's eager limit becomes the 1 MiB chunk unless the user set it",
+          "[comm][hosts]") {
+  // Unset, trn's 1 MiB chunks go eagerly; the user's 64 KiB sends them by the provider's
+  // rendezvous. Either way the result is exact and the variable is what the provider read.
+  const char *user = GENERATE(static_cast<const char *>(nullptr), "65536");
+  SimEnv env;
+  const Hosts hosts(env, 2, 1);
+  trn_comm_unique_id_t id{};
+  REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
+  CaseSpec spec;
+  spec.count = 700'001;  // a ring whose blocks fill a 1 MiB chunk and a short one
+  std::vector<Forked> children;
+  for (uint32_t r = 0; r < 2; ++r)
+    children.push_back(fork_rank([&, r]() -> std::string {
+      if (user)
+        setenv("FI_OFI_RXM_EAGER_LIMIT", user, 1);
+      else
+        unsetenv("FI_OFI_RXM_EAGER_LIMIT");
+      RankResources res;
+      trn_comm_t comm = nullptr;
+      if (auto why = hosts.join(id, r, &res, &comm, 30'000'000'000ull, 1u << 20); !why.empty())
+        return why;
+      std::string why = run_case(res, comm, r, 2, spec);
+      const char *limit = getenv("FI_OFI_RXM_EAGER_LIMIT");
+      const std::string want = user ? user : "1048576";
+      if (why.empty() && (!limit || want != limit))
+        why = "FI_OFI_RXM_EAGER_LIMIT is " + std::string(limit ? limit : "unset") + ", not " + want;
+      if (trn_comm_destroy(comm) != TRN_SUCCESS && why.empty()) why = comm_error();
+      res.close();
+      return why;
+    }));
+  for (const auto &f : reap(children, 120'000)) FAIL_CHECK(f);
+}
+
+TEST_CASE("ranks whose eager limits differ are refused at init, naming both", "[comm][hosts]") {
+  // Mixed limits stall the first large transfer until the timeout (a message sent eagerly is
+  // never matched): refused at once instead, on every rank.
+  SimEnv env;
+  const Hosts hosts(env, 2, 1);
+  trn_comm_unique_id_t id{};
+  REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
+  std::vector<Forked> children;
+  for (uint32_t r = 0; r < 2; ++r)
+    children.push_back(fork_rank([&, r]() -> std::string {
+      if (r == 1)
+        setenv("FI_OFI_RXM_EAGER_LIMIT", "65536", 1);
+      else
+        unsetenv("FI_OFI_RXM_EAGER_LIMIT");
+      RankResources res;
+      trn_comm_t comm = nullptr;
+      hosts.enter(r);
+      const auto cores = all_cores();
+      std::string why;
+      if (!res.open(cores[0], &why)) return why;
+      trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
+      desc.core = cores[0];
+      desc.rank = r;
+      desc.size = 2;
+      desc.timeout_ns = 30'000'000'000ull;
+      const trn_result_t result = trn_comm_init_rank(&id, &desc, &comm);
+      const std::string message = trn_comm_last_error();
+      res.close();
+      if (result != TRN_ERROR_INVALID_CONFIG)
+        return std::string("trn_comm_init_rank gave ") + trn_result_name(result) + ": " + message;
+      for (const char *part : {"FI_OFI_RXM_EAGER_LIMIT=1048576", "FI_OFI_RXM_EAGER_LIMIT=65536",
+                               "rank 1", "alike on every host"})
+        if (message.find(part) == std::string::npos)
+          return "the message does not say '" + std::string(part) + "': " + message;
+      return "";
+    }));
+  for (const auto &f : reap(children, 120'000)) FAIL_CHECK(f);
 }
 
 TEST_CASE("communicators opened one after another across hosts connect their ranks once",
