@@ -151,6 +151,20 @@ TEST_CASE("trn-load refuses what is not a regular file without waiting, exit cod
   CHECK(r.output.find("a directory, not a regular file") != std::string::npos);
 }
 
+TEST_CASE("with no device trn-load says why in the words every tool uses", "[trn-load]") {
+  SimEnv env;
+  env.set("TRN_SIM_DEVICES", "0");
+  TempDir dir;
+  const std::string path = write_file(dir, "m.safetensors", kHeader, kData);
+  const Result r = trn_load({path, "--device", "0"});
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("there is no device 0 (no devices: sim driver: TRN_SIM_DEVICES=0") !=
+        std::string::npos);
+  // Listing needs no device.
+  CHECK(trn_load({path}).code == 0);
+}
+
 TEST_CASE("trn-load names cores by id and loads a tensor named twice once", "[trn-load]") {
   SimEnv env;
   env.set("TRN_VISIBLE_CORES", "1");

@@ -49,13 +49,29 @@ trn_result_t take_snapshot(Snapshot *snapshot) {
     if (trn_result_t r = snapshot_device(devices[i], &device); r != TRN_SUCCESS) return r;
     snapshot->devices.push_back(std::move(device));
   }
-  if (snapshot->devices.empty()) {
-    for (const auto &d : snapshot->drivers)
-      snapshot->no_device_reason += (snapshot->no_device_reason.empty() ? "" : "; ") +
-                                    std::string(d.name) + " driver: " + d.status_detail;
-    if (snapshot->drivers.empty()) snapshot->no_device_reason = "no driver is loaded";
-  }
+  if (snapshot->devices.empty()) snapshot->no_device_reason = no_device_reason(snapshot->drivers);
   return TRN_SUCCESS;
+}
+
+std::string no_device_reason(const std::vector<trn_driver_properties_t> &drivers) {
+  std::string why;
+  for (const auto &d : drivers)
+    why += (why.empty() ? "" : "; ") + std::string(d.name) + " driver: " + d.status_detail;
+  return drivers.empty() ? "no driver is loaded" : why;
+}
+
+std::string no_device_reason() {
+  std::vector<trn_driver_properties_t> drivers;
+  uint32_t count = 0;
+  if (trn_driver_get(&count, nullptr) == TRN_SUCCESS) {
+    std::vector<trn_driver_t> handles(count);
+    if (trn_driver_get(&count, handles.data()) != TRN_SUCCESS) count = 0;
+    for (uint32_t i = 0; i < count && i < handles.size(); ++i) {
+      trn_driver_properties_t p = TRN_DRIVER_PROPERTIES_INIT;
+      if (trn_driver_get_properties(handles[i], &p) == TRN_SUCCESS) drivers.push_back(p);
+    }
+  }
+  return no_device_reason(drivers);
 }
 
 std::string format_core_mask(uint64_t mask) {

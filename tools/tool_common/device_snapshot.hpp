@@ -26,6 +26,12 @@ struct Snapshot {
 // TRN_SUCCESS, or the failing result with trn_last_error() describing it.
 trn_result_t take_snapshot(Snapshot *snapshot);
 
+// Why the drivers offer no device, in the words every tool prints after "no devices: ":
+// "sim driver: TRN_SIM_DEVICES=0 configures no simulated devices", or "no driver is loaded".
+std::string no_device_reason(const std::vector<trn_driver_properties_t> &drivers);
+// The same, asking the runtime for its drivers.
+std::string no_device_reason();
+
 // Logical core indices of a mask, "0-3,6".
 std::string format_core_mask(uint64_t mask);
 

@@ -21,6 +21,7 @@
 #include "common/parse.hpp"
 #include "common/read_file.hpp"
 #include "tool_common/cli_parse.hpp"
+#include "tool_common/device_snapshot.hpp"
 #include "tool_common/json_text.hpp"
 #include "tool_common/table.hpp"
 #include "trn/safetensors.hpp"
@@ -59,9 +60,10 @@ std::string shape_text(const std::vector<uint64_t> &shape) {
   return out + "]";
 }
 
-// The index-th of what a two-call enumeration lists; `hint` ends the message when there is none.
-template <typename Handle, typename List>
-Handle nth(uint32_t index, const char *what, const std::string &hint, List list) {
+// The index-th of what a two-call enumeration lists; `hint` ends the message when there is none,
+// `none` says why the list is empty.
+template <typename Handle, typename List, typename None>
+Handle nth(uint32_t index, const char *what, const std::string &hint, List list, None none) {
   uint32_t count = 0;
   check(list(&count, nullptr), std::string("listing ") + what + "s");
   std::vector<Handle> all(count);
@@ -69,7 +71,7 @@ Handle nth(uint32_t index, const char *what, const std::string &hint, List list)
   if (index >= count)
     throw ToolError{kExitError,
                     "there is no " + std::string(what) + " " + std::to_string(index) +
-                        (count == 0   ? std::string(" (this process sees none)")
+                        (count == 0   ? " (" + none() + ")"
                          : count == 1 ? " (this process sees only " + std::string(what) + " 0)"
                                       : " (this process sees " + std::string(what) + "s 0 to " +
                                             std::to_string(count - 1) + ")") +
@@ -163,12 +165,15 @@ int run(const Options &o) {
       std::fputs(list_text(header, shown).c_str(), stdout);
     return kExitOk;
   }
-  trn_device_t device =
-      nth<trn_device_t>(*o.device, "device", " (trn-ls lists them; TRN_SIM_DEVICES sets how many)",
-                        [](uint32_t *n, trn_device_t *d) { return trn_device_get(n, d); });
+  // No device at all: the drivers' reason, in the line every tool prints.
+  trn_device_t device = nth<trn_device_t>(
+      *o.device, "device", " (trn-ls lists them; TRN_SIM_DEVICES sets how many)",
+      [](uint32_t *n, trn_device_t *d) { return trn_device_get(n, d); },
+      [] { return "no devices: " + trn::tools::no_device_reason(); });
   trn_core_t core = nth<trn_core_t>(
       o.core, "core", " (--core counts the cores TRN_VISIBLE_CORES lets this process use)",
-      [&](uint32_t *n, trn_core_t *c) { return trn_core_get(device, n, c); });
+      [&](uint32_t *n, trn_core_t *c) { return trn_core_get(device, n, c); },
+      [] { return std::string("this process sees none"); });
   // Reports name the core by its id on the device, as trn-ls and trn-top do.
   trn_core_properties_t core_properties = TRN_CORE_PROPERTIES_INIT;
   check(trn_core_get_properties(core, &core_properties), "reading the core's properties");

@@ -26,6 +26,7 @@
 #include "common/read_file.hpp"
 #include "tool_common/cli_checks.hpp"
 #include "tool_common/cli_parse.hpp"
+#include "tool_common/device_snapshot.hpp"
 #include "tool_common/json_text.hpp"
 #include "tool_common/table.hpp"
 #include "trn-run/npy.hpp"
@@ -420,20 +421,7 @@ trn_device_t pick_device(uint32_t index) {
   std::vector<trn_device_t> devices(count);
   check(trn_device_get(&count, devices.data()), "listing devices");
   devices.resize(count);
-  if (devices.empty()) {
-    std::string why;
-    uint32_t drivers = 0;
-    if (trn_driver_get(&drivers, nullptr) == TRN_SUCCESS) {
-      std::vector<trn_driver_t> handles(drivers);
-      trn_driver_get(&drivers, handles.data());
-      for (uint32_t i = 0; i < drivers && i < handles.size(); ++i) {
-        trn_driver_properties_t p = TRN_DRIVER_PROPERTIES_INIT;
-        if (trn_driver_get_properties(handles[i], &p) == TRN_SUCCESS)
-          why += std::string(why.empty() ? "" : "; ") + p.name + ": " + p.status_detail;
-      }
-    }
-    fail("no devices" + (why.empty() ? std::string() : ": " + why));
-  }
+  if (devices.empty()) fail("no devices: " + trn::tools::no_device_reason());
   if (index >= devices.size())
     fail(format("there is no device %u (devices: 0-%zu)", index, devices.size() - 1));
   return devices[index];
