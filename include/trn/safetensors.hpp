@@ -124,7 +124,9 @@ class Loaded {
 
 // Loads tensors of an open file whose header is `header` into one allocation from `pool`
 // through `queue`, and waits for them. A name that is not in the file, a short or changed file
-// or any trn failure throws Error (nothing stays allocated).
+// or any trn failure throws Error (nothing stays allocated). A failed read leaves `queue` in its
+// error state, as any failed command does: trn_queue_reset it before using it again (a queue
+// still failed is refused, naming its fault, by load and save alike).
 Loaded load(int fd, const Header &header, trn_pool_t pool, trn_queue_t queue,
             const LoadOptions &options = {});
 

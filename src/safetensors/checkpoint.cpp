@@ -61,6 +61,17 @@ void check(trn_result_t result, const std::string &call) {
   trn_failed("waiting for the queue", result);
 }
 
+// A queue in its error state cancels every command until it is reset: its old fault would come
+// back as this call's, naming another file.
+void refuse_failed_queue(trn_queue_t queue) {
+  trn_queue_fault_t fault = TRN_QUEUE_FAULT_INIT;
+  if (trn_queue_get_fault(queue, &fault) == TRN_SUCCESS && fault.result != TRN_SUCCESS)
+    throw Error(std::string("safetensors: the queue failed earlier (") + fault.command + " #" +
+                    std::to_string(fault.sequence) + ": " + fault.reason +
+                    ") and cancels every command until it is reset: call trn_queue_reset first",
+                fault.result);
+}
+
 // Submits a queue-ordered call; a full queue first lets its oldest command complete.
 template <typename Submit>
 uint64_t submit(trn_queue_t queue, const std::string &call, Submit submit_call) {
@@ -173,6 +184,7 @@ trn_mem_t Loaded::release() {
 Loaded load(int fd, const Header &header, trn_pool_t pool, trn_queue_t queue,
             const LoadOptions &options) {
   const std::vector<const TensorInfo *> chosen = select(header, options.names);
+  refuse_failed_queue(queue);
   // Places: each tensor at the next offset with its file offset's phase; neighbours in the file
   // stay neighbours.
   Loaded out;
@@ -268,6 +280,7 @@ void save(const std::string &path, const std::vector<SaveTensor> &tensors,
                             "text, which the header's JSON must be: ") +
                 e.what());
   }
+  refuse_failed_queue(queue);  // before the file is made
   // The data section starts 8-byte aligned: the header is padded with spaces, as the format
   // allows.
   text.append((8 - text.size() % 8) % 8, ' ');

@@ -95,8 +95,8 @@ TensorInfo parse_tensor(const std::string &name, const json &entry) {
   TensorInfo t;
   t.name = name;
   if (!entry.is_object())
-    refuse_tensor(name, std::string("is a JSON ") + entry.type_name() +
-                            ", not an object with dtype, shape and data_offsets");
+    refuse("tensor " + in_quotes(name) + " is a JSON " + entry.type_name() +
+           ", not an object with dtype, shape and data_offsets");
   for (const auto &[key, value] : entry.items()) {
     (void)value;
     if (key != "dtype" && key != "shape" && key != "data_offsets")

@@ -118,7 +118,8 @@ TEST_CASE("safetensors: every malformed header is refused with its own message",
       {"not JSON", file_of("{\"a\": ", 0), "not valid JSON"},
       {"deep nesting", file_of(R"({"a":{"shape":[[[[1]]]]}})", 0),
        "nests deeper than a header does"},
-      {"a tensor that is not an object", file_of(R"({"a":[1]})", 0), "tensor 'a': is a JSON array"},
+      {"a tensor that is not an object", file_of(R"({"a":[1]})", 0),
+       "tensor 'a' is a JSON array, not an object"},
       {"an unknown field",
        file_of(R"({"a":{"dtype":"F32","shape":[],"data_offsets":[0,4],"x":1}})", 4),
        "tensor 'a': unknown field 'x'"},
@@ -460,6 +461,25 @@ TEST_CASE_METHOD(DeviceFiles,
   trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
   REQUIRE(trn_pool_get_stats(pool, &stats) == TRN_SUCCESS);
   CHECK(stats.allocation_count == 0);  // nothing stays allocated
+  // The queue keeps its fault until it is reset: a load of a good file says so, naming the
+  // earlier fault, instead of failing with it as if it were this file's.
+  Fd good(create_file(dir.file("good.safetensors"), file_of(header, 1 << 20)));
+  const st::Header good_header = st::read_header(good.get());
+  try {
+    st::load(good.get(), good_header, pool, queue);
+    FAIL("a load on a failed queue succeeded");
+  } catch (const st::Error &e) {
+    INFO(e.what());
+    CHECK(e.result() == TRN_ERROR_FILE);
+    CHECK_THAT(e.what(), Catch::Contains("the queue failed earlier") &&
+                             Catch::Contains("call trn_queue_reset first"));
+  }
+  REQUIRE(trn_queue_reset(queue) == TRN_SUCCESS);
+  CHECK(st::load(good.get(), good_header, pool, queue).tensors().size() == 1);
+  REQUIRE(trn_pool_get_stats(pool, &stats) == TRN_SUCCESS);
+  CHECK(stats.allocation_count == 0);  // the loaded arena went with its Loaded
+  REQUIRE(::ftruncate(fd.get(), static_cast<off_t>(h.data_offset + 4096)) == 0);
+  CHECK_THROWS_AS(st::load(fd.get(), h, pool, queue), st::Error);  // faulted again
   st::SaveTensor bad{"x", TRN_DTYPE_F32, {1}, nullptr, 0};
   CHECK_THROWS_WITH(st::save(dir.file("x.safetensors"), {bad}, {}, queue),
                     Catch::Contains("names no memory"));
