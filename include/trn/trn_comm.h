@@ -102,10 +102,10 @@ TRN_COMM_API trn_result_t trn_comm_init_rank(const trn_comm_unique_id_t *id,
  * Joins the communicator torchrun's environment describes: RANK, WORLD_SIZE, MASTER_ADDR and
  * MASTER_PORT (LOCAL_RANK picks the core when `desc->core` is NULL: the LOCAL_RANK-th visible
  * core of the first device with that many, counting across devices). Rank 0 serves the
- * rendezvous on MASTER_ADDR:MASTER_PORT, or on MASTER_PORT + 1 under torchrun itself
- * (TORCHELASTIC_RUN_ID set), whose own store holds MASTER_PORT; TRN_COMM_PORT overrides both.
- * `desc` may be NULL; its rank and size are ignored. @returns TRN_ERROR_INVALID_CONFIG naming a
- * missing or malformed variable.
+ * rendezvous on MASTER_ADDR:MASTER_PORT, or on MASTER_PORT + 1 (65534 for 65535) under torchrun
+ * itself (TORCHELASTIC_RUN_ID set), whose own store holds MASTER_PORT; TRN_COMM_PORT overrides
+ * both. `desc` may be NULL; its rank and size are ignored. @returns TRN_ERROR_INVALID_CONFIG naming
+ * a missing or malformed variable.
  */
 TRN_COMM_API trn_result_t trn_comm_init_from_env(const trn_comm_desc_t *desc, trn_comm_t *comm);
 /**

@@ -254,7 +254,13 @@ namespace {
 std::string fabric_settings(const std::string &provider) {
   if (provider.find("ofi_rxm") == std::string::npos) return provider;
   const std::string &limit = rxm_eager_limit();
-  return provider + ", " + kEagerLimitVariable + "=" + (limit.empty() ? "unset" : limit);
+  // rxm reads any text as a number ("-5" as a huge limit, which stalls every transfer).
+  if (limit.empty() || limit.size() > 10 ||
+      limit.find_first_not_of("0123456789") != std::string::npos)
+    fail(TRN_ERROR_INVALID_CONFIG, std::string(kEagerLimitVariable) + "='" + limit +
+                                       "' is not a size in bytes (a whole number; unset, trn "
+                                       "uses the cross-host chunk, 1048576)");
+  return provider + ", " + kEagerLimitVariable + "=" + limit;
 }
 
 // A rank's word in the round that connects the fabric endpoints: 1, the length of its
@@ -304,9 +310,9 @@ void Comm::connect_remote_peers() {
     proxy_ = std::make_unique<Proxy>(rank_, slots_, chunk_bytes_, [this](const std::string &why) {
       fail_comm("rank " + std::to_string(rank_) + ": " + why, true);
     });
-    word.ok = true;
     word.settings_or_why = fabric_settings(proxy_->provider());
     word.address = proxy_->address();
+    word.ok = true;  // last: a refusal above leaves the word a failure's
   } catch (const CommError &e) {
     word.settings_or_why = e.what();
   }
@@ -315,7 +321,7 @@ void Comm::connect_remote_peers() {
   for (const auto &bytes : gathered) all.push_back(decode(bytes));
   for (uint32_t r = 0; r < size_; ++r)
     if (!all[r].ok)
-      fail(TRN_ERROR_COLLECTIVE, "rank " + std::to_string(r) + " on " + ranks_[r].host +
+      fail(TRN_ERROR_COLLECTIVE, "rank " + std::to_string(r) + " on " + host_label(ranks_[r].host) +
                                      " cannot reach other hosts: " + all[r].settings_or_why);
   for (uint32_t r = 1; r < size_; ++r)
     if (all[r].settings_or_why != all[0].settings_or_why)

@@ -49,9 +49,14 @@ uint64_t default_timeout_ns() {
 }
 
 std::optional<uint64_t> env_chunk_bytes() {
-  if (auto text = env("TRN_COMM_CHUNK_BYTES"))
-    return parse_number("TRN_COMM_CHUNK_BYTES", *text, 4096, 64ull << 20);
-  return std::nullopt;
+  const auto text = env("TRN_COMM_CHUNK_BYTES");
+  if (!text) return std::nullopt;
+  const uint64_t bytes = parse_number("TRN_COMM_CHUNK_BYTES", *text, 4096, 64ull << 20);
+  if (bytes % 4096 != 0)
+    fail(TRN_ERROR_INVALID_CONFIG, "TRN_COMM_CHUNK_BYTES='" + *text +
+                                       "' is not a multiple of 4096 (staging slots are whole "
+                                       "pages): use 4096 to 67108864 in steps of 4096");
+  return bytes;
 }
 
 uint64_t default_chunk_bytes(bool one_device) {

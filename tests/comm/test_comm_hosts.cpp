@@ -157,9 +157,22 @@ TEST_CASE("libfabric's eager limit becomes the 1 MiB chunk unless the user set i
   for (const auto &f : reap(children, 120'000)) FAIL_CHECK(f);
 }
 
-TEST_CASE("ranks whose eager limits differ are refused at init, naming both", "[comm][hosts]") {
+TEST_CASE("eager limits that differ or are no size are refused at init on every rank",
+          "[comm][hosts]") {
   // Mixed limits stall the first large transfer until the timeout (a message sent eagerly is
-  // never matched): refused at once instead, on every rank.
+  // never matched), and rxm reads "-5" as a huge limit: refused at once instead, on every rank.
+  struct Scenario {
+    const char *rank0, *rank1;
+    trn_result_t result;
+    std::vector<const char *> parts;
+  };
+  const Scenario s = GENERATE(
+      Scenario{nullptr,
+               "65536",
+               TRN_ERROR_INVALID_CONFIG,
+               {"FI_OFI_RXM_EAGER_LIMIT=1048576", "FI_OFI_RXM_EAGER_LIMIT=65536", "rank 1",
+                "alike on every host"}},
+      Scenario{"-5", "-5", TRN_ERROR_COLLECTIVE, {"FI_OFI_RXM_EAGER_LIMIT='-5' is not a size"}});
   SimEnv env;
   const Hosts hosts(env, 2, 1);
   trn_comm_unique_id_t id{};
@@ -167,8 +180,9 @@ TEST_CASE("ranks whose eager limits differ are refused at init, naming both", "[
   std::vector<Forked> children;
   for (uint32_t r = 0; r < 2; ++r)
     children.push_back(fork_rank([&, r]() -> std::string {
-      if (r == 1)
-        setenv("FI_OFI_RXM_EAGER_LIMIT", "65536", 1);
+      const char *mine = r == 0 ? s.rank0 : s.rank1;
+      if (mine)
+        setenv("FI_OFI_RXM_EAGER_LIMIT", mine, 1);
       else
         unsetenv("FI_OFI_RXM_EAGER_LIMIT");
       RankResources res;
@@ -185,10 +199,9 @@ TEST_CASE("ranks whose eager limits differ are refused at init, naming both", "[
       const trn_result_t result = trn_comm_init_rank(&id, &desc, &comm);
       const std::string message = trn_comm_last_error();
       res.close();
-      if (result != TRN_ERROR_INVALID_CONFIG)
+      if (result != s.result)
         return std::string("trn_comm_init_rank gave ") + trn_result_name(result) + ": " + message;
-      for (const char *part : {"FI_OFI_RXM_EAGER_LIMIT=1048576", "FI_OFI_RXM_EAGER_LIMIT=65536",
-                               "rank 1", "alike on every host"})
+      for (const char *part : s.parts)
         if (message.find(part) == std::string::npos)
           return "the message does not say '" + std::string(part) + "': " + message;
       return "";

@@ -592,6 +592,25 @@ TEST_CASE(
   run_all(world, {spec});
 }
 
+TEST_CASE("a malformed TRN_COMM_CHUNK_BYTES is refused naming the variable", "[comm][negative]") {
+  SimEnv env;
+  const auto cores = all_cores();
+  REQUIRE(cores.size() >= 2);
+  const trn_core_t two[2] = {cores[0], cores[1]};
+  for (const char *bad : {"4095", "4097", "abc", "70000000"}) {
+    env.set("TRN_COMM_CHUNK_BYTES", bad);
+    trn_comm_t comms[2] = {nullptr, nullptr};
+    INFO(bad);
+    CHECK(trn_comm_init_all(2, two, nullptr, comms) == TRN_ERROR_INVALID_CONFIG);
+    CHECK_THAT(comm_error(), Catch::Contains("TRN_COMM_CHUNK_BYTES='" + std::string(bad) + "'"));
+  }
+  env.set("TRN_COMM_CHUNK_BYTES", "8192");
+  ThreadWorld world(2, 0);  // no chunk in the descriptor: the variable's
+  trn_comm_info_t info = TRN_COMM_INFO_INIT;
+  REQUIRE(trn_comm_get_info(world.comms[0], &info) == TRN_SUCCESS);
+  CHECK(info.chunk_bytes == 8192);
+}
+
 TEST_CASE("trn_comm_init_all refuses one core given twice and fails alike every time",
           "[comm][negative]") {
   SimEnv env;

@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -348,6 +349,63 @@ TEST_CASE("two hosts in separate network namespaces joined by a veth pair",
     CHECK(row["transport"].get<std::string>().find("fabric") != std::string::npos);
     CHECK(row["wrong"] == 0);
   }
+}
+
+TEST_CASE("without --timeout TRN_COMM_TIMEOUT_MS is the deadline and a malformed one is refused",
+          "[trn-comm-test]") {
+  SimEnv env;
+  const std::string port = std::to_string(trn::test::free_port());
+  env.set("WORLD_SIZE", "2");
+  env.set("RANK", "0");
+  env.set("LOCAL_RANK", "0");
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("MASTER_PORT", port.c_str());
+  // Rank 1 never comes: rank 0 gives up at the variable's deadline, not the tool's 60 s.
+  env.set("TRN_COMM_TIMEOUT_MS", "1500");
+  auto r = comm_test({"-b", "8", "-e", "8", "-n", "1"});
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("within 1500 ms") != std::string::npos);
+  env.set("TRN_COMM_TIMEOUT_MS", "abc");
+  r = comm_test({"-b", "8", "-e", "8", "-n", "1"});
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("TRN_COMM_TIMEOUT_MS='abc'") != std::string::npos);
+  // --hosts forks its own simulated hosts: not inside torchrun's world.
+  env.set("TRN_COMM_TIMEOUT_MS", nullptr);
+  r = comm_test({"--hosts", "2"});
+  CHECK(r.code == 2);
+  CHECK(r.output.find("under torchrun") != std::string::npos);
+}
+
+TEST_CASE("under torchrun a rank that stops taking part fails the other with the diagnosis",
+          "[trn-comm-test][heavy]") {
+  // The tool waits a little past the communicator's deadline: the failure is the
+  // communicator's, naming the operation and the rank, not the wait's own timeout.
+  SimEnv env;
+  const std::string port = std::to_string(trn::test::free_port());
+  env.set("WORLD_SIZE", "2");
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("MASTER_PORT", port.c_str());
+  const std::vector<std::string> args = {
+      TRN_COMM_TEST_PATH, "-b", "8", "-e", "8", "-w", "0", "-n", "1000000", "--timeout", "2"};
+  env.set("RANK", "1");
+  env.set("LOCAL_RANK", "1");
+  trn::test::Child rank1(args);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    rank1.kill(SIGSTOP);
+  });
+  env.set("RANK", "0");
+  env.set("LOCAL_RANK", "0");
+  const auto r = trn::test::run_program(args, kTimeoutMs);
+  stopper.join();
+  rank1.kill(SIGKILL);
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("TRN_ERROR_COLLECTIVE") != std::string::npos);
+  CHECK(r.output.find("timed out after 2000 ms") != std::string::npos);
+  CHECK(r.output.find("ranks that never called operation") != std::string::npos);
 }
 
 TEST_CASE("a --timeout of inf runs with no limit", "[trn-comm-test]") {

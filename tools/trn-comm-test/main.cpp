@@ -402,7 +402,9 @@ int main(int argc, char **argv) {
   app.add_option("--warmup,-w", o.settings.warmup, "untimed iterations first")
       ->check(CLI::Range(0, 1'000'000))
       ->capture_default_str();
-  app.add_option("--timeout", timeout_s, "the communicator's per-operation deadline, seconds")
+  app.add_option("--timeout", timeout_s,
+                 "the communicator's rendezvous and per-operation deadline, seconds (default 60, "
+                 "or TRN_COMM_TIMEOUT_MS when set)")
       ->check(trn::tools::positive_seconds())
       ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per size instead of the table");
@@ -417,9 +419,23 @@ int main(int argc, char **argv) {
   o.settings.timeout_ns = trn::tools::seconds_to_ns(timeout_s);
   int code = kExitOk;
   try {
+    // The library's variable, as any program on libtrn_comm would read it, unless --timeout says
+    // otherwise.
+    if (const char *ms = std::getenv("TRN_COMM_TIMEOUT_MS"); ms && *ms && !app.count("--timeout")) {
+      const auto value = trn::common::parse_uint(ms);
+      if (!value || *value < 1 || *value > 86'400'000)
+        throw ToolError{std::string("TRN_COMM_TIMEOUT_MS='") + ms +
+                        "' is not a number of milliseconds from 1 to 86400000"};
+      o.settings.timeout_ns = *value * 1'000'000;
+    }
     const auto type = parse_dtype(dtype);
     if (!type) throw ToolError{"--dtype '" + dtype + "' is not one of f32, bf16, f16, i32"};
     o.settings.dtype = *type;
+    const bool torchrun = std::getenv("RANK") && std::getenv("WORLD_SIZE");
+    if (o.hosts > 1 && torchrun)
+      throw ToolError{"--hosts " + std::to_string(o.hosts) +
+                      " forks simulated hosts itself; under torchrun each process is a rank of "
+                      "torchrun's world (give each host its own TRN_SIM_ROOT instead)"};
     if (o.hosts > 1 && !o.processes)
       throw ToolError{"--hosts " + std::to_string(o.hosts) +
                       " needs --processes (simulated hosts are separate processes)"};
@@ -432,7 +448,7 @@ int main(int argc, char **argv) {
                       op_name(o.settings.op)};
     if (o.settings.min_bytes > o.settings.max_bytes)
       throw ToolError{"--min-bytes " + min_bytes + " is larger than --max-bytes " + max_bytes};
-    if (std::getenv("RANK") && std::getenv("WORLD_SIZE"))
+    if (torchrun)
       code = run_torchrun(o);
     else
       code = o.processes ? run_processes(o) : run_threads(o);

@@ -95,6 +95,18 @@ void reduce_figures(const Rank &rank, Buffers &b, std::vector<float> &values,
 
 }  // namespace
 
+namespace {
+
+// How long the tool waits on an operation: the communicator's deadline and a few seconds more,
+// so that a rank that stopped taking part shows as the communicator's diagnosis
+// (TRN_ERROR_COLLECTIVE naming the operation and the ranks) rather than as this wait's timeout.
+uint64_t wait_ns(const Settings &s) {
+  constexpr uint64_t kGraceNs = 5'000'000'000ull;
+  return s.timeout_ns > UINT64_MAX - kGraceNs ? UINT64_MAX : s.timeout_ns + kGraceNs;
+}
+
+}  // namespace
+
 std::vector<uint64_t> sizes(const Settings &s) {
   std::vector<uint64_t> out;
   for (double size = static_cast<double>(s.min_bytes); size <= static_cast<double>(s.max_bytes);
@@ -144,7 +156,7 @@ std::vector<Row> run_rank(const Settings &s, const Rank &rank) {
                   rank.rank, rank.ranks),
           std::string(op_name(s.op)) + " of " + std::to_string(row.shape.size_bytes) + " bytes");
       check_comm(
-          trn_comm_synchronize(rank.comm, s.timeout_ns),
+          trn_comm_synchronize(rank.comm, wait_ns(s)),
           std::string(op_name(s.op)) + " of " + std::to_string(row.shape.size_bytes) + " bytes");
     };
     for (uint32_t i = 0; i < s.warmup; ++i) once();
@@ -158,13 +170,13 @@ std::vector<Row> run_rank(const Settings &s, const Rank &rank) {
     // completion still reads the operation's end; it varies little from one to the next.
     for (uint32_t i = 0; i < std::min(s.iters, kDeviceTimedIters); ++i) {
       trn_timestamp_t before{}, after{};
-      write_timestamp(b.queue, &before, s.timeout_ns);
+      write_timestamp(b.queue, &before, wait_ns(s));
       once();
-      write_timestamp(b.queue, &after, s.timeout_ns);
-      check(trn_queue_finish(b.queue, s.timeout_ns), "waiting for the timestamps");
+      write_timestamp(b.queue, &after, wait_ns(s));
+      check(trn_queue_finish(b.queue, wait_ns(s)), "waiting for the timestamps");
       device_us.push_back(static_cast<double>(after.device_ns - before.device_ns) / 1000.0);
     }
-    check(trn_queue_finish(b.queue, s.timeout_ns), "finishing the rank's queue");
+    check(trn_queue_finish(b.queue, wait_ns(s)), "finishing the rank's queue");
     uint64_t wrong = 0;
     if (writes_output(s.op, rank.rank, rank.ranks)) {
       check(trn_mem_read(b.recv, 0, output.data(), recv_bytes), "reading the output");
@@ -175,9 +187,9 @@ std::vector<Row> run_rank(const Settings &s, const Rank &rank) {
     }
     std::vector<float> slowest{static_cast<float>(median(host_us)),
                                static_cast<float>(median(device_us))};
-    reduce_figures(rank, b, slowest, TRN_COMM_MAX, s.timeout_ns);
+    reduce_figures(rank, b, slowest, TRN_COMM_MAX, wait_ns(s));
     std::vector<float> total{static_cast<float>(wrong)};
-    reduce_figures(rank, b, total, TRN_COMM_SUM, s.timeout_ns);
+    reduce_figures(rank, b, total, TRN_COMM_SUM, wait_ns(s));
     row.host_us = slowest[0];
     row.device_us = slowest[1];
     row.wrong = static_cast<uint64_t>(std::llround(total[0]));
