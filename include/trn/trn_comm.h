@@ -91,8 +91,9 @@ TRN_DEFINE_STRUCT_MAKE(trn_comm_desc_t, TRN_STRUCT_COMM_DESC)
  * passes. @returns TRN_ERROR_COLLECTIVE naming the ranks that never arrived, or when ranks
  * disagree (sizes, a rank joined twice); TRN_ERROR_INVALID_ARGUMENT for a bad descriptor or id;
  * the runtime's result when the staging memory or semaphores cannot be made;
- * TRN_ERROR_INVALID_CONFIG when ranks on different hosts use different libfabric providers or,
- * over ofi_rxm, different FI_OFI_RXM_EAGER_LIMITs (docs/collectives.md);
+ * TRN_ERROR_INVALID_CONFIG naming a malformed TRN_COMM_* or FI_OFI_RXM_EAGER_LIMIT variable, or
+ * when ranks on different hosts use different libfabric providers or, over ofi_rxm, different
+ * FI_OFI_RXM_EAGER_LIMITs (docs/collectives.md);
  * TRN_ERROR_OUT_OF_HOST_MEMORY when the communicator's threads cannot start (the process is at
  * its limit of threads or memory).
  */

@@ -254,30 +254,28 @@ namespace {
 std::string fabric_settings(const std::string &provider) {
   if (provider.find("ofi_rxm") == std::string::npos) return provider;
   const std::string &limit = rxm_eager_limit();
-  // rxm reads any text as a number ("-5" as a huge limit, which stalls every transfer).
-  if (limit.empty() || limit.size() > 10 ||
-      limit.find_first_not_of("0123456789") != std::string::npos)
-    fail(TRN_ERROR_INVALID_CONFIG, std::string(kEagerLimitVariable) + "='" + limit +
-                                       "' is not a size in bytes (a whole number; unset, trn "
-                                       "uses the cross-host chunk, 1048576)");
-  return provider + ", " + kEagerLimitVariable + "=" + limit;
+  return provider + ", " + kEagerLimitVariable + "=" + (limit.empty() ? "unset" : limit);
 }
 
-// A rank's word in the round that connects the fabric endpoints: 1, the length of its
-// settings (two bytes), the settings and its address; or 0 and why its endpoint failed.
+// A rank's word in the round that connects the fabric endpoints. Its first byte says which
+// layout follows: kEndpointReady, the settings' length (two bytes), the settings and the
+// endpoint's address; or kEndpointFailed, the result (four bytes) and why the endpoint could not
+// be opened. A rank of an earlier release sent 1 and its address alone.
+constexpr uint8_t kEndpointFailed = 0, kEndpointReady = 2;
 struct EndpointWord {
   bool ok = false;
+  trn_result_t result = TRN_ERROR_COLLECTIVE;  // a failure's
   std::string settings_or_why;
   std::vector<uint8_t> address;
 };
 
 std::vector<uint8_t> encode(const EndpointWord &w) {
-  std::vector<uint8_t> out{static_cast<uint8_t>(w.ok ? 1 : 0)};
+  std::vector<uint8_t> out{w.ok ? kEndpointReady : kEndpointFailed};
   const size_t n = std::min<size_t>(w.settings_or_why.size(), UINT16_MAX);
-  if (w.ok) {
-    out.push_back(static_cast<uint8_t>(n & 0xff));
-    out.push_back(static_cast<uint8_t>(n >> 8));
-  }
+  if (w.ok)
+    put(&out, static_cast<uint16_t>(n));
+  else
+    put(&out, static_cast<int32_t>(w.result));
   out.insert(out.end(), w.settings_or_why.begin(), w.settings_or_why.begin() + n);
   out.insert(out.end(), w.address.begin(), w.address.end());
   return out;
@@ -287,16 +285,21 @@ EndpointWord decode(const std::vector<uint8_t> &bytes) {
   EndpointWord w;
   if (bytes.empty()) {
     w.settings_or_why = "no answer";
-    return w;
+  } else if (bytes[0] == kEndpointReady && bytes.size() >= 3) {
+    size_t at = 1;
+    const size_t n = std::min<size_t>(take<uint16_t>(bytes, &at, "an endpoint"), bytes.size() - 3);
+    w.ok = true;
+    w.settings_or_why.assign(bytes.begin() + 3, bytes.begin() + 3 + static_cast<ptrdiff_t>(n));
+    w.address.assign(bytes.begin() + 3 + static_cast<ptrdiff_t>(n), bytes.end());
+  } else if (bytes[0] == kEndpointFailed && bytes.size() >= 5) {
+    size_t at = 1;
+    w.result = static_cast<trn_result_t>(take<int32_t>(bytes, &at, "an endpoint"));
+    w.settings_or_why.assign(bytes.begin() + 5, bytes.end());
+  } else {
+    w.settings_or_why =
+        "its word has another layout (a rank of another release of libtrn_comm: every rank "
+        "needs the same one)";
   }
-  if (bytes[0] != 1 || bytes.size() < 3) {
-    w.settings_or_why.assign(bytes.begin() + 1, bytes.end());
-    return w;
-  }
-  const size_t n = std::min<size_t>(bytes[1] | size_t{bytes[2]} << 8, bytes.size() - 3);
-  w.ok = true;
-  w.settings_or_why.assign(bytes.begin() + 3, bytes.begin() + 3 + static_cast<ptrdiff_t>(n));
-  w.address.assign(bytes.begin() + 3 + static_cast<ptrdiff_t>(n), bytes.end());
   return w;
 }
 
@@ -312,17 +315,22 @@ void Comm::connect_remote_peers() {
     });
     word.settings_or_why = fabric_settings(proxy_->provider());
     word.address = proxy_->address();
-    word.ok = true;  // last: a refusal above leaves the word a failure's
+    word.ok = true;
   } catch (const CommError &e) {
+    word.result = e.result();
     word.settings_or_why = e.what();
   }
   const auto gathered = gather(encode(word), "connecting the hosts' fabric endpoints");
   std::vector<EndpointWord> all;
   for (const auto &bytes : gathered) all.push_back(decode(bytes));
-  for (uint32_t r = 0; r < size_; ++r)
-    if (!all[r].ok)
-      fail(TRN_ERROR_COLLECTIVE, "rank " + std::to_string(r) + " on " + host_label(ranks_[r].host) +
-                                     " cannot reach other hosts: " + all[r].settings_or_why);
+  for (uint32_t r = 0; r < size_; ++r) {
+    if (all[r].ok) continue;
+    // A setting refused is the same refusal on every rank; anything else leaves it unreachable.
+    const bool config = all[r].result == TRN_ERROR_INVALID_CONFIG;
+    fail(config ? TRN_ERROR_INVALID_CONFIG : TRN_ERROR_COLLECTIVE,
+         "rank " + std::to_string(r) + " on " + host_label(ranks_[r].host) +
+             (config ? ": " : " cannot reach other hosts: ") + all[r].settings_or_why);
+  }
   for (uint32_t r = 1; r < size_; ++r)
     if (all[r].settings_or_why != all[0].settings_or_why)
       fail(TRN_ERROR_INVALID_CONFIG,
@@ -331,7 +339,7 @@ void Comm::connect_remote_peers() {
                host_label(ranks_[r].host) + " uses " + all[r].settings_or_why +
                ": ranks must use the same provider and, over ofi_rxm, the same " +
                kEagerLimitVariable + " (mixed limits stall transfers); set FI_PROVIDER and " +
-               kEagerLimitVariable + " alike on every host, or leave them unset");
+               kEagerLimitVariable + " alike on every host (unset, trn picks the limit)");
   trn_sem_desc_t sem = TRN_SEM_DESC_INIT;
   void *staging = nullptr;
   check(trn_mem_map(staging_, &staging), "mapping the staging buffer for the fabric");

@@ -1,5 +1,6 @@
 #include "comm/config.hpp"
 
+#include <cerrno>
 #include <cstdlib>
 
 #include "comm/error.hpp"
@@ -51,11 +52,14 @@ uint64_t default_timeout_ns() {
 std::optional<uint64_t> env_chunk_bytes() {
   const auto text = env("TRN_COMM_CHUNK_BYTES");
   if (!text) return std::nullopt;
-  const uint64_t bytes = parse_number("TRN_COMM_CHUNK_BYTES", *text, 4096, 64ull << 20);
-  if (bytes % 4096 != 0)
+  char *end = nullptr;
+  errno = 0;
+  const unsigned long long bytes = std::strtoull(text->c_str(), &end, 10);
+  if ((*text)[0] == '-' || *end != '\0' || errno != 0 || bytes < 4096 || bytes > (64ull << 20) ||
+      bytes % 4096 != 0)
     fail(TRN_ERROR_INVALID_CONFIG, "TRN_COMM_CHUNK_BYTES='" + *text +
-                                       "' is not a multiple of 4096 (staging slots are whole "
-                                       "pages): use 4096 to 67108864 in steps of 4096");
+                                       "' is not a multiple of 4096 from 4096 to 67108864 "
+                                       "(staging slots are whole pages)");
   return bytes;
 }
 

@@ -44,8 +44,9 @@ void resolve(const Endpoint &where, bool passive, AddrInfo *out) {
   if (r != 0)
     fail(TRN_ERROR_INVALID_CONFIG,
          "cannot resolve '" + where.host + "': " + gai_strerror(r) +
-             " (the rendezvous address: TRN_COMM_SOCKET_ADDR for trn_comm_get_unique_id, "
-             "MASTER_ADDR under torchrun's variables)");
+             " (set the rendezvous address to one that resolves to rank 0's host: "
+             "TRN_COMM_SOCKET_ADDR for trn_comm_get_unique_id, MASTER_ADDR under torchrun's "
+             "variables)");
 }
 
 int remaining_ms(uint64_t deadline_ns) {

@@ -137,6 +137,7 @@ TEST_CASE("libfabric's eager limit becomes the 1 MiB chunk unless the user set i
   std::vector<Forked> children;
   for (uint32_t r = 0; r < 2; ++r)
     children.push_back(fork_rank([&, r]() -> std::string {
+      setenv("FI_PROVIDER", "tcp", 1);  // rxm over TCP, which trn's default is for
       if (user)
         setenv("FI_OFI_RXM_EAGER_LIMIT", user, 1);
       else
@@ -172,7 +173,8 @@ TEST_CASE("eager limits that differ or are no size are refused at init on every 
                TRN_ERROR_INVALID_CONFIG,
                {"FI_OFI_RXM_EAGER_LIMIT=1048576", "FI_OFI_RXM_EAGER_LIMIT=65536", "rank 1",
                 "alike on every host"}},
-      Scenario{"-5", "-5", TRN_ERROR_COLLECTIVE, {"FI_OFI_RXM_EAGER_LIMIT='-5' is not a size"}});
+      Scenario{
+          "-5", "-5", TRN_ERROR_INVALID_CONFIG, {"FI_OFI_RXM_EAGER_LIMIT='-5' is not a size"}});
   SimEnv env;
   const Hosts hosts(env, 2, 1);
   trn_comm_unique_id_t id{};
@@ -181,6 +183,7 @@ TEST_CASE("eager limits that differ or are no size are refused at init on every 
   for (uint32_t r = 0; r < 2; ++r)
     children.push_back(fork_rank([&, r]() -> std::string {
       const char *mine = r == 0 ? s.rank0 : s.rank1;
+      setenv("FI_PROVIDER", "tcp", 1);  // rxm over TCP, which trn's default is for
       if (mine)
         setenv("FI_OFI_RXM_EAGER_LIMIT", mine, 1);
       else
