@@ -125,8 +125,8 @@ class Loaded {
 // Loads tensors of an open file whose header is `header` into one allocation from `pool`
 // through `queue`, and waits for them. A name that is not in the file, a short or changed file
 // or any trn failure throws Error (nothing stays allocated). A failed read leaves `queue` in its
-// error state, as any failed command does: trn_queue_reset it before using it again (a queue
-// still failed is refused, naming its fault, by load and save alike).
+// error state, as any failed command does: trn_queue_finish, then trn_queue_reset it before
+// using it again (a queue still failed is refused, naming its fault, by load and save alike).
 Loaded load(int fd, const Header &header, trn_pool_t pool, trn_queue_t queue,
             const LoadOptions &options = {});
 
@@ -148,7 +148,9 @@ struct SaveTensor {
 // Saves tensors as a safetensors file at `path` through `queue`, in the order given (names must
 // be unique and not "__metadata__"; each shape's bytes must lie inside its memory). The file
 // appears only complete: it is written beside `path`, flushed to storage (fdatasync), renamed
-// over it, and the directory flushed, so that a crash leaves the old checkpoint or the new one.
+// over it, and the directory flushed where the file system can, so that a crash leaves the old
+// checkpoint or the new one. Storage that fails to flush the directory is an Error thrown with
+// the new checkpoint already in place (the message says so).
 void save(const std::string &path, const std::vector<SaveTensor> &tensors,
           const std::map<std::string, std::string> &metadata, trn_queue_t queue);
 

@@ -19,18 +19,21 @@ namespace trn::safetensors {
 
 namespace {
 
-// The rename itself on storage: the directory's entry is flushed like the file's bytes. File
-// systems that cannot flush a directory (EINVAL) keep their entries by other means.
+// The rename itself on storage: the directory's entry is flushed like the file's bytes, where
+// that can be done. A directory this process may write but not read (a drop box) cannot be
+// opened, and some file systems cannot flush one (EINVAL, ENOTSUP, ENOSYS): they keep their
+// entries by their own means. Only the storage failing to write is an error.
 void sync_directory_of(const std::string &path) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "."
                           : slash == 0               ? "/"
                                                      : path.substr(0, slash);
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  const int r = fd < 0 ? -1 : ::fsync(fd);
+  if (fd < 0) return;
+  const int r = ::fsync(fd);
   const int error = errno;
-  if (fd >= 0) ::close(fd);
-  if (r != 0 && error != EINVAL)
+  ::close(fd);
+  if (r != 0 && (error == EIO || error == ENOSPC || error == EDQUOT))
     throw Error("safetensors: the checkpoint is at '" + path + "', but its directory '" + dir +
                     "' could not be flushed to storage (a crash could lose the new name): " +
                     std::strerror(error),
@@ -68,7 +71,8 @@ void refuse_failed_queue(trn_queue_t queue) {
   if (trn_queue_get_fault(queue, &fault) == TRN_SUCCESS && fault.result != TRN_SUCCESS)
     throw Error(std::string("safetensors: the queue failed earlier (") + fault.command + " #" +
                     std::to_string(fault.sequence) + ": " + fault.reason +
-                    ") and cancels every command until it is reset: call trn_queue_reset first",
+                    ") and cancels every command until it is reset: trn_queue_finish it, then "
+                    "trn_queue_reset",
                 fault.result);
 }
 
@@ -316,6 +320,9 @@ void save(const std::string &path, const std::vector<SaveTensor> &tensors,
       offset += sizes[i];
     }
     finish(queue);
+    if (::fchmod(fd, 0644) != 0)
+      throw Error("safetensors: cannot make '" + partial + "' readable: " + std::strerror(errno),
+                  TRN_ERROR_FILE);
     // On storage before it takes the name: a crash after the rename must not leave a checkpoint
     // whose bytes never reached the disk under the name of a good one.
     if (::fdatasync(fd) != 0)
@@ -324,7 +331,7 @@ void save(const std::string &path, const std::vector<SaveTensor> &tensors,
   } catch (const Error &e) {
     fail(e);
   }
-  if (::fchmod(fd, 0644) != 0 || ::close(fd) != 0 || ::rename(partial.c_str(), path.c_str()) != 0) {
+  if (::close(fd) != 0 || ::rename(partial.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);
     ::unlink(partial.c_str());
     throw Error("safetensors: cannot put the checkpoint at '" + path + "': " + why, TRN_ERROR_FILE);

@@ -472,7 +472,7 @@ TEST_CASE_METHOD(DeviceFiles,
     INFO(e.what());
     CHECK(e.result() == TRN_ERROR_FILE);
     CHECK_THAT(e.what(), Catch::Contains("the queue failed earlier") &&
-                             Catch::Contains("call trn_queue_reset first"));
+                             Catch::Contains("then trn_queue_reset"));
   }
   REQUIRE(trn_queue_reset(queue) == TRN_SUCCESS);
   CHECK(st::load(good.get(), good_header, pool, queue).tensors().size() == 1);

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -392,8 +394,23 @@ TEST_CASE("under torchrun a rank that stops taking part fails the other with the
   env.set("RANK", "1");
   env.set("LOCAL_RANK", "1");
   trn::test::Child rank1(args);
+  // Stopped once it is past the rendezvous (its communicator's monitor thread runs, which
+  // starts after it) and a few operations in: a rank stopped before would be reported as one
+  // that never arrived.
   std::thread stopper([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const std::string tasks = "/proc/" + std::to_string(rank1.pid()) + "/task";
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (bool joined = false; !joined && std::chrono::steady_clock::now() < until;) {
+      std::error_code ec;
+      for (const auto &task : std::filesystem::directory_iterator(tasks, ec)) {
+        std::ifstream comm(task.path() / "comm");
+        std::string name;
+        std::getline(comm, name);
+        joined = joined || name.rfind("trn-comm-mon", 0) == 0;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
     rank1.kill(SIGSTOP);
   });
   env.set("RANK", "0");

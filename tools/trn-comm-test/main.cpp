@@ -26,6 +26,7 @@
 #include "sim_hosts.hpp"
 #include "tool_common/cli_checks.hpp"
 #include "tool_common/cli_parse.hpp"
+#include "tool_common/clock.hpp"
 #include "tool_common/cpus.hpp"
 
 namespace {
@@ -279,8 +280,7 @@ int run_processes(const Options &o) {
                      WTERMSIG(status));
       worst = std::max(worst, code);
       if (code == kExitError && kill_at == std::chrono::steady_clock::time_point::max())
-        kill_at = std::chrono::steady_clock::now() +
-                  std::chrono::nanoseconds(o.settings.timeout_ns) + std::chrono::seconds(5);
+        kill_at = trn::tools::steady_deadline(wait_ns(o.settings));
       children.erase(pid);
       continue;
     }

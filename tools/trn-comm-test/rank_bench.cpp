@@ -5,6 +5,8 @@
 #include <cmath>
 #include <thread>
 
+#include "tool_common/clock.hpp"
+
 namespace trn::comm_test {
 
 namespace {
@@ -22,7 +24,7 @@ void check_comm(trn_result_t result, const std::string &what) {
 
 // A timestamp on the queue, waiting out a queue filled by a large operation's commands.
 void write_timestamp(trn_queue_t queue, trn_timestamp_t *at, uint64_t timeout_ns) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout_ns);
+  const auto deadline = trn::tools::steady_deadline(timeout_ns);
   trn_result_t r;
   while ((r = trn_queue_write_timestamp(queue, at, nullptr, nullptr)) == TRN_ERROR_QUEUE_FULL &&
          std::chrono::steady_clock::now() < deadline)
@@ -95,17 +97,10 @@ void reduce_figures(const Rank &rank, Buffers &b, std::vector<float> &values,
 
 }  // namespace
 
-namespace {
-
-// How long the tool waits on an operation: the communicator's deadline and a few seconds more,
-// so that a rank that stopped taking part shows as the communicator's diagnosis
-// (TRN_ERROR_COLLECTIVE naming the operation and the ranks) rather than as this wait's timeout.
 uint64_t wait_ns(const Settings &s) {
   constexpr uint64_t kGraceNs = 5'000'000'000ull;
   return s.timeout_ns > UINT64_MAX - kGraceNs ? UINT64_MAX : s.timeout_ns + kGraceNs;
 }
-
-}  // namespace
 
 std::vector<uint64_t> sizes(const Settings &s) {
   std::vector<uint64_t> out;

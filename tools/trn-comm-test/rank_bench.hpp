@@ -26,6 +26,11 @@ struct Settings {
   uint64_t timeout_ns = 60'000'000'000ull;
 };
 
+// How long the tool waits on an operation: the communicator's deadline and a few seconds more,
+// so that a rank that stopped taking part shows as the communicator's diagnosis
+// (TRN_ERROR_COLLECTIVE naming the operation and the ranks) rather than as this wait's timeout.
+uint64_t wait_ns(const Settings &s);
+
 // The sizes from min to max, each step_factor times the last (max included when it falls
 // between).
 std::vector<uint64_t> sizes(const Settings &s);
