@@ -15,13 +15,19 @@ std::optional<std::string> env(const char *name) {
   return std::string(value);
 }
 
-uint64_t parse_number(const char *name, const std::string &text, uint64_t low, uint64_t high) {
+// A whole number from `low` to `high` (a multiple of `step`), or TRN_ERROR_INVALID_CONFIG naming
+// the variable and every rule.
+uint64_t parse_number(const char *name, const std::string &text, uint64_t low, uint64_t high,
+                      uint64_t step = 1, const char *why_step = "") {
   char *end = nullptr;
   errno = 0;
   const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-  if (text.empty() || text[0] == '-' || *end != '\0' || errno != 0 || value < low || value > high)
-    fail(TRN_ERROR_INVALID_CONFIG, std::string(name) + "='" + text + "' is not a number from " +
-                                       std::to_string(low) + " to " + std::to_string(high));
+  if (text.empty() || text[0] == '-' || *end != '\0' || errno != 0 || value < low || value > high ||
+      value % step != 0)
+    fail(TRN_ERROR_INVALID_CONFIG,
+         std::string(name) + "='" + text + "' is not a " +
+             (step > 1 ? "multiple of " + std::to_string(step) : std::string("number")) + " from " +
+             std::to_string(low) + " to " + std::to_string(high) + why_step);
   return value;
 }
 
@@ -50,17 +56,10 @@ uint64_t default_timeout_ns() {
 }
 
 std::optional<uint64_t> env_chunk_bytes() {
-  const auto text = env("TRN_COMM_CHUNK_BYTES");
-  if (!text) return std::nullopt;
-  char *end = nullptr;
-  errno = 0;
-  const unsigned long long bytes = std::strtoull(text->c_str(), &end, 10);
-  if ((*text)[0] == '-' || *end != '\0' || errno != 0 || bytes < 4096 || bytes > (64ull << 20) ||
-      bytes % 4096 != 0)
-    fail(TRN_ERROR_INVALID_CONFIG, "TRN_COMM_CHUNK_BYTES='" + *text +
-                                       "' is not a multiple of 4096 from 4096 to 67108864 "
-                                       "(staging slots are whole pages)");
-  return bytes;
+  if (auto text = env("TRN_COMM_CHUNK_BYTES"))
+    return parse_number("TRN_COMM_CHUNK_BYTES", *text, 4096, 64ull << 20, 4096,
+                        " (staging slots are whole pages)");
+  return std::nullopt;
 }
 
 uint64_t default_chunk_bytes(bool one_device) {

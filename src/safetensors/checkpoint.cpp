@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -24,10 +26,8 @@ namespace {
 // opened, and some file systems cannot flush one (EINVAL, ENOTSUP, ENOSYS): they keep their
 // entries by their own means. Only the storage failing to write is an error.
 void sync_directory_of(const std::string &path) {
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path.substr(0, slash);
+  std::string dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;
   const int r = ::fsync(fd);
@@ -54,26 +54,35 @@ void check(trn_result_t result, const std::string &call) {
   if (result != TRN_SUCCESS) trn_failed(call, result);
 }
 
-// The queue's fault as an error, if it has one; else the result of waiting.
-[[noreturn]] void queue_failed(trn_queue_t queue, trn_result_t result) {
+// The queue's fault record, when it is in its error state.
+std::optional<trn_queue_fault_t> fault_of(trn_queue_t queue) {
   trn_queue_fault_t fault = TRN_QUEUE_FAULT_INIT;
   if (trn_queue_get_fault(queue, &fault) == TRN_SUCCESS && fault.result != TRN_SUCCESS)
-    throw Error(std::string("safetensors: ") + fault.command + " #" +
-                    std::to_string(fault.sequence) + " failed: " + fault.reason,
-                fault.result);
+    return fault;
+  return std::nullopt;
+}
+
+// "read file #46 failed: <reason>"
+std::string fault_text(const trn_queue_fault_t &fault) {
+  return std::string(fault.command) + " #" + std::to_string(fault.sequence) +
+         " failed: " + fault.reason;
+}
+
+// The queue's fault as an error, if it has one; else the result of waiting.
+[[noreturn]] void queue_failed(trn_queue_t queue, trn_result_t result) {
+  if (const auto fault = fault_of(queue))
+    throw Error("safetensors: " + fault_text(*fault), fault->result);
   trn_failed("waiting for the queue", result);
 }
 
 // A queue in its error state cancels every command until it is reset: its old fault would come
 // back as this call's, naming another file.
 void refuse_failed_queue(trn_queue_t queue) {
-  trn_queue_fault_t fault = TRN_QUEUE_FAULT_INIT;
-  if (trn_queue_get_fault(queue, &fault) == TRN_SUCCESS && fault.result != TRN_SUCCESS)
-    throw Error(std::string("safetensors: the queue failed earlier (") + fault.command + " #" +
-                    std::to_string(fault.sequence) + ": " + fault.reason +
+  if (const auto fault = fault_of(queue))
+    throw Error("safetensors: the queue failed earlier (" + fault_text(*fault) +
                     ") and cancels every command until it is reset: trn_queue_finish it, then "
                     "trn_queue_reset",
-                fault.result);
+                fault->result);
 }
 
 // Submits a queue-ordered call; a full queue first lets its oldest command complete.

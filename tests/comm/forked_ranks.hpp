@@ -72,10 +72,11 @@ inline std::vector<std::string> reap(std::vector<Forked> &children, int timeout_
 }
 
 // Rank r of n on this process's `core`-th core: its queue and pool, and the communicator.
-// "" or the failure.
+// "" or the failure (and trn_comm_init_rank's result in `result`, when given).
 inline std::string join_rank_on(const trn_comm_unique_id_t &id, uint32_t r, uint32_t n,
                                 uint32_t core, uint64_t chunk_bytes, uint64_t timeout_ns,
-                                RankResources *res, trn_comm_t *comm) {
+                                RankResources *res, trn_comm_t *comm,
+                                trn_result_t *result = nullptr) {
   const auto cores = all_cores();
   std::string why;
   if (core >= cores.size()) return "no core " + std::to_string(core);
@@ -86,7 +87,9 @@ inline std::string join_rank_on(const trn_comm_unique_id_t &id, uint32_t r, uint
   desc.size = n;
   desc.chunk_bytes = chunk_bytes;
   desc.timeout_ns = timeout_ns;
-  return trn_comm_init_rank(&id, &desc, comm) == TRN_SUCCESS ? "" : comm_error();
+  const trn_result_t r_init = trn_comm_init_rank(&id, &desc, comm);
+  if (result) *result = r_init;
+  return r_init == TRN_SUCCESS ? "" : comm_error();
 }
 
 // Rank r of n on the r-th core.

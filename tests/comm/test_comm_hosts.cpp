@@ -38,9 +38,10 @@ struct Hosts {
   // In the child, before its runtime starts.
   void enter(uint32_t r) const { setenv("TRN_SIM_ROOT", roots[r / per_host].c_str(), 1); }
   std::string join(const trn_comm_unique_id_t &id, uint32_t r, RankResources *res, trn_comm_t *comm,
-                   uint64_t timeout_ns = 30'000'000'000ull, uint64_t chunk_bytes = 4096) const {
+                   uint64_t timeout_ns = 30'000'000'000ull, uint64_t chunk_bytes = 4096,
+                   trn_result_t *result = nullptr) const {
     enter(r);
-    return join_rank_on(id, r, ranks(), r % per_host, chunk_bytes, timeout_ns, res, comm);
+    return join_rank_on(id, r, ranks(), r % per_host, chunk_bytes, timeout_ns, res, comm, result);
   }
 };
 
@@ -54,6 +55,16 @@ std::vector<void *> signal_handlers() {
     out.push_back(reinterpret_cast<void *>(sa.sa_handler));
   }
   return out;
+}
+
+// In a rank's process before it joins: rxm over TCP (which trn's default limit is for) and the
+// eager limit `value`, or none (trn's default).
+void use_eager_limit(const char *value) {
+  setenv("FI_PROVIDER", "tcp", 1);
+  if (value)
+    setenv("FI_OFI_RXM_EAGER_LIMIT", value, 1);
+  else
+    unsetenv("FI_OFI_RXM_EAGER_LIMIT");
 }
 
 }  // namespace
@@ -137,11 +148,7 @@ TEST_CASE("libfabric's eager limit becomes the 1 MiB chunk unless the user set i
   std::vector<Forked> children;
   for (uint32_t r = 0; r < 2; ++r)
     children.push_back(fork_rank([&, r]() -> std::string {
-      setenv("FI_PROVIDER", "tcp", 1);  // rxm over TCP, which trn's default is for
-      if (user)
-        setenv("FI_OFI_RXM_EAGER_LIMIT", user, 1);
-      else
-        unsetenv("FI_OFI_RXM_EAGER_LIMIT");
+      use_eager_limit(user);
       RankResources res;
       trn_comm_t comm = nullptr;
       if (auto why = hosts.join(id, r, &res, &comm, 30'000'000'000ull, 1u << 20); !why.empty())
@@ -182,25 +189,11 @@ TEST_CASE("eager limits that differ or are no size are refused at init on every 
   std::vector<Forked> children;
   for (uint32_t r = 0; r < 2; ++r)
     children.push_back(fork_rank([&, r]() -> std::string {
-      const char *mine = r == 0 ? s.rank0 : s.rank1;
-      setenv("FI_PROVIDER", "tcp", 1);  // rxm over TCP, which trn's default is for
-      if (mine)
-        setenv("FI_OFI_RXM_EAGER_LIMIT", mine, 1);
-      else
-        unsetenv("FI_OFI_RXM_EAGER_LIMIT");
+      use_eager_limit(r == 0 ? s.rank0 : s.rank1);
       RankResources res;
       trn_comm_t comm = nullptr;
-      hosts.enter(r);
-      const auto cores = all_cores();
-      std::string why;
-      if (!res.open(cores[0], &why)) return why;
-      trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
-      desc.core = cores[0];
-      desc.rank = r;
-      desc.size = 2;
-      desc.timeout_ns = 30'000'000'000ull;
-      const trn_result_t result = trn_comm_init_rank(&id, &desc, &comm);
-      const std::string message = trn_comm_last_error();
+      trn_result_t result = TRN_SUCCESS;
+      const std::string message = hosts.join(id, r, &res, &comm, 30'000'000'000ull, 4096, &result);
       res.close();
       if (result != s.result)
         return std::string("trn_comm_init_rank gave ") + trn_result_name(result) + ": " + message;

@@ -28,10 +28,7 @@ trn_result_t snapshot_device(trn_device_t device, DeviceSnapshot *out) {
   return trn_device_get_memory_stats(device, UINT32_MAX, &out->memory);
 }
 
-}  // namespace
-
-trn_result_t take_snapshot(Snapshot *snapshot) {
-  *snapshot = Snapshot{};
+trn_result_t list_drivers(std::vector<trn_driver_properties_t> *out) {
   uint32_t count = 0;
   if (trn_result_t r = trn_driver_get(&count, nullptr); r != TRN_SUCCESS) return r;
   std::vector<trn_driver_t> drivers(count);
@@ -39,8 +36,17 @@ trn_result_t take_snapshot(Snapshot *snapshot) {
   for (uint32_t i = 0; i < count; ++i) {
     trn_driver_properties_t p = TRN_DRIVER_PROPERTIES_INIT;
     if (trn_result_t r = trn_driver_get_properties(drivers[i], &p); r != TRN_SUCCESS) return r;
-    snapshot->drivers.push_back(p);
+    out->push_back(p);
   }
+  return TRN_SUCCESS;
+}
+
+}  // namespace
+
+trn_result_t take_snapshot(Snapshot *snapshot) {
+  *snapshot = Snapshot{};
+  if (trn_result_t r = list_drivers(&snapshot->drivers); r != TRN_SUCCESS) return r;
+  uint32_t count = 0;
   if (trn_result_t r = trn_device_get(&count, nullptr); r != TRN_SUCCESS) return r;
   std::vector<trn_device_t> devices(count);
   if (trn_result_t r = trn_device_get(&count, devices.data()); r != TRN_SUCCESS) return r;
@@ -62,15 +68,9 @@ std::string no_device_reason(const std::vector<trn_driver_properties_t> &drivers
 
 std::string no_device_reason() {
   std::vector<trn_driver_properties_t> drivers;
-  uint32_t count = 0;
-  if (trn_driver_get(&count, nullptr) == TRN_SUCCESS) {
-    std::vector<trn_driver_t> handles(count);
-    if (trn_driver_get(&count, handles.data()) != TRN_SUCCESS) count = 0;
-    for (uint32_t i = 0; i < count && i < handles.size(); ++i) {
-      trn_driver_properties_t p = TRN_DRIVER_PROPERTIES_INIT;
-      if (trn_driver_get_properties(handles[i], &p) == TRN_SUCCESS) drivers.push_back(p);
-    }
-  }
+  if (trn_result_t r = list_drivers(&drivers); r != TRN_SUCCESS)
+    return std::string("the drivers cannot be listed: ") + trn_result_name(r) + ": " +
+           trn_last_error();
   return no_device_reason(drivers);
 }
 
