@@ -98,6 +98,22 @@ TEST_CASE("the table names its columns and counts wrong elements", "[trn-comm-te
   CHECK(r.output.find("# 0 wrong elements") != std::string::npos);
 }
 
+TEST_CASE("sizes that round to the same elements give one row each", "[trn-comm-test]") {
+  SimEnv env;
+  // 8 B * 1.1^k rounds down to whole f32 elements (and for allg to whole blocks of 3 ranks):
+  // every row must be a size of its own, in increasing order.
+  const std::string op = GENERATE("allr", "allg");
+  auto r = comm_test({"--op", op, "--ranks", "3", "-b", "8", "-e", "64", "-f", "1.1", "-n", "1",
+                      "-w", "0", "--json"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto rows = rows_of(r.output);
+  REQUIRE(rows.size() >= 4);
+  for (size_t i = 1; i < rows.size(); ++i)
+    CHECK(rows[i]["size"].get<uint64_t>() > rows[i - 1]["size"].get<uint64_t>());
+  CHECK(rows.back()["size"] == (op == "allr" ? 64 : 60));
+}
+
 TEST_CASE("max and min reductions are checked too", "[trn-comm-test]") {
   SimEnv env;
   const std::string redop = GENERATE("max", "min");
@@ -178,6 +194,18 @@ TEST_CASE("under torchrun's variables each process joins that world, rank 0 prin
     CHECK(row["processes"] == 2);
     CHECK(row["wrong"] == 0);
   }
+  // Without LOCAL_WORLD_SIZE the hosts are not known, and the table's header says so.
+  const std::vector<std::string> text = {
+      TRN_COMM_TEST_PATH, "-b", "64", "-e", "64", "-n", "1", "-w", "0"};
+  env.set("RANK", "0");
+  env.set("LOCAL_RANK", "0");
+  trn::test::Child text0(text);
+  env.set("RANK", "1");
+  env.set("LOCAL_RANK", "1");
+  trn::test::Child text1(text);
+  const std::string table = finish_two_ranks(text0, text1);
+  INFO(table);
+  CHECK(table.find("2 processes, hosts unknown, transport device") != std::string::npos);
   // --processes makes no sense inside a world that already has its processes.
   auto refused = comm_test({"--processes"});
   CHECK(refused.code == 2);

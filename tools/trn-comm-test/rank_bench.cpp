@@ -102,24 +102,26 @@ uint64_t wait_ns(const Settings &s) {
   return s.timeout_ns > UINT64_MAX - kGraceNs ? UINT64_MAX : s.timeout_ns + kGraceNs;
 }
 
-std::vector<uint64_t> sizes(const Settings &s) {
-  std::vector<uint64_t> out;
+std::vector<Shape> shapes(const Settings &s, uint32_t ranks) {
+  std::vector<Shape> out;
+  auto add = [&](uint64_t bytes) {
+    const Shape shape = shape_of(s.op, bytes, s.dtype, ranks);
+    if (out.empty() || shape.size_bytes != out.back().size_bytes) out.push_back(shape);
+  };
   for (double size = static_cast<double>(s.min_bytes); size <= static_cast<double>(s.max_bytes);
        size *= s.step_factor) {
-    const auto bytes = static_cast<uint64_t>(size);
-    if (out.empty() || bytes != out.back()) out.push_back(bytes);
+    add(static_cast<uint64_t>(size));
     if (s.step_factor <= 1) break;
   }
-  if (out.empty() || out.back() != s.max_bytes) out.push_back(s.max_bytes);
+  add(s.max_bytes);
   return out;
 }
 
 std::vector<Row> run_rank(const Settings &s, const Rank &rank) {
-  const std::vector<uint64_t> all = sizes(s);
+  const std::vector<Shape> all = shapes(s, rank.ranks);
   const uint64_t es = trn_dtype_size(s.dtype);
   uint64_t max_send = 0, max_recv = 0;
-  for (uint64_t size : all) {
-    const Shape shape = shape_of(s.op, size, s.dtype, rank.ranks);
+  for (const Shape &shape : all) {
     max_send = std::max(max_send, shape.send_count);
     max_recv = std::max(max_recv, shape.recv_count);
   }
@@ -133,9 +135,9 @@ std::vector<Row> run_rank(const Settings &s, const Rank &rank) {
   }
   std::vector<std::byte> output(max_recv * es);
   std::vector<Row> rows;
-  for (uint64_t size : all) {
+  for (const Shape &shape : all) {
     Row row;
-    row.shape = shape_of(s.op, size, s.dtype, rank.ranks);
+    row.shape = shape;
     const uint64_t recv_bytes = row.shape.recv_count * es;
     // A marker no result can hold (huge or NaN in every dtype), so unwritten output counts wrong.
     check(trn_queue_memset(b.queue, b.recv, 0, 0x7f, recv_bytes, nullptr, nullptr),

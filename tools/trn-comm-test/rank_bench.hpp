@@ -31,9 +31,10 @@ struct Settings {
 // (TRN_ERROR_COLLECTIVE naming the operation and the ranks) rather than as this wait's timeout.
 uint64_t wait_ns(const Settings &s);
 
-// The sizes from min to max, each step_factor times the last (max included when it falls
-// between).
-std::vector<uint64_t> sizes(const Settings &s);
+// The shapes of the sizes from min to max, each step_factor times the last (max included when
+// it falls between), for `ranks` ranks: a size rounds down to whole elements (and whole blocks
+// per rank where the op splits its buffer), and sizes that round to the same shape give one row.
+std::vector<Shape> shapes(const Settings &s, uint32_t ranks);
 
 struct Row {
   Shape shape;

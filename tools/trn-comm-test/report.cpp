@@ -20,6 +20,12 @@ const char *redop_text(const Settings &s) {
   return s.op == Op::all_reduce || s.op == Op::reduce_scatter ? trn_comm_red_op_name(s.redop) : "-";
 }
 
+// 0 hosts: joined by hand-set torchrun variables without LOCAL_WORLD_SIZE, so not known.
+std::string hosts_text(uint32_t hosts) {
+  if (hosts == 0) return "hosts unknown";
+  return fmt::format("{} host{}", hosts, hosts == 1 ? "" : "s");
+}
+
 }  // namespace
 
 std::string table_text(const Settings &s, const RunInfo &info, const std::vector<Row> &rows) {
@@ -38,13 +44,12 @@ std::string table_text(const Settings &s, const RunInfo &info, const std::vector
     wrong += r.wrong;
   }
   std::string out = fmt::format(
-      "# {} on {} rank{} ({}, {} process{}, {} host{}, transport {}), {} warm-up and {} timed "
+      "# {} on {} rank{} ({}, {} process{}, {}, transport {}), {} warm-up and {} timed "
       "iterations per size\n"
       "# time: host P50 of the slowest rank, enqueue to completion, operations back to back; "
       "sim: simulated device time on the ranks' queues (P50 of up to 20 more operations)\n",
       op_name(s.op), info.ranks, info.ranks == 1 ? "" : "s", info.mode, info.processes,
-      info.processes == 1 ? "" : "es", info.hosts, info.hosts == 1 ? "" : "s", info.transport,
-      s.warmup, s.iters);
+      info.processes == 1 ? "" : "es", hosts_text(info.hosts), info.transport, s.warmup, s.iters);
   out += table.render();
   out += fmt::format("# {} wrong element{}\n", wrong, wrong == 1 ? "" : "s");
   return out;
