@@ -51,6 +51,17 @@ std::string finish_two_ranks(trn::test::Child &rank0, trn::test::Child &rank1) {
   return output;
 }
 
+// Ranks 0 and 1 of torchrun's world (LOCAL_RANK as RANK) run `args` to the end.
+std::string run_two_local_ranks(SimEnv &env, const std::vector<std::string> &args) {
+  env.set("RANK", "0");
+  env.set("LOCAL_RANK", "0");
+  trn::test::Child rank0(args);
+  env.set("RANK", "1");
+  env.set("LOCAL_RANK", "1");
+  trn::test::Child rank1(args);
+  return finish_two_ranks(rank0, rank1);
+}
+
 }  // namespace
 
 TEST_CASE("every operation and dtype on three ranks as threads, all elements right",
@@ -178,13 +189,7 @@ TEST_CASE("under torchrun's variables each process joins that world, rank 0 prin
                                    "-w",
                                    "1",
                                    "--json"};
-  env.set("RANK", "0");
-  env.set("LOCAL_RANK", "0");
-  trn::test::Child rank0(args);
-  env.set("RANK", "1");
-  env.set("LOCAL_RANK", "1");
-  trn::test::Child rank1(args);
-  const std::string output = finish_two_ranks(rank0, rank1);
+  const std::string output = run_two_local_ranks(env, args);
   INFO(output);
   const auto rows = rows_of(output);
   REQUIRE(rows.size() == 3);
@@ -197,13 +202,7 @@ TEST_CASE("under torchrun's variables each process joins that world, rank 0 prin
   // Without LOCAL_WORLD_SIZE the hosts are not known, and the table's header says so.
   const std::vector<std::string> text = {
       TRN_COMM_TEST_PATH, "-b", "64", "-e", "64", "-n", "1", "-w", "0"};
-  env.set("RANK", "0");
-  env.set("LOCAL_RANK", "0");
-  trn::test::Child text0(text);
-  env.set("RANK", "1");
-  env.set("LOCAL_RANK", "1");
-  trn::test::Child text1(text);
-  const std::string table = finish_two_ranks(text0, text1);
+  const std::string table = run_two_local_ranks(env, text);
   INFO(table);
   CHECK(table.find("2 processes, hosts unknown, transport device") != std::string::npos);
   // --processes makes no sense inside a world that already has its processes.
