@@ -10,8 +10,8 @@
  *   $XDG_CACHE_HOME/trn or ~/.cache/trn). Scalars (alpha, a learning rate, ...) are launch
  *   arguments, so one kernel serves every value.
  * - On the host otherwise (float64 and int64 tensors, layouts or ops the device has no kernel
- *   for): the inputs are copied out, the op is computed in float64, the outputs are copied in,
- *   all in queue order. Each such op warns once and is recorded (trn_ops_get_fallbacks).
+ *   for): the inputs are copied out, the op is computed in float64 (in int64, exactly, where
+ *   every tensor is an integer one), the outputs are copied in, all in queue order. Each such op warns once and is recorded (trn_ops_get_fallbacks).
  *
  * Tensors are views of device memory: an allocation, a byte offset, a dtype, a shape and strides
  * in elements (0 broadcasts). Outputs must not overlap each other, nor partly overlap an input:
@@ -85,7 +85,10 @@ TRN_OPS_API int trn_ops_tensor_is_contiguous(const trn_ops_tensor_t *tensor);
 /* ---------------------------------------------------------------------------------------------
  * Elementwise ops. Shapes broadcast as numpy's do; `out` has the broadcast shape (a dtype of its
  * own: the result is converted, rounding to nearest even, integers saturating). Arithmetic is in
- * fp32 on the device and float64 on the host; comparisons give 1 or 0.
+ * fp32 on the device and float64 on the host; comparisons give 1 or 0. Ops whose tensors are all
+ * integers (neg, abs, relu, square, add, sub, mul, maximum, minimum, the comparisons, where,
+ * integer casts, and sum, max, min, argmax and argmin) compute in int64 on the host, exact at any
+ * magnitude, wrapping on overflow and into a narrower output as PyTorch's integer kernels do.
  * ------------------------------------------------------------------------------------------ */
 
 typedef enum trn_ops_unary_op {

@@ -8,6 +8,7 @@
 #include "isa/dtype.hpp"
 #include "ops/error.hpp"
 #include "ops/fallback_log.hpp"
+#include "ops/host/integer.hpp"
 #include "ops/submit.hpp"
 
 namespace trn::ops {
@@ -21,17 +22,21 @@ T load_as(const std::byte *p) {
   return v;
 }
 
-double read_element(trn_dtype_t dtype, const std::byte *p) {
+int64_t read_integer(trn_dtype_t dtype, const std::byte *p) {
   switch (dtype) {
-    case TRN_DTYPE_F32: return load_as<float>(p);
+    case TRN_DTYPE_I64: return load_as<int64_t>(p);
     case TRN_DTYPE_I32: return load_as<int32_t>(p);
     case TRN_DTYPE_I16: return load_as<int16_t>(p);
     case TRN_DTYPE_I8: return load_as<int8_t>(p);
     case TRN_DTYPE_U8: return load_as<uint8_t>(p);
-    default: break;
+    default: throw std::logic_error("read_integer: not an integer dtype");
   }
+}
+
+double read_element(trn_dtype_t dtype, const std::byte *p) {
+  if (!dtype_is_float(dtype)) return static_cast<double>(read_integer(dtype, p));
+  if (dtype == TRN_DTYPE_F32) return load_as<float>(p);
   if (dtype == TRN_DTYPE_F64) return load_as<double>(p);
-  if (dtype == TRN_DTYPE_I64) return static_cast<double>(load_as<int64_t>(p));
   float f;
   isa::load_f32(static_cast<isa::DType>(dtype), p, &f, 1);
   return f;
@@ -71,6 +76,24 @@ void write_element(trn_dtype_t dtype, double v, std::byte *p) {
   isa::store_f32(static_cast<isa::DType>(dtype), &f, p, 1);
 }
 
+// The value's low bits, as a two's-complement integer of T's width (C++20 conversions wrap).
+template <typename T>
+void store_wrapped(int64_t v, std::byte *p) {
+  const T out = static_cast<T>(v);
+  std::memcpy(p, &out, sizeof out);
+}
+
+void write_integer(trn_dtype_t dtype, int64_t v, std::byte *p) {
+  switch (dtype) {
+    case TRN_DTYPE_I64: return store_wrapped<int64_t>(v, p);
+    case TRN_DTYPE_I32: return store_wrapped<int32_t>(v, p);
+    case TRN_DTYPE_I16: return store_wrapped<int16_t>(v, p);
+    case TRN_DTYPE_I8: return store_wrapped<int8_t>(v, p);
+    case TRN_DTYPE_U8: return store_wrapped<uint8_t>(v, p);
+    default: throw std::logic_error("write_integer: not an integer dtype");
+  }
+}
+
 // Calls body(element index, byte offset in the span) for every element, row-major.
 template <typename Body>
 void for_each_element(const Tensor &t, Body &&body) {
@@ -97,7 +120,18 @@ struct HostJob {
   std::vector<std::vector<std::byte>> input_bytes, output_bytes;
   HostCompute compute;
   bool raw_copy = false;  // outputs[0] = inputs[0], element bytes as they are
+  // Instead of compute: reads input_bytes and writes output_bytes itself (the integer ops).
+  std::function<void(HostJob &)> exact;
 };
+
+// The tensor's values as int64, row-major.
+std::vector<int64_t> integer_values(const Tensor &t, const std::byte *span) {
+  std::vector<int64_t> values;
+  values.reserve(static_cast<size_t>(t.numel()));
+  for_each_element(
+      t, [&](int64_t, int64_t at) { values.push_back(read_integer(t.dtype, span + at)); });
+  return values;
+}
 
 void copy_elements(HostJob &job) {
   const Tensor &out = job.outputs[0];
@@ -116,6 +150,7 @@ void compute_job(void *user, trn_result_t status) {
   if (status != TRN_SUCCESS) return;  // the queue failed before the op: nothing to compute
   if (job->raw_copy) return copy_elements(*job);
   try {
+    if (job->exact) return job->exact(*job);
     Arrays in(job->inputs.size());
     for (size_t i = 0; i < job->inputs.size(); ++i)
       if (job->inputs[i].present()) in[i] = gather(job->inputs[i], job->input_bytes[i].data());
@@ -211,6 +246,57 @@ void run_on_host(trn_queue_t queue, const trn_sync_t *sync, const std::string &o
   job->inputs = std::move(inputs);
   job->outputs = std::move(outputs);
   job->compute = std::move(compute);
+  queue_job(queue, sync, std::move(job));
+  if (!reason.empty()) record_fallback(op, signature, reason);
+}
+
+bool all_integer(const std::vector<Tensor> &inputs, const Tensor &out) {
+  if (dtype_is_float(out.dtype)) return false;
+  for (const Tensor &t : inputs)
+    if (t.present() && dtype_is_float(t.dtype)) return false;
+  return true;
+}
+
+void run_integer_elementwise(trn_queue_t queue, const trn_sync_t *sync, const std::string &op,
+                             const std::string &signature, const std::string &reason,
+                             std::vector<Tensor> inputs, const Tensor &out, IntegerElementwise f) {
+  auto job = std::make_unique<HostJob>();
+  job->op = op;
+  job->inputs = std::move(inputs);
+  job->outputs = {out};
+  job->exact = [f = std::move(f)](HostJob &j) {
+    const Tensor &o = j.outputs[0];
+    std::vector<std::vector<int64_t>> values;
+    for (size_t k = 0; k < j.inputs.size(); ++k)
+      values.push_back(integer_values(expanded_to(j.inputs[k], o.shape), j.input_bytes[k].data()));
+    std::vector<int64_t> args(values.size());
+    for_each_element(o, [&](int64_t i, int64_t at) {
+      for (size_t k = 0; k < values.size(); ++k) args[k] = values[k][i];
+      write_integer(o.dtype, f(args.data()), j.output_bytes[0].data() + at);
+    });
+  };
+  queue_job(queue, sync, std::move(job));
+  if (!reason.empty()) record_fallback(op, signature, reason);
+}
+
+void run_integer_reduce(trn_queue_t queue, const trn_sync_t *sync, const std::string &op,
+                        const std::string &signature, const std::string &reason, const Tensor &x,
+                        const Tensor &out, host::Reduce reduce, std::vector<int64_t> dims) {
+  auto job = std::make_unique<HostJob>();
+  job->op = op;
+  job->inputs = {x};
+  job->outputs = {out};
+  job->exact = [reduce, dims = std::move(dims)](HostJob &j) {
+    const Tensor &in = j.inputs[0], &o = j.outputs[0];
+    const std::vector<int64_t> r =
+        host::reduce_integer(reduce, in.shape, integer_values(in, j.input_bytes[0].data()), dims);
+    if (static_cast<int64_t>(r.size()) != o.numel())
+      throw std::logic_error("integer reduction of " + shape_text(in.shape) + " for an output of " +
+                             shape_text(o.shape));
+    for_each_element(o, [&](int64_t i, int64_t at) {
+      write_integer(o.dtype, r[i], j.output_bytes[0].data() + at);
+    });
+  };
   queue_job(queue, sync, std::move(job));
   if (!reason.empty()) record_fallback(op, signature, reason);
 }

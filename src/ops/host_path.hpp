@@ -28,6 +28,22 @@ void run_on_host(trn_queue_t queue, const trn_sync_t *sync, const std::string &o
 void copy_on_host(trn_queue_t queue, const trn_sync_t *sync, const std::string &signature,
                   const std::string &reason, const Tensor &x, const Tensor &out);
 
+// Integer ops exactly: where every tensor has an integer dtype, the values are read as int64 as
+// they are (float64 would round those beyond 2^53), the op computes in int64 (src/ops/host/
+// integer.hpp) and the results are stored wrapped to the output's width, as PyTorch's integer
+// kernels and casts do.
+bool all_integer(const std::vector<Tensor> &inputs, const Tensor &out);
+// out = f(the inputs' values at each element), every input broadcast to out's shape.
+using IntegerElementwise = std::function<int64_t(const int64_t *values)>;
+void run_integer_elementwise(trn_queue_t queue, const trn_sync_t *sync, const std::string &op,
+                             const std::string &signature, const std::string &reason,
+                             std::vector<Tensor> inputs, const Tensor &out, IntegerElementwise f);
+// out = the reduction of x over `dims` (empty: all of them); out holds the reduced elements in
+// row-major order (keepdim or not).
+void run_integer_reduce(trn_queue_t queue, const trn_sync_t *sync, const std::string &op,
+                        const std::string &signature, const std::string &reason, const Tensor &x,
+                        const Tensor &out, host::Reduce reduce, std::vector<int64_t> dims);
+
 // An optional input as the host reference takes it: NULL when the tensor was absent.
 inline const host::Array *optional_input(const Arrays &inputs, size_t i) {
   return inputs[i].shape.empty() && inputs[i].data.empty() ? nullptr : &inputs[i];

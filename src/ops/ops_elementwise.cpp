@@ -7,6 +7,7 @@
 
 #include "isa/dtype.hpp"
 #include "ops/expression_op.hpp"
+#include "ops/host/integer.hpp"
 #include "ops/host_path.hpp"
 #include "ops/kernel_op.hpp"
 #include "ops/op_support.hpp"
@@ -97,6 +98,9 @@ struct Elementwise {
   std::optional<std::string> not_on_device = std::nullopt;  // a reason of the op's own
   std::vector<float> scalars = {};
   bool cast_to_float = false;  // the op only converts its input (trn_ops_copy)
+  // The op on int64 values, exact, where it has such a form (host_path.hpp's integer ops): taken
+  // on the host when every tensor has an integer dtype.
+  IntegerElementwise integer = nullptr;
 };
 
 void run_elementwise(trn_queue_t queue, const trn_sync_t *sync, const Elementwise &e) {
@@ -144,6 +148,9 @@ void run_elementwise(trn_queue_t queue, const trn_sync_t *sync, const Elementwis
     op.outputs.push_back({e.out, e.device(op)});
     reason = try_device([&] { launch_expression(queue, op_sync, op, *plan); });
   }
+  if (reason && e.integer && all_integer(staged, *e.out))
+    return run_integer_elementwise(queue, op_sync, e.name, signature_of(e.inputs, {e.out}), *reason,
+                                   staged, *e.out, e.integer);
   if (reason) {
     const Shape out_shape = e.out->shape;
     auto host = e.host;
@@ -266,13 +273,15 @@ TRN_OPS_API trn_result_t trn_ops_unary(trn_queue_t queue, trn_ops_unary_op_t op,
   return run_op("trn_ops_unary", queue, [&] {
     check_unary(op);
     const Tensor o = tensor_arg(out, "out"), in = tensor_arg(x, "x");
-    run_elementwise(queue, sync,
-                    {trn_ops_unary_op_name(op),
-                     {&in},
-                     &o,
-                     false,
-                     [op](ExpressionOp &e) { return unary_steps(e, op, 0); },
-                     [op](const Arrays &a) { return host::unary(host_unary(op), a[0]); }});
+    Elementwise e{trn_ops_unary_op_name(op),
+                  {&in},
+                  &o,
+                  false,
+                  [op](ExpressionOp &steps) { return unary_steps(steps, op, 0); },
+                  [op](const Arrays &a) { return host::unary(host_unary(op), a[0]); }};
+    if (host::has_integer_form(host_unary(op)))
+      e.integer = [u = host_unary(op)](const int64_t *v) { return host::apply_integer(u, v[0]); };
+    run_elementwise(queue, sync, e);
   });
 }
 
@@ -310,13 +319,17 @@ TRN_OPS_API trn_result_t trn_ops_binary(trn_queue_t queue, trn_ops_binary_op_t o
   return run_op("trn_ops_binary", queue, [&] {
     check_binary(op);
     const Tensor o = tensor_arg(out, "out"), ta = tensor_arg(a, "a"), tb = tensor_arg(b, "b");
-    run_elementwise(queue, sync,
-                    {trn_ops_binary_op_name(op),
-                     {&ta, &tb},
-                     &o,
-                     is_comparison(op),
-                     [op](ExpressionOp &e) { return e.alu(alu_of(op), 0, 1); },
-                     [op](const Arrays &v) { return host::binary(host_binary(op), v[0], v[1]); }});
+    Elementwise e{trn_ops_binary_op_name(op),
+                  {&ta, &tb},
+                  &o,
+                  is_comparison(op),
+                  [op](ExpressionOp &x) { return x.alu(alu_of(op), 0, 1); },
+                  [op](const Arrays &v) { return host::binary(host_binary(op), v[0], v[1]); }};
+    if (host::has_integer_form(host_binary(op)))
+      e.integer = [b = host_binary(op)](const int64_t *v) {
+        return host::apply_integer(b, v[0], v[1]);
+      };
+    run_elementwise(queue, sync, e);
   });
 }
 
@@ -343,6 +356,12 @@ TRN_OPS_API trn_result_t trn_ops_binary_scalar(trn_queue_t queue, trn_ops_binary
                                  : host::binary(host_binary(op), v[0], s);
                   }};
     e.scalars = {static_cast<float>(scalar)};
+    // A scalar that is no int64 (0.5, 2^63) makes the result a float's, as in PyTorch.
+    if (host::has_integer_form(host_binary(op)) && std::trunc(scalar) == scalar &&
+        std::fabs(scalar) < 0x1p63)
+      e.integer = [b = host_binary(op), s = static_cast<int64_t>(scalar), first](const int64_t *v) {
+        return first ? host::apply_integer(b, s, v[0]) : host::apply_integer(b, v[0], s);
+      };
     run_elementwise(queue, sync, e);
   });
 }
@@ -358,13 +377,14 @@ TRN_OPS_API trn_result_t trn_ops_where(trn_queue_t queue, const trn_ops_tensor_t
     // integer output only when the values are integers: a float value is truncated on the host,
     // where the device would round it.
     const bool exact = !dtype_is_float(ta.dtype) && !dtype_is_float(tb.dtype);
-    run_elementwise(queue, sync,
-                    {"where",
-                     {&c, &ta, &tb},
-                     &o,
-                     exact,
-                     [](ExpressionOp &e) { return e.select(0, 1, 2); },
-                     [](const Arrays &v) { return host::where(v[0], v[1], v[2]); }});
+    Elementwise e{"where",
+                  {&c, &ta, &tb},
+                  &o,
+                  exact,
+                  [](ExpressionOp &x) { return x.select(0, 1, 2); },
+                  [](const Arrays &v) { return host::where(v[0], v[1], v[2]); }};
+    e.integer = [](const int64_t *v) { return v[0] != 0 ? v[1] : v[2]; };
+    run_elementwise(queue, sync, e);
   });
 }
 
@@ -392,6 +412,9 @@ TRN_OPS_API trn_result_t trn_ops_copy(trn_queue_t queue, const trn_ops_tensor_t 
       if (!why) return;
       if (o.dtype == in.dtype)
         return copy_on_host(queue, sync, signature_of({&in}, {&o}), *why, in, o);
+      if (all_integer({in}, o))
+        return run_integer_elementwise(queue, sync, "copy", signature_of({&in}, {&o}), *why, {in},
+                                       o, [](const int64_t *v) { return v[0]; });
       const Shape shape = o.shape;
       run_on_host(queue, sync, "copy", signature_of({&in}, {&o}), *why, {in}, {o},
                   [shape](const Arrays &v) { return Arrays{host::broadcast_to(v[0], shape)}; });
@@ -411,6 +434,7 @@ TRN_OPS_API trn_result_t trn_ops_copy(trn_queue_t queue, const trn_ops_tensor_t 
                   [](const Arrays &v) { return v[0]; },
                   reason};
     e.cast_to_float = true;
+    e.integer = [](const int64_t *v) { return v[0]; };  // an integer cast wraps, as PyTorch's
     run_elementwise(queue, sync, e);
   });
 }

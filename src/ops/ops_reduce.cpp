@@ -9,6 +9,7 @@
 #include "kbuild/kernels/reduce.hpp"
 #include "kbuild/kernels/softmax.hpp"
 #include "ops/expression_op.hpp"
+#include "ops/host/integer.hpp"
 #include "ops/host_path.hpp"
 #include "ops/kernel_op.hpp"
 #include "ops/kernels/log_softmax.hpp"
@@ -171,6 +172,10 @@ TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t o
         }
         commands.submit();
       });
+    const auto host_op = static_cast<host::Reduce>(op - TRN_OPS_SUM);
+    if (reason && host::has_integer_form(host_op) && all_integer({in}, o))
+      return run_integer_reduce(queue, op_sync, name, signature_of({&in}, {&o}), *reason, in, o,
+                                host_op, dim_count == 0 ? std::vector<int64_t>{} : reduced);
     if (reason) {
       const std::vector<int64_t> d = reduced;
       const bool all = dim_count == 0, keep = keepdim != 0;

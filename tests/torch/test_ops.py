@@ -748,5 +748,31 @@ class Dtypes(unittest.TestCase):
                 self.assertEqual(out.dtype, torch.float32)
 
 
+class Integers(unittest.TestCase):
+    """int64 tensors compute exactly, beyond 2^53 where float64 would round, and wrap on overflow
+    as PyTorch's CPU kernels do (docs/torch.md)."""
+
+    def test_int64_beyond_2_53_matches_the_cpu_bit_for_bit(self):
+        big = 2 ** 60 + 1
+        a = torch.tensor([big, -big, 2 ** 63 - 1, -2 ** 63, 7], dtype=torch.int64)
+        b = torch.tensor([3, big - 1, 1, -1, big], dtype=torch.int64)
+        cases = {
+            "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+            "scalar": lambda x, y: 3 - x * 5 + 1, "neg": lambda x, y: -x,
+            "abs": lambda x, y: x.abs(), "maximum": lambda x, y: torch.maximum(x, y),
+            "eq": lambda x, y: x == (y - 3 + 3), "lt": lambda x, y: x < y,
+            "where": lambda x, y: torch.where(x > y, x, y), "sum": lambda x, y: x.sum(),
+            "sum dim": lambda x, y: torch.stack([x, y]).sum(0),
+            "max": lambda x, y: x.max(), "argmax": lambda x, y: torch.stack([x, y]).argmax(1),
+            "to int32": lambda x, y: x.to(torch.int32), "to uint8": lambda x, y: x.to(torch.uint8),
+        }
+        for name, f in cases.items():
+            with self.subTest(op=name):
+                want = f(a, b)
+                got = f(a.to(DEVICE), b.to(DEVICE))
+                self.assertEqual(got.dtype, want.dtype)
+                self.assertTrue(torch.equal(got.cpu(), want), f"{got.cpu()} != {want}")
+
+
 if __name__ == "__main__":
     unittest.main()
