@@ -45,6 +45,10 @@ Config from_environment() {
     c.memory_cache_bytes = *n;
   }
   const std::string host = env("TRN_OPS_HOST_ONLY");
+  if (!host.empty() && host != "1" && host != "on" && host != "0" && host != "off")
+    fail(TRN_ERROR_INVALID_CONFIG,
+         fmt::format("TRN_OPS_HOST_ONLY is '{}'; use 1 (every op on the host reference) or 0",
+                     host));
   c.host_only = host == "1" || host == "on";
   if (c.cache_dir.empty()) c.disk_cache = false;
   return c;

@@ -217,6 +217,22 @@ TEST_CASE("TRN_OPS_CACHE=off in the environment switches the cache off for a pro
   CHECK(entries(dir).empty());
 }
 
+TEST_CASE("a TRN_OPS_HOST_ONLY or TRN_OPS_CACHE that is no switch fails the first op, named",
+          "[ops][cache][process][negative]") {
+  SimEnv env;
+  TempDir files;
+  const char *variable = GENERATE("TRN_OPS_HOST_ONLY", "TRN_OPS_CACHE");
+  setenv(variable, "yes", 1);
+  setenv("TRN_CACHE_DIR", files.file("cache").c_str(), 1);
+  const ProgramResult r = run_program({kProbe, "0"}, 120'000);
+  unsetenv("TRN_CACHE_DIR");
+  unsetenv(variable);
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK(r.output.find("TRN_ERROR_INVALID_CONFIG") != std::string::npos);
+  CHECK(r.output.find(std::string(variable) + " is 'yes'") != std::string::npos);
+}
+
 TEST_CASE("configuration and counters refuse bad arguments", "[ops][cache][negative]") {
   trn_ops_config_t c = TRN_OPS_CONFIG_INIT;
   c.flags = 0x80;
