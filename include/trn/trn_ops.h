@@ -86,7 +86,7 @@ TRN_OPS_API int trn_ops_tensor_is_contiguous(const trn_ops_tensor_t *tensor);
  * Elementwise ops. Shapes broadcast as numpy's do; `out` has the broadcast shape (a dtype of its
  * own: the result is converted, rounding to nearest even, integers saturating). Arithmetic is in
  * fp32 on the device and float64 on the host; comparisons give 1 or 0. Ops whose tensors are all
- * integers (neg, abs, relu, square, add, sub, mul, maximum, minimum, the comparisons, where,
+ * integers (neg, abs, relu, square, add, sub, mul, pow, maximum, minimum, the comparisons, where,
  * integer casts, and sum, max, min, argmax and argmin) compute in int64 on the host, exact at any
  * magnitude, wrapping on overflow and into a narrower output as PyTorch's integer kernels do.
  * ------------------------------------------------------------------------------------------ */

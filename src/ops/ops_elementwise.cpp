@@ -209,7 +209,12 @@ std::optional<uint16_t> unary_backward_steps(ExpressionOp &op, trn_ops_unary_op_
       const uint16_t s = op.act(ActFunc::kSigmoid, x);
       return mul(g, mul(s, one_minus(s)));
     }
-    case TRN_OPS_RELU: return mul(g, op.alu_constant(AluOp::kGreater, x, 0.0f));
+    case TRN_OPS_RELU: {
+      // A select, as PyTorch's threshold_backward: an infinite or NaN gradient where x <= 0 is 0
+      // (a product would make it NaN), and where x is NaN it passes.
+      const uint16_t off = op.alu_constant(AluOp::kLessEqual, x, 0.0f);
+      return op.select(off, op.alu_constant(AluOp::kMultiply, off, 0.0f), g);
+    }
     case TRN_OPS_SILU: {  // s (1 + x (1 - s))
       const uint16_t s = op.act(ActFunc::kSigmoid, x);
       const uint16_t w = op.alu_constant(AluOp::kAdd, mul(x, one_minus(s)), 1.0f);

@@ -63,6 +63,24 @@ TEST_CASE("unary backward ops match the reference, gelu's on the host (recorded)
   CHECK(fallback_count("unary_backward") == 1);  // gelu, the erf form
 }
 
+TEST_CASE("relu's backward selects: an infinite or NaN gradient where x <= 0 gives 0",
+          "[ops][unary]") {
+  OpsFixture f;
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  const host_array x{{5}, {-1.0, 0.0, 2.0, nan, -inf}};
+  const host_array g{{5}, {inf, nan, inf, 3.0, -inf}};
+  const host_array want{{5}, {0.0, 0.0, inf, 3.0, 0.0}};  // a NaN x lets its gradient through
+  require_close(host::unary_backward(host::Unary::kRelu, g, x), want, 0, "host reference");
+  for (uint32_t flags : {0u, uint32_t{TRN_OPS_CONFIG_HOST_ONLY}}) {
+    f.configure(flags);
+    DeviceTensor tx = f.tensor(TRN_DTYPE_F32, x), tg = f.tensor(TRN_DTYPE_F32, g),
+                 tgx = f.tensor(TRN_DTYPE_F32, Shape{5});
+    REQUIRE(trn_ops_unary_backward(f.queue(), TRN_OPS_RELU, tgx.get(), tg.get(), tx.get(),
+                                   nullptr) == TRN_SUCCESS);
+    require_close(f.read(tgx), want, 0, flags ? "host" : "device");
+  }
+}
+
 TEST_CASE(
     "binary ops broadcast as numpy does, on the device (middle-dim broadcasts expanded first)",
     "[ops][binary]") {

@@ -59,6 +59,13 @@ TEST_CASE("i64 arithmetic and comparisons are exact beyond 2^53 and wrap on over
                                                  wrap(uint64_t(-3) * uint64_t(kBig + 2))});
   CHECK(run(TRN_OPS_MAXIMUM) == std::vector<int64_t>{kBig, kBig - 1, kMax, -1, kBig, kBig + 2});
   CHECK(run(TRN_OPS_MINIMUM) == std::vector<int64_t>{3, -kBig, 1, kMin, 7, -3});
+  // pow by squaring, wrapping; a negative exponent gives 0 but for bases 1 and -1.
+  DeviceTensor base = i64_tensor(f, {6}, {3, int64_t{1} << 30, -2, 1, -1, 5});
+  DeviceTensor exponent = i64_tensor(f, {6}, {39, 3, 63, -7, -3, -1});
+  REQUIRE(trn_ops_binary(f.queue(), TRN_OPS_POW, out.get(), base.get(), exponent.get(), nullptr) ==
+          TRN_SUCCESS);
+  CHECK(read_values<int64_t>(f, out) ==
+        std::vector<int64_t>{4052555153018976267, 0, kMin, 1, -1, 0});
   // kBig and kBig - 1 are one float64: compared as float64 they would be equal.
   DeviceTensor near = i64_tensor(f, {6}, {kBig - 1, kBig, kBig + 1, kBig, kMax - 1, kMax});
   DeviceTensor same = i64_tensor(f, {6}, {kBig, kBig, kBig, kBig, kMax, kMax});

@@ -111,7 +111,11 @@ Array unary_backward(Unary op, const Array &grad_out, const Array &x) {
   check_same_shape("unary_backward", "grad_out", grad_out.shape, "x", x.shape);
   Array out = Array::zeros(x.shape);
   for (size_t i = 0; i < x.data.size(); ++i) {
-    out.data[i] = grad_out.data[i] * derivative(op, x.data[i]);
+    // relu's is a select (PyTorch's threshold_backward): an infinite gradient where x <= 0 is 0.
+    if (op == Unary::kRelu)
+      out.data[i] = x.data[i] <= 0 ? 0.0 : grad_out.data[i];
+    else
+      out.data[i] = grad_out.data[i] * derivative(op, x.data[i]);
   }
   return out;
 }

@@ -21,6 +21,22 @@ int64_t wrap_mul(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
 }
 
+// As PyTorch's integer pow: by squaring, wrapping; a negative exponent gives 0 but for a base of
+// 1 (1) or -1 (1 or -1 by the exponent's parity).
+int64_t wrap_pow(int64_t base, int64_t exponent) {
+  if (exponent < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return exponent % 2 == 0 ? 1 : -1;
+    return 0;
+  }
+  int64_t result = 1;
+  for (; exponent > 0; exponent >>= 1) {
+    if (exponent & 1) result = wrap_mul(result, base);
+    base = wrap_mul(base, base);
+  }
+  return result;
+}
+
 }  // namespace
 
 bool has_integer_form(Unary op) {
@@ -39,7 +55,7 @@ int64_t apply_integer(Unary op, int64_t x) {
 }
 
 bool has_integer_form(Binary op) {
-  return op != Binary::kDiv && op != Binary::kPow;
+  return op != Binary::kDiv;
 }
 
 int64_t apply_integer(Binary op, int64_t a, int64_t b) {
@@ -55,8 +71,8 @@ int64_t apply_integer(Binary op, int64_t a, int64_t b) {
     case Binary::kLe: return a <= b;
     case Binary::kGt: return a > b;
     case Binary::kGe: return a >= b;
-    case Binary::kDiv:
-    case Binary::kPow: break;
+    case Binary::kPow: return wrap_pow(a, b);
+    case Binary::kDiv: break;
   }
   fail("binary", "op " + std::to_string(static_cast<int>(op)) + " has no integer form");
 }

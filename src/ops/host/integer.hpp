@@ -15,7 +15,8 @@ namespace trn::ops::host {
 bool has_integer_form(Unary op);
 int64_t apply_integer(Unary op, int64_t x);
 
-// add, sub, mul, maximum, minimum and the comparisons (1 or 0); div and pow give floats.
+// add, sub, mul, pow (a negative exponent as PyTorch: 0 but for bases 1 and -1), maximum,
+// minimum and the comparisons (1 or 0); div gives floats.
 bool has_integer_form(Binary op);
 int64_t apply_integer(Binary op, int64_t a, int64_t b);
 
