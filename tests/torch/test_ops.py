@@ -504,6 +504,100 @@ class EdgeCases(unittest.TestCase):
             e.record()
         torch_trn.synchronize()
 
+    def test_in_place_cpu_fallbacks_on_views_write_through_the_view(self):
+        # The CPU fallback copies results back through resize_, which must keep a view's strides.
+        views = {"step": lambda x: x[:, ::2], "t": lambda x: x.t(), "col": lambda x: x[:, 1:2]}
+        ops = {"masked_fill_": lambda v: v.masked_fill_(v > 5, -1.0), "sin_": lambda v: v.sin_(),
+               "cumsum_": lambda v: v.cumsum_(1)}
+        for vname, view in views.items():
+            for oname, op in ops.items():
+                with self.subTest(view=vname, op=oname):
+                    def run(d):
+                        x = torch.arange(16.0).view(4, 4).to(d)
+                        v = view(x)
+                        op(v)
+                        self.assertEqual(v.stride(), view(torch.empty(4, 4)).stride())
+                        return x
+                    self.same(run)
+        self.same(lambda d: torch.sin(torch.tensor([[0.0, 1.0], [2.0, 3.0]], device=d),
+                                      out=torch.zeros(2, 2, device=d).t()))
+        y = torch.zeros(3, 2, device=DEVICE).t()
+        y.resize_(2, 3)
+        self.assertEqual(y.stride(), (1, 2))
+
+    def test_repeat_tile_and_unfold_are_views_of_the_data(self):
+        self.same(lambda d: torch.arange(6.0).view(2, 3).to(d).repeat(2, 2))
+        self.same(lambda d: torch.arange(6.0).view(2, 3).to(d).repeat(3, 1, 2))
+        self.same(lambda d: torch.arange(3).to(d).tile((2,)))
+        def write_through(d):
+            x = torch.arange(16.0).view(4, 4).to(d)
+            x.unfold(1, 2, 2).mul_(10)
+            return x
+        self.same(write_through)
+
+    def test_indexing_with_device_indices_and_masks(self):
+        x = torch.arange(12.0).view(3, 4)
+        i, m = torch.tensor([2, 0]), x > 5
+        self.same(lambda d: x.to(d)[i.to(d)])
+        self.same(lambda d: x.to(d)[m.to(d)])
+        self.same(lambda d: x.to(d)[i.to(d), i.to(d)])
+        a = torch.arange(12.0, device=DEVICE).view(3, 4).requires_grad_()
+        a[torch.tensor([0, 2], device=DEVICE)].sum().backward()
+        self.assertEqual(a.grad.cpu().sum(1).tolist(), [4.0, 0.0, 4.0])
+
+    def test_out_arguments_are_sized_and_type_checked(self):
+        a = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+        def into(fn, shape=(0,), dtype=torch.float32):
+            def run(d):
+                out = torch.zeros(shape, device=d, dtype=dtype)
+                fn(a.to(d), out)
+                return out
+            return run
+        self.same(into(lambda x, o: torch.add(x, 1, out=o)))
+        self.same(into(lambda x, o: torch.mul(x, x, out=o)))
+        self.same(into(lambda x, o: torch.gt(x, 2, out=o), dtype=torch.bool))
+        self.same(into(lambda x, o: torch.addcmul(x, x, x, value=2, out=o)))
+        self.same(into(lambda x, o: torch.sum(x, 1, out=o)))
+        self.same(into(lambda x, o: torch.amax(x, 1, keepdim=True, out=o)))
+        self.same(into(lambda x, o: torch.cat([x, x], 1, out=o), shape=(1,)))
+        self.same(lambda d: torch.logsumexp(a.to(d), 1))
+        with self.assertRaises(RuntimeError):
+            torch.add(a.to(DEVICE), 0.5, out=torch.zeros(2, 2, dtype=torch.int64, device=DEVICE))
+        # dtype= casts before it sums: 0.6 + 0.6 is 0 + 0 in int64.
+        self.same(lambda d: torch.tensor([[0.6, 0.6], [1.7, -1.7]], device=d).sum(0, dtype=torch.int64))
+
+    def test_relu_backward_selects(self):
+        for g in (float("inf"), float("nan")):
+            def grad(d):
+                x = torch.tensor([-1.0, 0.0, 1.0], device=d, requires_grad=True)
+                return torch.autograd.grad(F.relu(x), x, torch.full((3,), g, device=d))[0]
+            got, want = grad(DEVICE).cpu(), grad("cpu")
+            self.assertTrue(torch.equal(got.nan_to_num(7.0), want.nan_to_num(7.0)), f"{got} != {want}")
+
+    def test_cross_entropy_with_masked_classes_and_bad_targets(self):
+        inf = float("inf")
+        x, t = torch.tensor([[-inf, 1.0, 2.0], [0.0, -inf, 1.0]]), torch.tensor([1, 2])
+        for reduction in ("mean", "sum"):
+            want = F.cross_entropy(x, t, reduction=reduction)
+            got = F.cross_entropy(x.to(DEVICE), t.to(DEVICE), reduction=reduction)
+            self.assertAlmostEqual(got.item(), want.item(), places=5)
+        # A target that is no class: the CPU raises; the device gives NaN, never a plausible loss.
+        for bad in ([1, 3], [1, -5]):
+            loss = F.cross_entropy(torch.randn(2, 3).to(DEVICE), torch.tensor(bad).to(DEVICE))
+            self.assertTrue(loss.isnan().item(), bad)
+
+    def test_batch_norm_updates_its_running_statistics(self):
+        x = randn(6, 3, 4, 4)
+        cpu, dev = torch.nn.BatchNorm2d(3), torch.nn.BatchNorm2d(3).to(DEVICE)
+        for _ in range(2):
+            y_c, y_d = cpu(x), dev(x.to(DEVICE))
+            self.assertLessEqual(max_error(y_c.detach(), y_d.detach().cpu()), 1e-4)
+        self.assertLessEqual(max_error(cpu.running_mean, dev.running_mean.cpu()), 1e-5)
+        self.assertLessEqual(max_error(cpu.running_var, dev.running_var.cpu()), 1e-5)
+        cpu.eval()
+        dev.eval()
+        self.assertLessEqual(max_error(cpu(x).detach(), dev(x.to(DEVICE)).detach().cpu()), 1e-4)
+
     def test_resize_on_another_stream_keeps_the_values(self):
         t = torch.arange(4.0, device=DEVICE)
         with torch_trn.stream(torch_trn.Stream()):
@@ -765,6 +859,7 @@ class Integers(unittest.TestCase):
             "sum dim": lambda x, y: torch.stack([x, y]).sum(0),
             "max": lambda x, y: x.max(), "argmax": lambda x, y: torch.stack([x, y]).argmax(1),
             "to int32": lambda x, y: x.to(torch.int32), "to uint8": lambda x, y: x.to(torch.uint8),
+            "pow": lambda x, y: x ** 3, "pow tensor": lambda x, y: torch.pow(x, y.abs() % 5),
         }
         for name, f in cases.items():
             with self.subTest(op=name):

@@ -227,10 +227,11 @@ const at::Tensor &resize(const at::Tensor &self, c10::SymIntArrayRef size_sym,
   const auto size = c10::asIntArrayRefSlow(size_sym);
   c10::DeviceGuard guard(self.device());
   auto *impl = self.unsafeGetTensorImpl();
-  const auto format = memory_format.value_or(at::MemoryFormat::Contiguous);
-  TORCH_CHECK(format != at::MemoryFormat::Preserve, "resize_ does not take preserve_format");
-  impl->set_sizes_contiguous(size);
-  if (format != at::MemoryFormat::Contiguous) impl->empty_tensor_restride(format);
+  TORCH_CHECK(memory_format != at::MemoryFormat::Preserve, "resize_ does not take preserve_format");
+  // As the CPU's: the same sizes keep the strides (a view resized by an out= or in-place op's
+  // CPU fallback stays that view); a memory format restrides.
+  if (self.sizes() != size) impl->set_sizes_contiguous(size);
+  if (memory_format) impl->empty_tensor_restride(*memory_format);
   const uint64_t needed =
       (static_cast<uint64_t>(impl->storage_offset()) + static_cast<uint64_t>(self.numel())) *
       self.element_size();
@@ -273,6 +274,12 @@ at::Tensor as_strided(const at::Tensor &self, c10::SymIntArrayRef size, c10::Sym
   if (storage_offset) offset = storage_offset->expect_int();
   return at::native::as_strided_tensorimpl(self, c10::asIntArrayRefSlow(size),
                                            c10::asIntArrayRefSlow(stride), offset);
+}
+
+// Windows of a dim as a view (Tensor.unfold, which repeat and tile use): the CPU fallback would
+// return a copy, so writes through it would be lost and repeat would read what it never wrote.
+at::Tensor unfold(const at::Tensor &self, int64_t dimension, int64_t size, int64_t step) {
+  return at::native::unfold(self, dimension, size, step);
 }
 
 at::Tensor reshape_alias(const at::Tensor &self, c10::SymIntArrayRef size,
@@ -327,6 +334,20 @@ at::Tensor &arange_out(const at::Scalar &start, const at::Scalar &end, const at:
 // contiguous, as they are along dim 0).
 at::Tensor &cat_out(const at::ITensorListRef &tensors, int64_t dim, at::Tensor &out) {
   const auto list = tensors.materialize();
+  // A user's out= (no meta function shaped it) takes the inputs' shape, `dim` summed; legacy
+  // empty 1-D tensors take no part in it either.
+  at::DimVector shape{0};
+  bool first = true;
+  for (const at::Tensor &t : list) {
+    if (t.dim() == 1 && t.numel() == 0) continue;
+    const int64_t d = c10::maybe_wrap_dim(dim, t.dim());
+    if (first)
+      shape = at::DimVector(t.sizes().begin(), t.sizes().end());
+    else
+      shape[static_cast<size_t>(d)] += t.size(d);
+    first = false;
+  }
+  resize_out(out, shape);
   int64_t offset = 0;
   OpScope scope(out);
   for (const at::Tensor &t : list) {
@@ -354,6 +375,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", TORCH_FN(view));
   m.impl("as_strided", TORCH_FN(as_strided));
   m.impl("_reshape_alias", TORCH_FN(reshape_alias));
+  m.impl("unfold", TORCH_FN(unfold));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
   m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
   m.impl("fill_.Tensor", TORCH_FN(fill_tensor));

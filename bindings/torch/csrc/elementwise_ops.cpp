@@ -2,6 +2,7 @@
 // 0-dim operand, what `x * 2.0` and the optimizers pass, becomes a launch scalar), the
 // comparisons, and the fused forms the optimizers use (add with alpha, addcmul, addcdiv). Torch's
 // structured kernels reach these as .out overloads with the output already sized and typed.
+#include <ATen/native/TypeProperties.h>
 #include <torch/library.h>
 
 #include <string_view>
@@ -72,19 +73,33 @@ at::Tensor scaled(const at::Tensor &b, double alpha, const at::Tensor &like) {
   return t;
 }
 
+// The result dtype of arithmetic on the operands; true division's of integers is the default
+// float dtype.
+at::ScalarType arithmetic_type(const at::Tensor &a, const at::Tensor &b, bool true_division) {
+  const at::ScalarType type = at::result_type(a, b);
+  if (true_division && at::isIntegralType(type, /*includeBool=*/true))
+    return c10::typeMetaToScalarType(c10::get_default_dtype());
+  return type;
+}
+
 at::Tensor &add_out(const at::Tensor &self, const at::Tensor &other, const at::Scalar &alpha,
                     at::Tensor &out) {
+  prepare_out(out, {self, other}, arithmetic_type(self, other, false));
   binary(TRN_OPS_ADD, self, scaled(other, scalar_of(alpha), out), out, "add");
   return out;
 }
 at::Tensor &sub_out(const at::Tensor &self, const at::Tensor &other, const at::Scalar &alpha,
                     at::Tensor &out) {
+  prepare_out(out, {self, other}, arithmetic_type(self, other, false));
   binary(TRN_OPS_SUB, self, scaled(other, scalar_of(alpha), out), out, "sub");
   return out;
 }
 
 #define TRN_BINARY_OUT(fn, op, name)                                                 \
   at::Tensor &fn(const at::Tensor &self, const at::Tensor &other, at::Tensor &out) { \
+    c10::optional<at::ScalarType> type;                                              \
+    if (op < TRN_OPS_EQ) type = arithmetic_type(self, other, op == TRN_OPS_DIV);     \
+    prepare_out(out, {self, other}, type);                                           \
     binary(op, self, other, out, name);                                              \
     return out;                                                                      \
   }
@@ -103,6 +118,7 @@ TRN_BINARY_OUT(ge_tensor_out, TRN_OPS_GE, "ge")
 
 #define TRN_COMPARE_SCALAR_OUT(fn, op, name)                                         \
   at::Tensor &fn(const at::Tensor &self, const at::Scalar &other, at::Tensor &out) { \
+    prepare_out(out, {self}, c10::nullopt);                                          \
     binary_scalar(op, self, scalar_of(other), out, name);                            \
     return out;                                                                      \
   }
@@ -115,6 +131,7 @@ TRN_COMPARE_SCALAR_OUT(ge_scalar_out, TRN_OPS_GE, "ge")
 #undef TRN_COMPARE_SCALAR_OUT
 
 at::Tensor &pow_scalar_out(const at::Tensor &self, const at::Scalar &exponent, at::Tensor &out) {
+  prepare_out(out, {self}, at::result_type(self, exponent));
   const double e = scalar_of(exponent);
   if (e == 2.0)
     unary(TRN_OPS_SQUARE, self, out, "pow");
@@ -197,11 +214,13 @@ void add_combined(trn_ops_binary_op_t op, const at::Tensor &self, const at::Tens
 }
 at::Tensor &addcmul_out(const at::Tensor &self, const at::Tensor &t1, const at::Tensor &t2,
                         const at::Scalar &value, at::Tensor &out) {
+  prepare_out(out, {self, t1, t2}, at::native::result_type({self, t1, t2}));
   add_combined(TRN_OPS_MUL, self, t1, t2, scalar_of(value), out, "addcmul");
   return out;
 }
 at::Tensor &addcdiv_out(const at::Tensor &self, const at::Tensor &t1, const at::Tensor &t2,
                         const at::Scalar &value, at::Tensor &out) {
+  prepare_out(out, {self, t1, t2}, at::native::result_type({self, t1, t2}));
   add_combined(TRN_OPS_DIV, self, t1, t2, scalar_of(value), out, "addcdiv");
   return out;
 }

@@ -664,13 +664,25 @@ std::tuple<at::Tensor &, at::Tensor &> nll_loss_forward_out(
   const trn_queue_t q = scope.queue();
   if (nll_on_device(self, target, weight, reduction, ignore_index)) {
     const NllMask m = nll_mask(q, self, target, ignore_index);
+    // A select, not a product: a -inf (a masked class) or NaN outside the targets stays out.
     at::Tensor picked = empty_on(self, self.sizes(), at::kFloat);
-    t_binary(q, TRN_OPS_MUL, picked, m.mask, self);
+    t_where(q, picked, m.mask, self, at::zeros({}, self.options().dtype(at::kFloat)));
     at::Tensor sum = empty_on(self, {}, at::kFloat);
     t_reduce_all(q, TRN_OPS_SUM, sum, picked);
     at::Tensor count = empty_on(self, {}, at::kFloat);
     t_reduce_all(q, TRN_OPS_SUM, count, m.rows);
     if (reduction == kReductionMean) t_binary(q, TRN_OPS_DIV, sum, sum, count);
+    // A kept row whose target is no class (C or more, or negative but not ignore_index) has no 1
+    // in its mask: the loss is NaN then, as libtrn_ops' host path gives for such a target, not a
+    // value that looks right (the CPU raises, which would cost a read back every step here).
+    at::Tensor hits = empty_on(self, {}, at::kFloat);
+    t_reduce_all(q, TRN_OPS_SUM, hits, m.mask);
+    at::Tensor missed = empty_on(self, {}, at::kBool);
+    t_binary(q, TRN_OPS_NE, missed, hits, count);
+    t_where(
+        q, sum, missed,
+        at::full({}, std::numeric_limits<double>::quiet_NaN(), self.options().dtype(at::kFloat)),
+        sum);
     t_unary(q, TRN_OPS_NEG, output, sum);
     t_copy(q, total_weight, count);
     return {output, total_weight};
@@ -882,6 +894,28 @@ at::Tensor embedding_dense_backward(const at::Tensor &grad_output, const at::Ten
   return grad_weight;
 }
 
+// Batch norm runs on the CPU. PyTorch 1.13's schema does not mark the running statistics as
+// written, so the generic fallback would leave the trn tensors at their first values: they are
+// written back here (training mode updates them, as the CPU kernel does in place).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
+    const at::Tensor &input, const c10::optional<at::Tensor> &weight,
+    const c10::optional<at::Tensor> &bias, const c10::optional<at::Tensor> &running_mean,
+    const c10::optional<at::Tensor> &running_var, bool training, double momentum, double eps) {
+  record_cpu_run("aten::native_batch_norm");
+  auto on_cpu = [](const c10::optional<at::Tensor> &t) {
+    return t && t->defined() ? c10::optional<at::Tensor>(t->cpu()) : c10::nullopt;
+  };
+  const c10::optional<at::Tensor> mean = on_cpu(running_mean), var = on_cpu(running_var);
+  auto [out, save_mean, save_invstd] = at::native_batch_norm(
+      input.cpu(), on_cpu(weight), on_cpu(bias), mean, var, training, momentum, eps);
+  if (training) {
+    if (mean) running_mean->copy_(*mean);
+    if (var) running_var->copy_(*var);
+  }
+  const at::Device d = input.device();
+  return {out.to(d), to_device(save_mean, d), to_device(save_invstd, d)};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -892,6 +926,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("max_pool2d_with_indices.out", TORCH_FN(max_pool2d_with_indices_out));
   m.impl("max_pool2d_with_indices_backward.grad_input",
          TORCH_FN(max_pool2d_with_indices_backward_out));
+  m.impl("native_batch_norm", TORCH_FN(native_batch_norm));
   m.impl("native_layer_norm", TORCH_FN(native_layer_norm));
   m.impl("native_layer_norm_backward", TORCH_FN(native_layer_norm_backward));
   m.impl("_softmax.out", TORCH_FN(softmax_out));

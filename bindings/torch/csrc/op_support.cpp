@@ -10,6 +10,15 @@ void resize_out(const at::Tensor &out, at::IntArrayRef sizes) {
   at::native::resize_output(out, sizes);
 }
 
+void prepare_out(const at::Tensor &out, const std::vector<at::Tensor> &operands,
+                 c10::optional<at::ScalarType> result_type) {
+  at::DimVector shape;
+  for (const at::Tensor &t : operands) shape = at::infer_size_dimvector(shape, t.sizes());
+  resize_out(out, shape);
+  TORCH_CHECK(!result_type || at::canCast(*result_type, out.scalar_type()), "result type ",
+              *result_type, " can't be cast to the desired output type ", out.scalar_type());
+}
+
 double scalar_of(const at::Scalar &s) {
   if (s.isBoolean()) return s.toBool() ? 1.0 : 0.0;
   TORCH_CHECK(!s.isComplex(), "trn ops take no complex scalars");

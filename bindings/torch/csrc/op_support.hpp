@@ -29,6 +29,12 @@ class OpScope {
 // resize_output does, warning about non-empty outputs of another size the same way.
 void resize_out(const at::Tensor &out, at::IntArrayRef sizes);
 
+// An .out argument the user gave (torch.add(a, b, out=o)), which no meta function has shaped:
+// sized to the operands' broadcast shape, and, for `result_type` (the op's result dtype), refused
+// as the CPU refuses it when its dtype cannot hold that type (a float result into an int64 out).
+void prepare_out(const at::Tensor &out, const std::vector<at::Tensor> &operands,
+                 c10::optional<at::ScalarType> result_type);
+
 // A scalar argument as a double (booleans as 0 or 1).
 double scalar_of(const at::Scalar &s);
 

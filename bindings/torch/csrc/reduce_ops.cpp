@@ -1,5 +1,6 @@
 // Reductions: sum and mean over dims (bias gradients, losses, the attention block's mean), as
 // the .out overloads torch's structured kernels call with the output already shaped.
+#include <ATen/native/ReduceOpsUtils.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -73,28 +74,36 @@ void reduce(trn_ops_reduce_op_t op, const at::Tensor &self, at::OptionalIntArray
   run_reduce(scope.queue(), op, o, x, dims, keep, name);
 }
 
+// The .out overloads, also reached with a user's out= that no meta function has shaped: it is
+// sized here. With dtype= the input is cast first, as PyTorch sums (0.6 + 0.6 into int64 is 0).
+at::Tensor &reduce_out(trn_ops_reduce_op_t op, const at::Tensor &self, at::OptionalIntArrayRef dim,
+                       bool keepdim, c10::optional<at::ScalarType> dtype, at::Tensor &out,
+                       const char *name) {
+  resize_out(out, at::native::shape_from_dim_mask(self, at::native::make_dim_mask(dim, self.dim()),
+                                                  keepdim));
+  if (dtype && *dtype != self.scalar_type())
+    reduce(op, self.to(*dtype), dim, keepdim, out, name);
+  else
+    reduce(op, self, dim, keepdim, out, name);
+  return out;
+}
+
 at::Tensor &sum_out(const at::Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
                     c10::optional<at::ScalarType> dtype, at::Tensor &out) {
-  (void)dtype;  // the structured meta function already gave `out` its dtype
-  reduce(TRN_OPS_SUM, self, dim, keepdim, out, "sum");
-  return out;
+  return reduce_out(TRN_OPS_SUM, self, dim, keepdim, dtype, out, "sum");
 }
 
 at::Tensor &mean_out(const at::Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
                      c10::optional<at::ScalarType> dtype, at::Tensor &out) {
-  (void)dtype;
-  reduce(TRN_OPS_MEAN, self, dim, keepdim, out, "mean");
-  return out;
+  return reduce_out(TRN_OPS_MEAN, self, dim, keepdim, dtype, out, "mean");
 }
 
 at::Tensor &amax_out(const at::Tensor &self, at::IntArrayRef dim, bool keepdim, at::Tensor &out) {
-  reduce(TRN_OPS_MAX, self, dim, keepdim, out, "amax");
-  return out;
+  return reduce_out(TRN_OPS_MAX, self, dim, keepdim, c10::nullopt, out, "amax");
 }
 
 at::Tensor &amin_out(const at::Tensor &self, at::IntArrayRef dim, bool keepdim, at::Tensor &out) {
-  reduce(TRN_OPS_MIN, self, dim, keepdim, out, "amin");
-  return out;
+  return reduce_out(TRN_OPS_MIN, self, dim, keepdim, c10::nullopt, out, "amin");
 }
 
 // x.max() and x.min(): over every element, a 0-dim result (an error for an empty tensor, as
