@@ -586,6 +586,13 @@ class EdgeCases(unittest.TestCase):
             loss = F.cross_entropy(torch.randn(2, 3).to(DEVICE), torch.tensor(bad).to(DEVICE))
             self.assertTrue(loss.isnan().item(), bad)
 
+    def test_embedding_of_an_index_that_is_no_row_is_nan(self):
+        # The CPU raises; the device gives NaN for that row, never zeros that look like a row.
+        w = randn(3, 2)
+        out = F.embedding(torch.tensor([[1, 5], [-1, 0]]).to(DEVICE), w.to(DEVICE)).cpu()
+        self.assertTrue(out[0, 1].isnan().all() and out[1, 0].isnan().all())
+        self.assertTrue(torch.equal(out[0, 0], w[1]) and torch.equal(out[1, 1], w[0]))
+
     def test_batch_norm_updates_its_running_statistics(self):
         x = randn(6, 3, 4, 4)
         cpu, dev = torch.nn.BatchNorm2d(3), torch.nn.BatchNorm2d(3).to(DEVICE)

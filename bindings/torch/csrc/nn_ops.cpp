@@ -863,6 +863,17 @@ at::Tensor embedding(const at::Tensor &weight, const at::Tensor &indices, int64_
   const at::Tensor w = weight.contiguous();
   const auto vo = view_of(out), vm = view_of(mask), vw = view_of(w);
   check_ops(trn_ops_matmul(scope.queue(), &vo, &vm, &vw, 0, nullptr), "matmul");
+  // An index that is no row (negative, or past the last) has no 1 in its mask row: its output
+  // row is NaN, as libtrn_ops' host path gives, not zeros that look like a row (the CPU raises,
+  // which would cost reading the indices back on every call here).
+  at::Tensor hits = empty_on(mask, {mask.size(0), 1}, mask.scalar_type());
+  const int64_t along = 1;
+  const auto vh = view_of(hits);
+  check_ops(trn_ops_reduce(scope.queue(), TRN_OPS_SUM, &vh, &vm, &along, 1, 1, nullptr), "sum");
+  at::Tensor missed = empty_on(mask, hits.sizes(), at::kBool);
+  t_binary_scalar(scope.queue(), TRN_OPS_EQ, missed, hits, 0.0);
+  t_where(scope.queue(), out, missed,
+          at::full({}, std::numeric_limits<double>::quiet_NaN(), out.options()), out);
   std::vector<int64_t> sizes(indices.sizes().begin(), indices.sizes().end());
   sizes.push_back(weight.size(1));
   return out.view(sizes);
