@@ -876,5 +876,20 @@ class Integers(unittest.TestCase):
                 self.assertTrue(torch.equal(got.cpu(), want), f"{got.cpu()} != {want}")
 
 
+    def test_python_ints_beyond_2_53_stay_exact(self):
+        big = 2 ** 53 + 1  # a double would round it to 2^53
+        cases = {
+            "add": lambda d: torch.tensor([0, 1], device=d) + big,
+            "rsub": lambda d: big - torch.tensor([0, 1], device=d),
+            "eq": lambda d: torch.tensor([big - 1, big], device=d) == big,
+            "ge": lambda d: torch.tensor([big - 1, big], device=d) >= big,
+            "full": lambda d: torch.full((2,), big, device=d),
+            "fill_": lambda d: torch.zeros(3, dtype=torch.int64, device=d).fill_(big),
+        }
+        for name, f in cases.items():
+            with self.subTest(op=name):
+                want, got = f("cpu"), f(DEVICE).cpu()
+                self.assertTrue(torch.equal(got, want), f"{got} != {want}")
+
 if __name__ == "__main__":
     unittest.main()

@@ -298,6 +298,8 @@ at::Scalar local_scalar_dense(const at::Tensor &self) {
 
 at::Tensor &fill_scalar(at::Tensor &self, const at::Scalar &value) {
   if (self.numel() == 0) return self;
+  // An integer beyond 2^53 is copied from an int64 on the host, exact, not passed as a double.
+  if (!exact_as_double(value)) return self.copy_(at::scalar_tensor(value, at::kLong));
   OpScope scope(self);
   const auto v = view_of(self);
   check_ops(trn_ops_fill(scope.queue(), &v, scalar_of(value), nullptr), "fill");

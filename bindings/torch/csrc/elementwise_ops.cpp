@@ -32,10 +32,15 @@ void unary_backward(trn_ops_unary_op_t op, const at::Tensor &grad_out, const at:
 }
 
 // out = a <op> b, either operand possibly a CPU scalar (not both: torch computes that on the CPU).
-void binary(trn_ops_binary_op_t op, const at::Tensor &a, const at::Tensor &b, const at::Tensor &out,
-            const char *name) {
+void binary(trn_ops_binary_op_t op, const at::Tensor &a_in, const at::Tensor &b_in,
+            const at::Tensor &out, const char *name) {
   if (out.numel() == 0) return;
   OpScope scope(out);
+  // A CPU integer beyond 2^53 goes as a 0-dim tensor on the device, exact, not a double.
+  auto operand = [&](const at::Tensor &t) {
+    return t.device().is_cpu() && !exact_as_double(t.item()) ? t.to(out.device()) : t;
+  };
+  const at::Tensor a = operand(a_in), b = operand(b_in);
   const OutputOrder l = in_output_order(out, {a, b});
   const auto o = view_of(l.out);
   if (a.device().is_cpu()) {
@@ -119,7 +124,7 @@ TRN_BINARY_OUT(ge_tensor_out, TRN_OPS_GE, "ge")
 #define TRN_COMPARE_SCALAR_OUT(fn, op, name)                                         \
   at::Tensor &fn(const at::Tensor &self, const at::Scalar &other, at::Tensor &out) { \
     prepare_out(out, {self}, c10::nullopt);                                          \
-    binary_scalar(op, self, scalar_of(other), out, name);                            \
+    binary(op, self, at::scalar_tensor(other, other.type()), out, name);             \
     return out;                                                                      \
   }
 TRN_COMPARE_SCALAR_OUT(eq_scalar_out, TRN_OPS_EQ, "eq")

@@ -19,6 +19,12 @@ void prepare_out(const at::Tensor &out, const std::vector<at::Tensor> &operands,
               *result_type, " can't be cast to the desired output type ", out.scalar_type());
 }
 
+bool exact_as_double(const at::Scalar &s) {
+  if (!s.isIntegral(/*includeBool=*/false)) return true;
+  const int64_t v = s.toLong();
+  return v >= -(int64_t{1} << 53) && v <= (int64_t{1} << 53);
+}
+
 double scalar_of(const at::Scalar &s) {
   if (s.isBoolean()) return s.toBool() ? 1.0 : 0.0;
   TORCH_CHECK(!s.isComplex(), "trn ops take no complex scalars");

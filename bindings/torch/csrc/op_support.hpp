@@ -35,6 +35,10 @@ void resize_out(const at::Tensor &out, at::IntArrayRef sizes);
 void prepare_out(const at::Tensor &out, const std::vector<at::Tensor> &operands,
                  c10::optional<at::ScalarType> result_type);
 
+// Whether a scalar passes to libtrn_ops as a double unchanged: an integer beyond 2^53 would
+// round (2^53 + 1 becomes 2^53), and goes as an int64 tensor instead.
+bool exact_as_double(const at::Scalar &s);
+
 // A scalar argument as a double (booleans as 0 or 1).
 double scalar_of(const at::Scalar &s);
 
