@@ -586,6 +586,10 @@ class EdgeCases(unittest.TestCase):
             loss = F.cross_entropy(torch.randn(2, 3).to(DEVICE), torch.tensor(bad).to(DEVICE))
             self.assertTrue(loss.isnan().item(), bad)
 
+    def test_factories_that_fall_back_land_on_the_device_asked_for(self):
+        self.same(lambda d: torch.tril_indices(3, 3, device=d))
+        self.same(lambda d: torch.triu_indices(4, 3, 1, device=d))
+
     def test_embedding_of_an_index_that_is_no_row_is_nan(self):
         # The CPU raises; the device gives NaN for that row, never zeros that look like a row.
         w = randn(3, 2)

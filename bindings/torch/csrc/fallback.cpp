@@ -63,7 +63,23 @@ void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
               " has no trn kernel and cannot fall back to the CPU (its in-place tensor lists "
               "would not be written back): use the optimizer with foreach=False");
   record_cpu_run(name);
+  // A factory with a device argument (tril_indices(..., device=trn)) runs on the CPU as any op:
+  // its results must still land on the device asked for.
+  const auto &schema = op.schema();
+  const size_t args = schema.arguments().size();
+  c10::Device asked(c10::DeviceType::CPU);
+  for (size_t i = 0; i < args; ++i) {
+    const c10::IValue &v = (*stack)[stack->size() - args + i];
+    if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) asked = v.toDevice();
+  }
   at::native::cpu_fallback(op, stack);
+  if (asked.is_cpu()) return;
+  const size_t results = schema.returns().size();
+  for (size_t i = stack->size() - results; i < stack->size(); ++i) {
+    c10::IValue &v = (*stack)[i];
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().is_cpu())
+      v = c10::IValue(v.toTensor().to(asked));
+  }
 }
 
 }  // namespace
