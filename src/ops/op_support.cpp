@@ -15,7 +15,7 @@ std::string signature_of(const std::vector<const Tensor *> &inputs,
     s += t->describe();
   };
   for (const Tensor *t : inputs) add(t);
-  s += " ->";
+  s += s.empty() ? "->" : " ->";  // "-> f32[3]" for an op without inputs (fill, arange)
   for (const Tensor *t : outputs) add(t);
   return s;
 }

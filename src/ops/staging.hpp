@@ -10,13 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "ops/submit.hpp"
 #include "ops/tensor.hpp"
 
 namespace trn::ops {
 
 class Staging {
  public:
-  Staging(trn_queue_t queue, const trn_sync_t *sync) : queue_(queue), sync_(sync) {}
+  Staging(trn_queue_t queue, const trn_sync_t *sync) : queue_(queue), sync_(sync) {
+    check_sync(sync);
+  }
   ~Staging();  // queues the frees of the scratch memory
   Staging(const Staging &) = delete;
   Staging &operator=(const Staging &) = delete;

@@ -94,6 +94,35 @@ void Commands::drop_stale_kernels() const {
   if (stale) throw StaleHandle{};
 }
 
+namespace {
+
+// The runtime's message without the name of the call that gave it ("trn_sem_query: "), which the
+// op's caller never made.
+std::string without_call(const std::string &message) {
+  const std::string call = "trn_sem_query: ";
+  return message.rfind(call, 0) == 0 ? message.substr(call.size()) : message;
+}
+
+}  // namespace
+
+void check_sync(const trn_sync_t *sync) {
+  if (!sync) return;
+  auto check_points = [](const trn_sem_point_t *points, uint32_t count, const char *name,
+                         const char *count_name) {
+    if (count > 0 && !points)
+      fail(TRN_ERROR_NULL_POINTER,
+           fmt::format("sync->{} is NULL but sync->{} is {}", name, count_name, count));
+    for (uint32_t i = 0; i < count; ++i) {
+      uint64_t value = 0;
+      const trn_result_t r = trn_sem_query(points[i].sem, &value);
+      if (r == TRN_ERROR_NULL_POINTER || r == TRN_ERROR_INVALID_HANDLE)
+        fail(r, fmt::format("sync->{}[{}]: {}", name, i, without_call(trn_last_error())));
+    }
+  };
+  check_points(sync->waits, sync->wait_count, "waits", "wait_count");
+  check_points(sync->signals, sync->signal_count, "signals", "signal_count");
+}
+
 void Commands::submit() {
   drop_stale_kernels();
   const trn_sync_t none{};

@@ -14,9 +14,17 @@
 
 namespace trn::ops {
 
+// An op's sync checked before any of its commands is queued: its lists and semaphore handles (a
+// NULL or destroyed one), so that a bad sync fails the op with nothing queued rather than at its
+// last command, after the others went in. A failed semaphore passes: waiting on it fails the op
+// when it runs, as for any command.
+void check_sync(const trn_sync_t *sync);
+
 class Commands {
  public:
-  Commands(trn_queue_t queue, const trn_sync_t *sync) : queue_(queue), sync_(sync) {}
+  Commands(trn_queue_t queue, const trn_sync_t *sync) : queue_(queue), sync_(sync) {
+    check_sync(sync);
+  }
 
   void launch(const KernelPtr &kernel, std::vector<trn_kernel_binding_t> args);
   void read(void *destination, trn_mem_t source, uint64_t offset, uint64_t size);

@@ -108,6 +108,12 @@ Tensor tensor_arg(const trn_ops_tensor_t *t, const char *name, bool optional) {
     fail(r, fmt::format("{}'s memory is not a live allocation ({}); allocate it with "
                         "trn_mem_alloc and keep it until the op completes",
                         name, trn_result_name(r)));
+  if (info.kind == TRN_POOL_KIND_HOST)
+    invalid(
+        fmt::format("{}'s memory is host memory (a TRN_POOL_KIND_HOST pool or registered host "
+                    "memory), which the ops' kernels do not read: copy it into an allocation "
+                    "of a device pool first",
+                    name));
   out.device_index = info.device_index;
   // The last byte the view reads: every dim at its largest index.
   uint64_t last = 0;
@@ -130,6 +136,9 @@ Tensor tensor_arg(const trn_ops_tensor_t *t, const char *name, bool optional) {
   const uint64_t size = dtype_size(t->dtype);
   if (!empty && (last + 1 > (UINT64_MAX - t->offset) / size))
     invalid(fmt::format("{}'s strides reach too far", name));
+  if (t->offset % size)
+    invalid(fmt::format("{}'s offset {} is not a multiple of its element size ({} bytes)", name,
+                        t->offset, size));
   out.span_begin = t->offset;
   out.span_end = empty ? t->offset : t->offset + (last + 1) * size;
   if (out.span_end > info.size || out.span_end < t->offset)
@@ -137,9 +146,6 @@ Tensor tensor_arg(const trn_ops_tensor_t *t, const char *name, bool optional) {
         fmt::format("{} {} at offset {} reaches byte {}, past the end of its {}-byte "
                     "allocation",
                     name, out.describe(), t->offset, out.span_end, info.size));
-  if (t->offset % size)
-    invalid(fmt::format("{}'s offset {} is not a multiple of its element size ({} bytes)", name,
-                        t->offset, size));
   return out;
 }
 

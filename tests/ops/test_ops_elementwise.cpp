@@ -392,6 +392,53 @@ TEST_CASE("bad arguments are refused with a message, and nothing is queued", "[o
   CHECK(s.builds == 0);
 }
 
+TEST_CASE("a bad sync, host memory or a misaligned view is refused before anything is queued",
+          "[ops][negative]") {
+  OpsFixture f;
+  DeviceTensor a = f.tensor(TRN_DTYPE_F32, {4, 5}), o = f.tensor(TRN_DTYPE_F32, {5, 4});
+  DeviceTensor ai = f.tensor(TRN_DTYPE_I32, {4, 5}), oi = f.tensor(TRN_DTYPE_I32, {4, 5});
+  trn_ops_tensor_t transposed = a.t;  // staged by a strided copy before the kernel
+  std::swap(transposed.shape[0], transposed.shape[1]);
+  std::swap(transposed.strides[0], transposed.strides[1]);
+  const trn_sem_point_t null_point{nullptr, 1};
+  const trn_sync_t null_signal{nullptr, 0, &null_point, 1};
+  const trn_sync_t missing_waits{nullptr, 2, nullptr, 0};
+  // The queue's sequence numbers tell how many commands went in.
+  auto queued = [&] {
+    uint64_t seq = 0;
+    REQUIRE(trn_queue_barrier(f.queue(), nullptr, &seq) == TRN_SUCCESS);
+    return seq;
+  };
+  const uint64_t before = queued();
+  // The host path (i32 arithmetic) queues five commands; the strided input's copy comes first.
+  CHECK(trn_ops_binary(f.queue(), TRN_OPS_ADD, oi.get(), ai.get(), ai.get(), &null_signal) ==
+        TRN_ERROR_INVALID_HANDLE);
+  CHECK(ops_error().find("sync->signals[0]") != std::string::npos);
+  CHECK(trn_ops_unary(f.queue(), TRN_OPS_NEG, o.get(), &transposed, &null_signal) ==
+        TRN_ERROR_INVALID_HANDLE);
+  CHECK(trn_ops_unary(f.queue(), TRN_OPS_NEG, o.get(), &transposed, &missing_waits) ==
+        TRN_ERROR_NULL_POINTER);
+  CHECK(ops_error().find("sync->waits is NULL") != std::string::npos);
+  CHECK(queued() == before + 1);  // only the probe's own barrier
+
+  trn_pool_t host_pool = make_pool(f.device(), TRN_POOL_KIND_HOST);
+  trn_mem_t host = alloc(host_pool, 80);
+  trn_ops_tensor_t in_host{};
+  const int64_t shape[2] = {4, 5};
+  CHECK(trn_ops_tensor_init(&in_host, host, 0, TRN_DTYPE_F32, 2, shape) ==
+        TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(ops_error().find("host memory") != std::string::npos);
+  trn_mem_free(host);
+  trn_pool_destroy(host_pool);
+
+  trn_ops_tensor_t misaligned = a.t;
+  misaligned.offset = 2;  // also past the end: the alignment is what is wrong first
+  CHECK(trn_ops_unary(f.queue(), TRN_OPS_EXP, a.get(), &misaligned, nullptr) ==
+        TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(ops_error().find("not a multiple of its element size") != std::string::npos);
+  CHECK(queued() == before + 2);
+}
+
 TEST_CASE("a bf16 or f16 tensor is compared with a scalar in its own dtype, as PyTorch does",
           "[ops][binary]") {
   OpsFixture f;
