@@ -8,6 +8,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import trn_test_env  # noqa: E402,F401  (first: sets TRN_SIM_ROOT before torch_trn starts libtrn)
 
 import gc
+import subprocess
 import unittest
 import warnings
 
@@ -197,6 +198,26 @@ class Memory(unittest.TestCase):
         # The failed allocation left the device usable.
         x = torch.arange(10, dtype=torch.float32).to(DEVICE)
         self.assertTrue(torch.equal(x.cpu(), torch.arange(10, dtype=torch.float32)))
+
+
+    def test_freed_blocks_are_reused_before_out_of_memory(self):
+        # A block freed on a stream returns to the pool when the stream reaches the free: an
+        # allocation that finds the bank full waits for that and asks again, as CUDA's caching
+        # allocator would reuse the block. A 1 GiB device has 256 MiB banks; three 64 MiB tensors
+        # live at a time fit, but not with the last iteration's still being freed.
+        script = (
+            "import sys; sys.path.insert(0, %r)\n"
+            "import trn_test_env, torch, torch_trn\n"
+            "x = torch.ones(16 * 2 ** 20, device='privateuseone')\n"
+            "for _ in range(20):\n"
+            "    y = x * 2\n"
+            "    z = y + 1\n"
+            "print(z[0].item())\n" % os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ, TRN_SIM_HBM_BYTES="1GiB")
+        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                           timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        self.assertEqual(r.stdout.strip(), "3.0")
 
 
 class StreamsAndEvents(unittest.TestCase):

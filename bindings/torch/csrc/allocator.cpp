@@ -54,8 +54,15 @@ class TrnAllocator final : public c10::Allocator {
     if (n == 0) return {nullptr, nullptr, &c10::detail::deleteNothing, where};
     Device &dev = device_at(index);
     trn_mem_t mem = nullptr;
-    check(trn_mem_alloc(dev.pool(), n, kAlignment, TRN_MEM_CATEGORY_TENSORS, 0, &mem),
-          "trn_mem_alloc");
+    trn_result_t got = trn_mem_alloc(dev.pool(), n, kAlignment, TRN_MEM_CATEGORY_TENSORS, 0, &mem);
+    if (got == TRN_ERROR_OUT_OF_DEVICE_MEMORY) {
+      // Blocks freed on a stream return to the pool when the stream reaches their free: wait for
+      // the device's queued work (CUDA's caching allocator would reuse them at once), then ask
+      // again before raising.
+      dev.synchronize();
+      got = trn_mem_alloc(dev.pool(), n, kAlignment, TRN_MEM_CATEGORY_TENSORS, 0, &mem);
+    }
+    check(got, "trn_mem_alloc");
     trn_mem_info_t info = TRN_MEM_INFO_INIT;
     const trn_result_t r = trn_mem_get_info(mem, &info);
     if (r != TRN_SUCCESS) {
