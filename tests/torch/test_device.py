@@ -261,6 +261,30 @@ class StreamsAndEvents(unittest.TestCase):
 
 
 class Errors(unittest.TestCase):
+    def test_ops_mixing_devices_raise_as_on_cuda(self):
+        if torch_trn.device_count() < 2:
+            self.skipTest("needs two trn devices")
+        import torch.nn.functional as F
+        a = torch.randn(3, 4, device="privateuseone:0")
+        b = torch.randn(3, 4).to("privateuseone:1")
+        on_1 = torch.tensor([0, 2]).to("privateuseone:1")
+        cases = {
+            "mm": lambda: a @ b.t(), "linear": lambda: F.linear(a, b),
+            "addmm": lambda: torch.addmm(a[:, :3], a, b.t()), "cat": lambda: torch.cat([a, b]),
+            "where": lambda: torch.where(a > 0, a, b), "index": lambda: a[on_1],
+            "layer_norm": lambda: F.layer_norm(a, (4,), b[0]),
+            "cross_entropy": lambda: F.cross_entropy(a, torch.tensor([0, 1, 2]).to("privateuseone:1")),
+            "embedding": lambda: F.embedding(torch.tensor([0, 2], device="privateuseone:0"), b),
+            "mse_loss": lambda: F.mse_loss(a, b),
+        }
+        for name, op in cases.items():
+            with self.subTest(op=name):
+                with self.assertRaisesRegex(RuntimeError, "same device"):
+                    op()
+        # CPU indices and scalars are still taken, as on CUDA.
+        self.assertEqual(a[torch.tensor([0, 2])].device, a.device)
+        self.assertEqual(torch.where(a > 0, a, 0.0).device, a.device)
+
     def test_invalid_device_index(self):
         count = torch_trn.device_count()
         with self.assertRaises(RuntimeError) as caught:

@@ -336,6 +336,7 @@ at::Tensor &arange_out(const at::Scalar &start, const at::Scalar &end, const at:
 // contiguous, as they are along dim 0).
 at::Tensor &cat_out(const at::ITensorListRef &tensors, int64_t dim, at::Tensor &out) {
   const auto list = tensors.materialize();
+  for (const at::Tensor &t : list) check_same_device("cat", {t, out});
   // A user's out= (no meta function shaped it) takes the inputs' shape, `dim` summed; legacy
   // empty 1-D tensors take no part in it either.
   at::DimVector shape{0};

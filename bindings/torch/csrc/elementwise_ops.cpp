@@ -253,6 +253,7 @@ at::Tensor &clamp_max_out(const at::Tensor &self, const at::Scalar &max, at::Ten
 // where: an exact select of the values' bits. CPU scalars (torch.where(c, x, 0.0)) become 0-dim
 // trn tensors, broadcast like any operand.
 at::Tensor where(const at::Tensor &condition, const at::Tensor &self, const at::Tensor &other) {
+  check_same_device("where", {condition, self, other});
   const at::Tensor &on =
       condition.device().is_cpu() ? self.device().is_cpu() ? other : self : condition;
   const c10::Device device = on.device();

@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include "fallback.hpp"
+#include "op_support.hpp"
 
 namespace torch_trn {
 namespace {
@@ -14,6 +15,7 @@ at::Tensor index(const at::Tensor &self, const c10::List<c10::optional<at::Tenso
   c10::List<c10::optional<at::Tensor>> on_cpu;
   for (size_t k = 0; k < indices.size(); ++k) {
     const c10::optional<at::Tensor> i = indices.get(k);
+    if (i) check_same_device("index", {self, *i});
     on_cpu.push_back(i && i->defined() ? c10::optional<at::Tensor>(i->cpu()) : c10::nullopt);
   }
   return at::index(self.cpu(), on_cpu).to(self.device());

@@ -26,6 +26,7 @@ uint32_t flags_of(bool a_transposed, bool b_transposed) {
 }
 
 void matmul(const at::Tensor &a, const at::Tensor &b, const at::Tensor &out, const char *name) {
+  check_same_device(name, {a, b, out});
   if (out.numel() == 0) return;
   OpScope scope(out);
   if (a.size(-1) == 0) {  // an empty reduction: zeros, as torch gives
@@ -51,6 +52,7 @@ at::Tensor &bmm_out(const at::Tensor &self, const at::Tensor &mat2, at::Tensor &
 
 at::Tensor &addmm_out(const at::Tensor &self, const at::Tensor &mat1, const at::Tensor &mat2,
                       const at::Scalar &beta, const at::Scalar &alpha, at::Tensor &out) {
+  check_same_device("addmm", {self, mat1, mat2, out});
   resize_out(out, {mat1.size(0), mat2.size(1)});
   if (out.numel() == 0) return out;
   OpScope scope(out);

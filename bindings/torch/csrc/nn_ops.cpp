@@ -68,6 +68,7 @@ at::Tensor convolution(const at::Tensor &input, const at::Tensor &weight,
                        at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                        at::IntArrayRef output_padding, int64_t groups) {
   const at::Tensor bias = bias_opt.value_or(at::Tensor());
+  check_same_device("convolution", {input, weight, bias});
   if (!conv_on_trn(input, transposed)) {
     record_cpu_run("aten::convolution_overrideable");
     return at::convolution(input.cpu(), weight.cpu(), to_cpu(bias), stride, padding, dilation,
@@ -102,6 +103,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     const at::Tensor &grad_output, const at::Tensor &input, const at::Tensor &weight,
     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
     at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
+  check_same_device("convolution_backward", {grad_output, input, weight});
   if (!conv_on_trn(input, transposed)) {
     record_cpu_run("aten::convolution_backward_overrideable");
     const std::vector<int64_t> bias_sizes{weight.size(transposed ? 1 : 0) *
@@ -362,6 +364,7 @@ at::Tensor &max_pool2d_with_indices_backward_out(
     const at::Tensor &grad_output, const at::Tensor &self, at::IntArrayRef kernel_size,
     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
     const at::Tensor &indices, at::Tensor &grad_input) {
+  check_same_device("max_pool2d_with_indices_backward", {grad_output, self, indices, grad_input});
   const auto p = pool_params(kernel_size, stride, padding, dilation, ceil_mode);
   resize_out(grad_input, self.sizes());
   if (grad_input.numel() == 0) return grad_input;
@@ -417,6 +420,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
     const at::Tensor &input, c10::SymIntArrayRef normalized_shape_sym,
     const c10::optional<at::Tensor> &weight_opt, const c10::optional<at::Tensor> &bias_opt,
     double eps) {
+  check_same_device("native_layer_norm",
+                    {input, weight_opt.value_or(at::Tensor()), bias_opt.value_or(at::Tensor())});
   const auto normalized_shape = c10::asIntArrayRefSlow(normalized_shape_sym);
   const NormShape shape = norm_shape(input, normalized_shape);
   const at::Tensor weight = weight_opt.value_or(at::Tensor());
@@ -456,6 +461,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
   (void)norm_shape(input, normalized_shape);
   const at::Tensor weight = weight_opt.value_or(at::Tensor());
   const at::Tensor bias = bias_opt.value_or(at::Tensor());
+  check_same_device("native_layer_norm_backward", {grad_out, input, mean, rstd, weight, bias});
   at::Tensor grad_x, grad_w, grad_b;
   if (!output_mask[0] && !output_mask[1] && !output_mask[2]) return {grad_x, grad_w, grad_b};
   OpScope scope(input);
@@ -533,6 +539,7 @@ at::Tensor &softmax_common(const at::Tensor &self, int64_t dim, bool half_to_flo
 at::Tensor &softmax_backward_common(const at::Tensor &grad_output, const at::Tensor &output,
                                     int64_t dim, c10::ScalarType input_dtype,
                                     at::Tensor &grad_input, bool log) {
+  check_same_device("_softmax_backward_data", {grad_output, output, grad_input});
   TORCH_CHECK(grad_output.scalar_type() == input_dtype, log ? "_log" : "",
               "_softmax_backward_data: half_to_float gradients are not supported on trn");
   resize_out(grad_input, output.sizes());
@@ -648,6 +655,7 @@ std::tuple<at::Tensor &, at::Tensor &> nll_loss_forward_out(
     const at::Tensor &self, const at::Tensor &target, const c10::optional<at::Tensor> &weight_opt,
     int64_t reduction, int64_t ignore_index, at::Tensor &output, at::Tensor &total_weight) {
   const at::Tensor weight = weight_opt.value_or(at::Tensor());
+  check_same_device("nll_loss_forward", {self, target, weight, output, total_weight});
   TORCH_CHECK(self.dim() == 1 || self.dim() == 2, "nll_loss: input must be 1-D or 2-D, got ",
               self.dim(), " dims");
   TORCH_CHECK(target.dim() <= 1, "nll_loss: target must be 0-D or 1-D, got ", target.dim());
@@ -712,6 +720,8 @@ at::Tensor &nll_loss_backward_out(const at::Tensor &grad_output, const at::Tenso
                                   int64_t ignore_index, const at::Tensor &total_weight,
                                   at::Tensor &grad_input) {
   const at::Tensor weight = weight_opt.value_or(at::Tensor());
+  check_same_device("nll_loss_backward",
+                    {grad_output, self, target, weight, total_weight, grad_input});
   const auto trn_reduction = to_trn_reduction(reduction);
   resize_out(grad_input, self.sizes());
   if (grad_input.numel() == 0) return grad_input;
@@ -761,6 +771,7 @@ at::Tensor &nll_loss_backward_out(const at::Tensor &grad_output, const at::Tenso
 
 at::Tensor &mse_loss_out(const at::Tensor &self, const at::Tensor &target, int64_t reduction,
                          at::Tensor &out) {
+  check_same_device("mse_loss", {self, target, out});
   (void)to_trn_reduction(reduction);
   const auto sizes = at::infer_size(self.sizes(), target.sizes());
   const auto type = self.scalar_type();
@@ -798,6 +809,7 @@ at::Tensor &mse_loss_out(const at::Tensor &self, const at::Tensor &target, int64
 at::Tensor &mse_loss_backward_out(const at::Tensor &grad_output, const at::Tensor &self,
                                   const at::Tensor &target, int64_t reduction,
                                   at::Tensor &grad_input) {
+  check_same_device("mse_loss_backward", {grad_output, self, target, grad_input});
   (void)to_trn_reduction(reduction);
   const auto sizes = at::infer_size(self.sizes(), target.sizes());
   resize_out(grad_input, sizes);
@@ -853,6 +865,7 @@ at::Tensor embedding_one_hot(trn_queue_t q, const at::Tensor &indices, int64_t n
 
 at::Tensor embedding(const at::Tensor &weight, const at::Tensor &indices, int64_t padding_idx,
                      bool scale_grad_by_freq, bool sparse) {
+  check_same_device("embedding", {weight, indices});
   if (!embedding_on_device(weight, indices))
     return at::native::embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse);
   OpScope scope(weight);
@@ -882,6 +895,7 @@ at::Tensor embedding(const at::Tensor &weight, const at::Tensor &indices, int64_
 at::Tensor embedding_dense_backward(const at::Tensor &grad_output, const at::Tensor &indices,
                                     c10::SymInt num_weights_sym, int64_t padding_idx,
                                     bool scale_grad_by_freq) {
+  check_same_device("embedding_dense_backward", {grad_output, indices});
   const int64_t num_weights = num_weights_sym.expect_int();
   const int64_t dim = grad_output.size(-1);
   const bool fits = is_float_type(grad_output.scalar_type()) &&

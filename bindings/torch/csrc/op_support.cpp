@@ -19,6 +19,20 @@ void prepare_out(const at::Tensor &out, const std::vector<at::Tensor> &operands,
               *result_type, " can't be cast to the desired output type ", out.scalar_type());
 }
 
+void check_same_device(const char *op, std::initializer_list<at::Tensor> tensors) {
+  const at::Tensor *first = nullptr;
+  for (const at::Tensor &t : tensors) {
+    if (!t.defined() || t.device().is_cpu()) continue;
+    if (!first) {
+      first = &t;
+      continue;
+    }
+    TORCH_CHECK(t.device() == first->device(),
+                "Expected all tensors to be on the same device, but found at least two devices, ",
+                first->device(), " and ", t.device(), "! (when checking arguments for ", op, ")");
+  }
+}
+
 bool exact_as_double(const at::Scalar &s) {
   if (!s.isIntegral(/*includeBool=*/false)) return true;
   const int64_t v = s.toLong();

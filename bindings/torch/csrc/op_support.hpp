@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <initializer_list>
 #include <vector>
 
 #include "check.hpp"
@@ -38,6 +39,11 @@ void prepare_out(const at::Tensor &out, const std::vector<at::Tensor> &operands,
 // Whether a scalar passes to libtrn_ops as a double unchanged: an integer beyond 2^53 would
 // round (2^53 + 1 becomes 2^53), and goes as an int64 tensor instead.
 bool exact_as_double(const at::Scalar &s);
+
+// Every trn tensor among `tensors` (undefined and CPU ones aside) on one device, as CUDA requires:
+// an op runs on one core's queue, and a tensor of another core or trn device would be read
+// unordered with the work of its own. Raises PyTorch's message otherwise.
+void check_same_device(const char *op, std::initializer_list<at::Tensor> tensors);
 
 // A scalar argument as a double (booleans as 0 or 1).
 double scalar_of(const at::Scalar &s);
