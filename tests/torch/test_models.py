@@ -114,6 +114,25 @@ class StateDict(unittest.TestCase):
             self.assertEqual(t.device.type, DEVICE, pname)
             self.assertTrue(torch.equal(t.cpu(), trn_model.state_dict()[pname].cpu()), pname)
 
+    def test_deepcopy_of_trn_state_and_optimizer_state(self):
+        # copy.deepcopy (the "keep the best weights" idiom, Optimizer.load_state_dict) clones trn
+        # tensors on their device.
+        trn_model, opt, batch, loss_fn = models.build_mlp(DEVICE)
+        models.train_step(trn_model, opt, batch, loss_fn)
+        best = copy.deepcopy(trn_model.state_dict())
+        for pname, t in best.items():
+            self.assertEqual(t.device.type, DEVICE, pname)
+            self.assertTrue(torch.equal(t.cpu(), trn_model.state_dict()[pname].cpu()), pname)
+        models.train_step(trn_model, opt, batch, loss_fn)  # the copy does not follow
+        self.assertFalse(all(torch.equal(best[k].cpu(), v.cpu())
+                             for k, v in trn_model.state_dict().items()))
+        again = type(opt)(trn_model.parameters(), lr=0.5)
+        again.load_state_dict(opt.state_dict())
+        for state in again.state_dict()["state"].values():
+            for value in state.values():
+                if torch.is_tensor(value) and value.dim() > 0:
+                    self.assertEqual(value.device.type, DEVICE)
+
     def test_cpu_state_dict_loads_into_trn_model(self):
         cpu_model, _, _, _ = models.build_attention("cpu", seed=2)
         trn_model, _, _, _ = models.build_attention(DEVICE, seed=3)

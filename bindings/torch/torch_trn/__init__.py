@@ -11,6 +11,7 @@ also ``torch.privateuseone.<name>``, as ``torch.cuda`` offers them::
     y = model(torch.randn(8, 4).to("privateuseone"))
     torch_trn.synchronize()
 """
+import copy as _copy
 import os as _os
 import sys as _sys
 import types as _types
@@ -166,6 +167,33 @@ def _reduce_ex(self, proto):
 
 
 torch.Tensor._reduce_ex_internal = _reduce_ex
+
+_tensor_deepcopy = torch.Tensor.__deepcopy__
+
+
+def _deepcopy(self, memo):
+    # PyTorch 1.13 deep-copies a tensor through its storage, whose Python bindings do not know
+    # privateuseone (copy.deepcopy of a state_dict, Optimizer.load_state_dict): a trn tensor is
+    # cloned on its device instead, as PyTorch does for XLA's.
+    if (self.device.type != "privateuseone" or type(self) is not torch.Tensor
+            or torch.overrides.has_torch_function_unary(self)):
+        return _tensor_deepcopy(self, memo)
+    if not self.is_leaf:
+        raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
+                           "the deepcopy protocol at the moment")
+    if id(self) in memo:
+        return memo[id(self)]
+    with torch.no_grad():
+        new = self.clone()
+        new.requires_grad_(self.requires_grad)
+        if self.grad is not None:
+            new.grad = _copy.deepcopy(self.grad, memo)
+    new.__dict__ = _copy.deepcopy(self.__dict__, memo)
+    memo[id(self)] = new
+    return new
+
+
+torch.Tensor.__deepcopy__ = _deepcopy
 
 # torch.privateuseone.<name>, as torch.cuda.<name>: what torch's own code and users look up.
 _module = _types.ModuleType("torch.privateuseone")
