@@ -4,7 +4,7 @@
  * Conventions (see docs/ARCHITECTURE.md):
  *  - Every function returns trn_result_t unless documented otherwise. On failure the thread-local
  *    trn_last_error() holds a sentence saying what was wrong and what to do; it is only changed by
- *    calls that fail.
+ *    calls that fail, and by waits whose deadline passed (TRN_TIMEOUT: what was not reached).
  *  - Handles are opaque and validated: a stale, wrong-kind or garbage handle gives
  *    TRN_ERROR_INVALID_HANDLE, never a crash. Device and core handles stay valid until
  *    trn_runtime_shutdown().
@@ -662,9 +662,9 @@ TRN_API trn_result_t trn_sem_destroy(trn_sem_t sem);
 TRN_API trn_result_t trn_sem_signal(trn_sem_t sem, uint64_t value);
 /**
  * Waits until the value is at least `value`. `timeout_ns` 0 polls, UINT64_MAX waits forever.
- * @returns TRN_SUCCESS, TRN_TIMEOUT (nothing failed; the deadline passed), or
- *          TRN_ERROR_CANCELLED when the semaphore is marked failed (trn_last_error() says which
- *          queue failed and why).
+ * @returns TRN_SUCCESS, TRN_TIMEOUT (nothing failed; the deadline passed: trn_last_error() says
+ *          where the value stood, except after a poll), or TRN_ERROR_CANCELLED when the semaphore
+ *          is marked failed (trn_last_error() says which queue failed and why).
  */
 TRN_API trn_result_t trn_sem_wait(trn_sem_t sem, uint64_t value, uint64_t timeout_ns);
 /** The current value (even when failed: then the result is TRN_ERROR_CANCELLED). */

@@ -1,5 +1,6 @@
 // C entry points for semaphores.
 #include <cstring>
+#include <string>
 
 #include "runtime/api_support.hpp"
 #include "runtime/sem.hpp"
@@ -110,6 +111,13 @@ TRN_API trn_result_t trn_sem_wait(trn_sem_t handle, uint64_t value, uint64_t tim
     if (!sem) return result;
     const trn_result_t r = sem->wait(value, timeout_ns);
     if (r == TRN_ERROR_CANCELLED) return cancelled(*sem);
+    // A deadline that passed says what was not reached, as trn_queue_finish's does (a poll, with
+    // no time to wait, is the caller's loop and says nothing).
+    if (r == TRN_TIMEOUT && timeout_ns > 0)
+      return fail(TRN_TIMEOUT, "the semaphore was at " + std::to_string(sem->value()) +
+                                   ", short of " + std::to_string(value) +
+                                   ", at the deadline: what should signal it has not (a queue "
+                                   "still working, or waiting on a semaphore nobody signals)");
     return r;
   });
 }

@@ -304,7 +304,14 @@ TEST_CASE("a wait with a deadline returns TRN_TIMEOUT after it", "[semaphores]")
       const double elapsed = seconds_since(start);
       CHECK(elapsed >= static_cast<double>(timeout) / 1e9);
       CHECK(elapsed < 5.0);
+      // The deadline's message says where the value stood, not an earlier call's failure.
+      CHECK(std::string(trn_last_error()).find("was at 1, short of 2") != std::string::npos);
     }
+    // A poll is the caller's loop: it leaves the last message as it was.
+    CHECK(trn_sem_signal(nullptr, 1) == TRN_ERROR_INVALID_HANDLE);
+    const std::string before = trn_last_error();
+    CHECK(trn_sem_wait(s, 2, 0) == TRN_TIMEOUT);
+    CHECK(trn_last_error() == before);
     CHECK(value_of(s) == 1);
   }
   REQUIRE(trn_sem_destroy(sem) == TRN_SUCCESS);

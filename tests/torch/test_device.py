@@ -247,6 +247,10 @@ class StreamsAndEvents(unittest.TestCase):
         self.assertTrue(end.query())
         torch_trn.synchronize()
         self.assertGreaterEqual(start.elapsed_time(end), 0.0)
+        # An event never recorded has no time: refused, as on CUDA, not read as time 0.
+        never = torch_trn.Event(enable_timing=True)
+        with self.assertRaisesRegex(RuntimeError, "never recorded"):
+            start.elapsed_time(never)
 
     def test_stream_waits_for_event(self):
         s = torch_trn.Stream()

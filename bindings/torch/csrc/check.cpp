@@ -27,9 +27,12 @@ std::string take_fault(trn_queue_t queue) {
     return {};
   std::string where =
       std::string(fault.command) + " (command " + std::to_string(fault.sequence) + ")";
-  if (fault.kernel[0])
-    where += std::string(" of kernel '") + fault.kernel + "' on the " + fault.engine +
-             " engine, instruction " + std::to_string(fault.instruction) +
+  if (fault.kernel[0]) where += std::string(" of kernel '") + fault.kernel + "'";
+  // An engine and instruction only for a fault inside the kernel's code (not one found before it
+  // ran, such as freed memory bound to an argument).
+  if (fault.kernel[0] && fault.engine[0])
+    where += std::string(" on the ") + fault.engine + " engine, instruction " +
+             std::to_string(fault.instruction) +
              (fault.opcode[0] ? std::string(" (") + fault.opcode + ")" : std::string()) +
              (fault.source_line ? ", line " + std::to_string(fault.source_line) : std::string());
   // Cancelled commands drain first; a reset that still fails leaves the queue as it is and the

@@ -82,8 +82,10 @@ void stream_synchronize(int device_index, int64_t stream_id) {
 }
 
 double event_elapsed_ms(const Event &start, const Event &end) {
-  TORCH_CHECK(start.timed && end.timed,
-              "elapsed_time needs two events made with enable_timing=True and recorded");
+  TORCH_CHECK(start.timed && end.timed && start.sem && end.sem,
+              "elapsed_time needs two events made with enable_timing=True and recorded (",
+              !start.timed || !end.timed ? "one was made without timing" : "one was never recorded",
+              ")");
   TORCH_CHECK(event_query(start) && event_query(end),
               "elapsed_time: an event has not completed yet (synchronize it first)");
   return (static_cast<double>(end.stamp.device_ns) - static_cast<double>(start.stamp.device_ns)) /

@@ -131,7 +131,8 @@ def trn_device_handle(device=None):
 
 
 def device_time_ns(device=None):
-    """The device's simulated clock: how far in simulated time its queues have run."""
+    """The simulated clock of the trn device the torch device (a core) is on: how far in
+    simulated time its queues have run. The cores of one trn device share it."""
     return _ops.device_time_ns(_index(device))
 
 
