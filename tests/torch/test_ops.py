@@ -561,6 +561,14 @@ class EdgeCases(unittest.TestCase):
         self.same(into(lambda x, o: torch.amax(x, 1, keepdim=True, out=o)))
         self.same(into(lambda x, o: torch.cat([x, x], 1, out=o), shape=(1,)))
         self.same(lambda d: torch.logsumexp(a.to(d), 1))
+        # A float sum into an int64 out= adds the truncated elements, as PyTorch's does.
+        self.same(lambda d: torch.sum(torch.tensor([0.6, 0.6], device=d), 0,
+                                      out=torch.zeros((), dtype=torch.int64, device=d)))
+        for bad in ([torch.zeros(3), torch.zeros(3, 4)], [torch.zeros(2, 3), torch.zeros(2, 1)]):
+            with self.assertRaises(RuntimeError):
+                torch.cat([t.to(DEVICE) for t in bad], 0, out=torch.zeros(1, device=DEVICE))
+        with self.assertRaises(RuntimeError):
+            torch.amax(a.to(DEVICE), 1, out=torch.zeros(2, dtype=torch.float64, device=DEVICE))
         with self.assertRaises(RuntimeError):
             torch.add(a.to(DEVICE), 0.5, out=torch.zeros(2, 2, dtype=torch.int64, device=DEVICE))
         # dtype= casts before it sums: 0.6 + 0.6 is 0 + 0 in int64.

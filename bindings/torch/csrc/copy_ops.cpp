@@ -344,11 +344,21 @@ at::Tensor &cat_out(const at::ITensorListRef &tensors, int64_t dim, at::Tensor &
   for (const at::Tensor &t : list) {
     if (t.dim() == 1 && t.numel() == 0) continue;
     const int64_t d = c10::maybe_wrap_dim(dim, t.dim());
-    if (first)
+    if (first) {
       shape = at::DimVector(t.sizes().begin(), t.sizes().end());
-    else
-      shape[static_cast<size_t>(d)] += t.size(d);
-    first = false;
+      first = false;
+      continue;
+    }
+    // As PyTorch's check: one rank, equal sizes but along `dim`.
+    TORCH_CHECK(t.dim() == static_cast<int64_t>(shape.size()),
+                "Tensors must have same number of dimensions: got ", shape.size(), " and ",
+                t.dim());
+    for (int64_t k = 0; k < t.dim(); ++k)
+      TORCH_CHECK(k == d || t.size(k) == shape[static_cast<size_t>(k)],
+                  "Sizes of tensors must match except in dimension ", d, ". Expected size ",
+                  shape[static_cast<size_t>(k)], " but got size ", t.size(k),
+                  " for a tensor in the list.");
+    shape[static_cast<size_t>(d)] += t.size(d);
   }
   resize_out(out, shape);
   int64_t offset = 0;

@@ -38,7 +38,8 @@ void binary(trn_ops_binary_op_t op, const at::Tensor &a_in, const at::Tensor &b_
   OpScope scope(out);
   // A CPU integer beyond 2^53 goes as a 0-dim tensor on the device, exact, not a double.
   auto operand = [&](const at::Tensor &t) {
-    return t.device().is_cpu() && !exact_as_double(t.item()) ? t.to(out.device()) : t;
+    return t.device().is_cpu() && t.numel() == 1 && !exact_as_double(t.item()) ? t.to(out.device())
+                                                                               : t;
   };
   const at::Tensor a = operand(a_in), b = operand(b_in);
   const OutputOrder l = in_output_order(out, {a, b});

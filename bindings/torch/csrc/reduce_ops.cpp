@@ -81,10 +81,17 @@ at::Tensor &reduce_out(trn_ops_reduce_op_t op, const at::Tensor &self, at::Optio
                        const char *name) {
   resize_out(out, at::native::shape_from_dim_mask(self, at::native::make_dim_mask(dim, self.dim()),
                                                   keepdim));
-  if (dtype && *dtype != self.scalar_type())
-    reduce(op, self.to(*dtype), dim, keepdim, out, name);
-  else
+  if (op == TRN_OPS_MAX || op == TRN_OPS_MIN) {
+    TORCH_CHECK(self.scalar_type() == out.scalar_type(), name,
+                "(): expected the dtype for input and out to match, but got ", self.scalar_type(),
+                " for input's dtype and ", out.scalar_type(), " for out's dtype.");
     reduce(op, self, dim, keepdim, out, name);
+    return out;
+  }
+  // A sum or mean computes in its dtype: dtype=, else out's (a float sum into an int64 out= adds
+  // the truncated elements, as PyTorch's does).
+  const at::ScalarType type = dtype.value_or(out.scalar_type());
+  reduce(op, type != self.scalar_type() ? self.to(type) : self, dim, keepdim, out, name);
   return out;
 }
 
