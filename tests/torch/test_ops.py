@@ -594,6 +594,15 @@ class EdgeCases(unittest.TestCase):
             loss = F.cross_entropy(torch.randn(2, 3).to(DEVICE), torch.tensor(bad).to(DEVICE))
             self.assertTrue(loss.isnan().item(), bad)
 
+    def test_fill_converts_as_pytorch_does(self):
+        # A value the dtype cannot hold raises; an integer is stored as its conversion.
+        self.same(lambda d: torch.full((2,), -1, dtype=torch.uint8, device=d))
+        self.same(lambda d: torch.full((2,), -7.9, dtype=torch.int32, device=d))
+        for value, dtype in ((300, torch.uint8), (2 ** 40, torch.int32), (1e39, torch.float32)):
+            with self.subTest(value=value, dtype=dtype):
+                with self.assertRaisesRegex(RuntimeError, "without overflow"):
+                    torch.full((2,), value, dtype=dtype, device=DEVICE)
+
     def test_factories_that_fall_back_land_on_the_device_asked_for(self):
         self.same(lambda d: torch.tril_indices(3, 3, device=d))
         self.same(lambda d: torch.triu_indices(4, 3, 1, device=d))

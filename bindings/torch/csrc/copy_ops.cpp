@@ -2,6 +2,7 @@
 // copies between the host and the device and between devices (_copy_from, which copy_ and .to()
 // reach), resize_, views, reading one element (.item()), fill_ and zero_.
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
@@ -296,13 +297,23 @@ at::Scalar local_scalar_dense(const at::Tensor &self) {
   return host.item();
 }
 
+// As PyTorch's fill_: a value the dtype cannot hold raises ("value cannot be converted to type
+// uint8_t without overflow"), and the value stored is its conversion (-1 into uint8 is 255).
+double converted_fill_value(const at::Tensor &self, const at::Scalar &value) {
+  double converted = 0;
+  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, self.scalar_type(), "fill_",
+                             [&] { converted = static_cast<double>(value.to<scalar_t>()); });
+  return converted;
+}
+
 at::Tensor &fill_scalar(at::Tensor &self, const at::Scalar &value) {
+  const double converted = converted_fill_value(self, value);
   if (self.numel() == 0) return self;
   // An integer beyond 2^53 is copied from an int64 on the host, exact, not passed as a double.
   if (!exact_as_double(value)) return self.copy_(at::scalar_tensor(value, at::kLong));
   OpScope scope(self);
   const auto v = view_of(self);
-  check_ops(trn_ops_fill(scope.queue(), &v, scalar_of(value), nullptr), "fill");
+  check_ops(trn_ops_fill(scope.queue(), &v, converted, nullptr), "fill");
   return self;
 }
 
