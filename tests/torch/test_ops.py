@@ -594,6 +594,22 @@ class EdgeCases(unittest.TestCase):
             loss = F.cross_entropy(torch.randn(2, 3).to(DEVICE), torch.tensor(bad).to(DEVICE))
             self.assertTrue(loss.isnan().item(), bad)
 
+    def test_float16_ops_that_fall_back_run_widened(self):
+        # PyTorch 1.13's CPU has no float16 sin, cumsum, topk...: they run in float32 and come
+        # back as float16, in place and out= included.
+        x = torch.tensor([[0.5, -1.25, 2.0], [3.5, 0.25, -0.75]])
+        cases = {
+            "sin": lambda t: t.sin(), "cumsum": lambda t: t.cumsum(1),
+            "topk": lambda t: t.topk(2, 1).values, "prod": lambda t: t.prod(1),
+            "sin_ on a view": lambda t: (lambda c: (c[:, ::2].sin_(), c)[1])(t.clone()),
+            "out=": lambda t: torch.floor(t, out=torch.empty(2, 3, dtype=t.dtype, device=t.device)),
+        }
+        for name, f in cases.items():
+            with self.subTest(op=name):
+                got = f(x.half().to(DEVICE))
+                self.assertEqual(got.dtype, torch.float16)
+                self.assertLessEqual(max_error(f(x).half().float(), got.cpu().float()), 2e-3)
+
     def test_fill_converts_as_pytorch_does(self):
         # A value the dtype cannot hold raises; an integer is stored as its conversion.
         self.same(lambda d: torch.full((2,), -1, dtype=torch.uint8, device=d))

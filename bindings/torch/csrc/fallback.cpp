@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -55,6 +56,43 @@ void record_cpu_run(const std::string &name) {
 
 namespace {
 
+// PyTorch 1.13's CPU has no float16 kernel for many ops CUDA runs in float16 (sin, floor,
+// cumsum, topk, prod...). Such an op runs again in float32: its float16 tensors widened on the
+// device, its float32 results narrowed back, and the arguments it writes (in place, out=) copied
+// into the float16 tensors they came from.
+bool float16_refused(const c10::Error &e) {
+  return std::string(e.what_without_backtrace()).find("not implemented for 'Half'") !=
+         std::string::npos;
+}
+
+void run_widened(const c10::OperatorHandle &op, torch::jit::Stack *stack,
+                 std::vector<c10::IValue> arguments) {
+  const auto &schema = op.schema();
+  std::vector<std::pair<at::Tensor, at::Tensor>> written;  // (float16 tensor, its widened copy)
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (!arguments[i].isTensor()) continue;
+    const at::Tensor t = arguments[i].toTensor();
+    if (!t.defined() || t.scalar_type() != at::kHalf) continue;
+    const at::Tensor wide = t.to(at::kFloat);
+    const auto *alias = schema.arguments()[i].alias_info();
+    if (alias && alias->isWrite()) written.emplace_back(t, wide);
+    arguments[i] = wide;
+  }
+  for (c10::IValue &a : arguments) stack->push_back(std::move(a));
+  at::native::cpu_fallback(op, stack);
+  for (auto &[half, wide] : written) half.copy_(wide);
+  const size_t results = schema.returns().size();
+  for (size_t i = stack->size() - results; i < stack->size(); ++i) {
+    c10::IValue &v = (*stack)[i];
+    if (!v.isTensor() || !v.toTensor().defined() || v.toTensor().scalar_type() != at::kFloat)
+      continue;
+    const at::Tensor r = v.toTensor();
+    const auto same = std::find_if(written.begin(), written.end(),
+                                   [&](const auto &w) { return w.second.is_same(r); });
+    v = c10::IValue(same != written.end() ? same->first : r.to(at::kHalf));
+  }
+}
+
 void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   const std::string name = name_of(op);
   // The generic fallback copies tensor-list outputs to the CPU and never back: a _foreach_ op
@@ -72,7 +110,19 @@ void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
     const c10::IValue &v = (*stack)[stack->size() - args + i];
     if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) asked = v.toDevice();
   }
-  at::native::cpu_fallback(op, stack);
+  const size_t base = stack->size() - args;
+  std::vector<c10::IValue> arguments(stack->begin() + static_cast<std::ptrdiff_t>(base),
+                                     stack->end());
+  const bool has_float16 = std::any_of(arguments.begin(), arguments.end(), [](const auto &v) {
+    return v.isTensor() && v.toTensor().defined() && v.toTensor().scalar_type() == at::kHalf;
+  });
+  try {
+    at::native::cpu_fallback(op, stack);
+  } catch (const c10::Error &e) {
+    if (!has_float16 || !float16_refused(e) || stack->size() < base) throw;
+    stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(base), stack->end());
+    run_widened(op, stack, std::move(arguments));
+  }
   if (asked.is_cpu()) return;
   const size_t results = schema.returns().size();
   for (size_t i = stack->size() - results; i < stack->size(); ++i) {
