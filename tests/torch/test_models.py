@@ -97,6 +97,8 @@ class StateDict(unittest.TestCase):
         buffer.seek(0)
         # map_location: the saved tensors are trn tensors; load them as CPU ones.
         state = torch.load(buffer, map_location="cpu")
+        for pname, t in state.items():
+            self.assertEqual(t.device.type, "cpu", pname)
         cpu_model, _, _, _ = models.build_mlp("cpu", seed=1)
         cpu_model.load_state_dict(state)
         for (pname, p), q in zip(trn_model.state_dict().items(), cpu_model.state_dict().values()):
@@ -113,6 +115,26 @@ class StateDict(unittest.TestCase):
         for pname, t in state.items():
             self.assertEqual(t.device.type, DEVICE, pname)
             self.assertTrue(torch.equal(t.cpu(), trn_model.state_dict()[pname].cpu()), pname)
+
+    def test_map_location_moves_trn_tensors_as_it_moves_storages(self):
+        t = torch.arange(3.0, device=DEVICE)
+        def load(map_location):
+            buffer = io.BytesIO()
+            torch.save({"trn": t, "cpu": torch.ones(2)}, buffer)
+            buffer.seek(0)
+            return torch.load(buffer, map_location=map_location)
+        for map_location, where in ((None, "privateuseone:0"), ("cpu", "cpu"),
+                                    (torch.device("cpu"), "cpu"),
+                                    ({"privateuseone:0": "cpu"}, "cpu"),
+                                    (lambda storage, location: storage, "cpu"),
+                                    (lambda storage, location: None, "privateuseone:0")):
+            with self.subTest(map_location=map_location):
+                state = load(map_location)
+                self.assertEqual(str(state["trn"].device), where)
+                self.assertEqual(state["trn"].cpu().tolist(), [0.0, 1.0, 2.0])
+                self.assertEqual(state["cpu"].device.type, "cpu")
+        if torch_trn.device_count() > 1:
+            self.assertEqual(str(load("privateuseone:1")["trn"].device), "privateuseone:1")
 
     def test_deepcopy_of_trn_state_and_optimizer_state(self):
         # copy.deepcopy (the "keep the best weights" idiom, Optimizer.load_state_dict) clones trn

@@ -14,9 +14,11 @@ also ``torch.privateuseone.<name>``, as ``torch.cuda`` offers them::
 import copy as _copy
 import os as _os
 import sys as _sys
+import threading as _threading
 import types as _types
 
 import torch
+import torch.serialization as _serialization
 
 torch.ops.load_library(_os.path.join(_os.path.dirname(__file__), "_native.so"))
 _ops = torch.ops.torch_trn
@@ -148,11 +150,55 @@ def reset_fallback_ops():
     _ops.reset_fallback_ops()
 
 
+# The map_location of the torch.load running on this thread: torch.load asks for its restore
+# function before it unpickles anything, and a trn tensor is unpickled by _rebuild_tensor below,
+# not through a storage that map_location would be applied to.
+_load_state = _threading.local()
+_get_restore_location = _serialization._get_restore_location
+
+
+def _remember_map_location(map_location):
+    _load_state.map_location = map_location
+    return _get_restore_location(map_location)
+
+
+_serialization._get_restore_location = _remember_map_location
+
+
+def _restore_trn_location(storage, location):
+    # map_location naming a trn device reaches every storage of the checkpoint, and 1.13's
+    # storages cannot live on privateuseone: they stay on the CPU; a trn tensor's copy then moves
+    # in _rebuild_tensor, a CPU tensor stays where it was saved.
+    return storage if location.startswith("privateuseone") else None
+
+
+_serialization.register_package(30, lambda storage: None, _restore_trn_location)
+
+
+def _mapped_location(cpu_tensor, device):
+    """Where map_location sends a tensor saved from `device`, as torch.load maps a storage's
+    location: None keeps it, a dict maps it, a string or device replaces it, a function is asked
+    (None from it keeps the location; a storage from it is the CPU's)."""
+    map_location = getattr(_load_state, "map_location", None)
+    if map_location is None:
+        return device
+    if isinstance(map_location, dict):
+        return str(map_location.get(device, device))
+    if isinstance(map_location, (str, torch.device)):
+        return str(map_location)
+    return device if map_location(cpu_tensor.storage(), device) is None else "cpu"
+
+
 def _rebuild_tensor(cpu_tensor, device, requires_grad):
-    """Unpickles a trn tensor saved by torch.save: onto its device when this process has it,
-    else (a checkpoint opened where there is no such trn device) onto the CPU."""
-    if _index(device) < _ops.device_count():
-        cpu_tensor = cpu_tensor.to(device)
+    """Unpickles a trn tensor saved by torch.save: where torch.load's map_location sends it, else
+    onto its device when this process has it, else (a checkpoint opened where there is no such trn
+    device) onto the CPU."""
+    target = _mapped_location(cpu_tensor, device)
+    if target.startswith("privateuseone"):
+        if _index(target) < _ops.device_count():
+            cpu_tensor = cpu_tensor.to(target)
+    elif target != "cpu":
+        cpu_tensor = cpu_tensor.to(target)
     return cpu_tensor.requires_grad_(requires_grad)
 
 
