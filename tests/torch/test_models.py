@@ -10,6 +10,7 @@ import trn_test_env  # noqa: E402,F401  (first: sets TRN_SIM_ROOT before torch_t
 
 import copy
 import io
+import pickle
 import unittest
 
 import torch
@@ -135,6 +136,9 @@ class StateDict(unittest.TestCase):
                 self.assertEqual(state["cpu"].device.type, "cpu")
         if torch_trn.device_count() > 1:
             self.assertEqual(str(load("privateuseone:1")["trn"].device), "privateuseone:1")
+        # A pickle.loads after a load keeps the tensor's device: map_location was that load's.
+        load("cpu")
+        self.assertEqual(str(pickle.loads(pickle.dumps(t)).device), "privateuseone:0")
 
     def test_deepcopy_of_trn_state_and_optimizer_state(self):
         # copy.deepcopy (the "keep the best weights" idiom, Optimizer.load_state_dict) clones trn

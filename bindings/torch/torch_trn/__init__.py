@@ -165,6 +165,20 @@ def _remember_map_location(map_location):
 _serialization._get_restore_location = _remember_map_location
 
 
+def _forgetting_map_location(load):
+    # The map_location applies to the load that gave it, not to a pickle.loads after it.
+    def run(*args, **kwargs):
+        try:
+            return load(*args, **kwargs)
+        finally:
+            _load_state.map_location = None
+    return run
+
+
+_serialization._load = _forgetting_map_location(_serialization._load)
+_serialization._legacy_load = _forgetting_map_location(_serialization._legacy_load)
+
+
 def _restore_trn_location(storage, location):
     # map_location naming a trn device reaches every storage of the checkpoint, and 1.13's
     # storages cannot live on privateuseone: they stay on the CPU; a trn tensor's copy then moves
