@@ -11,7 +11,8 @@
  *   arguments, so one kernel serves every value.
  * - On the host otherwise (float64 and int64 tensors, layouts or ops the device has no kernel
  *   for): the inputs are copied out, the op is computed in float64 (in int64, exactly, where
- *   every tensor is an integer one), the outputs are copied in, all in queue order. Each such op warns once and is recorded (trn_ops_get_fallbacks).
+ *   every tensor is an integer one), the outputs are copied in, all in queue order. Each such op
+ *   warns once and is recorded (trn_ops_get_fallbacks).
  *
  * Tensors are views of device memory: an allocation, a byte offset, a dtype, a shape and strides
  * in elements (0 broadcasts). Outputs must not overlap each other, nor partly overlap an input:
