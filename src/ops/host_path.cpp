@@ -119,9 +119,9 @@ struct HostJob {
   std::vector<Tensor> inputs, outputs;
   std::vector<std::vector<std::byte>> input_bytes, output_bytes;
   HostCompute compute;
-  bool raw_copy = false;  // outputs[0] = inputs[0], element bytes as they are
-  // Instead of compute: reads input_bytes and writes output_bytes itself (the integer ops).
-  std::function<void(HostJob &)> exact;
+  // Instead of compute: reads input_bytes and writes output_bytes itself (copies bit for bit,
+  // the integer ops).
+  std::function<void(HostJob &)> direct;
 };
 
 // The tensor's values as int64, row-major.
@@ -148,9 +148,8 @@ void copy_elements(HostJob &job) {
 void compute_job(void *user, trn_result_t status) {
   auto *job = static_cast<HostJob *>(user);
   if (status != TRN_SUCCESS) return;  // the queue failed before the op: nothing to compute
-  if (job->raw_copy) return copy_elements(*job);
   try {
-    if (job->exact) return job->exact(*job);
+    if (job->direct) return job->direct(*job);
     Arrays in(job->inputs.size());
     for (size_t i = 0; i < job->inputs.size(); ++i)
       if (job->inputs[i].present()) in[i] = gather(job->inputs[i], job->input_bytes[i].data());
@@ -236,18 +235,28 @@ void queue_job(trn_queue_t queue, const trn_sync_t *sync, std::unique_ptr<HostJo
   job.release();  // free_job owns it now
 }
 
-}  // namespace
-
-void run_on_host(trn_queue_t queue, const trn_sync_t *sync, const std::string &op,
-                 const std::string &signature, const std::string &reason,
-                 std::vector<Tensor> inputs, std::vector<Tensor> outputs, HostCompute compute) {
+// Queues a job for `op` that runs `compute`, or else `direct`, and records the fallback.
+void run_job(trn_queue_t queue, const trn_sync_t *sync, const std::string &op,
+             const std::string &signature, const std::string &reason, std::vector<Tensor> inputs,
+             std::vector<Tensor> outputs, HostCompute compute,
+             std::function<void(HostJob &)> direct = nullptr) {
   auto job = std::make_unique<HostJob>();
   job->op = op;
   job->inputs = std::move(inputs);
   job->outputs = std::move(outputs);
   job->compute = std::move(compute);
+  job->direct = std::move(direct);
   queue_job(queue, sync, std::move(job));
   if (!reason.empty()) record_fallback(op, signature, reason);
+}
+
+}  // namespace
+
+void run_on_host(trn_queue_t queue, const trn_sync_t *sync, const std::string &op,
+                 const std::string &signature, const std::string &reason,
+                 std::vector<Tensor> inputs, std::vector<Tensor> outputs, HostCompute compute) {
+  run_job(queue, sync, op, signature, reason, std::move(inputs), std::move(outputs),
+          std::move(compute));
 }
 
 bool all_integer(const std::vector<Tensor> &inputs, const Tensor &out) {
@@ -260,11 +269,7 @@ bool all_integer(const std::vector<Tensor> &inputs, const Tensor &out) {
 void run_integer_elementwise(trn_queue_t queue, const trn_sync_t *sync, const std::string &op,
                              const std::string &signature, const std::string &reason,
                              std::vector<Tensor> inputs, const Tensor &out, IntegerElementwise f) {
-  auto job = std::make_unique<HostJob>();
-  job->op = op;
-  job->inputs = std::move(inputs);
-  job->outputs = {out};
-  job->exact = [f = std::move(f)](HostJob &j) {
+  auto run = [f = std::move(f)](HostJob &j) {
     const Tensor &o = j.outputs[0];
     std::vector<std::vector<int64_t>> values;
     for (size_t k = 0; k < j.inputs.size(); ++k)
@@ -275,18 +280,13 @@ void run_integer_elementwise(trn_queue_t queue, const trn_sync_t *sync, const st
       write_integer(o.dtype, f(args.data()), j.output_bytes[0].data() + at);
     });
   };
-  queue_job(queue, sync, std::move(job));
-  if (!reason.empty()) record_fallback(op, signature, reason);
+  run_job(queue, sync, op, signature, reason, std::move(inputs), {out}, nullptr, std::move(run));
 }
 
 void run_integer_reduce(trn_queue_t queue, const trn_sync_t *sync, const std::string &op,
                         const std::string &signature, const std::string &reason, const Tensor &x,
                         const Tensor &out, host::Reduce reduce, std::vector<int64_t> dims) {
-  auto job = std::make_unique<HostJob>();
-  job->op = op;
-  job->inputs = {x};
-  job->outputs = {out};
-  job->exact = [reduce, dims = std::move(dims)](HostJob &j) {
+  auto run = [reduce, dims = std::move(dims)](HostJob &j) {
     const Tensor &in = j.inputs[0], &o = j.outputs[0];
     const std::vector<int64_t> r =
         host::reduce_integer(reduce, in.shape, integer_values(in, j.input_bytes[0].data()), dims);
@@ -297,19 +297,12 @@ void run_integer_reduce(trn_queue_t queue, const trn_sync_t *sync, const std::st
       write_integer(o.dtype, r[i], j.output_bytes[0].data() + at);
     });
   };
-  queue_job(queue, sync, std::move(job));
-  if (!reason.empty()) record_fallback(op, signature, reason);
+  run_job(queue, sync, op, signature, reason, {x}, {out}, nullptr, std::move(run));
 }
 
 void copy_on_host(trn_queue_t queue, const trn_sync_t *sync, const std::string &signature,
                   const std::string &reason, const Tensor &x, const Tensor &out) {
-  auto job = std::make_unique<HostJob>();
-  job->op = "copy";
-  job->inputs = {x};
-  job->outputs = {out};
-  job->raw_copy = true;
-  queue_job(queue, sync, std::move(job));
-  record_fallback("copy", signature, reason);
+  run_job(queue, sync, "copy", signature, reason, {x}, {out}, nullptr, copy_elements);
 }
 
 }  // namespace trn::ops
