@@ -65,6 +65,17 @@ bool float16_refused(const c10::Error &e) {
          std::string::npos;
 }
 
+// Replaces each defined tensor among the op's results (the top of the stack) by what `f` makes
+// of it.
+template <typename F>
+void map_results(const c10::OperatorHandle &op, torch::jit::Stack *stack, F &&f) {
+  const size_t results = op.schema().returns().size();
+  for (size_t i = stack->size() - results; i < stack->size(); ++i) {
+    c10::IValue &v = (*stack)[i];
+    if (v.isTensor() && v.toTensor().defined()) v = c10::IValue(f(v.toTensor()));
+  }
+}
+
 void run_widened(const c10::OperatorHandle &op, torch::jit::Stack *stack,
                  std::vector<c10::IValue> arguments) {
   const auto &schema = op.schema();
@@ -81,16 +92,12 @@ void run_widened(const c10::OperatorHandle &op, torch::jit::Stack *stack,
   for (c10::IValue &a : arguments) stack->push_back(std::move(a));
   at::native::cpu_fallback(op, stack);
   for (auto &[half, wide] : written) half.copy_(wide);
-  const size_t results = schema.returns().size();
-  for (size_t i = stack->size() - results; i < stack->size(); ++i) {
-    c10::IValue &v = (*stack)[i];
-    if (!v.isTensor() || !v.toTensor().defined() || v.toTensor().scalar_type() != at::kFloat)
-      continue;
-    const at::Tensor r = v.toTensor();
+  map_results(op, stack, [&](const at::Tensor &r) {
+    if (r.scalar_type() != at::kFloat) return r;
     const auto same = std::find_if(written.begin(), written.end(),
                                    [&](const auto &w) { return w.second.is_same(r); });
-    v = c10::IValue(same != written.end() ? same->first : r.to(at::kHalf));
-  }
+    return same != written.end() ? same->first : r.to(at::kHalf);
+  });
 }
 
 void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
@@ -101,18 +108,15 @@ void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
               " has no trn kernel and cannot fall back to the CPU (its in-place tensor lists "
               "would not be written back): use the optimizer with foreach=False");
   record_cpu_run(name);
-  // A factory with a device argument (tril_indices(..., device=trn)) runs on the CPU as any op:
-  // its results must still land on the device asked for.
-  const auto &schema = op.schema();
-  const size_t args = schema.arguments().size();
-  c10::Device asked(c10::DeviceType::CPU);
-  for (size_t i = 0; i < args; ++i) {
-    const c10::IValue &v = (*stack)[stack->size() - args + i];
-    if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) asked = v.toDevice();
-  }
-  const size_t base = stack->size() - args;
+  // Kept for a float16 retry (the first run consumes the stack's).
+  const size_t base = stack->size() - op.schema().arguments().size();
   std::vector<c10::IValue> arguments(stack->begin() + static_cast<std::ptrdiff_t>(base),
                                      stack->end());
+  // A factory with a device argument (tril_indices(..., device=trn)) runs on the CPU as any op:
+  // its results must still land on the device asked for.
+  c10::Device asked(c10::DeviceType::CPU);
+  for (const c10::IValue &v : arguments)
+    if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) asked = v.toDevice();
   const bool has_float16 = std::any_of(arguments.begin(), arguments.end(), [](const auto &v) {
     return v.isTensor() && v.toTensor().defined() && v.toTensor().scalar_type() == at::kHalf;
   });
@@ -123,13 +127,8 @@ void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
     stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(base), stack->end());
     run_widened(op, stack, std::move(arguments));
   }
-  if (asked.is_cpu()) return;
-  const size_t results = schema.returns().size();
-  for (size_t i = stack->size() - results; i < stack->size(); ++i) {
-    c10::IValue &v = (*stack)[i];
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().is_cpu())
-      v = c10::IValue(v.toTensor().to(asked));
-  }
+  if (!asked.is_cpu())
+    map_results(op, stack, [&](const at::Tensor &r) { return r.is_cpu() ? r.to(asked) : r; });
 }
 
 }  // namespace
