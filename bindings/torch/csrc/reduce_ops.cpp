@@ -75,7 +75,8 @@ void reduce(trn_ops_reduce_op_t op, const at::Tensor &self, at::OptionalIntArray
 }
 
 // The .out overloads, also reached with a user's out= that no meta function has shaped: it is
-// sized here. With dtype= the input is cast first, as PyTorch sums (0.6 + 0.6 into int64 is 0).
+// sized here. A sum or mean casts its input to its dtype first, as PyTorch's (0.6 + 0.6 into
+// int64 is 0).
 at::Tensor &reduce_out(trn_ops_reduce_op_t op, const at::Tensor &self, at::OptionalIntArrayRef dim,
                        bool keepdim, c10::optional<at::ScalarType> dtype, at::Tensor &out,
                        const char *name) {
