@@ -192,44 +192,49 @@ trn_result_t Program::image_with_constants(isa::ProgramImage *out) const {
 
 trn_result_t Program::take_internal_set(uint64_t queue_key, std::shared_ptr<InternalSet> *out) {
   if (internal_bytes == 0) return TRN_SUCCESS;
+  auto hold = std::make_shared<InternalSet>();
+  hold->program = this;
+  hold->queue_key = queue_key;
   std::lock_guard lock(mu_);
-  if (auto shared = in_flight_[queue_key].lock()) {
-    *out = std::move(shared);
-    return TRN_SUCCESS;
+  SetInFlight &set = in_flight_[queue_key];
+  if (!set.mem) {
+    if (!free_sets_.empty()) {
+      set.mem = std::move(free_sets_.back());
+      free_sets_.pop_back();
+    } else if (trn_result_t r = pool->allocate(internal_bytes, kTensorAlignment,
+                                               TRN_MEM_CATEGORY_SCRATCH, 0, pool, &set.mem);
+               r != TRN_SUCCESS) {
+      in_flight_.erase(queue_key);
+      return fail(r, "the program's internal buffers (" + std::to_string(internal_bytes) +
+                         " bytes for each queue executing it at once): " + last_detail());
+    }
   }
-  auto set = std::make_shared<InternalSet>();
-  set->program = this;
-  if (!free_sets_.empty()) {
-    set->mem = std::move(free_sets_.back());
-    free_sets_.pop_back();
-  } else if (trn_result_t r = pool->allocate(internal_bytes, kTensorAlignment,
-                                             TRN_MEM_CATEGORY_SCRATCH, 0, pool, &set->mem);
-             r != TRN_SUCCESS) {
-    return fail(r, "the program's internal buffers (" + std::to_string(internal_bytes) +
-                       " bytes for each queue executing it at once): " + last_detail());
-  }
-  in_flight_[queue_key] = set;
-  *out = std::move(set);
+  ++set.holds;
+  hold->mem = set.mem;
+  *out = std::move(hold);
   return TRN_SUCCESS;
 }
 
-void Program::give_back(std::shared_ptr<Mem> set) {
+void Program::release_internal_set(uint64_t queue_key) {
   // Enough free sets for the queues that execute the program by turns; more go back to the pool.
   constexpr size_t kFreeSetsKept = 2;
   std::shared_ptr<Mem> surplus;
   {
     std::lock_guard lock(mu_);
-    std::erase_if(in_flight_, [](const auto &entry) { return entry.second.expired(); });
+    auto it = in_flight_.find(queue_key);
+    if (it == in_flight_.end() || --it->second.holds > 0) return;
     if (free_sets_.size() < kFreeSetsKept)
-      free_sets_.push_back(std::move(set));
+      free_sets_.push_back(std::move(it->second.mem));
     else
-      surplus = std::move(set);
+      surplus = std::move(it->second.mem);
+    in_flight_.erase(it);
   }
   if (surplus) release_memory(*surplus);
 }
 
 InternalSet::~InternalSet() {
-  if (mem) program->give_back(std::move(mem));
+  mem.reset();  // the program's entry holds the buffers until the last hold ends
+  if (program) program->release_internal_set(queue_key);
 }
 
 ProgramRun::~ProgramRun() {

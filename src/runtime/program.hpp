@@ -24,11 +24,12 @@ class Pool;
 
 struct Program;
 
-// One execution's internal buffers, shared by the executions of one queue that are in flight
-// together (a queue runs them one after another), given back to the program when the last of
-// them retires.
+// One execution's hold on its internal buffers, which the executions of one queue that are in
+// flight together share (a queue runs them one after another); the buffers go back to the
+// program when the last hold on them ends.
 struct InternalSet {
   Program *program = nullptr;  // outlives the set: each execution holds both
+  uint64_t queue_key = 0;
   std::shared_ptr<Mem> mem;
   ~InternalSet();
 };
@@ -64,12 +65,19 @@ struct Program {
   // The internal set for an execution on the queue `queue_key` names: the one its executions in
   // flight use, else a free one, else a new one.
   trn_result_t take_internal_set(uint64_t queue_key, std::shared_ptr<InternalSet> *out);
-  void give_back(std::shared_ptr<Mem> set);
+  // Ends one hold on the queue's set; the last one frees the set.
+  void release_internal_set(uint64_t queue_key);
 
  private:
+  // Counted under mu_, not by a weak pointer: a weak pointer expires before the set's destructor
+  // gives the buffers back, and an execution taking a set in between would allocate another.
+  struct SetInFlight {
+    std::shared_ptr<Mem> mem;
+    size_t holds = 0;
+  };
   std::mutex mu_;
-  std::vector<std::shared_ptr<Mem>> free_sets_;               // guarded by mu_
-  std::map<uint64_t, std::weak_ptr<InternalSet>> in_flight_;  // by queue; guarded by mu_
+  std::vector<std::shared_ptr<Mem>> free_sets_;  // guarded by mu_
+  std::map<uint64_t, SetInFlight> in_flight_;    // by queue; guarded by mu_
   bool abandoned_ = false;
 };
 

@@ -33,10 +33,16 @@ TEST_CASE("a light and a heavy fence never let both sides miss the other's store
   };
   Flag x, y, start, done;
   uint64_t light_saw[kRounds] = {};
+  // Spins, then yields: on a loaded machine the two sides rarely run at once, and a waiter that
+  // only spun would burn its whole time slice each round. The waits lie outside each side's
+  // store, fence and load, so a context switch there changes nothing the test checks.
+  const auto wait_until_reaches = [](const Flag &flag, uint64_t round) {
+    for (int spins = 0; flag.value.load(std::memory_order_acquire) < round; ++spins)
+      if (spins > 1000) std::this_thread::yield();
+  };
   std::thread light_side([&] {
     for (uint64_t i = 1; i <= kRounds; ++i) {
-      while (start.value.load(std::memory_order_acquire) < i) {
-      }
+      wait_until_reaches(start, i);
       x.value.store(i, std::memory_order_relaxed);
       light_fence();
       light_saw[i - 1] = y.value.load(std::memory_order_relaxed);
@@ -49,8 +55,7 @@ TEST_CASE("a light and a heavy fence never let both sides miss the other's store
     y.value.store(i, std::memory_order_relaxed);
     heavy_fence();
     const uint64_t heavy_saw = x.value.load(std::memory_order_relaxed);
-    while (done.value.load(std::memory_order_acquire) < i) {
-    }
+    wait_until_reaches(done, i);
     // Each round stores its number: a value below it is the previous round's, a miss.
     if (heavy_saw < i && light_saw[i - 1] < i) ++both_missed;
   }
