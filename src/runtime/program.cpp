@@ -190,9 +190,9 @@ trn_result_t Program::image_with_constants(isa::ProgramImage *out) const {
   return TRN_SUCCESS;
 }
 
-trn_result_t Program::take_internal_set(uint64_t queue_key, std::shared_ptr<InternalSet> *out) {
+trn_result_t Program::take_internal_set(uint64_t queue_key, std::unique_ptr<InternalSet> *out) {
   if (internal_bytes == 0) return TRN_SUCCESS;
-  auto hold = std::make_shared<InternalSet>();
+  auto hold = std::make_unique<InternalSet>();
   hold->program = this;
   hold->queue_key = queue_key;
   std::lock_guard lock(mu_);

@@ -64,8 +64,9 @@ struct Program {
 
   // The internal set for an execution on the queue `queue_key` names: the one its executions in
   // flight use, else a free one, else a new one.
-  trn_result_t take_internal_set(uint64_t queue_key, std::shared_ptr<InternalSet> *out);
-  // Ends one hold on the queue's set; the last one frees the set.
+  trn_result_t take_internal_set(uint64_t queue_key, std::unique_ptr<InternalSet> *out);
+  // Ends one hold on the queue's set; the last one puts the set on the free list (or back in
+  // the pool when the list is full).
   void release_internal_set(uint64_t queue_key);
 
  private:
@@ -95,7 +96,7 @@ struct TensorSet {
 // while it is queued.
 struct ProgramRun {
   std::shared_ptr<Program> program;
-  std::shared_ptr<InternalSet> internal;  // this execution's internal buffers
+  std::unique_ptr<InternalSet> internal;  // this execution's internal buffers
   // Every allocation a step uses (the bound ones, the constants, the internal set), each once,
   // and the tensor it was bound for (kConstants, kInternal for the program's own): messages are
   // made only when one is needed.
