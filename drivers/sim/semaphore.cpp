@@ -110,7 +110,9 @@ void SemCore::record_time(uint64_t value, uint64_t device_ns) {
   t.value.store(value, std::memory_order_release);
 }
 
-uint64_t SemCore::reached_ns(uint64_t value) const {
+uint64_t SemCore::reached_ns(uint64_t value, uint64_t not_before) const {
+  const uint64_t latest = device_ns();
+  if (latest <= not_before) return latest;
   uint64_t earliest = UINT64_MAX;
   for (const SignalTime &t : cell_->times) {
     const uint64_t v = t.value.load(std::memory_order_acquire);
@@ -121,7 +123,7 @@ uint64_t SemCore::reached_ns(uint64_t value) const {
   }
   // No signal kept reached it (the initial value did, or more than kSignalTimes came since):
   // the latest time, as late as it can be.
-  return earliest == UINT64_MAX ? device_ns() : std::min(earliest, device_ns());
+  return std::min(earliest, latest);
 }
 
 void SemCore::signal(uint64_t value, uint64_t device_ns, bool clear_failure) {

@@ -41,8 +41,10 @@ class SemCore {
   uint64_t value() const { return cell_->value.load(std::memory_order_acquire); }
   uint64_t device_ns() const { return cell_->device_ns.load(std::memory_order_acquire); }
   // The simulated time at which the semaphore reached `value` (at most device_ns()): the
-  // earliest kept signal at or above it, else device_ns().
-  uint64_t reached_ns(uint64_t value) const;
+  // earliest kept signal at or above it, else device_ns(). A caller that takes the later of it
+  // and its own clock `not_before` gets device_ns() when that is no later than its clock: the
+  // signals' ring (lines of their own, which the signallers then keep) is not read.
+  uint64_t reached_ns(uint64_t value, uint64_t not_before = 0) const;
   bool failed() const { return cell_->failed.load(std::memory_order_acquire) != 0; }
   std::string failure_reason() const;
   void query(trn_hal_sem_state_t *state) const;

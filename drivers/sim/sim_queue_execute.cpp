@@ -173,7 +173,7 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
       if (r == TRN_SUCCESS) {
         // Causal time: the command after the wait starts no earlier than the signal that reached
         // the value (not a later one: a peer may be chunks ahead).
-        clock_ns_ = std::max(clock_ns_, sem.reached_ns(c.u.sem.value));
+        clock_ns_ = std::max(clock_ns_, sem.reached_ns(c.u.sem.value, clock_ns_));
         device_.advance_time(clock_ns_);
         return r;
       }

@@ -20,7 +20,9 @@
 namespace trn::sim {
 
 // 10: a semaphore cell's times in lines of their own, apart from the value a waiter reads.
-constexpr uint32_t kStateLayoutVersion = 10;
+// 11: the time of the latest signal beside the value (one line per signal and wait), the ring of
+// recent signals' times still apart.
+constexpr uint32_t kStateLayoutVersion = 11;
 constexpr char kStateMagic[8] = {'T', 'R', 'N', 'S', 'I', 'M', 'S', 'T'};
 constexpr uint32_t kMaxProcessSlots = 64;
 constexpr uint32_t kMaxPhysicalCores = 16;
@@ -104,8 +106,11 @@ constexpr uint32_t kSignalTimes = 8;
 // word (non-private: sleepers may be in other processes) that changes on every wake: a failure, or
 // a signal that reaches the lowest value a sleeper waits for.
 struct SharedSemCell {
-  // The line a spinning waiter reads: a signal takes it from the waiter once, to raise the value.
+  // The line a spinning waiter reads: a signal takes it from the waiter once, to raise the value
+  // and the time. `device_ns` is the simulated time of the latest signal: a queue's wait whose
+  // own clock is past it has its time without looking further.
   std::atomic<uint64_t> value;
+  std::atomic<uint64_t> device_ns;
   std::atomic<uint32_t> wake;
   std::atomic<uint32_t> failed;    // nonzero: a pending signal will not happen
   std::atomic<uint32_t> sleepers;  // waiters asleep on `wake`
@@ -113,15 +118,14 @@ struct SharedSemCell {
   // only wakes early): a signal that stays below it wakes nobody. kNoWakeAt when none registered
   // since the last wake; 0 wakes on every signal.
   std::atomic<uint32_t> wake_at;
-  // The signallers' lines, read only by waits that need the simulated time (queue waits): the
-  // time at which `value` was reached, and the last kSignalTimes signals, a ring (`times_next`
-  // counts them): a wait that looks after later signals raised the cell (a peer a few chunks
-  // ahead) still finds when its own value was reached, where `device_ns` holds only the latest.
-  alignas(64) std::atomic<uint64_t> device_ns;
-  std::atomic<uint32_t> times_next;
+  // The signallers' lines, read only by queue waits whose clock is behind `device_ns`: the last
+  // kSignalTimes signals, a ring (`times_next` counts them), so that a wait that looks after
+  // later signals raised the cell (a peer a few chunks ahead) still finds when its own value was
+  // reached, where `device_ns` holds only the latest.
+  alignas(64) std::atomic<uint32_t> times_next;
   SignalTime times[kSignalTimes];
 };
-static_assert(offsetof(SharedSemCell, device_ns) == 64,
+static_assert(offsetof(SharedSemCell, times_next) == 64,
               "a waiter's words fill the first line alone");
 constexpr uint32_t kNoWakeAt = UINT32_MAX;
 
