@@ -311,6 +311,31 @@ void Proxy::complete(const Fabric::Completion &c) {
   }
 }
 
+bool Proxy::credit_lost(const FabricTransferError &e) {
+  const auto *ctx = static_cast<const Context *>(e.context());
+  if (!ctx || ctx->peer >= peers_.size() || ctx->kind != kCredit || !ctx->sending) return false;
+  // A credit tells the peer it may reuse a slot. A peer whose operations are over needs none
+  // more, and leaves as soon as its own transfers are done: a credit still on its way then meets
+  // the closed connection ("Transport endpoint is not connected"). A peer that died or lost its
+  // link is found by the transfers it takes part in (and the communicator's timeout), never by
+  // a credit alone.
+  peers_[ctx->peer]->credit_tx_busy[ctx->slot] = false;
+  return true;
+}
+
+std::string Proxy::transfer_name(const Context &ctx) const {
+  const std::string peer = std::to_string(peers_[ctx.peer]->remote.rank);
+  switch (ctx.kind) {
+    case kHello:
+      return ctx.sending ? "greeting rank " + peer : "awaiting rank " + peer + "'s hello";
+    case kCredit:
+      return ctx.sending ? "crediting rank " + peer : "awaiting rank " + peer + "'s credit";
+    default:
+      return (ctx.sending ? "sending to rank " : "receiving from rank ") + peer +
+             " (staging slot " + std::to_string(ctx.slot) + ")";
+  }
+}
+
 void Proxy::run() {
   uint64_t seen = 0;
   try {
@@ -318,7 +343,13 @@ void Proxy::run() {
            (drain_until_ns_.load(std::memory_order_relaxed) > now_ns() && sending())) {
       bool any = false;
       Fabric::Completion done[16];
-      const size_t n = fabric_.poll(done, 16);
+      size_t n = 0;
+      try {
+        n = fabric_.poll(done, 16);
+      } catch (const FabricTransferError &e) {
+        if (!credit_lost(e)) throw;
+        continue;
+      }
       for (size_t i = 0; i < n; ++i) complete(done[i]);
       any = n > 0;
       for (auto &p : peers_) {
@@ -349,7 +380,8 @@ void Proxy::run() {
     if (ctx && ctx->peer < peers_.size()) {
       const RemotePeer &peer = peers_[ctx->peer]->remote;
       on_failure_("the fabric lost rank " + std::to_string(peer.rank) + " on " + peer.host +
-                  " (its process or host died, or the link dropped): " + e.what());
+                  " (its process or host died, or the link dropped) while " + transfer_name(*ctx) +
+                  ": " + e.what());
     } else {
       on_failure_(e.what());
     }

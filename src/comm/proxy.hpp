@@ -75,6 +75,11 @@ class Proxy {
   bool progress_sends(Peer &p);
   bool progress_credits(Peer &p);
   void complete(const Fabric::Completion &c);
+  // A credit that could not be sent: true (the failure is the peer's clean departure, see
+  // proxy.cpp) when that is what `e` reports, its slot then free again.
+  bool credit_lost(const FabricTransferError &e);
+  // What a transfer was, for messages: "sending to rank 3 (staging slot 1)".
+  std::string transfer_name(const Context &ctx) const;
   // trn_sem_signal, then the failure again if the communicator failed meanwhile.
   trn_result_t signal(trn_sem_t sem, uint64_t value);
   // Whether a transfer is under way or expected: the proxy then polls without sleeping.

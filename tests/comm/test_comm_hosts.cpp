@@ -134,6 +134,82 @@ TEST_CASE("a host killed mid-operation fails the ranks on the other host, naming
       });
 }
 
+TEST_CASE("a rank that leaves once its part is done does not fail a peer that reads its data later",
+          "[comm][hosts]") {
+  // Rank 1 sends a chunk per slot and destroys its communicator, which waits only for its own
+  // work. Rank 0's receives are held back until then, and go one at a time: the credits it
+  // returns for the chunks it reads meet a closed connection, which is no failure.
+  SimEnv env;
+  const Hosts hosts(env, 2, 1);
+  trn_comm_unique_id_t id{};
+  REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
+  const std::string departed = env.root() + "/departed";
+  constexpr uint32_t kChunks = 4;                    // the slots
+  constexpr uint64_t kCount = 4096 / sizeof(float);  // a 4 KiB chunk each
+  std::vector<Forked> children;
+  for (uint32_t r = 0; r < 2; ++r)
+    children.push_back(fork_rank([&, r]() -> std::string {
+      RankResources res;
+      trn_comm_t comm = nullptr;
+      if (auto why = hosts.join(id, r, &res, &comm); !why.empty()) return why;
+      trn_mem_t buf = nullptr;
+      const uint64_t bytes = kChunks * kCount * sizeof(float);
+      if (trn_mem_alloc(res.pool, bytes, 0, TRN_MEM_CATEGORY_TENSORS, 0, &buf) != TRN_SUCCESS)
+        return "trn_mem_alloc: " + std::string(trn_last_error());
+      std::vector<float> data(kChunks * kCount);
+      for (uint64_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) + 0.5f;
+      std::string why;
+      if (r == 1) {
+        if (trn_mem_write(buf, 0, data.data(), bytes) != TRN_SUCCESS) return trn_last_error();
+        for (uint32_t c = 0; c < kChunks && why.empty(); ++c)
+          if (trn_comm_send(comm, res.queue, {buf, c * kCount * sizeof(float)}, kCount,
+                            TRN_DTYPE_F32, 0, nullptr, nullptr) != TRN_SUCCESS)
+            why = "rank 1: trn_comm_send: " + comm_error();
+        if (why.empty() && (trn_comm_synchronize(comm, 20'000'000'000ull) != TRN_SUCCESS ||
+                            trn_comm_destroy(comm) != TRN_SUCCESS))
+          why = "rank 1: " + comm_error();
+        std::ofstream(departed) << "gone\n";
+        res.close();
+        return why;
+      }
+      trn_sem_t gate = nullptr;
+      const trn_sem_desc_t gate_desc = TRN_SEM_DESC_INIT;
+      if (trn_sem_create(res.device, &gate_desc, &gate) != TRN_SUCCESS)
+        return "trn_sem_create: " + std::string(trn_last_error());
+      std::vector<trn_sem_point_t> opens;
+      for (uint32_t c = 0; c < kChunks; ++c) opens.push_back({gate, c + 1});
+      for (uint32_t c = 0; c < kChunks && why.empty(); ++c) {
+        const trn_sync_t held{&opens[c], 1, nullptr, 0};
+        if (trn_comm_recv(comm, res.queue, {buf, c * kCount * sizeof(float)}, kCount, TRN_DTYPE_F32,
+                          1, &held, nullptr) != TRN_SUCCESS)
+          why = "rank 0: trn_comm_recv: " + comm_error();
+      }
+      // Rank 1 is gone (bounded): its end of the connection has reached this rank by then.
+      for (int i = 0; i < 3000 && access(departed.c_str(), F_OK) != 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      for (uint32_t c = 0; c < kChunks; ++c) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        trn_sem_signal(gate, c + 1);  // a credit each, sent on its own
+      }
+      std::vector<float> got(data.size());
+      if (why.empty() && trn_comm_synchronize(comm, 20'000'000'000ull) != TRN_SUCCESS)
+        why = "rank 0: trn_comm_synchronize: " + comm_error();
+      else if (why.empty() &&
+               (trn_mem_read(buf, 0, got.data(), bytes) != TRN_SUCCESS || got != data))
+        why = "rank 0: the data received is not what rank 1 sent";
+      // The last credits go out on the proxy's thread: give them time to meet the connection.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      if (why.empty() && trn_comm_get_error(comm) != TRN_SUCCESS)
+        why = "rank 0: the communicator failed: " + comm_error();
+      if (trn_comm_destroy(comm) != TRN_SUCCESS && why.empty())
+        why = "rank 0: trn_comm_destroy: " + comm_error();
+      trn_sem_destroy(gate);
+      res.close();
+      return why;
+    }));
+  for (const auto &f : reap(children, 120'000)) FAIL_CHECK(f);
+}
+
 TEST_CASE("libfabric's eager limit becomes the 1 MiB chunk unless the user set it",
           "[comm][hosts]") {
   // Unset, trn's 1 MiB chunks go eagerly; the user's 64 KiB sends them by the provider's
