@@ -126,6 +126,8 @@ void Comm::join(const RendezvousId &id, const CommConfig &config) {
   monitor_thread_ = std::thread([this] { monitor(); });
   common::name_thread(monitor_thread_, "trn-comm-mon" + std::to_string(rank_));
   if (hosts_ > 1) connect_remote_peers();
+  // A rank that failed or left meanwhile (its word was in the last table) fails the join too.
+  if (std::string why = error(); !why.empty()) fail(TRN_ERROR_COLLECTIVE, why);
 }
 
 std::vector<uint8_t> Comm::make_blob() {
@@ -621,7 +623,10 @@ std::vector<std::vector<uint8_t>> Comm::gather(const std::vector<uint8_t> &paylo
     }
     state_cv_.wait_for(lock, std::chrono::milliseconds(5));
   }
-  if (!error_.empty()) fail(TRN_ERROR_COLLECTIVE, error_);
+  // A table that came is every rank's word, even when a failure came after it: a rank that
+  // found a setting refused in it may leave before this one reads it, and the refusal, which
+  // this rank finds in the same table, says more than that rank's departure.
+  if (!gathered_) fail(TRN_ERROR_COLLECTIVE, error_);
   auto all = std::move(*gathered_);
   gathered_.reset();
   if (all.size() != size_) fail(TRN_ERROR_COLLECTIVE, std::string(what) + ": a short table");
