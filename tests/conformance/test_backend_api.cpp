@@ -319,40 +319,9 @@ TEST_CASE("timestamps carry the queue's device time and the host's clock", "[bac
   REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
 }
 
-TEST_CASE("a queue's wait takes the device time of the signal that reached its value",
-          "[backend][time]") {
-  // A signaller that ran ahead (a collective's peer a few chunks on) raised the semaphore again
-  // before the wait ran: the waiting queue's clock follows the signal it waited for, not the
-  // latest one, whatever the host threads' timing was.
-  SimEnv env;
-  trn_device_t device = first_device();
-  trn_queue_t ahead = make_queue(core_at(device, 0), TRN_QUEUE_KIND_COPY);
-  trn_queue_t waiter = make_queue(core_at(device, 0), TRN_QUEUE_KIND_COPY);
-  trn_pool_t pool = make_pool(device);
-  trn_mem_t a = alloc(pool, 64 << 20), b = alloc(pool, 64 << 20);
-  trn_sem_t sem = make_sem(device);
-  const trn_sem_point_t first{sem, 1}, second{sem, 2};
-  const trn_sync_t signal_first{nullptr, 0, &first, 1}, signal_second{nullptr, 0, &second, 1};
-  trn_timestamp_t at_first{}, at_second{}, after_wait{};
-  REQUIRE(trn_queue_copy(ahead, b, 0, a, 0, 64 << 20, &signal_first, nullptr) == TRN_SUCCESS);
-  REQUIRE(trn_queue_write_timestamp(ahead, &at_first, nullptr, nullptr) == TRN_SUCCESS);
-  REQUIRE(trn_queue_copy(ahead, a, 0, b, 0, 64 << 20, &signal_second, nullptr) == TRN_SUCCESS);
-  REQUIRE(trn_queue_write_timestamp(ahead, &at_second, nullptr, nullptr) == TRN_SUCCESS);
-  finish(ahead);
-  const trn_sync_t wait_first{&first, 1, nullptr, 0};
-  REQUIRE(trn_queue_write_timestamp(waiter, &after_wait, &wait_first, nullptr) == TRN_SUCCESS);
-  finish(waiter);
-  REQUIRE(at_second.device_ns > at_first.device_ns + 10'000);  // 64 MiB between them
-  CHECK(after_wait.device_ns == at_first.device_ns);
-  REQUIRE(trn_sem_destroy(sem) == TRN_SUCCESS);
-  REQUIRE(trn_queue_destroy(waiter) == TRN_SUCCESS);
-  REQUIRE(trn_queue_destroy(ahead) == TRN_SUCCESS);
-}
-
-TEST_CASE("a queue whose clock is past a signal's time keeps its clock when it waits for it",
-          "[backend][time]") {
-  // The other side of the case above: the wait moves a clock only forward, whether the signal
-  // it waited for was the latest one or an earlier one.
+// Two copy queues of one core, one signalling a semaphore to 1 and 2, the other waiting for it,
+// with two 64 MiB buffers to move the queues' clocks apart.
+struct SignallerAndWaiter {
   SimEnv env;
   trn_device_t device = first_device();
   trn_queue_t signaller = make_queue(core_at(device, 0), TRN_QUEUE_KIND_COPY);
@@ -362,23 +331,56 @@ TEST_CASE("a queue whose clock is past a signal's time keeps its clock when it w
   trn_sem_t sem = make_sem(device);
   const trn_sem_point_t first{sem, 1}, second{sem, 2};
   const trn_sync_t signal_first{nullptr, 0, &first, 1}, signal_second{nullptr, 0, &second, 1};
-  trn_timestamp_t at_signal{}, before_wait{}, after_first{}, after_second{};
-  REQUIRE(trn_queue_copy(signaller, b, 0, a, 0, 4096, &signal_first, nullptr) == TRN_SUCCESS);
-  REQUIRE(trn_queue_copy(signaller, b, 0, a, 0, 4096, &signal_second, nullptr) == TRN_SUCCESS);
-  REQUIRE(trn_queue_write_timestamp(signaller, &at_signal, nullptr, nullptr) == TRN_SUCCESS);
-  finish(signaller);
-  REQUIRE(trn_queue_copy(waiter, b, 0, a, 0, 64 << 20, nullptr, nullptr) == TRN_SUCCESS);
-  REQUIRE(trn_queue_write_timestamp(waiter, &before_wait, nullptr, nullptr) == TRN_SUCCESS);
   const trn_sync_t wait_first{&first, 1, nullptr, 0}, wait_second{&second, 1, nullptr, 0};
-  REQUIRE(trn_queue_write_timestamp(waiter, &after_first, &wait_first, nullptr) == TRN_SUCCESS);
-  REQUIRE(trn_queue_write_timestamp(waiter, &after_second, &wait_second, nullptr) == TRN_SUCCESS);
-  finish(waiter);
+
+  ~SignallerAndWaiter() {
+    CHECK(trn_sem_destroy(sem) == TRN_SUCCESS);
+    CHECK(trn_queue_destroy(waiter) == TRN_SUCCESS);
+    CHECK(trn_queue_destroy(signaller) == TRN_SUCCESS);
+  }
+};
+
+TEST_CASE("a queue's wait takes the device time of the signal that reached its value",
+          "[backend][time]") {
+  // A signaller that ran ahead (a collective's peer a few chunks on) raised the semaphore again
+  // before the wait ran: the waiting queue's clock follows the signal it waited for, not the
+  // latest one, whatever the host threads' timing was.
+  SignallerAndWaiter q;
+  trn_timestamp_t at_first{}, at_second{}, after_wait{};
+  REQUIRE(trn_queue_copy(q.signaller, q.b, 0, q.a, 0, 64 << 20, &q.signal_first, nullptr) ==
+          TRN_SUCCESS);
+  REQUIRE(trn_queue_write_timestamp(q.signaller, &at_first, nullptr, nullptr) == TRN_SUCCESS);
+  REQUIRE(trn_queue_copy(q.signaller, q.a, 0, q.b, 0, 64 << 20, &q.signal_second, nullptr) ==
+          TRN_SUCCESS);
+  REQUIRE(trn_queue_write_timestamp(q.signaller, &at_second, nullptr, nullptr) == TRN_SUCCESS);
+  finish(q.signaller);
+  REQUIRE(trn_queue_write_timestamp(q.waiter, &after_wait, &q.wait_first, nullptr) == TRN_SUCCESS);
+  finish(q.waiter);
+  REQUIRE(at_second.device_ns > at_first.device_ns + 10'000);  // 64 MiB between them
+  CHECK(after_wait.device_ns == at_first.device_ns);
+}
+
+TEST_CASE("a queue whose clock is past a signal's time keeps its clock when it waits for it",
+          "[backend][time]") {
+  // The other side of the case above: the wait moves a clock only forward, whether the signal
+  // it waited for was the latest one or an earlier one.
+  SignallerAndWaiter q;
+  trn_timestamp_t at_signal{}, before_wait{}, after_first{}, after_second{};
+  REQUIRE(trn_queue_copy(q.signaller, q.b, 0, q.a, 0, 4096, &q.signal_first, nullptr) ==
+          TRN_SUCCESS);
+  REQUIRE(trn_queue_copy(q.signaller, q.b, 0, q.a, 0, 4096, &q.signal_second, nullptr) ==
+          TRN_SUCCESS);
+  REQUIRE(trn_queue_write_timestamp(q.signaller, &at_signal, nullptr, nullptr) == TRN_SUCCESS);
+  finish(q.signaller);
+  REQUIRE(trn_queue_copy(q.waiter, q.b, 0, q.a, 0, 64 << 20, nullptr, nullptr) == TRN_SUCCESS);
+  REQUIRE(trn_queue_write_timestamp(q.waiter, &before_wait, nullptr, nullptr) == TRN_SUCCESS);
+  REQUIRE(trn_queue_write_timestamp(q.waiter, &after_first, &q.wait_first, nullptr) == TRN_SUCCESS);
+  REQUIRE(trn_queue_write_timestamp(q.waiter, &after_second, &q.wait_second, nullptr) ==
+          TRN_SUCCESS);
+  finish(q.waiter);
   REQUIRE(before_wait.device_ns > at_signal.device_ns + 10'000);  // 64 MiB after the signals
   CHECK(after_first.device_ns == before_wait.device_ns);
   CHECK(after_second.device_ns == before_wait.device_ns);
-  REQUIRE(trn_sem_destroy(sem) == TRN_SUCCESS);
-  REQUIRE(trn_queue_destroy(waiter) == TRN_SUCCESS);
-  REQUIRE(trn_queue_destroy(signaller) == TRN_SUCCESS);
 }
 
 TEST_CASE("trn_queue_free frees after the queue's earlier work, which does not fault",
