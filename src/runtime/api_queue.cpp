@@ -24,7 +24,7 @@ trn_result_t resolve_points(Session &session, const trn_sem_point_t *points, uin
     return fail(TRN_ERROR_NULL_POINTER, std::string("sync->") + name +
                                             " is NULL but its count is " + std::to_string(count));
   for (uint32_t i = 0; i < count; ++i) {
-    auto sem = session.sems.lookup(from_handle(points[i].sem));
+    auto sem = session.sems.find_shared(from_handle(points[i].sem));
     if (!sem) {
       invalid_handle(HandleKind::sem, from_handle(points[i].sem));
       return fail(TRN_ERROR_INVALID_HANDLE,
@@ -92,7 +92,7 @@ enum class Access { read, write };
 // writes; `name` says which operand it is in messages.
 trn_result_t resolve_range(Session &session, trn_mem_t handle, uint64_t offset, uint64_t size,
                            const char *name, Access access, std::shared_ptr<Mem> *out) {
-  auto mem = session.mems.lookup(from_handle(handle));
+  auto mem = session.mems.find_shared(from_handle(handle));
   if (!mem) {
     invalid_handle(HandleKind::mem, from_handle(handle));
     return fail(TRN_ERROR_INVALID_HANDLE, std::string(name) + ": " + last_detail());

@@ -25,7 +25,7 @@ struct ThreadObjectCache {
     std::shared_ptr<void> object;
   };
   static constexpr unsigned kKinds = static_cast<unsigned>(HandleKind::tensor_set) + 1;
-  static constexpr unsigned kEntries = 4;
+  static constexpr unsigned kEntries = 8;
   Entry entries[kKinds][kEntries];
   unsigned next[kKinds] = {};
 };
@@ -75,21 +75,16 @@ class ObjectTable {
   // this kind (the cache keeps the object alive), so use it within one API call.
   template <typename Handle>
   T *find_fast(Handle handle, trn_result_t *result) const {
-    const uint64_t value = from_handle(handle);
-    const uint64_t version = version_.load(std::memory_order_acquire);
-    ThreadObjectCache &cache = thread_object_cache();
-    const auto kind = static_cast<unsigned>(kind_);
-    for (ThreadObjectCache::Entry &entry : cache.entries[kind])
-      if (entry.handle == value && entry.table == id_ && entry.version == version && entry.object) {
-        *result = TRN_SUCCESS;
-        return static_cast<T *>(entry.object.get());
-      }
-    auto object = find(handle, result);
-    if (!object) return nullptr;
-    T *raw = object.get();
-    cache.entries[kind][cache.next[kind]++ % ThreadObjectCache::kEntries] =
-        ThreadObjectCache::Entry{id_, version, value, std::move(object)};
-    return raw;
+    const std::shared_ptr<void> *object = find_cached(from_handle(handle), result);
+    return object ? static_cast<T *>(object->get()) : nullptr;
+  }
+
+  // find_fast's cache, for a caller that keeps the object past the call (a command holds its
+  // memory and semaphores until it completes): a reference of its own, without the table's lock.
+  std::shared_ptr<T> find_shared(uint64_t value) const {
+    trn_result_t result = TRN_SUCCESS;
+    const std::shared_ptr<void> *object = find_cached(value, &result);
+    return object ? std::static_pointer_cast<T>(*object) : nullptr;
   }
 
   // Removes the handle and returns its object (null if the handle is not live). The calling
@@ -134,6 +129,28 @@ class ObjectTable {
   }
 
  private:
+  // The thread's cached reference to the object of `value`, looked up (and cached) on a miss.
+  const std::shared_ptr<void> *find_cached(uint64_t value, trn_result_t *result) const {
+    const uint64_t version = version_.load(std::memory_order_acquire);
+    ThreadObjectCache &cache = thread_object_cache();
+    const auto kind = static_cast<unsigned>(kind_);
+    for (ThreadObjectCache::Entry &entry : cache.entries[kind])
+      if (entry.handle == value && entry.table == id_ && entry.version == version && entry.object) {
+        *result = TRN_SUCCESS;
+        return &entry.object;
+      }
+    auto object = lookup(value);
+    if (!object) {
+      *result = invalid_handle(kind_, value);
+      return nullptr;
+    }
+    *result = TRN_SUCCESS;
+    ThreadObjectCache::Entry &slot =
+        cache.entries[kind][cache.next[kind]++ % ThreadObjectCache::kEntries];
+    slot = ThreadObjectCache::Entry{id_, version, value, std::move(object)};
+    return &slot.object;
+  }
+
   struct Entry {
     uint32_t generation = 0;
     std::shared_ptr<T> object;
