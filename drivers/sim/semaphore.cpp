@@ -110,7 +110,28 @@ void SemCore::record_time(uint64_t value, uint64_t device_ns) {
   t.value.store(value, std::memory_order_release);
 }
 
+bool SemCore::reached(uint64_t value) const {
+  if (seen_value_.load(std::memory_order_acquire) >= value) return true;
+  const uint64_t now = cell_->value.load(std::memory_order_seq_cst);
+  if (now < value) return false;
+  const uint64_t ns = device_ns();  // no earlier than the signal that made `now`
+  uint64_t kept = seen_ns_.load(std::memory_order_relaxed);
+  while (kept < ns && !seen_ns_.compare_exchange_weak(kept, ns, std::memory_order_relaxed)) {
+  }
+  // Another thread may store a lower value after this one: the time stays the highest seen, so
+  // any value here pairs with a time no earlier than its signal; only the shortcut is lost.
+  if (seen_value_.load(std::memory_order_relaxed) < now)
+    seen_value_.store(now, std::memory_order_release);
+  return true;
+}
+
 uint64_t SemCore::reached_ns(uint64_t value, uint64_t not_before) const {
+  // A value seen before, with a time no later than the caller's clock: the signal that reached
+  // it was no later either, and the caller keeps its clock (the cell's line is not read).
+  if (seen_value_.load(std::memory_order_acquire) >= value) {
+    const uint64_t seen_ns = seen_ns_.load(std::memory_order_relaxed);
+    if (seen_ns <= not_before) return seen_ns;
+  }
   const uint64_t latest = device_ns();
   if (latest <= not_before) return latest;
   uint64_t earliest = UINT64_MAX;
@@ -182,7 +203,7 @@ constexpr uint32_t kSpinsBeforeClock = 32;
 trn_result_t SemCore::wait(uint64_t value, uint64_t timeout_ns,
                            const std::atomic<uint32_t> *interrupt, SpinStyle style,
                            YieldHistory *history) {
-  auto reached = [&] { return cell_->value.load(std::memory_order_seq_cst) >= value; };
+  auto reached = [&] { return this->reached(value); };
   auto stopped = [&] {
     return failed() || (interrupt && interrupt->load(std::memory_order_acquire) != 0);
   };

@@ -39,6 +39,10 @@ class SemCore {
   bool shared() const { return local_ == nullptr; }
   DeviceRuntime &device() const { return device_; }
   uint64_t value() const { return cell_->value.load(std::memory_order_acquire); }
+  // Whether the value is at least `value`. A value this process saw before answers without the
+  // cell (values only grow): a peer's semaphore that a queue waits on long after it was reached
+  // (a staging slot freed chunks ago) is then not taken from the peer's cache every time.
+  bool reached(uint64_t value) const;
   uint64_t device_ns() const { return cell_->device_ns.load(std::memory_order_acquire); }
   // The simulated time at which the semaphore reached `value` (at most device_ns()): the
   // earliest kept signal at or above it, else device_ns(). A caller that takes the later of it
@@ -92,6 +96,11 @@ class SemCore {
   // Registers a sleeper's target in wake_at (the lowest wins).
   void lower_wake_at(uint64_t value);
   void reap_abandoned_locked();
+  // The highest value seen reached, and a simulated time no earlier than the signal that reached
+  // it (written before the value, so whoever reads the value finds at least its time). Only this
+  // process's threads touch them.
+  mutable std::atomic<uint64_t> seen_value_{0};
+  mutable std::atomic<uint64_t> seen_ns_{0};
 
   DeviceRuntime &device_;
   // A local semaphore's cell, alone in its cache lines: two semaphores signalled back and forth

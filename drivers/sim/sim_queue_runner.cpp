@@ -107,7 +107,7 @@ bool SimQueue::helper_may_run(const Slot &buffer, bool at_once) {
     // The ring changes hands only at waits: one after a host call would let a call's pair (the
     // runtime's hold on memory and its release) run on two threads.
     if (c.kind == TRN_HAL_COMMAND_SEM_WAIT &&
-        (called || (at_once && sems[i]->value() < c.u.sem.value)))
+        (called || (at_once && !sems[i]->reached(c.u.sem.value))))
       return false;
   }
   return true;
@@ -243,14 +243,16 @@ trn_result_t SimQueue::wait_command(SemCore &sem, uint64_t value, const Errand *
     // Only a buffer a helper may run (the one at tail_) is handed over, at a wait that blocks.
     const Slot *buffer =
         published(tail_.load(std::memory_order_relaxed), std::memory_order_acquire);
-    const bool handed = sem.value() < value && buffer != nullptr && helper_may_run(*buffer, false);
+    const bool handed = !sem.reached(value) && buffer != nullptr && helper_may_run(*buffer, false);
     const trn_result_t r = sem.wait(value, UINT64_MAX, handed ? &yield_ : &stop_);
     // Cancelled without a failure or a stop: a helper wants the token; resume here later.
     if (r == TRN_ERROR_CANCELLED && !sem.failed() && stop_.load(std::memory_order_acquire) == 0)
       return TRN_TIMEOUT;
     return r;
   }
-  // A helper waits in slices, looking at its own errand between them.
+  // A helper waits in slices, looking at its own errand between them (and at the clock only
+  // when it has to wait: a read costs as much as the rest of a small command).
+  if (sem.reached(value)) return TRN_SUCCESS;
   constexpr uint64_t kHelperSliceNs = 1'000'000;
   for (;;) {
     const uint64_t now = monotonic_ns();

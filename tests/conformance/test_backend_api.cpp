@@ -333,6 +333,16 @@ struct SignallerAndWaiter {
   const trn_sync_t signal_first{nullptr, 0, &first, 1}, signal_second{nullptr, 0, &second, 1};
   const trn_sync_t wait_first{&first, 1, nullptr, 0}, wait_second{&second, 1, nullptr, 0};
 
+  // Signals 1 and then 2, each after a 64 MiB copy, with the signaller's time at each.
+  void signal_apart(trn_timestamp_t *at_first, trn_timestamp_t *at_second) {
+    REQUIRE(trn_queue_copy(signaller, b, 0, a, 0, 64 << 20, &signal_first, nullptr) == TRN_SUCCESS);
+    REQUIRE(trn_queue_write_timestamp(signaller, at_first, nullptr, nullptr) == TRN_SUCCESS);
+    REQUIRE(trn_queue_copy(signaller, a, 0, b, 0, 64 << 20, &signal_second, nullptr) ==
+            TRN_SUCCESS);
+    REQUIRE(trn_queue_write_timestamp(signaller, at_second, nullptr, nullptr) == TRN_SUCCESS);
+    finish(signaller);
+  }
+
   ~SignallerAndWaiter() {
     CHECK(trn_sem_destroy(sem) == TRN_SUCCESS);
     CHECK(trn_queue_destroy(waiter) == TRN_SUCCESS);
@@ -347,13 +357,7 @@ TEST_CASE("a queue's wait takes the device time of the signal that reached its v
   // latest one, whatever the host threads' timing was.
   SignallerAndWaiter q;
   trn_timestamp_t at_first{}, at_second{}, after_wait{};
-  REQUIRE(trn_queue_copy(q.signaller, q.b, 0, q.a, 0, 64 << 20, &q.signal_first, nullptr) ==
-          TRN_SUCCESS);
-  REQUIRE(trn_queue_write_timestamp(q.signaller, &at_first, nullptr, nullptr) == TRN_SUCCESS);
-  REQUIRE(trn_queue_copy(q.signaller, q.a, 0, q.b, 0, 64 << 20, &q.signal_second, nullptr) ==
-          TRN_SUCCESS);
-  REQUIRE(trn_queue_write_timestamp(q.signaller, &at_second, nullptr, nullptr) == TRN_SUCCESS);
-  finish(q.signaller);
+  q.signal_apart(&at_first, &at_second);
   REQUIRE(trn_queue_write_timestamp(q.waiter, &after_wait, &q.wait_first, nullptr) == TRN_SUCCESS);
   finish(q.waiter);
   REQUIRE(at_second.device_ns > at_first.device_ns + 10'000);  // 64 MiB between them
@@ -381,6 +385,28 @@ TEST_CASE("a queue whose clock is past a signal's time keeps its clock when it w
   REQUIRE(before_wait.device_ns > at_signal.device_ns + 10'000);  // 64 MiB after the signals
   CHECK(after_first.device_ns == before_wait.device_ns);
   CHECK(after_second.device_ns == before_wait.device_ns);
+}
+
+TEST_CASE("a wait for a value an earlier wait saw passed takes the time of its own signal",
+          "[backend][time]") {
+  // Waits remember the highest value they saw reached (a value seen needs no second look at the
+  // semaphore): a later wait for a lower value on a queue whose clock is behind still follows the
+  // signal that reached that value, not the one the earlier wait saw.
+  SignallerAndWaiter q;
+  // Made before the signals, so that its clock is behind both (a new queue starts at the
+  // device's time).
+  trn_queue_t late = make_queue(core_at(q.device, 0), TRN_QUEUE_KIND_COPY);
+  trn_timestamp_t at_first{}, at_second{}, after_second{}, after_first{};
+  q.signal_apart(&at_first, &at_second);
+  REQUIRE(trn_queue_write_timestamp(q.waiter, &after_second, &q.wait_second, nullptr) ==
+          TRN_SUCCESS);
+  finish(q.waiter);
+  REQUIRE(trn_queue_write_timestamp(late, &after_first, &q.wait_first, nullptr) == TRN_SUCCESS);
+  finish(late);
+  REQUIRE(trn_queue_destroy(late) == TRN_SUCCESS);
+  REQUIRE(at_second.device_ns > at_first.device_ns + 10'000);  // 64 MiB between them
+  CHECK(after_second.device_ns == at_second.device_ns);
+  CHECK(after_first.device_ns == at_first.device_ns);
 }
 
 TEST_CASE("trn_queue_free frees after the queue's earlier work, which does not fault",
