@@ -57,9 +57,13 @@ std::vector<nlohmann::json> json_lines(const std::string &command) {
   return lines;
 }
 
+// `runs`: of each library, taking turns. The machine's speed drifts between runs (two runs of
+// the same 8-byte case a minute apart read 0.2 and 0.5 us for OpenMPI, 2.2 and 3.5 us for trn),
+// and a single run of each would credit that drift to whichever ran in the faster stretch. Each
+// side's figure is the median of its runs.
 struct Band {
   const char *min, *max;
-  int iters, warmup;
+  int iters, warmup, runs;
 };
 
 std::string size_label(uint64_t bytes) {
@@ -68,7 +72,7 @@ std::string size_label(uint64_t bytes) {
 
 // trn's rows by size: P50 time (us) and simulated busbw; exits when an element was wrong.
 struct TrnRow {
-  double time_us = 0, busbw = 0, sim_busbw = 0;
+  double time_us = 0, sim_busbw = 0;
 };
 std::map<uint64_t, TrnRow> run_trn(const std::string &tool, uint32_t ranks, uint32_t hosts,
                                    const Band &band, const std::string &env = "") {
@@ -85,7 +89,6 @@ std::map<uint64_t, TrnRow> run_trn(const std::string &tool, uint32_t ranks, uint
       std::exit(1);
     }
     rows[j.at("size").get<uint64_t>()] = {j.at("time_us").get<double>(),
-                                          j.at("busbw_gbps").get<double>(),
                                           j.at("sim_busbw_gbps").get<double>()};
   }
   return rows;
@@ -119,20 +122,30 @@ void compare(const std::string &tool, const std::string &mpi, uint32_t ranks, ui
   const std::string baseline =
       std::string("OpenMPI MPI_Allreduce (") + (hosts == 1 ? "shared memory" : "tcp") + ")";
   for (const Band &band : bands) {
-    const auto trn = run_trn(tool, ranks, hosts, band);
-    std::vector<uint64_t> sizes;
-    for (const auto &[size, row] : trn) sizes.push_back(size);
-    const auto base = run_mpi(mpi, ranks, btl, sizes, band.iters, band.warmup);
-    for (const auto &[size, row] : trn) {
-      auto it = base.find(size);
-      if (it == base.end()) continue;
+    // Per size, each run's P50 time (us) of trn and of OpenMPI, the runs taking turns.
+    std::map<uint64_t, std::vector<double>> trn_us, mpi_us;
+    for (int run = 0; run < band.runs; ++run) {
+      const auto trn = run_trn(tool, ranks, hosts, band);
+      std::vector<uint64_t> sizes;
+      for (const auto &[size, row] : trn) sizes.push_back(size);
+      const auto base = run_mpi(mpi, ranks, btl, sizes, band.iters, band.warmup);
+      for (const auto &[size, row] : trn) {
+        auto it = base.find(size);
+        if (it == base.end()) continue;
+        trn_us[size].push_back(row.time_us);
+        mpi_us[size].push_back(it->second);
+      }
+    }
+    for (auto &[size, times] : trn_us) {
+      const double trn_time = median(times), mpi_time = median(mpi_us[size]);
       const std::string name = who + ", " + size_label(size);
       if (size == 8) {
-        print({"allreduce", name + " latency", "us", row.time_us, it->second, baseline, false});
+        print({"allreduce", name + " latency", "us", trn_time, mpi_time, baseline, false});
         continue;
       }
-      const double mpi_busbw = static_cast<double>(size) / (it->second * 1e3) * factor;
-      print({"allreduce", name, "GB/s busbw", row.busbw, mpi_busbw, baseline, true});
+      // busbw from the median time, as nccl-tests and trn-comm-test define it.
+      auto busbw = [&](double us) { return static_cast<double>(size) / (us * 1e3) * factor; };
+      print({"allreduce", name, "GB/s busbw", busbw(trn_time), busbw(mpi_time), baseline, true});
     }
   }
 }
@@ -157,15 +170,18 @@ int bench_allreduce(int argc, char **argv) {
   // warm-up of the first band also gives the scheduler time to spread freshly forked ranks over
   // the cores (a few milliseconds): fifty 8-byte operations took under a millisecond, and runs
   // whose two ranks still shared a core read 3x slower for either library.
-  const std::vector<Band> bands =
-      quick ? std::vector<Band>{{"8", "8", 200, 500}, {"1K", "256K", 20, 5}, {"1M", "4M", 20, 5}}
-            : std::vector<Band>{{"8", "8", 2000, 2000},
-                                {"1K", "256K", 200, 20},
-                                {"1M", "4M", 100, 10},
-                                {"16M", "256M", 5, 1}};
+  const std::vector<Band> bands = quick ? std::vector<Band>{{"8", "8", 200, 500, 5},
+                                                            {"1K", "256K", 20, 5, 5},
+                                                            {"1M", "4M", 20, 5, 5}}
+                                        : std::vector<Band>{{"8", "8", 2000, 2000, 5},
+                                                            {"1K", "256K", 200, 20, 5},
+                                                            {"1M", "4M", 100, 10, 5},
+                                                            {"16M", "256M", 5, 1, 3}};
   // Across hosts every byte crosses TCP: up to 64 MiB.
-  const std::vector<Band> cross_host_bands = {
-      {"8", "8", 2000, 2000}, {"1K", "256K", 200, 20}, {"1M", "4M", 100, 10}, {"16M", "64M", 5, 1}};
+  const std::vector<Band> cross_host_bands = {{"8", "8", 2000, 2000, 5},
+                                              {"1K", "256K", 200, 20, 5},
+                                              {"1M", "4M", 100, 10, 5},
+                                              {"16M", "64M", 5, 1, 3}};
   const std::vector<uint32_t> rank_counts =
       quick ? std::vector<uint32_t>{2} : std::vector<uint32_t>{2, 4};
   for (uint32_t ranks : rank_counts) compare(tool, mpi, ranks, 1, bands);
@@ -186,7 +202,7 @@ int bench_allreduce(int argc, char **argv) {
         std::string("TRN_SIM_ROOT=") + root +
         " TRN_SIM_GENERATION=trn2 TRN_LNC=1 TRN_SIM_DEVICES=" + std::to_string(ranks) +
         " TRN_VISIBLE_CORES=" + cores;
-    const Band band = quick ? Band{"16M", "16M", 2, 1} : Band{"16M", "64M", 2, 1};
+    const Band band = quick ? Band{"16M", "16M", 2, 1, 1} : Band{"16M", "64M", 2, 1, 1};
     for (const auto &[size, row] : run_trn(tool, ranks, 1, band, env))
       print({"allreduce", "simulated, " + std::to_string(ranks) + " devices, " + size_label(size),
              "GB/s busbw", row.sim_busbw, link_gbps, "NeuronLink-v3, one link (320 GB/s)", true});
