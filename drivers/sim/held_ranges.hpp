@@ -1,13 +1,9 @@
 // The device memory this process holds on one device: the ranges it reserved (mem_reserve) or
 // imported (mem_import), by HBM offset. Every address an operation or a command takes must lie
 // inside one of them (hal.h: memory this process holds). Lookups take a shared lock and are
-// O(log n); reserving, releasing, importing and unexporting take it exclusively. Each thread
-// remembers the last few ranges it found: every command resolves its operands twice (at
-// submission and when it runs), and a collective's few commands take five or more each time, on
-// the submitting thread; a lock per lookup cost more than the rest of the lookup.
+// O(log n); reserving, releasing, importing and unexporting take it exclusively.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <shared_mutex>
@@ -32,13 +28,7 @@ class HeldRanges {
   bool holds(uint64_t offset, uint64_t bytes) const;
 
  private:
-  // The lock held exclusively: a range may go, so every thread's remembered ranges are stale.
   void remove_locked(uint64_t offset, uint64_t bytes);
-  bool holds_locked(uint64_t offset, uint64_t bytes, uint64_t *first, uint64_t *size) const;
-
-  static inline std::atomic<uint64_t> next_id_{1};
-  const uint64_t id_ = next_id_.fetch_add(1, std::memory_order_relaxed);  // never reused
-  std::atomic<uint64_t> version_{0};  // bumped (exclusively locked) whenever ranges change
 
   mutable std::shared_mutex mu_;         // guards both maps
   std::map<uint64_t, uint64_t> ranges_;  // offset -> bytes
