@@ -25,11 +25,9 @@ trn_result_t resolve_points(Session &session, const trn_sem_point_t *points, uin
                                             " is NULL but its count is " + std::to_string(count));
   for (uint32_t i = 0; i < count; ++i) {
     auto sem = session.sems.find_shared(from_handle(points[i].sem));
-    if (!sem) {
-      invalid_handle(HandleKind::sem, from_handle(points[i].sem));
+    if (!sem)  // find_shared recorded why
       return fail(TRN_ERROR_INVALID_HANDLE,
                   std::string("sync->") + name + "[" + std::to_string(i) + "]: " + last_detail());
-    }
     if (signals && sem->queue_timeline())
       return fail(TRN_ERROR_INVALID_ARGUMENT,
                   std::string("sync->signals[") + std::to_string(i) +
@@ -93,10 +91,8 @@ enum class Access { read, write };
 trn_result_t resolve_range(Session &session, trn_mem_t handle, uint64_t offset, uint64_t size,
                            const char *name, Access access, std::shared_ptr<Mem> *out) {
   auto mem = session.mems.find_shared(from_handle(handle));
-  if (!mem) {
-    invalid_handle(HandleKind::mem, from_handle(handle));
+  if (!mem)  // find_shared recorded why
     return fail(TRN_ERROR_INVALID_HANDLE, std::string(name) + ": " + last_detail());
-  }
   if (access == Access::write && mem->device_read_only())
     return fail(TRN_ERROR_INVALID_ARGUMENT,
                 std::string(name) +

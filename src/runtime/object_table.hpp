@@ -81,6 +81,7 @@ class ObjectTable {
 
   // find_fast's cache, for a caller that keeps the object past the call (a command holds its
   // memory and semaphores until it completes): a reference of its own, without the table's lock.
+  // Null, with the reason recorded (last_detail), for a handle that is not live.
   std::shared_ptr<T> find_shared(uint64_t value) const {
     trn_result_t result = TRN_SUCCESS;
     const std::shared_ptr<void> *object = find_cached(value, &result);
