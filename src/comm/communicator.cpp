@@ -22,6 +22,11 @@ namespace {
 
 constexpr uint32_t kMaxRanks = 64;
 constexpr uint64_t kSliceNs = 5'000'000;  // how often a blocked wait looks at the failure state
+// Sends in place: from chunks of this size (copying a smaller one into the outbox costs less
+// than waiting for its send before the operation ends), from allocations up to this size
+// (mapping one commits all of it).
+constexpr uint64_t kInPlaceMinBytes = 64 << 10;
+constexpr uint64_t kInPlaceMaxAllocation = 1ull << 30;
 
 // One random number per process: tells processes apart where pids might repeat (other hosts).
 uint64_t process_token() {
@@ -96,6 +101,7 @@ void Comm::join(const RendezvousId &id, const CommConfig &config) {
   chunk_bytes_ =
       config.chunk_bytes ? config.chunk_bytes : env_chunk.value_or(default_chunk_bytes(false));
   ring_min_bytes_ = default_ring_min_bytes();
+  send_in_place_ = send_in_place_enabled();
   if (chunk_bytes_ % 4096 != 0 || chunk_bytes_ < 4096 || chunk_bytes_ > (64ull << 20))
     fail(TRN_ERROR_INVALID_ARGUMENT, "chunk_bytes " + std::to_string(chunk_bytes_) +
                                          " is not a multiple of 4096 from 4096 to 64 MiB");
@@ -353,6 +359,7 @@ void Comm::connect_remote_peers() {
           "allocating the outbox for rank " + std::to_string(r) + " on another host");
     check(trn_sem_create(device_, &sem, &link.tx_ready), "creating a semaphore");
     check(trn_sem_create(device_, &sem, &link.tx_free), "creating a semaphore");
+    check(trn_sem_create(device_, &sem, &link.tx_sent), "creating a semaphore");
     void *outbox = nullptr;
     check(trn_mem_map(link.tx_staging, &outbox), "mapping an outbox for the fabric");
     RemotePeer peer;
@@ -362,11 +369,13 @@ void Comm::connect_remote_peers() {
     peer.outbox = static_cast<std::byte *>(outbox);
     peer.out_ready = link.tx_ready;
     peer.out_free = link.tx_free;
+    peer.out_sent = link.tx_sent;
     peer.inbox = static_cast<std::byte *>(staging) + slot_offset(r, 1);
     peer.rx_ready = link.rx_ready;
     peer.rx_free = link.rx_free;
     proxy_->add_peer(peer);
   }
+  if (proxy_->sends_in_place() && send_in_place_) in_place_min_bytes_ = kInPlaceMinBytes;
   proxy_->start();
 }
 
@@ -428,7 +437,7 @@ void Comm::fail_semaphores(const std::string &why) {
     }
   }
   for (PeerLink &link : links_)
-    for (trn_sem_t sem : {link.rx_ready, link.rx_free, link.tx_ready, link.tx_free})
+    for (trn_sem_t sem : {link.rx_ready, link.rx_free, link.tx_ready, link.tx_free, link.tx_sent})
       if (sem) trn_sem_fail(sem, text);
 }
 
@@ -686,7 +695,8 @@ void Comm::release_resources() {
     }
   };
   for (PeerLink &link : links_) {
-    for (trn_sem_t *sem : {&link.tx_ready, &link.tx_free, &link.rx_ready, &link.rx_free}) {
+    for (trn_sem_t *sem :
+         {&link.tx_ready, &link.tx_free, &link.tx_sent, &link.rx_ready, &link.rx_free}) {
       destroy(*sem);
       *sem = nullptr;
     }
@@ -752,10 +762,37 @@ uint64_t Comm::slot_offset(uint32_t sender, uint64_t count) const {
   return (static_cast<uint64_t>(sender) * slots_ + (count - 1) % slots_) * chunk_bytes_;
 }
 
+std::byte *Comm::map_for_sending(trn_mem_t mem) {
+  for (const auto &[m, p] : mapped_)
+    if (m == mem) return p;
+  // Mapping commits the whole allocation: not for one much larger than a transfer needs.
+  trn_mem_info_t info = TRN_MEM_INFO_INIT;
+  void *p = nullptr;
+  if (trn_mem_get_info(mem, &info) != TRN_SUCCESS || info.size > kInPlaceMaxAllocation ||
+      trn_mem_map(mem, &p) != TRN_SUCCESS)
+    p = nullptr;
+  mapped_.emplace_back(mem, static_cast<std::byte *>(p));
+  return static_cast<std::byte *>(p);
+}
+
 void Comm::send_chunk(trn_queue_t queue, uint32_t peer, trn_mem_t source, uint64_t offset,
                       uint64_t bytes) {
   PeerLink &link = links_[peer];
   const uint64_t k = link.tx_count + 1;
+  if (link.remote && source && bytes >= in_place_min_bytes_) {
+    if (std::byte *from = map_for_sending(source)) {
+      // Ready once the queue reaches it (the commands before it wrote the bytes); the proxy
+      // sends them from there, and the writes after it wait for the send (before_writing).
+      const trn_sem_point_t ready{link.tx_ready, k};
+      const trn_sync_t sync{nullptr, 0, &ready, 1};
+      in_place_.push_back({source, offset, bytes, peer, k});
+      proxy_->expect_send(peer, k, bytes, from + offset);
+      submit(queue, [&] { return trn_queue_barrier(queue, &sync, &op_sequence_); },
+             {"sending", "to", peer});
+      link.tx_count = k;
+      return;
+    }
+  }
   const trn_sem_point_t wait{link.tx_free, k > slots_ ? k - slots_ : 0};
   const trn_sem_point_t signal{link.tx_ready, k};
   const trn_sync_t sync{&wait, k > slots_ ? 1u : 0u, &signal, 1};
@@ -771,13 +808,49 @@ void Comm::send_chunk(trn_queue_t queue, uint32_t peer, trn_mem_t source, uint64
   link.tx_count = k;
 }
 
+void Comm::wait_for_send(WaitList &waits, const SendInPlace &send) const {
+  // The peer's sends complete in order: one wait, for the latest, covers the earlier ones.
+  const trn_sem_t sent = links_[send.peer].tx_sent;
+  auto w = std::find_if(waits.begin(), waits.end(), [&](auto &p) { return p.sem == sent; });
+  if (w == waits.end())
+    waits.push_back({sent, send.k});
+  else
+    w->value = std::max(w->value, send.k);
+}
+
+WaitList Comm::before_writing(trn_mem_t mem, uint64_t offset, uint64_t bytes) {
+  WaitList waits;
+  for (auto it = in_place_.begin(); it != in_place_.end();) {
+    if (it->mem != mem || it->offset >= offset + bytes || offset >= it->offset + it->bytes) {
+      ++it;
+      continue;
+    }
+    wait_for_send(waits, *it);
+    it = in_place_.erase(it);
+  }
+  return waits;
+}
+
+void Comm::settle_sends(trn_queue_t queue) {
+  WaitList waits;
+  for (const SendInPlace &send : in_place_) wait_for_send(waits, send);
+  in_place_.clear();
+  mapped_.clear();
+  if (waits.empty()) return;
+  const trn_sync_t sync{waits.data(), static_cast<uint32_t>(waits.size()), nullptr, 0};
+  submit(queue, [&] { return trn_queue_barrier(queue, &sync, &op_sequence_); },
+         {"waiting for the fabric to send"});
+}
+
 void Comm::receive_chunk(trn_queue_t queue, uint32_t peer, uint64_t bytes, const ChunkUse &use,
-                         const char *doing) {
+                         const char *doing, const trn_comm_buffer_t *writes) {
   PeerLink &link = links_[peer];
   const uint64_t k = link.rx_count + 1;
-  const trn_sem_point_t wait{link.rx_ready, k};
+  WaitList waits;
+  if (writes && !in_place_.empty()) waits = before_writing(writes->mem, writes->offset, bytes);
+  waits.push_back({link.rx_ready, k});
   const trn_sem_point_t signal{link.rx_free, k};
-  const trn_sync_t sync{&wait, 1, &signal, 1};
+  const trn_sync_t sync{waits.data(), static_cast<uint32_t>(waits.size()), &signal, 1};
   const uint64_t at = slot_offset(peer, k);
   if (link.remote) proxy_->expect_receive(peer, k);
   submit(queue,
@@ -808,6 +881,8 @@ void Comm::free_in_queue(trn_queue_t queue, trn_mem_t mem) {
 
 void Comm::open_operation(trn_queue_t queue, const trn_sync_t *sync) {
   op_sequence_ = 0;
+  in_place_.clear();  // an operation that failed part-way may have left some
+  mapped_.clear();
   trn_sem_t timeline = nullptr;
   check(trn_queue_get_semaphore(queue, &timeline), "queue");
   op_queue_sem_ = timeline;

@@ -70,7 +70,22 @@ struct PeerLink {
   // for a peer on another host the outbox the proxy sends from (remote).
   uint64_t tx_base = 0;
   bool remote = false;
+  // A peer on another host: chunks the proxy sent from where they were (not the outbox), in
+  // order (the proxy signals it).
+  trn_sem_t tx_sent = nullptr;
 };
+
+// A chunk of the operation being built that the proxy sends from where it is: nothing may
+// write over its bytes before `tx_sent` of its peer reaches `k`.
+struct SendInPlace {
+  trn_mem_t mem = nullptr;
+  uint64_t offset = 0, bytes = 0;
+  uint32_t peer = 0;
+  uint64_t k = 0;
+};
+
+// Waits a command adds to its own (a few).
+using WaitList = boost::container::small_vector<trn_sem_point_t, 4>;
 
 // What an operation is, for messages ("all_reduce of 4096 x f32 #3"), formatted only when one
 // is needed (most operations never need their name).
@@ -147,8 +162,14 @@ class Comm : public std::enable_shared_from_this<Comm> {
   // command must carry the sync it is given (the wait for the data, the signal of the slot).
   using ChunkUse =
       FunctionRef<trn_result_t(trn_mem_t staging, uint64_t offset, const trn_sync_t *sync)>;
+  // `writes` (may be null): the memory `use`'s command writes, `bytes` from its offset.
   void receive_chunk(trn_queue_t queue, uint32_t peer, uint64_t bytes, const ChunkUse &use,
-                     const char *doing);
+                     const char *doing, const trn_comm_buffer_t *writes = nullptr);
+  // The waits a command writing `bytes` at `offset` of `mem` needs first: for the sends from
+  // those bytes still in flight (sends in place, see SendInPlace).
+  WaitList before_writing(trn_mem_t mem, uint64_t offset, uint64_t bytes);
+  // Waits for every send in place of the operation (before it ends or frees its scratch).
+  void settle_sends(trn_queue_t queue);
   uint64_t slot_offset(uint32_t sender, uint64_t count) const;
   trn_mem_t staging() const { return staging_; }
   // Where each command of the operation being built leaves its queue sequence number: the last
@@ -180,6 +201,10 @@ class Comm : public std::enable_shared_from_this<Comm> {
   // endpoint, whose addresses every rank exchanges in one more round.
   void connect_remote_peers();
   void find_host_groups();
+  // A host pointer to `mem` for sends in place, or null when it cannot (or should not) be mapped.
+  std::byte *map_for_sending(trn_mem_t mem);
+  // Adds (or raises) the wait for `send` to its peer's tx_sent.
+  void wait_for_send(WaitList &waits, const SendInPlace &send) const;
   // How long a rank whose queue failed waits for the service's word of the cause.
   static constexpr uint64_t kReasonWaitNs = 1'500'000'000;
   [[noreturn]] void queue_failed(const std::string &why, uint64_t deadline_ns = UINT64_MAX);
@@ -199,6 +224,14 @@ class Comm : public std::enable_shared_from_this<Comm> {
   uint64_t chunk_bytes_ = 0;
   uint64_t ring_min_bytes_ = 0;
   uint32_t slots_ = 4;
+  // Chunks of at least this many bytes to a peer on another host go from where they are, not
+  // through the outbox (TRN_COMM_SEND_IN_PLACE=0: never), where the provider allows it.
+  bool send_in_place_ = true;
+  uint64_t in_place_min_bytes_ = UINT64_MAX;
+  std::vector<SendInPlace> in_place_;  // the operation's, guarded by op_mutex_
+  // Host pointers of the operation's memory that chunks were sent from in place (its few
+  // buffers), guarded by op_mutex_.
+  boost::container::small_vector<std::pair<trn_mem_t, std::byte *>, 4> mapped_;
   bool chunk_chosen_ = false;  // by the descriptor or TRN_COMM_CHUNK_BYTES
   trn_core_t core_ = nullptr;
   trn_device_t device_ = nullptr;

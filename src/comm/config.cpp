@@ -78,6 +78,12 @@ uint64_t default_ring_min_bytes() {
   return 256 * 1024;
 }
 
+bool send_in_place_enabled() {
+  if (auto text = env("TRN_COMM_SEND_IN_PLACE"))
+    return parse_number("TRN_COMM_SEND_IN_PLACE", *text, 0, 1) == 1;
+  return true;
+}
+
 std::string socket_address() {
   return env("TRN_COMM_SOCKET_ADDR").value_or("127.0.0.1");
 }

@@ -1,6 +1,7 @@
 // Settings from the environment: TRN_COMM_TIMEOUT_MS, TRN_COMM_CHUNK_BYTES,
-// TRN_COMM_SOCKET_ADDR, TRN_COMM_PORT, and torchrun's RANK, WORLD_SIZE, LOCAL_RANK,
-// MASTER_ADDR, MASTER_PORT. A malformed value throws TRN_ERROR_INVALID_CONFIG naming it.
+// TRN_COMM_SEND_IN_PLACE, TRN_COMM_SOCKET_ADDR, TRN_COMM_PORT, and torchrun's RANK, WORLD_SIZE,
+// LOCAL_RANK, MASTER_ADDR, MASTER_PORT. A malformed value throws TRN_ERROR_INVALID_CONFIG naming
+// it.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,9 @@ uint64_t default_chunk_bytes(bool one_device);
 // (TRN_COMM_RING_MIN_BYTES, default 256 KiB); read once per communicator, as every rank must
 // choose alike.
 uint64_t default_ring_min_bytes();
+// TRN_COMM_SEND_IN_PLACE (default 1): whether large chunks to other hosts go from where they are
+// rather than through the outbox. Each rank's own choice (the receiver cannot tell).
+bool send_in_place_enabled();
 // Where trn_comm_get_unique_id listens: TRN_COMM_SOCKET_ADDR or 127.0.0.1.
 std::string socket_address();
 

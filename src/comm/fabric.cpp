@@ -92,6 +92,7 @@ Fabric::Fabric() : h_(std::make_unique<Handles>()) {
   h_->info = lib.dupinfo(pick);
   lib.freeinfo(all);
   provider_ = h_->info->fabric_attr->prov_name ? h_->info->fabric_attr->prov_name : "unknown";
+  sends_unregistered_ = (h_->info->domain_attr->mr_mode & FI_MR_LOCAL) == 0;
 
   checked(lib.fabric(h_->info->fabric_attr, &h_->fabric, nullptr), "opening the fabric");
   checked(fi_domain(h_->fabric, h_->info, &h_->domain, nullptr), "opening a domain");

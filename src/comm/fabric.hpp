@@ -43,6 +43,9 @@ class Fabric {
 
   // Memory the endpoint sends from and receives into.
   void register_buffer(void *base, size_t bytes);
+  // Whether a send may come from memory that was not registered (the provider does not require
+  // FI_MR_LOCAL, as tcp does not): then the proxy sends large chunks from where they are.
+  bool sends_unregistered() const { return sends_unregistered_; }
 
   // A tagged send or receive; `context` comes back with its completion. False: the provider
   // has no room now (try again after polling). Throws CommError on an error.
@@ -67,6 +70,7 @@ class Fabric {
   std::unique_ptr<Handles> h_;
   std::string provider_;
   std::vector<uint8_t> name_;
+  bool sends_unregistered_ = false;
 };
 
 }  // namespace trn::comm

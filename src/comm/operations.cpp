@@ -83,10 +83,12 @@ class Builder {
 
   void local_copy(Place to, Place from, uint64_t bytes) {
     if (bytes == 0 || to == from) return;
+    const WaitList waits = comm_.before_writing(to.mem, to.offset, bytes);
+    const trn_sync_t sync{waits.data(), static_cast<uint32_t>(waits.size()), nullptr, 0};
     comm_.submit(queue_,
                  [&] {
                    return trn_queue_copy(queue_, to.mem, to.offset, from.mem, from.offset, bytes,
-                                         nullptr, comm_.op_sequence());
+                                         waits.empty() ? nullptr : &sync, comm_.op_sequence());
                  },
                  {"copying within the rank"});
   }
@@ -101,6 +103,7 @@ class Builder {
   void receive_chunk(uint32_t peer, Place to, const Place *a, uint64_t bytes, uint64_t j) {
     const uint64_t len = chunk_len(bytes, j);
     const Place dst = to.at(j * chunk_);
+    const trn_comm_buffer_t writes{dst.mem, dst.offset};
     note(in_, peer);
     if (!a) {
       comm_.receive_chunk(
@@ -109,7 +112,7 @@ class Builder {
             return trn_queue_copy(queue_, dst.mem, dst.offset, staging, at, len, sync,
                                   comm_.op_sequence());
           },
-          "receiving");
+          "receiving", &writes);
       return;
     }
     const Place src = a->at(j * chunk_);
@@ -137,7 +140,7 @@ class Builder {
           if (r == TRN_SUCCESS) comm_.forget_op_sequence();
           return r;
         },
-        "reducing");
+        "reducing", &writes);
   }
 
   // One step of a schedule: a transfer out and one in, chunk by chunk (send first, so the peer
@@ -173,8 +176,12 @@ class Builder {
     note(in_, peer);
   }
 
+  // The operation's sends from its own memory are done (before anything else writes it).
+  void settle_sends() { comm_.settle_sends(queue_); }
+
   void divide(Place where, uint64_t count) {
     if (count == 0) return;
+    settle_sends();
     const int64_t n = static_cast<int64_t>(count);
     trn_ops_tensor_t t{};
     check_ops(trn_ops_tensor_init(&t, where.mem, where.offset, args_.dtype, 1, &n), "avg");
@@ -496,6 +503,7 @@ uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
       case OpKind::recv: b.receive(args.root, R, nullptr, bytes); break;
       case OpKind::barrier: barrier(b); break;
     }
+    b.settle_sends();
     if (scratch) comm.free_in_queue(args.queue, scratch);
     scratch = nullptr;  // the queue frees it
     return comm.close_operation(args.queue, name, args.sync, b.peers_in(), b.peers_out());

@@ -32,6 +32,13 @@ struct Proxy::Context {
   bool sending = false;
   uint32_t peer = 0;  // index in peers_
   uint32_t slot = 0;
+  uint64_t chunk = 0;  // data sends: the chunk's number
+};
+
+// A chunk the queue will signal ready: in the outbox (`from` null) or where it is.
+struct Proxy::Outgoing {
+  uint64_t chunk = 0, bytes = 0;
+  const std::byte *from = nullptr;
 };
 
 struct Proxy::Peer {
@@ -48,10 +55,12 @@ struct Proxy::Peer {
   Context hello_context;
   // Sending: the chunks the queue will signal, the sends in flight, the receiver's credits.
   std::mutex pending_mutex;
-  std::deque<std::pair<uint64_t, uint64_t>> pending;  // (chunk, bytes)
-  std::vector<bool> tx_busy;                          // per slot
+  std::deque<Outgoing> pending;
+  std::vector<bool> tx_busy;  // per slot
   std::vector<Context> tx_context;
-  uint64_t credit = 0;  // chunks the receiver consumed
+  uint64_t credit = 0;         // chunks the receiver consumed
+  std::set<uint64_t> tx_done;  // sends completed out of order, not yet counted in `sent`
+  uint64_t sent = 0;           // chunks 1..sent completed their sends
   // Receiving: chunks arrived out of order, what the queue was told.
   std::vector<Context> rx_context;
   std::set<uint64_t> arrived;  // chunks landed, not yet signalled
@@ -134,10 +143,10 @@ Proxy::Peer *Proxy::peer_of(uint32_t rank) {
   return nullptr;
 }
 
-void Proxy::expect_send(uint32_t peer, uint64_t k, uint64_t bytes) {
+void Proxy::expect_send(uint32_t peer, uint64_t k, uint64_t bytes, const std::byte *from) {
   if (Peer *p = peer_of(peer)) {
     std::lock_guard lock(p->pending_mutex);
-    p->pending.emplace_back(k, bytes);
+    p->pending.push_back({k, bytes, from});
   }
   wake();
 }
@@ -217,19 +226,20 @@ bool Proxy::progress_sends(Peer &p) {
   bool any = false;
   if (!p.may_send) return false;
   for (;;) {
-    std::pair<uint64_t, uint64_t> next;
+    Outgoing next;
     {
       std::lock_guard lock(p.pending_mutex);
       if (p.pending.empty()) return any;
       next = p.pending.front();
     }
-    const auto [k, bytes] = next;
+    const uint64_t k = next.chunk;
     const uint32_t slot = static_cast<uint32_t>((k - 1) % slots_);
     if (k > p.credit + slots_ || p.tx_busy[slot]) return any;  // the receiver's slot is in use
     uint64_t ready = 0;
     if (trn_sem_query(p.remote.out_ready, &ready) != TRN_SUCCESS || ready < k) return any;
-    if (!fabric_.send(p.address, tag_of(kData, rank_, k), p.remote.outbox + slot * chunk_bytes_,
-                      bytes, &p.tx_context[slot]))
+    const std::byte *from = next.from ? next.from : p.remote.outbox + slot * chunk_bytes_;
+    p.tx_context[slot].chunk = k;
+    if (!fabric_.send(p.address, tag_of(kData, rank_, k), from, next.bytes, &p.tx_context[slot]))
       return any;
     p.tx_busy[slot] = true;
     std::lock_guard lock(p.pending_mutex);
@@ -283,6 +293,7 @@ void Proxy::complete(const Fabric::Completion &c) {
   }
   if (ctx->sending) {
     (ctx->kind == kData ? p.tx_busy : p.credit_tx_busy)[ctx->slot] = false;
+    if (ctx->kind == kData) count_sent(p, ctx->chunk);
     return;
   }
   if (ctx->kind == kCredit) {
@@ -309,6 +320,21 @@ void Proxy::complete(const Fabric::Completion &c) {
       fail(TRN_ERROR_COLLECTIVE, "signalling chunk " + std::to_string(until) + " from rank " +
                                      std::to_string(p.remote.rank) + " ready: " + trn_last_error());
   }
+}
+
+void Proxy::count_sent(Peer &p, uint64_t k) {
+  // In order, as for arrivals: a queue waiting for chunk k's send waits for every one before it.
+  p.tx_done.insert(k);
+  uint64_t until = p.sent;
+  while (!p.tx_done.empty() && *p.tx_done.begin() == until + 1) {
+    p.tx_done.erase(p.tx_done.begin());
+    ++until;
+  }
+  if (until == p.sent) return;
+  p.sent = until;
+  if (signal(p.remote.out_sent, until) != TRN_SUCCESS)
+    fail(TRN_ERROR_COLLECTIVE, "signalling chunk " + std::to_string(until) + " to rank " +
+                                   std::to_string(p.remote.rank) + " sent: " + trn_last_error());
 }
 
 bool Proxy::credit_lost(const FabricTransferError &e) {

@@ -8,6 +8,11 @@
 // proxy returns to the sender as a credit. A receive is posted into a slot before the slot is
 // free, which is safe: the sender sends into it only after the credit for the slot's last
 // chunk. Chunks are signalled in order even if the fabric completes them out of order.
+//
+// A large chunk skips the outbox where the provider sends from unregistered memory (tcp): the
+// queue signals `out_ready` once the chunk's bytes are final where they are, the proxy sends
+// them from there and signals `out_sent` (chunks whose sends completed, in order), which the
+// queue waits for before anything writes over those bytes or the operation ends.
 #pragma once
 
 #include <atomic>
@@ -33,7 +38,8 @@ struct RemotePeer {
   std::vector<uint8_t> address;  // its fabric endpoint's name
   std::byte *outbox = nullptr;   // this rank's slots for it (device memory, mapped)
   trn_sem_t out_ready = nullptr, out_free = nullptr;
-  std::byte *inbox = nullptr;  // the peer's slots in this rank's staging buffer (mapped)
+  trn_sem_t out_sent = nullptr;  // chunks sent, for those sent from where they were
+  std::byte *inbox = nullptr;    // the peer's slots in this rank's staging buffer (mapped)
   trn_sem_t rx_ready = nullptr, rx_free = nullptr;
 };
 
@@ -56,8 +62,11 @@ class Proxy {
   // in the outboxes: a clean departure after the last operation completed here, whose last
   // chunks the peers may still be waiting for.
   void stop(uint64_t drain_deadline_ns = 0);
-  // The queue will signal chunk `k` (of `bytes`) to `peer` ready in the outbox.
-  void expect_send(uint32_t peer, uint64_t k, uint64_t bytes);
+  // The queue will signal chunk `k` (of `bytes`) to `peer` ready in the outbox, or, with
+  // `from` (mapped device memory), ready there.
+  void expect_send(uint32_t peer, uint64_t k, uint64_t bytes, const std::byte *from = nullptr);
+  // Whether expect_send may name where a chunk is (see above).
+  bool sends_in_place() const { return fabric_.sends_unregistered(); }
   // The queue will wait for chunk `k` from `peer` (and free it after).
   void expect_receive(uint32_t peer, uint64_t k);
   // The communicator failed and is failing its semaphores: a signal of the proxy's that comes
@@ -67,6 +76,7 @@ class Proxy {
 
  private:
   struct Context;
+  struct Outgoing;
   struct Peer;
   void run();
   bool post_receives(Peer &p);
@@ -75,6 +85,8 @@ class Proxy {
   bool progress_sends(Peer &p);
   bool progress_credits(Peer &p);
   void complete(const Fabric::Completion &c);
+  // Chunk `k`'s send completed: counts it (in order) on `out_sent`.
+  void count_sent(Peer &p, uint64_t k);
   // A credit that could not be sent: true (the failure is the peer's clean departure, see
   // proxy.cpp) when that is what `e` reports, its slot then free again.
   bool credit_lost(const FabricTransferError &e);

@@ -67,6 +67,19 @@ void use_eager_limit(const char *value) {
     unsetenv("FI_OFI_RXM_EAGER_LIMIT");
 }
 
+// In a rank's process: runs every spec in order (unless `why` already says what went wrong),
+// destroys the communicator and closes the rank; returns the first failure.
+std::string run_all(RankResources &res, trn_comm_t comm, uint32_t r, uint32_t n,
+                    const std::vector<CaseSpec> &specs, std::string why = "") {
+  for (const CaseSpec &spec : specs) {
+    if (!why.empty()) break;
+    why = run_case(res, comm, r, n, spec);
+  }
+  if (trn_comm_destroy(comm) != TRN_SUCCESS && why.empty()) why = comm_error();
+  res.close();
+  return why;
+}
+
 }  // namespace
 
 TEST_CASE("every collective and dtype across two simulated hosts", "[comm][hosts]") {
@@ -102,13 +115,40 @@ TEST_CASE("every collective and dtype across two simulated hosts", "[comm][hosts
       if (why.empty() && (info.processes != n || info.devices != 2))
         why = "the communicator counts " + std::to_string(info.processes) + " processes and " +
               std::to_string(info.devices) + " devices";
-      for (const CaseSpec &spec : specs) {
-        if (!why.empty()) break;
-        why = run_case(res, comm, r, n, spec);
-      }
-      if (trn_comm_destroy(comm) != TRN_SUCCESS && why.empty()) why = comm_error();
-      res.close();
-      return why;
+      return run_all(res, comm, r, n, specs, why);
+    }));
+  for (const auto &f : reap(children, 240'000)) FAIL_CHECK(f);
+}
+
+TEST_CASE("chunks sent from where they are: every collective in and out of place across hosts",
+          "[comm][hosts]") {
+  // 64 KiB chunks, which the proxy sends from the operation's own memory (TRN_COMM_SEND_IN_PLACE=0:
+  // through the outbox, as a reference). Sizes that take several chunks per transfer: recursive
+  // doubling in place reduces into the bytes it sends, and rings overwrite blocks they sent, so
+  // every write waits for the sends it would overwrite.
+  const char *in_place = GENERATE("1", "0");
+  const uint32_t per_host = GENERATE(1u, 2u);
+  SimEnv env;
+  const Hosts hosts(env, 2, per_host);
+  const uint32_t n = hosts.ranks();
+  auto specs = every_case(n - 1, {150'001}, [](trn_dtype_t t) {
+    return t == TRN_DTYPE_BF16 ? TRN_COMM_MAX : TRN_COMM_SUM;
+  });
+  CaseSpec ring;  // an all-reduce above the recursive-doubling limit, in place
+  ring.count = 300'007;
+  ring.in_place = true;
+  specs.push_back(ring);
+  trn_comm_unique_id_t id{};
+  REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
+  std::vector<Forked> children;
+  for (uint32_t r = 0; r < n; ++r)
+    children.push_back(fork_rank([&, r]() -> std::string {
+      setenv("TRN_COMM_SEND_IN_PLACE", in_place, 1);
+      RankResources res;
+      trn_comm_t comm = nullptr;
+      if (auto why = hosts.join(id, r, &res, &comm, 30'000'000'000ull, 64 << 10); !why.empty())
+        return why;
+      return run_all(res, comm, r, n, specs);
     }));
   for (const auto &f : reap(children, 240'000)) FAIL_CHECK(f);
 }

@@ -862,3 +862,22 @@ TEST_CASE("a malformed TRN_COMM_RING_MIN_BYTES is refused when the communicator 
   CHECK(comm_error().find("TRN_COMM_RING_MIN_BYTES='64k'") != std::string::npos);
   CHECK(comm == nullptr);
 }
+
+TEST_CASE("a TRN_COMM_SEND_IN_PLACE other than 0 or 1 is refused when the communicator is made",
+          "[comm][negative]") {
+  SimEnv env;
+  const auto cores = all_cores();
+  REQUIRE(!cores.empty());
+  trn_comm_t comm = nullptr;
+  for (const char *bad : {"yes", "2", "-1"}) {
+    env.set("TRN_COMM_SEND_IN_PLACE", bad);
+    CHECK(trn_comm_init_all(1, cores.data(), nullptr, &comm) == TRN_ERROR_INVALID_CONFIG);
+    CHECK(comm_error().find("TRN_COMM_SEND_IN_PLACE='" + std::string(bad) + "'") !=
+          std::string::npos);
+    CHECK(comm == nullptr);
+  }
+  for (const char *good : {"0", "1"}) {
+    env.set("TRN_COMM_SEND_IN_PLACE", good);
+    ThreadWorld world(1);  // REQUIREs that it is made
+  }
+}
