@@ -181,6 +181,26 @@ class Memory(unittest.TestCase):
         torch_trn.reset_peak_memory_stats()
         self.assertEqual(torch_trn.max_memory_allocated(), torch_trn.memory_allocated())
 
+    def test_reset_peak_reserved(self):
+        # The reserved peak restarts from what the pool holds now, and follows it up again.
+        x = torch.empty(16 << 20, dtype=torch.uint8, device=DEVICE)
+        del x
+        torch_trn.synchronize()
+        torch_trn.empty_cache()
+        self.assertGreater(torch_trn.max_memory_reserved(), torch_trn.memory_reserved())
+        torch_trn.reset_peak_memory_stats()
+        self.assertEqual(torch_trn.max_memory_reserved(), torch_trn.memory_reserved())
+        self.assertEqual(torch_trn.memory_stats()["reserved_bytes.all.peak"],
+                         torch_trn.memory_reserved())
+        y = torch.empty(4 << 20, dtype=torch.uint8, device=DEVICE)
+        grown = torch_trn.memory_reserved()
+        del y
+        torch_trn.synchronize()
+        torch_trn.empty_cache()
+        # Below the pool's lifetime peak, and gone again: still this reset's peak.
+        self.assertGreaterEqual(torch_trn.max_memory_reserved(), grown)
+        self.assertGreater(torch_trn.max_memory_reserved(), torch_trn.memory_reserved())
+
     def test_empty_cache(self):
         x = torch.empty(8 << 20, dtype=torch.uint8, device=DEVICE)
         del x

@@ -21,7 +21,18 @@ constexpr uint64_t kAlignment = 64;
 struct Counters {
   std::atomic<uint64_t> allocated{0};
   std::atomic<uint64_t> peak{0};
+  // The pool's reserved bytes since the last reset: the most seen after an allocation (only an
+  // allocation grows the pool) or at the reset, and the pool's own peak when it rose above what
+  // it was at the reset (reserved_base).
+  std::atomic<uint64_t> reserved_seen{0};
+  std::atomic<uint64_t> reserved_base{0};
 };
+
+void raise_to(std::atomic<uint64_t> &peak, uint64_t now) {
+  uint64_t seen = peak.load();
+  while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+  }
+}
 
 // One per device, made with the registry's size on first use; never shrinks.
 std::vector<Counters> &counters() {
@@ -71,21 +82,20 @@ class TrnAllocator final : public c10::Allocator {
     }
     auto *block = new Block{mem, current_queue(index), n, index};
     Counters &c = counters()[static_cast<size_t>(index)];
-    const uint64_t now = c.allocated += n;
-    uint64_t peak = c.peak.load();
-    while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {
-    }
+    raise_to(c.peak, c.allocated += n);
+    trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
+    if (trn_pool_get_stats(dev.pool(), &stats) == TRN_SUCCESS)
+      raise_to(c.reserved_seen, stats.reserved_bytes);
     void *data = reinterpret_cast<void *>(static_cast<uintptr_t>(info.device_address));
     return {data, block, &release, where};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
 };
 
-uint64_t pool_reserved(int index, uint64_t *peak) {
+trn_mem_stats_t pool_stats(int index) {
   trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
   check(trn_pool_get_stats(device_at(index).pool(), &stats), "trn_pool_get_stats");
-  *peak = stats.peak_reserved_bytes;
-  return stats.reserved_bytes;
+  return stats;
 }
 
 }  // namespace
@@ -106,7 +116,11 @@ MemoryStats memory_stats(int index) {
   MemoryStats s;
   s.allocated = c.allocated.load();
   s.peak_allocated = c.peak.load();
-  s.reserved = pool_reserved(index, &s.peak_reserved);
+  const trn_mem_stats_t pool = pool_stats(index);
+  s.reserved = pool.reserved_bytes;
+  s.peak_reserved = std::max(c.reserved_seen.load(), pool.reserved_bytes);
+  if (pool.peak_reserved_bytes > c.reserved_base.load())
+    s.peak_reserved = std::max(s.peak_reserved, pool.peak_reserved_bytes);
   return s;
 }
 
@@ -114,6 +128,9 @@ void reset_peak_memory_stats(int index) {
   device_at(index);
   Counters &c = counters()[static_cast<size_t>(index)];
   c.peak = c.allocated.load();
+  const trn_mem_stats_t pool = pool_stats(index);
+  c.reserved_base = pool.peak_reserved_bytes;
+  c.reserved_seen = pool.reserved_bytes;
 }
 
 void empty_cache(int index) {

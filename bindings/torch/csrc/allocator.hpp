@@ -17,7 +17,7 @@ struct MemoryStats {
   uint64_t allocated = 0;       // bytes of live tensor blocks
   uint64_t peak_allocated = 0;  // since the last reset
   uint64_t reserved = 0;        // taken from the device by the pool: allocated + cached
-  uint64_t peak_reserved = 0;   // over the pool's life
+  uint64_t peak_reserved = 0;   // since the last reset
 };
 
 c10::Allocator *allocator();
@@ -25,7 +25,7 @@ c10::Allocator *allocator();
 // that is not ours.
 trn_queue_t allocation_queue(const c10::DataPtr &data);
 MemoryStats memory_stats(int device_index);
-// Resets peak_allocated to what is allocated now.
+// Resets peak_allocated and peak_reserved to what is allocated and reserved now.
 void reset_peak_memory_stats(int device_index);
 // Waits for the device's queues, then returns the pool's cached memory to the device.
 void empty_cache(int device_index);
