@@ -488,6 +488,28 @@ class EdgeCases(unittest.TestCase):
         with self.assertRaises(RuntimeError):
             torch.empty(2, 3, device=DEVICE).copy_(torch.ones(4))
 
+    def test_tensors_of_more_than_8_dims(self):
+        # Copies and elementwise ops merge the dims their operands share a layout in; ten dims
+        # of a contiguous tensor are one.
+        shape = [2, 1, 3, 2, 1, 2, 2, 3, 2, 2]
+        x = torch.arange(576, dtype=torch.float32).reshape(shape)
+        self.same(lambda d: x.to(d))
+        self.same(lambda d: x.to(d) + x.to(d) * 2)
+        self.same(lambda d: x.to(d) - torch.arange(2.0).to(d))  # broadcast over the last dim
+        self.same(lambda d: torch.relu(x.to(d) - 100))
+        self.same(lambda d: x.to(d)[:, :, 1:].contiguous())  # a strided slice that merges
+        self.same(lambda d: torch.where(x.to(d) > 50, x.to(d), -x.to(d)))
+        # Dims of size 1 go: reversed, these are 8.
+        self.same(lambda d: x.to(d).permute(*reversed(range(10))).contiguous())
+        # What does not merge to 8 dims is refused, saying so.
+        y = torch.arange(1024, dtype=torch.float32).reshape([2] * 10)
+        with self.assertRaises(RuntimeError) as caught:
+            y.to(DEVICE).permute(*reversed(range(10))).contiguous()
+        self.assertIn("at most 8 dims", str(caught.exception))
+        with self.assertRaises(RuntimeError) as caught:
+            y.to(DEVICE).sum(dim=3)
+        self.assertIn("at most 8 dims", str(caught.exception))
+
     def test_threshold_backward_selects(self):
         # An infinite gradient where the input is at or below the threshold gives 0, not NaN.
         self.same(lambda d: torch.ops.aten.threshold_backward(

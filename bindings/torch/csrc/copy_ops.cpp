@@ -122,7 +122,7 @@ void host_to_device(const at::Tensor &src, const at::Tensor &dst, bool non_block
   at::Tensor host = src.to(dst.scalar_type()).contiguous();
   if (!host.is_same(src)) non_blocking = true;  // `host` is a copy of ours: no one else waits
   const OutTarget target(dst, queue_of(dst));
-  const auto t = view_of(target.get());
+  const auto t = location_of(target.get());
   trn_queue_t queue = queue_of(target.get());
   uint64_t sequence = 0;
   check(
@@ -142,7 +142,7 @@ void device_to_host(const at::Tensor &src, const at::Tensor &dst) {
   const at::Tensor source = contiguous_on_device(src);
   const bool direct = dst.is_contiguous() && dst.scalar_type() == src.scalar_type();
   at::Tensor host = direct ? dst : at::empty(src.sizes(), src.options().device(at::kCPU));
-  const auto s = view_of(source);
+  const auto s = location_of(source);
   trn_queue_t queue = queue_of(source);
   uint64_t sequence = 0;
   check(trn_queue_read(queue, host.data_ptr(), s.mem, s.offset, nbytes_of(source), nullptr,
@@ -186,7 +186,7 @@ void device_to_device(const at::Tensor &src, const at::Tensor &dst) {
   const OutTarget target(dst, queue_of(dst));
   trn_queue_t src_queue = queue_of(staged), dst_queue = queue_of(target.get());
   queue_wait(src_queue, queue_mark(dst_queue));
-  const auto s = view_of(staged), t = view_of(target.get());
+  const auto s = location_of(staged), t = location_of(target.get());
   check(trn_queue_copy(src_queue, t.mem, t.offset, s.mem, s.offset, nbytes_of(staged), nullptr,
                        nullptr),
         "trn_queue_copy");

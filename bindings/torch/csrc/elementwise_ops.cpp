@@ -17,8 +17,8 @@ void unary(trn_ops_unary_op_t op, const at::Tensor &self, const at::Tensor &out,
   if (out.numel() == 0) return;
   OpScope scope(out);
   const OutputOrder l = in_output_order(out, {self});
-  const auto o = view_of(l.out), x = view_of(l.inputs[0]);
-  check_ops(trn_ops_unary(scope.queue(), op, &o, &x, nullptr), name);
+  const auto v = elementwise_views(l.out, {l.inputs[0]});
+  check_ops(trn_ops_unary(scope.queue(), op, &v[0], &v[1], nullptr), name);
 }
 
 void unary_backward(trn_ops_unary_op_t op, const at::Tensor &grad_out, const at::Tensor &self,
@@ -27,8 +27,8 @@ void unary_backward(trn_ops_unary_op_t op, const at::Tensor &grad_out, const at:
   if (grad_in.numel() == 0) return;
   OpScope scope(grad_in);
   const OutputOrder l = in_output_order(grad_in, {grad_out, self});
-  const auto gi = view_of(l.out), go = view_of(l.inputs[0]), x = view_of(l.inputs[1]);
-  check_ops(trn_ops_unary_backward(scope.queue(), op, &gi, &go, &x, nullptr), name);
+  const auto v = elementwise_views(l.out, {l.inputs[0], l.inputs[1]});
+  check_ops(trn_ops_unary_backward(scope.queue(), op, &v[0], &v[1], &v[2], nullptr), name);
 }
 
 // out = a <op> b, either operand possibly a CPU scalar (not both: torch computes that on the CPU).
@@ -43,17 +43,20 @@ void binary(trn_ops_binary_op_t op, const at::Tensor &a_in, const at::Tensor &b_
   };
   const at::Tensor a = operand(a_in), b = operand(b_in);
   const OutputOrder l = in_output_order(out, {a, b});
-  const auto o = view_of(l.out);
+  std::vector<trn_ops_tensor_t> v;
   if (a.device().is_cpu()) {
-    const auto y = view_of(l.inputs[1]);
-    check_ops(trn_ops_binary_scalar(scope.queue(), op, &o, &y, cpu_scalar_of(a), 1, nullptr), name);
+    v = elementwise_views(l.out, {l.inputs[1]});
+    check_ops(trn_ops_binary_scalar(scope.queue(), op, &v[0], &v[1], cpu_scalar_of(a), 1, nullptr),
+              name);
   } else if (b.device().is_cpu()) {
-    const auto x = view_of(l.inputs[0]);
-    check_ops(trn_ops_binary_scalar(scope.queue(), op, &o, &x, cpu_scalar_of(b), 0, nullptr), name);
+    v = elementwise_views(l.out, {l.inputs[0]});
+    check_ops(trn_ops_binary_scalar(scope.queue(), op, &v[0], &v[1], cpu_scalar_of(b), 0, nullptr),
+              name);
   } else {
-    const auto x = view_of(l.inputs[0]), y = view_of(l.inputs[1]);
-    check_ops(trn_ops_binary(scope.queue(), op, &o, &x, &y, nullptr), name);
+    v = elementwise_views(l.out, {l.inputs[0], l.inputs[1]});
+    check_ops(trn_ops_binary(scope.queue(), op, &v[0], &v[1], &v[2], nullptr), name);
   }
+  const trn_ops_tensor_t &o = v[0];
   // A bool result of arithmetic (True + True) is its value's truth, as PyTorch stores it: 0 or 1.
   if (out.scalar_type() == at::kBool && op < TRN_OPS_EQ)
     check_ops(trn_ops_binary_scalar(scope.queue(), TRN_OPS_NE, &o, &o, 0.0, 0, nullptr), name);
@@ -64,8 +67,8 @@ void binary_scalar(trn_ops_binary_op_t op, const at::Tensor &a, double scalar,
   if (out.numel() == 0) return;
   OpScope scope(out);
   const OutputOrder l = in_output_order(out, {a});
-  const auto o = view_of(l.out), x = view_of(l.inputs[0]);
-  check_ops(trn_ops_binary_scalar(scope.queue(), op, &o, &x, scalar, 0, nullptr), name);
+  const auto v = elementwise_views(l.out, {l.inputs[0]});
+  check_ops(trn_ops_binary_scalar(scope.queue(), op, &v[0], &v[1], scalar, 0, nullptr), name);
 }
 
 // `b * alpha` as its own tensor (alpha == 1: b itself), in the output's dtype.

@@ -64,31 +64,46 @@ OutputOrder in_output_order(const at::Tensor &out, std::vector<at::Tensor> input
   return {permuted, std::move(inputs)};
 }
 
+std::vector<trn_ops_tensor_t> elementwise_views(const at::Tensor &out,
+                                                std::initializer_list<at::Tensor> inputs) {
+  bool wide = out.dim() > TRN_OPS_MAX_DIMS;
+  for (const at::Tensor &t : inputs) wide = wide || t.dim() > TRN_OPS_MAX_DIMS;
+  if (!wide) {
+    std::vector<trn_ops_tensor_t> views{view_of(out)};
+    for (const at::Tensor &t : inputs) views.push_back(view_of(t));
+    return views;
+  }
+  std::vector<at::Tensor> all{out};
+  for (const at::Tensor &t : inputs) all.push_back(t.expand(out.sizes()));
+  return merged_views(all);
+}
+
 void t_copy(trn_queue_t q, const at::Tensor &out, const at::Tensor &x) {
-  const auto o = view_of(out), v = view_of(x);
-  check_ops(trn_ops_copy(q, &o, &v, nullptr), "copy");
+  const auto v = elementwise_views(out, {x});
+  check_ops(trn_ops_copy(q, &v[0], &v[1], nullptr), "copy");
 }
 
 void t_unary(trn_queue_t q, trn_ops_unary_op_t op, const at::Tensor &out, const at::Tensor &x) {
-  const auto o = view_of(out), v = view_of(x);
-  check_ops(trn_ops_unary(q, op, &o, &v, nullptr), "unary");
+  const auto v = elementwise_views(out, {x});
+  check_ops(trn_ops_unary(q, op, &v[0], &v[1], nullptr), "unary");
 }
 
 void t_binary(trn_queue_t q, trn_ops_binary_op_t op, const at::Tensor &out, const at::Tensor &a,
               const at::Tensor &b) {
-  const auto o = view_of(out), va = view_of(a), vb = view_of(b);
-  check_ops(trn_ops_binary(q, op, &o, &va, &vb, nullptr), "binary");
+  const auto v = elementwise_views(out, {a, b});
+  check_ops(trn_ops_binary(q, op, &v[0], &v[1], &v[2], nullptr), "binary");
 }
 
 void t_binary_scalar(trn_queue_t q, trn_ops_binary_op_t op, const at::Tensor &out,
                      const at::Tensor &a, double s) {
-  const auto o = view_of(out), va = view_of(a);
-  check_ops(trn_ops_binary_scalar(q, op, &o, &va, s, 0, nullptr), "binary_scalar");
+  const auto v = elementwise_views(out, {a});
+  check_ops(trn_ops_binary_scalar(q, op, &v[0], &v[1], s, 0, nullptr), "binary_scalar");
 }
 
 void t_where(trn_queue_t q, const at::Tensor &out, const at::Tensor &cond, const at::Tensor &a,
              const at::Tensor &b) {
-  const auto o = view_of(out), vc = view_of(cond), va = view_of(a), vb = view_of(b);
+  const auto v = elementwise_views(out, {cond, a, b});
+  const trn_ops_tensor_t o = v[0], vc = v[1], va = v[2], vb = v[3];
   check_ops(trn_ops_where(q, &o, &vc, &va, &vb, nullptr), "where");
 }
 

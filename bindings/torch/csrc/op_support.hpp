@@ -64,6 +64,12 @@ struct OutputOrder {
 OutputOrder in_output_order(const at::Tensor &out, std::vector<at::Tensor> inputs);
 
 // libtrn_ops calls on at::Tensors, so that compositions of ops read as the math they compute.
+// The views of an elementwise op's output and inputs (trn tensors): as they are, or past 8 dims,
+// the inputs expanded to the output's sizes and the dims they all can merge merged (raises when
+// they do not merge to 8).
+std::vector<trn_ops_tensor_t> elementwise_views(const at::Tensor &out,
+                                                std::initializer_list<at::Tensor> inputs);
+
 void t_copy(trn_queue_t q, const at::Tensor &out, const at::Tensor &x);
 void t_unary(trn_queue_t q, trn_ops_unary_op_t op, const at::Tensor &out, const at::Tensor &x);
 void t_binary(trn_queue_t q, trn_ops_binary_op_t op, const at::Tensor &out, const at::Tensor &a,

@@ -5,6 +5,7 @@
 #include <ATen/Tensor.h>
 
 #include <optional>
+#include <vector>
 
 #include "trn/trn_ops.h"
 
@@ -17,6 +18,15 @@ bool is_trn_dtype(c10::ScalarType type);
 // The view of a trn tensor (raises for a CPU tensor, an unsupported dtype or a rank over 8).
 // A 0-dim tensor is rank 0; an empty tensor's allocation may be null.
 trn_ops_tensor_t view_of(const at::Tensor &t);
+
+// A trn tensor's dtype, allocation and byte offset, its dims left out (rank 0): for byte copies
+// of contiguous tensors of any rank.
+trn_ops_tensor_t location_of(const at::Tensor &t);
+
+// Views of tensors of one shape (inputs expanded to an output's) as an elementwise op or a copy
+// sees them: the dims every one of them can merge merged, dims of size 1 dropped. For tensors of
+// more than 8 dims; raises when they do not merge to 8.
+std::vector<trn_ops_tensor_t> merged_views(const std::vector<at::Tensor> &tensors);
 
 // The view of a tensor that may be undefined (an optional bias, a gradient not asked for), for
 // the libtrn_ops arguments that take NULL.
