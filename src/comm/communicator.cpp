@@ -765,11 +765,14 @@ uint64_t Comm::slot_offset(uint32_t sender, uint64_t count) const {
 std::byte *Comm::map_for_sending(trn_mem_t mem) {
   for (const auto &[m, p] : mapped_)
     if (m == mem) return p;
-  // Mapping commits the whole allocation: not for one much larger than a transfer needs.
+  // Mapping commits the whole allocation: not for one much larger than a transfer needs. Device
+  // memory only: the device's mapping outlives its allocations, so a caller who frees a buffer
+  // before its operation completes (its own error) sends stale bytes rather than crashing the
+  // proxy; host memory may be unmapped by then.
   trn_mem_info_t info = TRN_MEM_INFO_INIT;
   void *p = nullptr;
-  if (trn_mem_get_info(mem, &info) != TRN_SUCCESS || info.size > kInPlaceMaxAllocation ||
-      trn_mem_map(mem, &p) != TRN_SUCCESS)
+  if (trn_mem_get_info(mem, &info) != TRN_SUCCESS || info.kind != TRN_POOL_KIND_DEVICE ||
+      info.size > kInPlaceMaxAllocation || trn_mem_map(mem, &p) != TRN_SUCCESS)
     p = nullptr;
   mapped_.emplace_back(mem, static_cast<std::byte *>(p));
   return static_cast<std::byte *>(p);
