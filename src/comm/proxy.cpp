@@ -23,6 +23,18 @@ uint64_t tag_of(uint64_t kind, uint32_t sender, uint64_t count) {
   return (kind << 62) | (uint64_t{sender} << kCountBits) | (count & kCountMask);
 }
 
+// Chunk `k` is done (landed, or sent): `*count` moves past every chunk done without a gap,
+// `early` keeps those after a gap. True when `*count` moved.
+bool count_in_order(std::set<uint64_t> *early, uint64_t *count, uint64_t k) {
+  early->insert(k);
+  const uint64_t before = *count;
+  while (!early->empty() && *early->begin() == *count + 1) {
+    early->erase(early->begin());
+    ++*count;
+  }
+  return *count > before;
+}
+
 }  // namespace
 
 // Where a completion belongs: the provider's room first, as FI_CONTEXT requires.
@@ -307,33 +319,17 @@ void Proxy::complete(const Fabric::Completion &c) {
     }
     return;
   }
-  p.arrived.insert(c.tag & kCountMask);
   // In order: the queue may only see chunk k once every chunk before it is in place.
-  uint64_t until = p.signalled;
-  while (!p.arrived.empty() && *p.arrived.begin() == until + 1) {
-    p.arrived.erase(p.arrived.begin());
-    ++until;
-  }
-  if (until > p.signalled) {
-    p.signalled = until;
-    if (signal(p.remote.rx_ready, until) != TRN_SUCCESS)
-      fail(TRN_ERROR_COLLECTIVE, "signalling chunk " + std::to_string(until) + " from rank " +
-                                     std::to_string(p.remote.rank) + " ready: " + trn_last_error());
-  }
+  if (count_in_order(&p.arrived, &p.signalled, c.tag & kCountMask) &&
+      signal(p.remote.rx_ready, p.signalled) != TRN_SUCCESS)
+    fail(TRN_ERROR_COLLECTIVE, "signalling chunk " + std::to_string(p.signalled) + " from rank " +
+                                   std::to_string(p.remote.rank) + " ready: " + trn_last_error());
 }
 
 void Proxy::count_sent(Peer &p, uint64_t k) {
   // In order, as for arrivals: a queue waiting for chunk k's send waits for every one before it.
-  p.tx_done.insert(k);
-  uint64_t until = p.sent;
-  while (!p.tx_done.empty() && *p.tx_done.begin() == until + 1) {
-    p.tx_done.erase(p.tx_done.begin());
-    ++until;
-  }
-  if (until == p.sent) return;
-  p.sent = until;
-  if (signal(p.remote.out_sent, until) != TRN_SUCCESS)
-    fail(TRN_ERROR_COLLECTIVE, "signalling chunk " + std::to_string(until) + " to rank " +
+  if (count_in_order(&p.tx_done, &p.sent, k) && signal(p.remote.out_sent, p.sent) != TRN_SUCCESS)
+    fail(TRN_ERROR_COLLECTIVE, "signalling chunk " + std::to_string(p.sent) + " to rank " +
                                    std::to_string(p.remote.rank) + " sent: " + trn_last_error());
 }
 
