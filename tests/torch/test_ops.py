@@ -477,6 +477,13 @@ class EdgeCases(unittest.TestCase):
                   torch.tensor([True, False, False], device=d))
         self.same(lambda d: torch.cat([torch.tensor([0.25, 0.0], device=d)] * 2).bool())
 
+    def test_floats_to_small_integers_wrap_as_on_the_cpu(self):
+        # Truncated to an int, then its low bits (the device's own conversion saturates).
+        x = torch.tensor([1.5, -1.0, -0.5, 255.9, 300.0, -300.0, 40000.0, -129.0])
+        for dtype in (torch.uint8, torch.int8, torch.int16):
+            for source in (torch.float32, torch.bfloat16, torch.float16):
+                self.same(lambda d: x.to(source).to(d).to(dtype))
+
     def test_integer_scalars_with_a_fractional_alpha(self):
         self.same(lambda d: torch.add(torch.zeros(3, device=d), 3, alpha=0.5))
         self.same(lambda d: torch.zeros(3, device=d).sub(1, alpha=0.25))

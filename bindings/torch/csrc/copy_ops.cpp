@@ -160,12 +160,21 @@ void device_to_host(const at::Tensor &src, const at::Tensor &dst) {
 }
 
 // dst = src on one device, casts included. To bool it is `src != 0`, as PyTorch converts (a cast
-// would truncate 0.5 to 0 and keep 2 as 2).
+// would truncate 0.5 to 0 and keep 2 as 2). Floats to 8- and 16-bit integers go through int32,
+// as the CPU converts them (truncated to an int, then its low bits: -1.0 is 255 as a uint8,
+// 300.0 is 44), where the device's own conversion saturates.
 void copy_on_device(const at::Tensor &dst, const at::Tensor &src) {
-  if (dst.scalar_type() == at::kBool && src.scalar_type() != at::kBool)
+  const bool narrow = dst.scalar_type() == at::kByte || dst.scalar_type() == at::kChar ||
+                      dst.scalar_type() == at::kShort;
+  if (dst.scalar_type() == at::kBool && src.scalar_type() != at::kBool) {
     t_binary_scalar(queue_of(dst), TRN_OPS_NE, dst, src, 0.0);
-  else
+  } else if (narrow && at::isFloatingType(src.scalar_type())) {
+    at::Tensor wide = at::empty(src.sizes(), src.options().dtype(at::kInt));
+    t_copy(queue_of(dst), wide, src);
+    t_copy(queue_of(dst), dst, wide);
+  } else {
     t_copy(queue_of(dst), dst, src);
+  }
 }
 
 void device_to_device(const at::Tensor &src, const at::Tensor &dst) {
