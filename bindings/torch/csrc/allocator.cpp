@@ -23,7 +23,9 @@ struct Counters {
   std::atomic<uint64_t> peak{0};
   // The pool's reserved bytes since the last reset: the most seen after an allocation (only an
   // allocation grows the pool) or at the reset, and the pool's own peak when it rose above what
-  // it was at the reset (reserved_base).
+  // it was at the reset (reserved_base). Before any reset the pool's peak is the answer, and
+  // allocations need not look.
+  std::atomic<bool> was_reset{false};
   std::atomic<uint64_t> reserved_seen{0};
   std::atomic<uint64_t> reserved_base{0};
 };
@@ -84,7 +86,8 @@ class TrnAllocator final : public c10::Allocator {
     Counters &c = counters()[static_cast<size_t>(index)];
     raise_to(c.peak, c.allocated += n);
     trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
-    if (trn_pool_get_stats(dev.pool(), &stats) == TRN_SUCCESS)
+    if (c.was_reset.load(std::memory_order_relaxed) &&
+        trn_pool_get_stats(dev.pool(), &stats) == TRN_SUCCESS)
       raise_to(c.reserved_seen, stats.reserved_bytes);
     void *data = reinterpret_cast<void *>(static_cast<uintptr_t>(info.device_address));
     return {data, block, &release, where};
@@ -131,6 +134,7 @@ void reset_peak_memory_stats(int index) {
   const trn_mem_stats_t pool = pool_stats(index);
   c.reserved_base = pool.peak_reserved_bytes;
   c.reserved_seen = pool.reserved_bytes;
+  c.was_reset = true;
 }
 
 void empty_cache(int index) {
