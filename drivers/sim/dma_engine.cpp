@@ -1,10 +1,7 @@
 #include "sim/dma_engine.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
-#include <thread>
-#include <vector>
 
 #include "isa/dtype.hpp"
 #include "sim/reduce_math.hpp"
@@ -14,47 +11,15 @@ namespace trn::sim {
 namespace {
 
 // Transfers from this size up are split across host threads, as the engines split them: below
-// it starting the threads costs more than they save.
+// it waking the helpers costs more than they save.
 constexpr uint64_t kParallelBytes = 8ull << 20;
-constexpr unsigned kMaxThreads = 4;
 
-// Runs part(offset, bytes) over [0, bytes), split across up to 4 threads for large transfers;
-// the first failure is the result.
+// Runs part(offset, bytes, why) over [0, bytes), on the helpers too for large transfers; the
+// first failure is the result.
 template <typename Part>
-trn_result_t parallel_parts(uint64_t bytes, std::string *why, Part part) {
+trn_result_t parallel_parts(DmaHelpers &helpers, uint64_t bytes, std::string *why, Part part) {
   if (bytes < kParallelBytes) return part(0, bytes, why);
-  // Asking costs a file read (glibc reads sysfs): ask once.
-  static const unsigned threads =
-      std::min(kMaxThreads, std::max(1u, std::thread::hardware_concurrency()));
-  if (threads == 1) return part(0, bytes, why);
-  const uint64_t step = (bytes / threads + 4095) & ~uint64_t{4095};
-  std::atomic<trn_result_t> result{TRN_SUCCESS};
-  std::vector<std::string> whys(threads);
-  std::vector<std::thread> helpers;
-  auto run = [&](unsigned i) {
-    const uint64_t begin = i * step;
-    if (trn_result_t r = part(begin, std::min(bytes, begin + step) - begin, &whys[i]);
-        r != TRN_SUCCESS) {
-      trn_result_t expected = TRN_SUCCESS;
-      result.compare_exchange_strong(expected, r);
-    }
-  };
-  for (unsigned i = 1; i < threads && i * step < bytes; ++i) {
-    try {
-      helpers.emplace_back(run, i);
-    } catch (const std::system_error &) {
-      run(i);  // no thread to spare: do the part here
-    }
-  }
-  run(0);
-  for (auto &helper : helpers) helper.join();
-  if (result.load() != TRN_SUCCESS)
-    for (auto &text : whys)
-      if (!text.empty()) {
-        *why = text;
-        break;
-      }
-  return result.load();
+  return helpers.run(bytes, part, why);
 }
 
 bool overlap(const MemorySpan &a, const MemorySpan &b) {
@@ -91,7 +56,8 @@ uint64_t simulated_link_ns(uint64_t bytes, uint64_t engine_bytes_per_s, uint32_t
   return std::max(engine_ns, kDmaFixedNs + static_cast<uint64_t>(link_ns)) + hops * kLinkHopNs;
 }
 
-trn_result_t dma_copy(const MemorySpan &destination, const MemorySpan &source, std::string *why) {
+trn_result_t dma_copy(DmaHelpers &helpers, const MemorySpan &destination, const MemorySpan &source,
+                      std::string *why) {
   const uint64_t bytes = std::min(destination.bytes, source.bytes);
   if (bytes == 0) return TRN_SUCCESS;
   if (trn_result_t r = dma_back(destination, why); r != TRN_SUCCESS) return r;
@@ -102,42 +68,49 @@ trn_result_t dma_copy(const MemorySpan &destination, const MemorySpan &source, s
     std::memmove(destination.host, source.host, bytes);
     return TRN_SUCCESS;
   }
-  return parallel_parts(bytes, why, [&](uint64_t at, uint64_t part, std::string *part_why) {
-    return read_part(source, at, destination.host + at, part, part_why);
-  });
+  return parallel_parts(helpers, bytes, why,
+                        [&](uint64_t at, uint64_t part, std::string *part_why) {
+                          return read_part(source, at, destination.host + at, part, part_why);
+                        });
 }
 
-trn_result_t dma_fill(const MemorySpan &destination, uint8_t value, std::string *why) {
+trn_result_t dma_fill(DmaHelpers &helpers, const MemorySpan &destination, uint8_t value,
+                      std::string *why) {
   if (destination.bytes == 0) return TRN_SUCCESS;
   if (trn_result_t r = dma_back(destination, why); r != TRN_SUCCESS) return r;
-  return parallel_parts(destination.bytes, why, [&](uint64_t at, uint64_t part, std::string *) {
-    std::memset(destination.host + at, value, part);
-    return TRN_SUCCESS;
-  });
+  return parallel_parts(helpers, destination.bytes, why,
+                        [&](uint64_t at, uint64_t part, std::string *) {
+                          std::memset(destination.host + at, value, part);
+                          return TRN_SUCCESS;
+                        });
 }
 
-trn_result_t dma_reduce(const MemorySpan &destination, const MemorySpan &a, const MemorySpan &b,
-                        trn_dtype_t dtype, trn_reduce_op_t op, std::string *why) {
+trn_result_t dma_reduce(DmaHelpers &helpers, const MemorySpan &destination, const MemorySpan &a,
+                        const MemorySpan &b, trn_dtype_t dtype, trn_reduce_op_t op,
+                        std::string *why) {
   if (destination.bytes == 0) return TRN_SUCCESS;
   for (const MemorySpan *span : {&destination, &a, &b})
     if (trn_result_t r = dma_back(*span, why); r != TRN_SUCCESS) return r;
   const uint64_t element = isa::dtype_size(static_cast<isa::DType>(dtype));
   // Parts split at multiples of 4096 bytes: whole elements of every reducible dtype.
-  return parallel_parts(destination.bytes, why, [&](uint64_t at, uint64_t part, std::string *) {
-    reduce_elements(dtype, op, destination.host + at, a.host + at, b.host + at, part / element);
-    return TRN_SUCCESS;
-  });
+  return parallel_parts(
+      helpers, destination.bytes, why, [&](uint64_t at, uint64_t part, std::string *) {
+        reduce_elements(dtype, op, destination.host + at, a.host + at, b.host + at, part / element);
+        return TRN_SUCCESS;
+      });
 }
 
-trn_result_t dma_write(const MemorySpan &destination, const void *source, std::string *why) {
+trn_result_t dma_write(DmaHelpers &helpers, const MemorySpan &destination, const void *source,
+                       std::string *why) {
   const MemorySpan from{static_cast<char *>(const_cast<void *>(source)), nullptr, 0,
                         destination.bytes};
-  return dma_copy(destination, from, why);
+  return dma_copy(helpers, destination, from, why);
 }
 
-trn_result_t dma_read(const MemorySpan &source, void *destination, std::string *why) {
+trn_result_t dma_read(DmaHelpers &helpers, const MemorySpan &source, void *destination,
+                      std::string *why) {
   const MemorySpan to{static_cast<char *>(destination), nullptr, 0, source.bytes};
-  return dma_copy(to, source, why);
+  return dma_copy(helpers, to, source, why);
 }
 
 }  // namespace trn::sim

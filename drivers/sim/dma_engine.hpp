@@ -1,12 +1,13 @@
 // Moving bytes between device addresses (HBM of any device, registered host memory) and the
 // host, as the device's DMA engines do: the destination is backed before it is written, chunks
 // never written read as zeros, overlapping ranges move as memmove does, and large transfers are
-// split across host threads. No lock is held while bytes move.
+// split across the instance's DMA helper threads. No lock is held while bytes move.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "sim/dma_helpers.hpp"
 #include "sim/ops_support.hpp"
 
 namespace trn::sim {
@@ -29,15 +30,20 @@ uint64_t simulated_link_ns(uint64_t bytes, uint64_t engine_bytes_per_s, uint32_t
 // Backs a range with storage (HBM; registered host memory is backed already): afterwards a store
 // there cannot fault, and what was never written reads as zeros through the mapping.
 trn_result_t dma_back(const MemorySpan &span, std::string *why);
-trn_result_t dma_copy(const MemorySpan &destination, const MemorySpan &source, std::string *why);
-trn_result_t dma_fill(const MemorySpan &destination, uint8_t value, std::string *why);
+trn_result_t dma_copy(DmaHelpers &helpers, const MemorySpan &destination, const MemorySpan &source,
+                      std::string *why);
+trn_result_t dma_fill(DmaHelpers &helpers, const MemorySpan &destination, uint8_t value,
+                      std::string *why);
 // destination = a op b over `count` elements (the DMA engines' reduction, reduce_math.hpp); the
 // operands are backed first (never-written memory reads as zeros). The destination may be an
 // operand exactly; the caller refused other overlaps.
-trn_result_t dma_reduce(const MemorySpan &destination, const MemorySpan &a, const MemorySpan &b,
-                        trn_dtype_t dtype, trn_reduce_op_t op, std::string *why);
+trn_result_t dma_reduce(DmaHelpers &helpers, const MemorySpan &destination, const MemorySpan &a,
+                        const MemorySpan &b, trn_dtype_t dtype, trn_reduce_op_t op,
+                        std::string *why);
 // Host <-> device copies (mem_write, mem_read, timestamps).
-trn_result_t dma_write(const MemorySpan &destination, const void *source, std::string *why);
-trn_result_t dma_read(const MemorySpan &source, void *destination, std::string *why);
+trn_result_t dma_write(DmaHelpers &helpers, const MemorySpan &destination, const void *source,
+                       std::string *why);
+trn_result_t dma_read(DmaHelpers &helpers, const MemorySpan &source, void *destination,
+                      std::string *why);
 
 }  // namespace trn::sim

@@ -122,7 +122,7 @@ trn_result_t sim_mem_write(trn_hal_instance_t *instance, uint32_t device, uint64
     if (trn_result_t r = resolve_for(instance, device, address, bytes, &span, why);
         r != TRN_SUCCESS)
       return r;
-    return dma_write(span, source, why);
+    return dma_write(instance->dma, span, source, why);
   });
 }
 
@@ -137,7 +137,7 @@ trn_result_t sim_mem_read(trn_hal_instance_t *instance, uint32_t device, uint64_
     if (trn_result_t r = resolve_for(instance, device, address, bytes, &span, why);
         r != TRN_SUCCESS)
       return r;
-    return dma_read(span, destination, why);
+    return dma_read(instance->dma, span, destination, why);
   });
 }
 

@@ -4,12 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "drivers/hal.h"
@@ -20,7 +22,9 @@
 #include "sim/sim_queue.hpp"
 #include "sim/state_check.hpp"
 
-trn_hal_instance_s::trn_hal_instance_s() : poller(std::make_unique<trn::sim::SemPoller>()) {}
+trn_hal_instance_s::trn_hal_instance_s()
+    : dma(std::min(4u, std::thread::hardware_concurrency())),
+      poller(std::make_unique<trn::sim::SemPoller>()) {}
 
 trn_hal_instance_s::~trn_hal_instance_s() {
   // Queues first (their workers use everything else), then the watcher thread.

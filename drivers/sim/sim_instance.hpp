@@ -18,6 +18,7 @@
 #include "sim/config.hpp"
 #include "sim/core_arbiter.hpp"
 #include "sim/device_state.hpp"
+#include "sim/dma_helpers.hpp"
 #include "sim/held_ranges.hpp"
 #include "sim/host_registry.hpp"
 #include "sim/kernel_runner.hpp"
@@ -143,6 +144,8 @@ struct trn_hal_instance_s {
   trn_hal_instance_s();
   ~trn_hal_instance_s();
   trn::sim::SimConfig config;
+  // Before everything that moves bytes with them (queues, devices): destroyed after them.
+  trn::sim::DmaHelpers dma;
   trn_hal_process_identity_t identity{};
   std::string command;
   std::string runtime_version;

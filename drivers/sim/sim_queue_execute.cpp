@@ -131,8 +131,8 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
         r = resolve_operand(instance_, failure->source, failure->bytes,
                             (flags & TRN_HAL_COPY_HOST_SOURCE) != 0, &from, &why);
       if (r == TRN_SUCCESS)
-        r = copy ? dma_copy(to, from, &why)
-                 : dma_fill(to, static_cast<uint8_t>(c.u.memset.value), &why);
+        r = copy ? dma_copy(instance_.dma, to, from, &why)
+                 : dma_fill(instance_.dma, to, static_cast<uint8_t>(c.u.memset.value), &why);
       if (r != TRN_SUCCESS) return r;
       if (copy && to.hbm && from.hbm && to.hbm != from.hbm)
         charge_link(failure->bytes,
@@ -193,7 +193,7 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
       trn_result_t r = resolve_operand(instance_, failure->destination, failure->bytes,
                                        c.u.timestamp.host != nullptr, &to, &why);
       const trn_hal_timestamp_t stamp{clock_ns_, monotonic_ns()};
-      if (r == TRN_SUCCESS) r = dma_write(to, &stamp, &why);
+      if (r == TRN_SUCCESS) r = dma_write(instance_.dma, to, &stamp, &why);
       return r;
     }
     case TRN_HAL_COMMAND_HOST_CALL: {
@@ -230,7 +230,7 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
       if (r == TRN_SUCCESS) r = resolve(instance_, op.a, failure->bytes, &a, &why);
       if (r == TRN_SUCCESS) r = resolve(instance_, op.b, failure->bytes, &b, &why);
       if (r == TRN_SUCCESS)
-        r = dma_reduce(to, a, b, dtype, static_cast<trn_reduce_op_t>(op.op), &why);
+        r = dma_reduce(instance_.dma, to, a, b, dtype, static_cast<trn_reduce_op_t>(op.op), &why);
       if (r != TRN_SUCCESS) return r;
       charge_reduce(failure->bytes, activity);
       return TRN_SUCCESS;

@@ -1330,3 +1330,66 @@ TEST_CASE("the simulated device's queue workers carry the device and core in the
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   CHECK(count_prefixed(thread_names(), "trn-q0.") == 0);
 }
+
+TEST_CASE("copies and memsets over 8 MiB from two queues at once are exact at odd offsets",
+          "[queues][copy]") {
+  // Transfers from 8 MiB are cut into pieces that the thread running the command and the
+  // driver's DMA helpers take in turn; two queues' transfers share the helpers.
+  SimEnv env;
+  const trn_device_t device = first_device();
+  trn_pool_t pool = make_pool(device, 0);
+  trn_pool_t host_pool = make_pool(device, 0, TRN_POOL_KIND_HOST);
+  constexpr uint64_t kSize = (9ull << 20) + 4097;  // an odd tail past the last whole page
+  constexpr uint64_t kRoom = kSize + 8192;
+  struct Lane {
+    trn_queue_t queue;
+    trn_mem_t host, a, b;
+    std::vector<uint8_t> data;
+  };
+  std::vector<Lane> lanes;
+  for (uint32_t i = 0; i < 2; ++i) {
+    Lane lane{make_queue(core_at(device, i)), alloc(host_pool, kRoom), alloc(pool, kRoom),
+              alloc(pool, kRoom), pattern(kSize, 11 + i)};
+    void *host = nullptr;
+    REQUIRE(trn_mem_map(lane.host, &host) == TRN_SUCCESS);
+    std::memcpy(static_cast<char *>(host) + 5, lane.data.data(), kSize);
+    lanes.push_back(std::move(lane));
+  }
+  // Host pool -> device at offsets of no alignment, device -> device, then a memset over the
+  // middle: each queue's commands in order, the two queues at once.
+  for (const Lane &lane : lanes) {
+    REQUIRE(trn_queue_copy(lane.queue, lane.a, 3, lane.host, 5, kSize, nullptr, nullptr) ==
+            TRN_SUCCESS);
+    REQUIRE(trn_queue_copy(lane.queue, lane.b, 4101, lane.a, 3, kSize, nullptr, nullptr) ==
+            TRN_SUCCESS);
+    REQUIRE(trn_queue_memset(lane.queue, lane.a, 1000, 0xe7, (8ull << 20) + 1, nullptr, nullptr) ==
+            TRN_SUCCESS);
+  }
+  for (const Lane &lane : lanes) finish(lane.queue);
+  for (const Lane &lane : lanes) {
+    CHECK(read_mem(lane.b, 4101, kSize) == lane.data);
+    CHECK(reads_as(lane.b, 0, 4101, 0));
+    CHECK(reads_as(lane.b, 4101 + kSize, kRoom - 4101 - kSize, 0));
+    const auto a = read_mem(lane.a, 0, kRoom);
+    CHECK(std::equal(lane.data.begin(), lane.data.begin() + 997, a.begin() + 3));
+    CHECK(reads_as(lane.a, 1000, (8ull << 20) + 1, 0xe7));
+    const uint64_t after = 1000 + (8ull << 20) + 1;
+    CHECK(std::equal(lane.data.begin() + (after - 3), lane.data.end(), a.begin() + after));
+  }
+  // The helpers outlive a transfer: later ones find the same threads, none started per copy.
+  const size_t helpers = count_prefixed(thread_names(), "trn-dma");
+  CHECK(helpers <= 3);
+  if (std::thread::hardware_concurrency() > 1) CHECK(helpers >= 1);
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(trn_queue_copy(lanes[0].queue, lanes[0].b, 0, lanes[0].a, 0, kRoom, nullptr, nullptr) ==
+            TRN_SUCCESS);
+    finish(lanes[0].queue);
+    CHECK(count_prefixed(thread_names(), "trn-dma") == helpers);
+  }
+  for (const Lane &lane : lanes) {
+    REQUIRE(trn_queue_destroy(lane.queue) == TRN_SUCCESS);
+    for (trn_mem_t m : {lane.host, lane.a, lane.b}) REQUIRE(trn_mem_free(m) == TRN_SUCCESS);
+  }
+  REQUIRE(trn_pool_destroy(pool) == TRN_SUCCESS);
+  REQUIRE(trn_pool_destroy(host_pool) == TRN_SUCCESS);
+}
