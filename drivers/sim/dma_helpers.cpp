@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <exception>
+#include <new>
 #include <system_error>
 
 #include "common/thread_name.hpp"
@@ -21,8 +23,7 @@ struct DmaHelpers::Job {
     if (i >= pieces) return false;
     const uint64_t at = i * piece;
     std::string reason;
-    if (const trn_result_t r = fn(context, at, std::min(piece, bytes - at), &reason);
-        r != TRN_SUCCESS) {
+    if (const trn_result_t r = run_piece(at, &reason); r != TRN_SUCCESS) {
       std::lock_guard lock(failure_mu);
       if (result == TRN_SUCCESS) {
         result = r;
@@ -32,6 +33,23 @@ struct DmaHelpers::Job {
     if (unfinished.fetch_sub(1, std::memory_order_acq_rel) == 1)
       futex_wake(&unfinished, INT_MAX, FutexScope::process_private);
     return true;
+  }
+
+  // Nothing thrown leaves a piece: on a helper it would end the process, and on the caller it
+  // would return while helpers still ran pieces over the caller's frame.
+  trn_result_t run_piece(uint64_t at, std::string *reason) noexcept {
+    try {
+      return fn(context, at, std::min(piece, bytes - at), reason);
+    } catch (const std::bad_alloc &) {
+      *reason = "out of memory";  // short enough to need no allocation
+      return TRN_ERROR_OUT_OF_HOST_MEMORY;
+    } catch (const std::exception &e) {
+      try {
+        *reason = std::string("moving bytes failed: ") + e.what();
+      } catch (...) {
+      }
+      return TRN_ERROR_INTERNAL;
+    }
   }
 
   const PartFn fn;

@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <mutex>
+#include <new>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -126,6 +128,27 @@ TEST_CASE("a failed piece is the transfer's result with its reason, after every 
   CHECK(why.rfind("piece at ", 0) == 0);
   CHECK(why.find(" failed") != std::string::npos);
   CHECK(record.covers_once(bytes));
+}
+
+TEST_CASE("a piece that throws fails the transfer instead of leaving it", "[dma]") {
+  DmaHelpers helpers(2);
+  const uint64_t bytes = uint64_t{16} << 20;
+  for (bool out_of_memory : {true, false}) {
+    Record record;
+    std::string why;
+    const trn_result_t r = helpers.run(
+        bytes,
+        [&](uint64_t at, uint64_t n, std::string *) -> trn_result_t {
+          record_piece(record, at, n);
+          if (at != 0) return TRN_SUCCESS;
+          if (out_of_memory) throw std::bad_alloc();
+          throw std::runtime_error("scribbled descriptor");
+        },
+        &why);
+    CHECK(r == (out_of_memory ? TRN_ERROR_OUT_OF_HOST_MEMORY : TRN_ERROR_INTERNAL));
+    CHECK(why == (out_of_memory ? "out of memory" : "moving bytes failed: scribbled descriptor"));
+    CHECK(record.covers_once(bytes));
+  }
 }
 
 TEST_CASE("transfers from several threads at once share the helpers", "[dma]") {
