@@ -96,12 +96,6 @@ class SemCore {
   // Registers a sleeper's target in wake_at (the lowest wins).
   void lower_wake_at(uint64_t value);
   void reap_abandoned_locked();
-  // The highest value seen reached, and a simulated time no earlier than the signal that reached
-  // it (written before the value, so whoever reads the value finds at least its time). Only this
-  // process's threads touch them.
-  mutable std::atomic<uint64_t> seen_value_{0};
-  mutable std::atomic<uint64_t> seen_ns_{0};
-
   DeviceRuntime &device_;
   // A local semaphore's cell, alone in its cache lines: two semaphores signalled back and forth
   // by two threads would otherwise share a line, and every signal would take it from the waiter.
@@ -113,14 +107,26 @@ class SemCore {
   const uint32_t record_ = 0;
   const uint64_t id_ = 0;
   const uint64_t spin_ns_;
-  mutable std::mutex mu_;  // guards reason_ and watchers_
-  std::string reason_;
-  std::vector<Watcher> watchers_;
-  std::atomic<uint32_t> watcher_count_{0};  // watchers_.size(), read without the lock
+  std::atomic<uint32_t> watcher_count_{0};   // watchers_.size(), read without the lock
+  std::atomic<SimQueue *> feeder_{nullptr};  // changed under feeder_mu_
+
+  // What the waiters write, in a line of its own: beside the fields above, every value a waiter
+  // saw took the line from the signalling thread, whose next signal then missed the cache on
+  // reading where the cell is (a third of a spinning semaphore round trip).
+  //
+  // The highest value seen reached, and a simulated time no earlier than the signal that reached
+  // it (written before the value, so whoever reads the value finds at least its time). Only this
+  // process's threads touch them.
+  alignas(64) mutable std::atomic<uint64_t> seen_value_{0};
+  mutable std::atomic<uint64_t> seen_ns_{0};
   // Held by a waiter for as long as it runs the feeder's commands (one at a time: the others
   // wait as usual), and by whoever changes the feeder; read without it only to skip the lock.
   std::mutex feeder_mu_;
-  std::atomic<SimQueue *> feeder_{nullptr};
+
+  // Failures and watches: rare.
+  alignas(64) mutable std::mutex mu_;  // guards reason_ and watchers_
+  std::string reason_;
+  std::vector<Watcher> watchers_;
 };
 
 // Shared semaphores may be signalled by other processes, which cannot write this process's
