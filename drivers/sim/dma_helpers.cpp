@@ -5,6 +5,7 @@
 #include <exception>
 #include <new>
 #include <system_error>
+#include <utility>
 
 #include "common/thread_name.hpp"
 #include "sim/wait_primitives.hpp"
@@ -117,7 +118,7 @@ trn_result_t DmaHelpers::run_pieces(uint64_t bytes, PartFn fn, void *context, st
   for (uint32_t left; (left = job->unfinished.load(std::memory_order_acquire)) != 0;)
     if (!spin.next()) futex_wait(&job->unfinished, left, 1'000'000, FutexScope::process_private);
   std::lock_guard lock(job->failure_mu);
-  if (job->result != TRN_SUCCESS) *why = job->why;
+  if (job->result != TRN_SUCCESS) *why = std::move(job->why);
   return job->result;
 }
 

@@ -92,8 +92,9 @@ TEST_CASE("the helpers take pieces beside the caller", "[dma]") {
                 return record_piece(record, at, n);
               },
               &why) == TRN_SUCCESS);
+  // The caller may find every piece taken (a helper that woke at once ran them while the caller
+  // was not scheduled): only the helper's part is certain.
   CHECK(helped.load());
-  CHECK(record.threads.size() == 2);
   CHECK(record.covers_once(uint64_t{16} << 20));
 }
 
