@@ -112,7 +112,7 @@ class SemCore {
 
   // What the waiters write, in a line of its own: beside the fields above, every value a waiter
   // saw took the line from the signalling thread, whose next signal then missed the cache on
-  // reading where the cell is (a third of a spinning semaphore round trip).
+  // reading where the cell is (about half of a spinning semaphore round trip).
   //
   // The highest value seen reached, and a simulated time no earlier than the signal that reached
   // it (written before the value, so whoever reads the value finds at least its time). Only this
