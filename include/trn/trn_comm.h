@@ -78,8 +78,8 @@ typedef struct trn_comm_desc {
   uint64_t timeout_ns;  /**< rendezvous and per-operation deadline; 0 = TRN_COMM_TIMEOUT_MS or
                            300 s; UINT64_MAX = no limit */
   uint64_t chunk_bytes; /**< staging slot size (the pipelining unit); 0 = TRN_COMM_CHUNK_BYTES
-                           or 512 KiB when every rank is on one device, else 1 MiB; a multiple
-                           of 4096 from 4096 to 64 MiB */
+                           or 1 MiB when ranks on one host use two or more devices, else
+                           512 KiB; a multiple of 4096 from 4096 to 64 MiB */
 } trn_comm_desc_t;
 
 TRN_DEFINE_STRUCT_MAKE(trn_comm_desc_t, TRN_STRUCT_COMM_DESC)

@@ -97,9 +97,9 @@ void Comm::join(const RendezvousId &id, const CommConfig &config) {
   const std::optional<uint64_t> env_chunk = env_chunk_bytes();
   chunk_chosen_ = config.chunk_bytes != 0 || env_chunk.has_value();
   // Without a choice, the larger default: the staging buffer is made for it, and connect_peers
-  // takes the smaller one when every rank turns out to share one device.
+  // takes the smaller one when no ranks turn out to be on two devices of one host.
   chunk_bytes_ =
-      config.chunk_bytes ? config.chunk_bytes : env_chunk.value_or(default_chunk_bytes(false));
+      config.chunk_bytes ? config.chunk_bytes : env_chunk.value_or(default_chunk_bytes(true));
   ring_min_bytes_ = default_ring_min_bytes();
   send_in_place_ = send_in_place_enabled();
   if (chunk_bytes_ % 4096 != 0 || chunk_bytes_ < 4096 || chunk_bytes_ > (64ull << 20))
@@ -199,7 +199,10 @@ void Comm::connect_peers(const std::vector<std::vector<uint8_t>> &blobs) {
   for (const RankInfo &info : ranks_) host_devices.emplace(info.host, info.device_index);
   devices_ = static_cast<uint32_t>(host_devices.size());
   // Every rank sees the same table, so all choose alike (before any slot offset is taken).
-  if (!chunk_chosen_ && devices_ == 1) chunk_bytes_ = default_chunk_bytes(true);
+  std::set<std::string> hosts_of_devices;
+  for (const auto &[host, device] : host_devices) hosts_of_devices.insert(host);
+  const bool device_links = hosts_of_devices.size() < host_devices.size();
+  if (!chunk_chosen_ && !device_links) chunk_bytes_ = default_chunk_bytes(false);
   // Every pair, before anything is imported: every rank sees the same table and fails alike,
   // before a peer that failed first lets go of what this rank would import.
   for (uint32_t r = 0; r < size_; ++r)

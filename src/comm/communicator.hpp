@@ -122,6 +122,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   trn_device_t device() const { return device_; }
   trn_core_t core() const { return core_; }
   uint64_t chunk_bytes() const { return chunk_bytes_; }
+  uint32_t slots() const { return slots_; }
   uint64_t ring_min_bytes() const { return ring_min_bytes_; }
   uint64_t timeout_ns() const { return timeout_ns_; }
   void fill_info(trn_comm_info_t *info) const;

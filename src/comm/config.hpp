@@ -15,9 +15,10 @@ namespace trn::comm {
 uint64_t default_timeout_ns();
 // TRN_COMM_CHUNK_BYTES, when set.
 std::optional<uint64_t> env_chunk_bytes();
-// The staging chunk when neither the descriptor nor TRN_COMM_CHUNK_BYTES names one: smaller
-// when every rank is on one device (config.cpp says why).
-uint64_t default_chunk_bytes(bool one_device);
+// The staging chunk when neither the descriptor nor TRN_COMM_CHUNK_BYTES names one: larger
+// when ranks on one host use several devices, so that chunks cross NeuronLink (config.cpp says
+// why).
+uint64_t default_chunk_bytes(bool device_links);
 // Bytes up to which all-reduce uses recursive doubling rather than a ring
 // (TRN_COMM_RING_MIN_BYTES, default 256 KiB); read once per communicator, as every rank must
 // choose alike.

@@ -58,6 +58,27 @@ void checked(int code, const std::string &doing) {
   if (code != 0) fabric_fail(doing, code);
 }
 
+std::string name_of(const fi_info *info) {
+  return info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "";
+}
+
+// libfabric 1.17 lists rxm layered over its tcp provider first, and also `net`: the tcp
+// provider's development line, which carries reliable datagrams over TCP itself (later releases
+// made that the tcp provider's own). Without rxm's layer each message is one provider's work
+// rather than two, and its receives land straight in the posted buffer: over loopback here an
+// all-reduce of 4-64 MiB between two hosts took 6-15% less time. Taken on the same interface
+// when libfabric's first choice is rxm over tcp and FI_PROVIDER names none; FI_PROVIDER=tcp
+// still picks rxm.
+fi_info *native_tcp_instead(fi_info *all, fi_info *first) {
+  if (name_of(first) != "tcp;ofi_rxm") return first;
+  const char *interface = first->domain_attr->name;
+  for (fi_info *i = all; i; i = i->next)
+    if (name_of(i) == "net" && i->addr_format == first->addr_format && interface &&
+        i->domain_attr->name && std::strcmp(i->domain_attr->name, interface) == 0)
+      return i;
+  return first;
+}
+
 }  // namespace
 
 Fabric::Fabric() : h_(std::make_unique<Handles>()) {
@@ -83,6 +104,7 @@ Fabric::Fabric() : h_(std::make_unique<Handles>()) {
     if (name == "shm" && !(wanted && std::strstr(wanted, "shm"))) continue;
     pick = i;
   }
+  if (pick && !wanted) pick = native_tcp_instead(all, pick);
   if (!pick) {
     lib.freeinfo(all);
     fail(TRN_ERROR_DRIVER,

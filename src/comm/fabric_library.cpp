@@ -64,7 +64,7 @@ void default_provider_settings() {
     dlclose(already);
     return;
   }
-  const std::string chunk = std::to_string(default_chunk_bytes(false));
+  const std::string chunk = std::to_string(default_chunk_bytes(true));
   setenv(kEagerLimitVariable, chunk.c_str(), 0);
 }
 
@@ -90,7 +90,7 @@ Loaded load() {
               (l.eager_limit.empty() ? "set but empty" : "not a size in bytes") +
               ": give a whole number of bytes, alike on every host, or unset it (trn then uses "
               "the default chunk, " +
-              std::to_string(default_chunk_bytes(false)) + ", over TCP)";
+              std::to_string(default_chunk_bytes(true)) + ", over TCP)";
     l.result = TRN_ERROR_INVALID_CONFIG;
     return l;
   }

@@ -143,13 +143,21 @@ class Builder {
         "reducing", &writes);
   }
 
-  // One step of a schedule: a transfer out and one in, chunk by chunk (send first, so the peer
-  // never waits on this rank's receive to make room).
+  // One step of a schedule: a transfer out and one in, chunk by chunk. Sends run a chunk ahead
+  // of the receives: the peer never waits on this rank's receive to make room, and chunk j + 1
+  // is on its way while chunk j is reduced. The queue runs its commands in order, so with each
+  // send after the receive before it, every chunk's transfer waited for the previous one to
+  // land and be used: across two hosts, an all-reduce of 4 MiB took about 9% longer, one of
+  // 16 MiB within a host about 5%. Never further ahead than the staging slots, so that no send
+  // waits for a slot that only a later receive of this rank frees.
   void exchange(uint32_t to_peer, Place from, uint64_t send_bytes, uint32_t from_peer, Place to,
                 const Place *a, uint64_t recv_bytes) {
     const uint64_t n = std::max(chunks(send_bytes), chunks(recv_bytes));
+    const uint64_t ahead = std::min<uint64_t>(2, comm_.slots());
+    uint64_t sent = 0;
     for (uint64_t j = 0; j < n; ++j) {
-      if (j * chunk_ < send_bytes) send_chunk(to_peer, from, send_bytes, j);
+      for (; sent < std::min(n, j + ahead); ++sent)
+        if (sent * chunk_ < send_bytes) send_chunk(to_peer, from, send_bytes, sent);
       if (j * chunk_ < recv_bytes) receive_chunk(from_peer, to, a, recv_bytes, j);
     }
   }

@@ -250,6 +250,69 @@ TEST_CASE("a rank that leaves once its part is done does not fail a peer that re
   for (const auto &f : reap(children, 120'000)) FAIL_CHECK(f);
 }
 
+TEST_CASE(
+    "over TCP the default provider is net and FI_PROVIDER=tcp picks rxm and ranks may not mix them",
+    "[comm][hosts]") {
+  // libfabric 1.17 lists rxm over tcp first and net (reliable datagrams over TCP itself) too:
+  // trn takes net unless FI_PROVIDER names one. The two speak different protocols, so ranks
+  // that differ are refused at init, on every rank, naming both. With one device per host the
+  // default chunk is 512 KiB.
+  struct Scenario {
+    const char *rank0, *rank1;
+    trn_result_t result;
+    std::vector<const char *> parts;  // of the transport, or of the refusal
+  };
+  const Scenario s =
+      GENERATE(Scenario{nullptr, nullptr, TRN_SUCCESS, {"fabric (net)"}},
+               Scenario{"tcp", "tcp", TRN_SUCCESS, {"fabric (tcp;ofi_rxm)"}},
+               Scenario{nullptr,
+                        "tcp",
+                        TRN_ERROR_INVALID_CONFIG,
+                        {"uses libfabric's net but rank 1", "uses tcp;ofi_rxm", "same provider"}});
+  SimEnv env;
+  const Hosts hosts(env, 2, 1);
+  trn_comm_unique_id_t id{};
+  REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
+  CaseSpec spec;
+  spec.count = 700'001;  // a ring of several 512 KiB chunks and a short one
+  std::vector<Forked> children;
+  for (uint32_t r = 0; r < 2; ++r)
+    children.push_back(fork_rank([&, r]() -> std::string {
+      const char *provider = r == 0 ? s.rank0 : s.rank1;
+      if (provider)
+        setenv("FI_PROVIDER", provider, 1);
+      else
+        unsetenv("FI_PROVIDER");
+      RankResources res;
+      trn_comm_t comm = nullptr;
+      trn_result_t result = TRN_SUCCESS;
+      const std::string message = hosts.join(id, r, &res, &comm, 30'000'000'000ull, 0, &result);
+      if (result != s.result) {
+        res.close();
+        return std::string("trn_comm_init_rank gave ") + trn_result_name(result) + ": " + message;
+      }
+      if (result != TRN_SUCCESS) {
+        res.close();
+        for (const char *part : s.parts)
+          if (message.find(part) == std::string::npos)
+            return "the message does not say '" + std::string(part) + "': " + message;
+        return "";
+      }
+      trn_comm_info_t info = TRN_COMM_INFO_INIT;
+      std::string why;
+      if (trn_comm_get_info(comm, &info) != TRN_SUCCESS) why = comm_error();
+      if (why.empty() && std::string(info.transport) != s.parts[0])
+        why = std::string("the transport is '") + info.transport + "', not '" + s.parts[0] + "'";
+      if (why.empty() && info.chunk_bytes != 512u << 10)
+        why = "the default chunk is " + std::to_string(info.chunk_bytes) + " bytes, not 512 KiB";
+      if (why.empty()) why = run_case(res, comm, r, 2, spec);
+      if (trn_comm_destroy(comm) != TRN_SUCCESS && why.empty()) why = comm_error();
+      res.close();
+      return why;
+    }));
+  for (const auto &f : reap(children, 120'000)) FAIL_CHECK(f);
+}
+
 TEST_CASE("libfabric's eager limit becomes the 1 MiB chunk unless the user set it",
           "[comm][hosts]") {
   // Unset, trn's 1 MiB chunks go eagerly; the user's 64 KiB sends them by the provider's

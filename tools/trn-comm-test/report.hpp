@@ -14,7 +14,7 @@ struct RunInfo {
   uint32_t processes = 1;
   uint32_t hosts = 1;
   std::string mode;       // "threads", "processes", "torchrun"
-  std::string transport;  // the communicator's: "device", "fabric (tcp;ofi_rxm)"
+  std::string transport;  // the communicator's: "device", "fabric (net)"
 };
 
 std::string table_text(const Settings &s, const RunInfo &info, const std::vector<Row> &rows);
