@@ -192,6 +192,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   PeerLink &link(uint32_t peer) { return links_[peer]; }
   // For hierarchical algorithms; empty unless the ranks spread evenly over several hosts.
   const std::optional<HostGroups> &host_groups() const { return host_groups_; }
+  uint32_t hosts() const { return hosts_; }
 
  private:
   Comm() = default;
