@@ -91,7 +91,7 @@ TEST_CASE("every collective and dtype across two simulated hosts", "[comm][hosts
   auto specs = every_case(n - 1, {1, 2601}, [](trn_dtype_t t) {
     return t == TRN_DTYPE_BF16 ? TRN_COMM_MAX : TRN_COMM_SUM;
   });
-  // A large all-reduce: a ring whose chunks fill every slot of the outboxes many times over.
+  // A large all-reduce, whose chunks fill every slot of the outboxes many times over.
   CaseSpec large;
   large.count = 200'001;
   specs.push_back(large);
@@ -274,7 +274,7 @@ TEST_CASE(
   trn_comm_unique_id_t id{};
   REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
   CaseSpec spec;
-  spec.count = 700'001;  // a ring of several 512 KiB chunks and a short one
+  spec.count = 700'001;  // several 512 KiB chunks each way and a short one
   std::vector<Forked> children;
   for (uint32_t r = 0; r < 2; ++r)
     children.push_back(fork_rank([&, r]() -> std::string {
@@ -323,7 +323,7 @@ TEST_CASE("libfabric's eager limit becomes the 1 MiB chunk unless the user set i
   trn_comm_unique_id_t id{};
   REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
   CaseSpec spec;
-  spec.count = 700'001;  // a ring whose blocks fill a 1 MiB chunk and a short one
+  spec.count = 700'001;  // whole 1 MiB chunks and a short one
   std::vector<Forked> children;
   for (uint32_t r = 0; r < 2; ++r)
     children.push_back(fork_rank([&, r]() -> std::string {
