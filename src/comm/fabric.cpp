@@ -100,7 +100,7 @@ Fabric::Fabric() : h_(std::make_unique<Handles>()) {
   const char *wanted = std::getenv("FI_PROVIDER");
   fi_info *pick = nullptr;
   for (fi_info *i = all; i && !pick; i = i->next) {
-    const std::string name = i->fabric_attr->prov_name ? i->fabric_attr->prov_name : "";
+    const std::string name = name_of(i);
     if (name == "shm" && !(wanted && std::strstr(wanted, "shm"))) continue;
     pick = i;
   }
@@ -113,7 +113,8 @@ Fabric::Fabric() : h_(std::make_unique<Handles>()) {
   }
   h_->info = lib.dupinfo(pick);
   lib.freeinfo(all);
-  provider_ = h_->info->fabric_attr->prov_name ? h_->info->fabric_attr->prov_name : "unknown";
+  provider_ = name_of(h_->info);
+  if (provider_.empty()) provider_ = "unknown";
   sends_unregistered_ = (h_->info->domain_attr->mr_mode & FI_MR_LOCAL) == 0;
 
   checked(lib.fabric(h_->info->fabric_attr, &h_->fabric, nullptr), "opening the fabric");

@@ -33,6 +33,25 @@ trn::test::ProgramResult comm_test(std::vector<std::string> args) {
   return trn::test::run_program(args, kTimeoutMs);
 }
 
+// trn-comm-test all-reducing from 8 bytes to `max` in steps of 64 times, two timed operations
+// after one warm-up, with JSON rows.
+std::vector<std::string> allreduce_sweep(const std::string &max) {
+  return {TRN_COMM_TEST_PATH,
+          "--op",
+          "allr",
+          "-b",
+          "8",
+          "-e",
+          max,
+          "-f",
+          "64",
+          "-n",
+          "2",
+          "-w",
+          "1",
+          "--json"};
+}
+
 std::vector<json> rows_of(const std::string &output) {
   std::vector<json> rows;
   std::istringstream in(output);
@@ -238,20 +257,7 @@ TEST_CASE("two simulated hosts under torchrun's variables, a TRN_SIM_ROOT each",
   env.set("LOCAL_RANK", "0");
   env.set("MASTER_ADDR", "127.0.0.1");
   env.set("MASTER_PORT", port.c_str());
-  std::vector<std::string> args = {TRN_COMM_TEST_PATH,
-                                   "--op",
-                                   "allr",
-                                   "-b",
-                                   "8",
-                                   "-e",
-                                   "1M",
-                                   "-f",
-                                   "64",
-                                   "-n",
-                                   "2",
-                                   "-w",
-                                   "1",
-                                   "--json"};
+  const std::vector<std::string> args = allreduce_sweep("1M");
   std::vector<std::unique_ptr<trn::test::Child>> ranks;
   for (const char *rank : {"0", "1"}) {
     const std::string root = env.root() + "/host" + rank;
@@ -342,38 +348,18 @@ TEST_CASE("two hosts in separate network namespaces joined by a veth pair",
   for (int r = 0; r < 2; ++r) {
     const std::string root = env.root() + "/host" + std::to_string(r);
     mkdir(root.c_str(), 0700);
-    std::vector<std::string> command = {net.tool,
-                                        "netns",
-                                        "exec",
-                                        r == 0 ? net.a : net.b,
-                                        "/usr/bin/env",
-                                        "RANK=" + std::to_string(r),
-                                        "WORLD_SIZE=2",
-                                        "LOCAL_RANK=0",
-                                        "LOCAL_WORLD_SIZE=1",
-                                        "MASTER_ADDR=" + net.ip_a,
-                                        "MASTER_PORT=29500",
-                                        "TRN_SIM_ROOT=" + root,
-                                        TRN_COMM_TEST_PATH,
-                                        "--op",
-                                        "allr",
-                                        "-b",
-                                        "8",
-                                        "-e",
-                                        "4M",
-                                        "-f",
-                                        "64",
-                                        "-n",
-                                        "2",
-                                        "-w",
-                                        "1",
-                                        "--json"};
-    // After /usr/bin/env: the test's own environment may name a provider.
-    const auto after_env = command.begin() + 5;
+    std::vector<std::string> command = {net.tool, "netns", "exec", r == 0 ? net.a : net.b,
+                                        "/usr/bin/env"};
+    // env's options come before its variables: the test's own environment may name a provider.
     if (provider == "net")
-      command.insert(after_env, {"-u", "FI_PROVIDER"});
+      command.insert(command.end(), {"-u", "FI_PROVIDER"});
     else
-      command.insert(after_env, "FI_PROVIDER=tcp");
+      command.push_back("FI_PROVIDER=tcp");
+    command.insert(command.end(), {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "LOCAL_RANK=0",
+                                   "LOCAL_WORLD_SIZE=1", "MASTER_ADDR=" + net.ip_a,
+                                   "MASTER_PORT=29500", "TRN_SIM_ROOT=" + root});
+    const std::vector<std::string> sweep = allreduce_sweep("4M");
+    command.insert(command.end(), sweep.begin(), sweep.end());
     ranks.push_back(std::make_unique<trn::test::Child>(command));
   }
   const std::string output = finish_two_ranks(*ranks[0], *ranks[1]);
