@@ -99,7 +99,7 @@ void Comm::join(const RendezvousId &id, const CommConfig &config) {
   // Without a choice, the larger default: the staging buffer is made for it, and connect_peers
   // takes the smaller one when no ranks turn out to be on two devices of one host.
   chunk_bytes_ =
-      config.chunk_bytes ? config.chunk_bytes : env_chunk.value_or(default_chunk_bytes(true));
+      config.chunk_bytes ? config.chunk_bytes : env_chunk.value_or(larger_default_chunk_bytes());
   ring_min_bytes_ = default_ring_min_bytes();
   send_in_place_ = send_in_place_enabled();
   if (chunk_bytes_ % 4096 != 0 || chunk_bytes_ < 4096 || chunk_bytes_ > (64ull << 20))

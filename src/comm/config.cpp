@@ -1,5 +1,6 @@
 #include "comm/config.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
@@ -71,6 +72,10 @@ uint64_t default_chunk_bytes(bool device_links) {
   // run a chunk ahead): with one device per host, 512 KiB took 10-15% off an all-reduce of 4 and
   // 16 MiB between two hosts over TCP, against 1 MiB.
   return device_links ? 1ull << 20 : 512ull << 10;
+}
+
+uint64_t larger_default_chunk_bytes() {
+  return std::max(default_chunk_bytes(true), default_chunk_bytes(false));
 }
 
 uint64_t default_ring_min_bytes() {

@@ -64,7 +64,7 @@ void default_provider_settings() {
     dlclose(already);
     return;
   }
-  const std::string chunk = std::to_string(default_chunk_bytes(true));
+  const std::string chunk = std::to_string(larger_default_chunk_bytes());
   setenv(kEagerLimitVariable, chunk.c_str(), 0);
 }
 
@@ -88,9 +88,9 @@ Loaded load() {
   if (eager && !whole_bytes(l.eager_limit)) {
     l.error = std::string(kEagerLimitVariable) + "='" + l.eager_limit + "' is " +
               (l.eager_limit.empty() ? "set but empty" : "not a size in bytes") +
-              ": give a whole number of bytes, alike on every host, or unset it (trn then uses "
-              "the default chunk, " +
-              std::to_string(default_chunk_bytes(true)) + ", over TCP)";
+              ": give a whole number of bytes, alike on every host, or unset it (trn then sets "
+              "it to its larger default chunk, " +
+              std::to_string(larger_default_chunk_bytes()) + " bytes, where rxm runs over TCP)";
     l.result = TRN_ERROR_INVALID_CONFIG;
     return l;
   }
