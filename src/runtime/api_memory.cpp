@@ -1,7 +1,6 @@
 // C entry points for pools and allocations.
 #include <cstdio>
 #include <cstring>
-#include <shared_mutex>
 
 #include "common/parse.hpp"
 #include "runtime/api_support.hpp"
@@ -251,8 +250,8 @@ TRN_API trn_result_t trn_mem_map(trn_mem_t handle, void **host_pointer) {
     auto *mem = session->mems.find_fast(handle, &result);
     if (!mem) return result;
     if (!host_pointer) return fail(TRN_ERROR_NULL_POINTER, "host_pointer is NULL");
-    std::shared_lock in_use(mem->use);
-    if (mem->freed) return invalid_handle(HandleKind::mem, from_handle(handle));  // freed meanwhile
+    UseGate::Hold in_use(mem->use);
+    if (!in_use.entered()) return invalid_handle(HandleKind::mem, from_handle(handle));  // freed
     if (trn_result_t r = map_for_write(*mem, 0, mem->size); r != TRN_SUCCESS) return r;
     *host_pointer = mem->host;
     return TRN_SUCCESS;
@@ -267,8 +266,8 @@ TRN_API trn_result_t trn_mem_write(trn_mem_t handle, uint64_t offset, const void
     if (!mem) return result;
     if (trn_result_t r = check_range(*mem, offset, size, source, "source"); r != TRN_SUCCESS)
       return r;
-    std::shared_lock in_use(mem->use);
-    if (mem->freed) return invalid_handle(HandleKind::mem, from_handle(handle));  // freed meanwhile
+    UseGate::Hold in_use(mem->use);
+    if (!in_use.entered()) return invalid_handle(HandleKind::mem, from_handle(handle));  // freed
     return write_range(*mem, offset, source, size);
   });
 }
@@ -282,8 +281,8 @@ TRN_API trn_result_t trn_mem_read(trn_mem_t handle, uint64_t offset, void *desti
     if (trn_result_t r = check_range(*mem, offset, size, destination, "destination");
         r != TRN_SUCCESS)
       return r;
-    std::shared_lock in_use(mem->use);
-    if (mem->freed) return invalid_handle(HandleKind::mem, from_handle(handle));  // freed meanwhile
+    UseGate::Hold in_use(mem->use);
+    if (!in_use.entered()) return invalid_handle(HandleKind::mem, from_handle(handle));  // freed
     return read_range(*mem, offset, destination, size);
   });
 }
@@ -295,8 +294,8 @@ TRN_API trn_result_t trn_mem_set(trn_mem_t handle, uint64_t offset, uint8_t valu
     if (!mem) return result;
     if (trn_result_t r = check_range(*mem, offset, size, mem->host, "memory"); r != TRN_SUCCESS)
       return r;
-    std::shared_lock in_use(mem->use);
-    if (mem->freed) return invalid_handle(HandleKind::mem, from_handle(handle));  // freed meanwhile
+    UseGate::Hold in_use(mem->use);
+    if (!in_use.entered()) return invalid_handle(HandleKind::mem, from_handle(handle));  // freed
     if (trn_result_t r = map_for_write(*mem, offset, size); r != TRN_SUCCESS) return r;
     if (size) std::memset(mem->host + offset, value, size);
     return TRN_SUCCESS;

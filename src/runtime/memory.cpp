@@ -451,9 +451,9 @@ static_assert(sizeof(IpcHandle) == sizeof(trn_ipc_handle_t), "handle layout");
 trn_result_t export_memory(Mem &mem, trn_ipc_handle_t *handle) {
   Device &device = *mem.device;
   {
-    // Not while another thread frees it (release_memory takes `use` exclusively).
-    std::shared_lock in_use(mem.use);
-    if (mem.freed)
+    // Not while another thread frees it (release_memory closes `use` and waits for its users).
+    UseGate::Hold in_use(mem.use);
+    if (!in_use.entered())
       return fail(TRN_ERROR_INVALID_HANDLE,
                   "the memory handle is stale: the memory was freed while this call ran");
     if (!mem.dedicated || mem.imported)
@@ -591,9 +591,7 @@ std::shared_ptr<Mem> find_memory(Device &device, uint64_t address) {
 }
 
 void release_memory(Mem &mem) {
-  std::unique_lock in_use(mem.use);
-  if (mem.freed) return;
-  mem.freed = true;
+  if (!mem.use.close()) return;  // freed already
   Device &device = *mem.device;
   unindex_memory(mem);
   if (mem.registered) {

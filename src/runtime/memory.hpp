@@ -7,11 +7,11 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <vector>
 
 #include "runtime/alloc/block_allocator.hpp"
+#include "runtime/use_gate.hpp"
 #include "trn/trn.h"
 
 namespace trn::rt {
@@ -41,11 +41,10 @@ struct Mem {
   bool registered = false;  // caller memory (trn_mem_register_host): unregistered, never freed
   bool exported = false;    // guarded by Device::memory_mu
   uint64_t handle = 0;      // its handle in the session (trn_mem_lookup returns it)
-  // Users of the memory (queue commands, host copies) hold it shared; freeing takes it
-  // exclusively, so memory is never returned under a copy that runs, and a copy that starts
-  // after the free sees `freed` and faults instead.
-  std::shared_mutex use;
-  bool freed = false;  // guarded by `use`
+  // Users of the memory (queue commands, host copies) enter it; freeing closes it and waits for
+  // them, so memory is never returned under a copy that runs, and a copy that starts after the
+  // free is turned away and faults instead. Closed = freed.
+  UseGate use;
   uint32_t export_record = 0;
   uint64_t export_id = 0;
 

@@ -35,8 +35,10 @@ struct SemRef {
 // one and signals one).
 using SemRefs = boost::container::small_vector<SemRef, 2>;
 
-// One API command, as the entry points fill it in. Memory is referenced weakly: freeing it while
-// the command is queued is allowed, and the command then fails when it is reached.
+// One API command, as the entry points fill it in. Freeing memory while a command that uses it
+// is queued is allowed: the command then fails when it is reached (the allocation's use gate is
+// closed). Its operands are referenced strongly (the bookkeeping object outlives the free until
+// the command retires, the memory itself does not); a launch's and an execution's lists weakly.
 struct Command {
   enum class Kind {
     copy,
@@ -56,8 +58,8 @@ struct Command {
   Kind kind = Kind::barrier;
   SemRefs waits;
   SemRefs signals;
-  std::weak_ptr<Mem> destination;
-  std::weak_ptr<Mem> source;
+  std::shared_ptr<Mem> destination;
+  std::shared_ptr<Mem> source;
   uint64_t destination_offset = 0;
   uint64_t source_offset = 0;
   uint64_t destination_address = 0;  // device addresses, read while the memory was held
@@ -65,7 +67,7 @@ struct Command {
   uint64_t size = 0;
   uint8_t value = 0;
   // reduce: destination = source op second (size = count * the dtype's bytes)
-  std::weak_ptr<Mem> second;
+  std::shared_ptr<Mem> second;
   uint64_t second_address = 0;
   trn_dtype_t dtype = TRN_DTYPE_F32;
   trn_reduce_op_t reduce_op = TRN_REDUCE_SUM;

@@ -57,76 +57,55 @@ void end_sem_uses(const Command &command) {
 }
 
 trn_result_t Queue::Work::take_memory(std::string *why) {
-  // The operands, locked in order (mems keeps up to three in place).
-  auto take = [&](const std::weak_ptr<Mem> &mem) { mems.push_back(mem.lock()); };
-  auto take_all = [&](const std::vector<std::weak_ptr<Mem>> &list) {
-    mems.reserve(list.size());
-    for (const auto &mem : list) take(mem);
+  // Enters each operand's use gate; one closed (freed meanwhile) fails the command. Entering
+  // never blocks, so operands need no order (a free waits only for the users inside).
+  auto enter = [&](Mem *m) {
+    if (!m || !m->use.enter()) return false;
+    entered.push_back(m);
+    return true;
+  };
+  auto freed = [&](const char *operand, const char *what) {
+    *why = std::string("the ") + operand + " memory was freed before the " + what + " ran" +
+           kKeepAllocationsAlive;
   };
   switch (command.kind) {
     case Command::Kind::copy:
-      take(command.destination);
-      take(command.source);
+      if (!enter(command.source.get()))
+        freed("source", "copy");
+      else if (!enter(command.destination.get()))
+        freed("destination", "copy");
       break;
     case Command::Kind::reduce:
-      take(command.destination);
-      take(command.source);
-      take(command.second);
+      if (!enter(command.destination.get()))
+        freed("destination", "reduce");
+      else if (!enter(command.source.get()))
+        freed("operand a", "reduce");
+      else if (!enter(command.second.get()))
+        freed("operand b", "reduce");
       break;
-    case Command::Kind::launch: take_all(command.args); break;
-    case Command::Kind::execute: take_all(command.run->mems); break;
     case Command::Kind::memset:
     case Command::Kind::write:
     case Command::Kind::read:
     case Command::Kind::read_file:
-    case Command::Kind::write_file:
-      take(uses_source(command.kind) ? command.source : command.destination);
-      break;
-    default: break;
-  }
-  // Users hold memory shared, in address order (so copies in opposite directions and a free
-  // waiting between them cannot deadlock); a free takes it exclusively.
-  boost::container::small_vector<Mem *, 3> order;
-  for (auto &m : mems)
-    if (m) order.push_back(m.get());
-  std::sort(order.begin(), order.end(), std::less<Mem *>());
-  order.erase(std::unique(order.begin(), order.end()), order.end());
-  holds.reserve(order.size());
-  for (Mem *m : order) holds.emplace_back(m->use);
-  auto gone = [](const std::shared_ptr<Mem> &m) { return !m || m->freed; };
-  switch (command.kind) {
-    case Command::Kind::copy:
-      if (gone(mems[0]) || gone(mems[1]))
-        *why = std::string("the ") + (gone(mems[1]) ? "source" : "destination") +
-               " memory was freed before the copy ran" + kKeepAllocationsAlive;
-      break;
-    case Command::Kind::reduce: {
-      const char *names[] = {"destination", "operand a", "operand b"};
-      for (size_t i = 0; i < 3 && why->empty(); ++i)
-        if (gone(mems[i]))
-          *why = std::string("the ") + names[i] + " memory was freed before the reduce ran" +
-                 kKeepAllocationsAlive;
+    case Command::Kind::write_file: {
+      const bool source = uses_source(command.kind);
+      if (!enter((source ? command.source : command.destination).get()))
+        freed(source ? "source" : "destination", command_name(command.kind));
       break;
     }
-    case Command::Kind::memset:
-    case Command::Kind::write:
-    case Command::Kind::read:
-    case Command::Kind::read_file:
-    case Command::Kind::write_file:
-      if (gone(mems[0]))
-        *why = std::string("the ") + (uses_source(command.kind) ? "source" : "destination") +
-               " memory was freed before the " + command_name(command.kind) + " ran" +
-               kKeepAllocationsAlive;
-      break;
     case Command::Kind::launch:
-      for (size_t i = 0; i < mems.size() && why->empty(); ++i)
-        if (command.kernel->args[i].kind != TRN_ARG_KIND_SCALAR && gone(mems[i]))
+      listed.reserve(command.args.size());
+      for (const auto &mem : command.args) listed.push_back(mem.lock());
+      for (size_t i = 0; i < listed.size() && why->empty(); ++i)
+        if (command.kernel->args[i].kind != TRN_ARG_KIND_SCALAR && !enter(listed[i].get()))
           *why = std::string("the memory bound to argument '") + command.kernel->args[i].name +
                  "' was freed before the kernel ran" + kKeepAllocationsAlive;
       break;
     case Command::Kind::execute:
-      for (size_t i = 0; i < mems.size() && why->empty(); ++i)
-        if (gone(mems[i]))
+      listed.reserve(command.run->mems.size());
+      for (const auto &mem : command.run->mems) listed.push_back(mem.lock());
+      for (size_t i = 0; i < listed.size() && why->empty(); ++i)
+        if (!enter(listed[i].get()))
           *why = "the memory bound to " + command.run->describe_mem(i) +
                  " was freed before the program ran" + kKeepAllocationsAlive;
       break;
@@ -147,8 +126,9 @@ trn_result_t Queue::Work::before(void *user, trn_result_t status, trn_hal_error_
 
 trn_result_t Queue::Work::after(void *user, trn_result_t status, trn_hal_error_t *) {
   std::unique_ptr<Work> work(static_cast<Work *>(user));
-  work->holds.clear();
-  work->mems.clear();
+  for (Mem *m : work->entered) m->use.leave();
+  work->entered.clear();
+  work->listed.clear();
   const Command &command = work->command;
   // The driver marks a launch that ran (fault or not) by setting its status.
   if (command.profile && work->result && work->result->status != kLaunchNotRun) {

@@ -5,7 +5,6 @@
 
 #include <boost/container/small_vector.hpp>
 #include <memory>
-#include <shared_mutex>
 #include <vector>
 
 #include "drivers/hal.h"
@@ -18,10 +17,11 @@ struct Queue::Work {
   Queue *queue = nullptr;
   uint64_t sequence = 0;
   Command command;
-  // Taken by the call before; room for a copy's or a reduction's operands without allocating.
-  boost::container::small_vector<std::shared_ptr<Mem>, 3> mems;
-  boost::container::small_vector<std::shared_lock<std::shared_mutex>, 3> holds;  // their `use`,
-                                                                                 // by address
+  // A launch's or an execution's memory, locked by the call before.
+  std::vector<std::shared_ptr<Mem>> listed;
+  // The allocations whose use gate the call before entered (room for a reduction's operands
+  // without allocating); the call after leaves them.
+  boost::container::small_vector<Mem *, 3> entered;
   // A launch's, filled by the driver; only launches have one (it is over a kilobyte, and every
   // other command would clear it for nothing).
   std::unique_ptr<trn_hal_run_result_t> result;

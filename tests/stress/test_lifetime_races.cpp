@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -478,6 +479,61 @@ TEST_CASE("trn_queue_free racing trn_mem_free of the same memory: exactly one su
       });
   CHECK(rounds > 0);
   REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+  REQUIRE(trn_pool_destroy(pool) == TRN_SUCCESS);
+}
+
+TEST_CASE(
+    "trn_mem_free racing a copy that reads the memory: the copy runs whole or faults as freed",
+    "[stress][races][memory]") {
+  SimEnv env;
+  const trn_device_t device = first_device();
+  trn_queue_t queue = make_queue(first_core(device));
+  trn_pool_t pool = make_pool(device);
+  trn_mem_t source = nullptr, destination = nullptr;
+  REQUIRE(trn_mem_alloc(pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &destination) == TRN_SUCCESS);
+  trn_result_t copied = TRN_SUCCESS, finished = TRN_SUCCESS, freed = TRN_SUCCESS;
+  int ran = 0, faulted = 0;
+  const int rounds = race(
+      1000,
+      [&] {
+        REQUIRE(trn_mem_alloc(pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &source) == TRN_SUCCESS);
+        REQUIRE(trn_mem_set(source, 0, 0x5a, 4096) == TRN_SUCCESS);
+        REQUIRE(trn_mem_set(destination, 0, 0, 4096) == TRN_SUCCESS);
+      },
+      [&] {
+        // The copy runs on this thread (its wait runs the queue) while the other frees.
+        copied = trn_queue_copy(queue, destination, 0, source, 0, 4096, nullptr, nullptr);
+        finished = trn_queue_finish(queue, kLong);
+      },
+      [&] { freed = trn_mem_free(source); },
+      [&] {
+        INFO("copy: " << copied << ", finish: " << finished << ", free: " << freed << " "
+                      << last_error());
+        CHECK(freed == TRN_SUCCESS);
+        CHECK((copied == TRN_SUCCESS || copied == TRN_ERROR_INVALID_HANDLE));
+        std::vector<uint8_t> bytes(4096);
+        REQUIRE(trn_mem_read(destination, 0, bytes.data(), bytes.size()) == TRN_SUCCESS);
+        if (copied == TRN_SUCCESS && finished == TRN_SUCCESS) {
+          ++ran;  // it held the memory before the free returned it: every byte arrived
+          CHECK(std::count(bytes.begin(), bytes.end(), uint8_t{0x5a}) == 4096);
+        } else if (copied == TRN_SUCCESS) {
+          ++faulted;  // reached after the free: a use after free, and nothing copied
+          trn_queue_fault_t fault = TRN_QUEUE_FAULT_INIT;
+          REQUIRE(trn_queue_get_fault(queue, &fault) == TRN_SUCCESS);
+          CHECK(fault.result == TRN_ERROR_INVALID_HANDLE);
+          CHECK(std::string(fault.reason).find("freed before the copy ran") != std::string::npos);
+          CHECK(std::count(bytes.begin(), bytes.end(), uint8_t{0}) == 4096);
+          REQUIRE(trn_queue_reset(queue) == TRN_SUCCESS);
+        }
+        trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
+        REQUIRE(trn_pool_get_stats(pool, &stats) == TRN_SUCCESS);
+        CHECK(stats.allocation_count == 1);  // the destination only
+      });
+  CHECK(rounds > 0);
+  INFO("copies run: " << ran << ", faulted: " << faulted);
+  CHECK(ran + faulted > 0);
+  REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+  REQUIRE(trn_mem_free(destination) == TRN_SUCCESS);
   REQUIRE(trn_pool_destroy(pool) == TRN_SUCCESS);
 }
 
