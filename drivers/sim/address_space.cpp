@@ -44,7 +44,7 @@ std::string not_held(uint32_t device, uint64_t address, uint64_t bytes) {
 }
 
 trn_result_t resolve(trn_hal_instance_t &instance, uint64_t address, uint64_t bytes,
-                     MemorySpan *span, std::string *why) {
+                     MemorySpan *span, std::string *why, HeldRangesMemo *memo) {
   const uint64_t top = address >> 56;
   const size_t devices = instance.runtimes.size();
   if (is_host_address(address)) {
@@ -63,7 +63,7 @@ trn_result_t resolve(trn_hal_instance_t &instance, uint64_t address, uint64_t by
     DeviceRuntime &runtime = *instance.runtimes[top - 1];
     uint64_t offset = 0;
     if (hbm_offset(runtime.state(), static_cast<uint32_t>(top - 1), address, bytes, &offset)) {
-      if (!runtime.held().holds(offset, bytes)) {
+      if (!runtime.held().holds(offset, bytes, memo)) {
         *why = not_held(static_cast<uint32_t>(top - 1), address, bytes);
         return TRN_ERROR_INVALID_ARGUMENT;
       }
@@ -82,8 +82,9 @@ trn_result_t resolve(trn_hal_instance_t &instance, uint64_t address, uint64_t by
 }
 
 trn_result_t resolve_operand(trn_hal_instance_t &instance, uint64_t address, uint64_t bytes,
-                             bool host_pointer, MemorySpan *span, std::string *why) {
-  if (!host_pointer) return resolve(instance, address, bytes, span, why);
+                             bool host_pointer, MemorySpan *span, std::string *why,
+                             HeldRangesMemo *memo) {
+  if (!host_pointer) return resolve(instance, address, bytes, span, why, memo);
   // The process's own memory: nothing to look up. A pointer with a device's top byte, or a
   // range past the user address space, cannot be one.
   if (address == 0 || bytes > UINT64_MAX - address ||

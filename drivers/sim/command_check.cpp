@@ -13,8 +13,8 @@ bool ranges_overflow(uint64_t address, uint64_t bytes) {
   return bytes > UINT64_MAX - address;
 }
 
-trn_result_t check_reduce(trn_hal_instance_t &instance, const trn_hal_command_t &c,
-                          std::string *why) {
+trn_result_t check_reduce(trn_hal_instance_t &instance, HeldRangesMemo *memo,
+                          const trn_hal_command_t &c, std::string *why) {
   const auto &r = c.u.reduce;
   if (!reduce_dtype_supported(r.dtype)) {
     *why = "a reduce of dtype " + std::to_string(r.dtype) +
@@ -35,7 +35,7 @@ trn_result_t check_reduce(trn_hal_instance_t &instance, const trn_hal_command_t 
              " runs past the end of the address space";
       return TRN_ERROR_INVALID_ARGUMENT;
     }
-    if (trn_result_t result = resolve(instance, address, bytes, &span, why);
+    if (trn_result_t result = resolve(instance, address, bytes, &span, why, memo);
         result != TRN_SUCCESS) {
       *why = std::string("reduce ") + name + ": " + *why;
       return result;
@@ -51,9 +51,9 @@ trn_result_t check_reduce(trn_hal_instance_t &instance, const trn_hal_command_t 
   return TRN_SUCCESS;
 }
 
-trn_result_t check_command(trn_hal_instance_t &instance, DeviceRuntime &device,
-                           trn_hal_queue_kind_t kind, const trn_hal_command_t &c,
-                           std::string *why) {
+trn_result_t check_command(trn_hal_instance_t &instance, HeldRangesMemo *memo,
+                           DeviceRuntime &device, trn_hal_queue_kind_t kind,
+                           const trn_hal_command_t &c, std::string *why) {
   MemorySpan span;
   switch (c.kind) {
     case TRN_HAL_COMMAND_COPY: {
@@ -73,13 +73,14 @@ trn_result_t check_command(trn_hal_instance_t &instance, DeviceRuntime &device,
       }
       if (trn_result_t r =
               resolve_operand(instance, c.u.copy.destination, c.u.copy.bytes,
-                              (flags & TRN_HAL_COPY_HOST_DESTINATION) != 0, &span, why);
+                              (flags & TRN_HAL_COPY_HOST_DESTINATION) != 0, &span, why, memo);
           r != TRN_SUCCESS) {
         *why = "copy destination: " + *why;
         return r;
       }
-      if (trn_result_t r = resolve_operand(instance, c.u.copy.source, c.u.copy.bytes,
-                                           (flags & TRN_HAL_COPY_HOST_SOURCE) != 0, &span, why);
+      if (trn_result_t r =
+              resolve_operand(instance, c.u.copy.source, c.u.copy.bytes,
+                              (flags & TRN_HAL_COPY_HOST_SOURCE) != 0, &span, why, memo);
           r != TRN_SUCCESS) {
         *why = "copy source: " + *why;
         return r;
@@ -96,7 +97,8 @@ trn_result_t check_command(trn_hal_instance_t &instance, DeviceRuntime &device,
                " bytes runs past the end of the address space";
         return TRN_ERROR_INVALID_ARGUMENT;
       }
-      if (trn_result_t r = resolve(instance, c.u.memset.destination, c.u.memset.bytes, &span, why);
+      if (trn_result_t r =
+              resolve(instance, c.u.memset.destination, c.u.memset.bytes, &span, why, memo);
           r != TRN_SUCCESS) {
         *why = "memset destination: " + *why;
         return r;
@@ -154,7 +156,7 @@ trn_result_t check_command(trn_hal_instance_t &instance, DeviceRuntime &device,
       }
       return TRN_SUCCESS;
     }
-    case TRN_HAL_COMMAND_REDUCE: return check_reduce(instance, c, why);
+    case TRN_HAL_COMMAND_REDUCE: return check_reduce(instance, memo, c, why);
     default:
       *why = "unknown command kind " + std::to_string(c.kind) +
              " (hal.h lists TRN_HAL_COMMAND_COPY to TRN_HAL_COMMAND_REDUCE)";
@@ -166,14 +168,14 @@ trn_result_t check_command(trn_hal_instance_t &instance, DeviceRuntime &device,
 
 trn_result_t check_submission(trn_hal_instance_t &instance, DeviceRuntime &device,
                               trn_hal_queue_kind_t kind, const trn_hal_submission_t &submission,
-                              std::string *why) {
+                              std::string *why, HeldRangesMemo *memo) {
   if (submission.command_count != 0 && submission.commands == nullptr) {
     *why = "the buffer has " + std::to_string(submission.command_count) +
            " commands but no command array (NULL)";
     return TRN_ERROR_INVALID_ARGUMENT;
   }
   for (uint32_t i = 0; i < submission.command_count; ++i)
-    if (trn_result_t r = check_command(instance, device, kind, submission.commands[i], why);
+    if (trn_result_t r = check_command(instance, memo, device, kind, submission.commands[i], why);
         r != TRN_SUCCESS) {
       *why = "command " + std::to_string(i) + " of buffer #" + std::to_string(submission.tag) +
              ": " + *why;

@@ -76,9 +76,10 @@ struct MemorySpan {
 // Why [address, address+bytes) of `device`'s HBM is refused: not inside a range this process holds.
 std::string not_held(uint32_t device, uint64_t address, uint64_t bytes);
 
-// Resolves an address of any device of the instance (HBM or registered host memory).
+// Resolves an address of any device of the instance (HBM or registered host memory). `memo`: the
+// caller's, for lookups of the ranges this process holds (held_ranges.hpp).
 trn_result_t resolve(trn_hal_instance_t &instance, uint64_t address, uint64_t bytes,
-                     MemorySpan *span, std::string *why);
+                     MemorySpan *span, std::string *why, HeldRangesMemo *memo = nullptr);
 // Where a TIMESTAMP command writes: its host pointer if it has one, else its device address.
 inline uint64_t timestamp_address(const trn_hal_command_t &c) {
   return c.u.timestamp.host ? reinterpret_cast<uintptr_t>(c.u.timestamp.host)
@@ -88,6 +89,7 @@ inline uint64_t timestamp_address(const trn_hal_command_t &c) {
 // A command's operand: a device address, or (`host_pointer`) a plain pointer into this process's
 // memory that the command pins for its duration (TRN_HAL_COPY_HOST_*).
 trn_result_t resolve_operand(trn_hal_instance_t &instance, uint64_t address, uint64_t bytes,
-                             bool host_pointer, MemorySpan *span, std::string *why);
+                             bool host_pointer, MemorySpan *span, std::string *why,
+                             HeldRangesMemo *memo = nullptr);
 
 }  // namespace trn::sim

@@ -82,9 +82,13 @@ bool SimQueue::pin(const std::shared_ptr<SemCore> &core, bool signals) {
 }
 
 trn_result_t SimQueue::submit(const trn_hal_submission_t &submission, std::string *why) {
-  if (trn_result_t r = check_submission(instance_, device_, shape_.kind, submission, why);
-      r != TRN_SUCCESS)
-    return r;
+  {
+    std::unique_lock memo(submit_memo_mu_, std::try_to_lock);
+    if (trn_result_t r = check_submission(instance_, device_, shape_.kind, submission, why,
+                                          memo.owns_lock() ? &submit_memo_ : nullptr);
+        r != TRN_SUCCESS)
+      return r;
+  }
   {
     std::lock_guard lock(producer_mu_);
     if (stop_.load(std::memory_order_acquire) != 0) {

@@ -211,6 +211,11 @@ class SimQueue {
   std::mutex stop_mu_;                             // one stop at a time
   std::thread worker_;
 
+  // The submitters' memo of the memory ranges their commands name (check_submission), for
+  // whichever submitter finds it free.
+  alignas(64) SpinLock submit_memo_mu_;
+  HeldRangesMemo submit_memo_;
+
   // Submitters' line: the worker never touches it.
   alignas(64) SpinLock producer_mu_;  // guards head_ and the chunks' making
   uint64_t head_ = 0;                 // buffers accepted (the next position)
@@ -254,7 +259,8 @@ class SimQueue {
   alignas(64) std::atomic<uint64_t> tail_{0};  // the next position to run; read as a hint
   std::atomic<uint64_t> retired_{0};
   Cursor cursor_;
-  uint64_t clock_ns_ = 0;  // the queue's simulated time
+  uint64_t clock_ns_ = 0;    // the queue's simulated time
+  HeldRangesMemo run_memo_;  // of the memory ranges its commands use
   std::vector<TailSignal> tail_signals_;
   std::vector<std::shared_ptr<SemCore>> tail_refs_;
 

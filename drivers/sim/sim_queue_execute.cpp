@@ -125,11 +125,12 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
       failure->bytes = copy ? c.u.copy.bytes : c.u.memset.bytes;
       const uint32_t flags = copy ? c.u.copy.flags : 0;
       MemorySpan to, from;
-      trn_result_t r = resolve_operand(instance_, failure->destination, failure->bytes,
-                                       (flags & TRN_HAL_COPY_HOST_DESTINATION) != 0, &to, &why);
+      trn_result_t r =
+          resolve_operand(instance_, failure->destination, failure->bytes,
+                          (flags & TRN_HAL_COPY_HOST_DESTINATION) != 0, &to, &why, &run_memo_);
       if (r == TRN_SUCCESS && copy)
         r = resolve_operand(instance_, failure->source, failure->bytes,
-                            (flags & TRN_HAL_COPY_HOST_SOURCE) != 0, &from, &why);
+                            (flags & TRN_HAL_COPY_HOST_SOURCE) != 0, &from, &why, &run_memo_);
       if (r == TRN_SUCCESS)
         r = copy ? dma_copy(instance_.dma, to, from, &why)
                  : dma_fill(instance_.dma, to, static_cast<uint8_t>(c.u.memset.value), &why);
@@ -226,9 +227,9 @@ trn_result_t SimQueue::execute_command(const trn_hal_command_t &c, SemCore *sem_
       failure->source = op.a;
       failure->bytes = uint64_t{op.count} * isa::dtype_size(static_cast<isa::DType>(dtype));
       MemorySpan to, a, b;
-      trn_result_t r = resolve(instance_, op.destination, failure->bytes, &to, &why);
-      if (r == TRN_SUCCESS) r = resolve(instance_, op.a, failure->bytes, &a, &why);
-      if (r == TRN_SUCCESS) r = resolve(instance_, op.b, failure->bytes, &b, &why);
+      trn_result_t r = resolve(instance_, op.destination, failure->bytes, &to, &why, &run_memo_);
+      if (r == TRN_SUCCESS) r = resolve(instance_, op.a, failure->bytes, &a, &why, &run_memo_);
+      if (r == TRN_SUCCESS) r = resolve(instance_, op.b, failure->bytes, &b, &why, &run_memo_);
       if (r == TRN_SUCCESS)
         r = dma_reduce(instance_.dma, to, a, b, dtype, static_cast<trn_reduce_op_t>(op.op), &why);
       if (r != TRN_SUCCESS) return r;
