@@ -125,6 +125,9 @@ class SimQueue {
   // looks without a read the next one reads afresh: a deadline is never judged on a stale time.
   class RunClock {
    public:
+    RunClock() = default;
+    // Starts from a read the caller made a moment ago (a helper's, as its wait began).
+    explicit RunClock(uint64_t read_ns) : ns_(read_ns), unclocked_(0) {}
     uint64_t now() {
       if (unclocked_ >= kLooksPerRead) return read();
       ++unclocked_;
@@ -167,8 +170,9 @@ class SimQueue {
   bool await_work(bool spin_first);
   bool claim();  // takes the token if a buffer waits and no helper wants it
   // Runs buffers with the token held (`errand`: as a helper) until none is published, a command
-  // paused, or (the worker) a helper waits for the token.
-  Drained drain(const Errand *errand);
+  // paused, or (the worker) a helper waits for the token. `clock_ns`: a clock read the caller made
+  // just before, if it has one (0: none).
+  Drained drain(const Errand *errand, uint64_t clock_ns = 0);
   // Executes or cancels the buffer at tail_ from the cursor on, and retires it; false if it
   // paused (the cursor keeps its place).
   bool process(Slot &buffer, const Errand *errand, RunClock &clock);

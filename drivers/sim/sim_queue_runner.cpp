@@ -113,12 +113,12 @@ bool SimQueue::helper_may_run(const Slot &buffer, bool at_once) {
   return true;
 }
 
-SimQueue::Drained SimQueue::drain(const Errand *errand) {
+SimQueue::Drained SimQueue::drain(const Errand *errand, uint64_t clock_ns) {
   // Buffers a helper runs past its errand: the ones that follow at once (a timestamp after the
   // awaited work, the bookkeeping after it), so that the worker need not wake for them.
   constexpr uint32_t kAfterErrand = 8;
   uint32_t after = 0;
-  RunClock clock;
+  RunClock clock = clock_ns != 0 ? RunClock(clock_ns) : RunClock();
   for (;;) {
     if (errand) {
       if (errand->done()) {
@@ -178,8 +178,12 @@ bool SimQueue::assist(SemCore &sem, uint64_t value, uint64_t start, uint64_t dea
   }
   yield_.fetch_or(kYieldToHelper, std::memory_order_seq_cst);
   bool reached = false, ran = false;
+  // The first drain, at once, goes on from the wait's own clock read (no second read for the
+  // first buffer's busy time); a later one after spinning reads afresh.
+  bool first = true;
   // Until the token is free (the worker lets go at its next wait or buffer), for the spin budget.
-  for (SpinPhase spin(start, std::min(budget, deadline_ns > start ? deadline_ns - start : 0));;) {
+  for (SpinPhase spin(start, std::min(budget, deadline_ns > start ? deadline_ns - start : 0));;
+       first = false) {
     if (errand.done()) {
       reached = true;
       break;
@@ -189,7 +193,7 @@ bool SimQueue::assist(SemCore &sem, uint64_t value, uint64_t start, uint64_t dea
         token_.exchange(1, std::memory_order_acquire) == 0) {
       const uint64_t position = tail_.load(std::memory_order_relaxed);
       const size_t index = cursor_.index;
-      const Drained why = drain(&errand);
+      const Drained why = drain(&errand, first && worker_asleep ? start : 0);
       // Only a helper that ran something keeps submitters from ringing (a kernel launch, say, is
       // the worker's: the next one should wake it at once).
       ran = ran || tail_.load(std::memory_order_relaxed) != position || cursor_.index != index;

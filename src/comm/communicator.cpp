@@ -505,8 +505,13 @@ void Comm::check_deadlines() {
       why = records_.front().name.text() + " did not complete: its queue failed (" +
             trn_last_error() + ")";
     } else if (!records_.empty()) {
+      const uint64_t now = now_ns();
+      // Operations enqueued since the last look get their deadlines now: a few milliseconds late
+      // at most (one look of this thread), never early, and no clock read on the enqueue path.
+      for (auto it = records_.rbegin(); it != records_.rend() && it->deadline_ns == 0; ++it)
+        it->deadline_ns = common::deadline_after(timeout_ns_, now);
       const OpRecord &op = records_.front();
-      if (now_ns() < op.deadline_ns) return;
+      if (now < op.deadline_ns) return;
       std::vector<uint32_t> silent, stalled;
       for (auto [peer, want] : op.expect_ready) {
         uint64_t have = 0;
@@ -566,8 +571,6 @@ trn_result_t Comm::drop_finished_locked() {
 }
 
 trn_result_t Comm::synchronize(uint64_t timeout_ns) {
-  const uint64_t start = now_ns();
-  const uint64_t deadline = common::deadline_after(timeout_ns, start);
   trn_sem_t sem = nullptr;
   uint64_t sequence = 0;
   {
@@ -575,24 +578,31 @@ trn_result_t Comm::synchronize(uint64_t timeout_ns) {
     sem = last_queue_sem_;
     sequence = last_sequence_;
   }
-  // The first slice starts from the clock read above (a read costs as much as a small hand-off).
-  for (uint64_t now = start;; now = now_ns()) {
+  // The clock is read only once a slice ran out (a read costs as much as a small hand-off, and
+  // most waits end within their first slice): that slice began no later than a slice before.
+  uint64_t deadline = 0, slice = std::min<uint64_t>(kSliceNs, timeout_ns);
+  auto deadline_from = [&](uint64_t now) {
+    if (deadline == 0) deadline = common::deadline_after(timeout_ns, now > slice ? now - slice : 0);
+    return deadline;
+  };
+  for (;;) {
     if (std::string why = error(); !why.empty()) fail(TRN_ERROR_COLLECTIVE, why);
     if (!sem) return TRN_SUCCESS;
-    const uint64_t slice = std::min<uint64_t>(kSliceNs, deadline > now ? deadline - now : 0);
     const trn_result_t r = trn_sem_wait(sem, sequence, slice);
     // A queue destroyed since (its semaphore with it) ran or cancelled its commands: nothing is
     // left to wait for, and a cancellation reaches the peers through the chunks' semaphores (as
     // check_deadlines reasons). Not this rank's failure: a rank may end its queue first.
     if (r == TRN_SUCCESS || r == TRN_ERROR_INVALID_HANDLE) return TRN_SUCCESS;
+    const uint64_t now = now_ns();
     if (r == TRN_TIMEOUT) {
-      if (now_ns() >= deadline) return TRN_TIMEOUT;
+      if (now >= deadline_from(now)) return TRN_TIMEOUT;
+      slice = std::min<uint64_t>(kSliceNs, deadline - now);
       continue;
     }
     // The queue failed (or went away): the communicator is out of step with its peers.
     queue_failed(std::string("rank ") + std::to_string(rank_) +
                      ": the queue of its last operation failed (" + trn_last_error() + ")",
-                 deadline);
+                 deadline_from(now));
   }
 }
 
@@ -935,7 +945,7 @@ uint64_t Comm::close_operation(trn_queue_t queue, const OpName &name, const trn_
   op.name = name;
   op.queue_sem = op_queue_sem_;  // open_operation's
   op.last_sequence = sequence;
-  op.deadline_ns = common::deadline_after(timeout_ns_, now_ns());
+  op.deadline_ns = 0;  // the monitor's first look sets it (check_deadlines)
   for (uint32_t p : peers_in) op.expect_ready.push_back({p, links_[p].rx_count});
   for (uint32_t p : peers_out)
     if (links_[p].tx_count > slots_) op.expect_free.push_back({p, links_[p].tx_count - slots_});

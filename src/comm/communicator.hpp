@@ -106,7 +106,7 @@ struct OpRecord {
   OpName name;
   trn_sem_t queue_sem = nullptr;
   uint64_t last_sequence = 0;
-  uint64_t deadline_ns = 0;
+  uint64_t deadline_ns = 0;  // 0 until the monitor first sees the operation
   boost::container::small_vector<std::pair<uint32_t, uint64_t>, 4> expect_ready;  // rx_ready
   boost::container::small_vector<std::pair<uint32_t, uint64_t>, 4> expect_free;   // tx_free
 };
