@@ -250,9 +250,14 @@ size_t SimQueue::trailing_signals(const Slot &buffer) {
 SimQueue::Ran SimQueue::execute(Slot &buffer, const Errand *errand) {
   const trn_hal_command_t *commands = buffer.commands();
   SemCore *const *sems = buffer.sems();
+  // One record for the buffer's commands (most complete, and it is over a hundred bytes to set
+  // up): each command starts it afresh where a failure would read it.
+  Failure failure;
   for (; cursor_.index < cursor_.end; ++cursor_.index) {
     const size_t i = cursor_.index;
-    Failure failure;
+    failure.destination = failure.source = failure.bytes = 0;
+    failure.kernel = nullptr;
+    failure.reason.clear();
     trn_result_t r = TRN_SUCCESS;
     try {
       r = execute_command(commands[i], sems[i], errand, &cursor_.activity, &failure);
