@@ -92,6 +92,8 @@ Comm::~Comm() {
 void Comm::join(const RendezvousId &id, const CommConfig &config) {
   rank_ = config.rank;
   size_ = config.size;
+  all_ranks_.resize(size_);
+  for (uint32_t r = 0; r < size_; ++r) all_ranks_[r] = r;
   core_ = config.core;
   timeout_ns_ = config.timeout_ns ? config.timeout_ns : default_timeout_ns();
   const std::optional<uint64_t> env_chunk = env_chunk_bytes();

@@ -192,6 +192,8 @@ class Comm : public std::enable_shared_from_this<Comm> {
   PeerLink &link(uint32_t peer) { return links_[peer]; }
   // For hierarchical algorithms; empty unless the ranks spread evenly over several hosts.
   const std::optional<HostGroups> &host_groups() const { return host_groups_; }
+  // 0 .. size-1: the whole communicator as a group of ranks (made once, not per operation).
+  const std::vector<uint32_t> &all_ranks() const { return all_ranks_; }
   uint32_t hosts() const { return hosts_; }
 
  private:
@@ -222,6 +224,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
 
   uint32_t rank_ = 0;
   uint32_t size_ = 1;
+  std::vector<uint32_t> all_ranks_;
   uint64_t timeout_ns_ = 0;
   uint64_t chunk_bytes_ = 0;
   uint64_t ring_min_bytes_ = 0;

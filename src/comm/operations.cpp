@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <span>
 #include <vector>
 
 #include "comm/error.hpp"
@@ -64,6 +65,7 @@ class Builder {
 
   uint32_t rank() const { return comm_.rank(); }
   uint32_t size() const { return comm_.size(); }
+  const std::vector<uint32_t> &all_ranks() const { return comm_.all_ranks(); }
   uint64_t es() const { return es_; }
   uint64_t ring_min_bytes() const { return comm_.ring_min_bytes(); }
   const PeerList &peers_in() const { return in_; }
@@ -215,7 +217,7 @@ class Builder {
 // Ranks taking part in one phase of an algorithm, in ring order, and this rank's place among
 // them: the whole communicator, the ranks of this rank's host, or one rank of each host.
 struct Group {
-  std::vector<uint32_t> ranks;
+  std::span<const uint32_t> ranks;  // the communicator's or its host groups' lists
   uint32_t pos = 0;
   uint32_t size() const { return static_cast<uint32_t>(ranks.size()); }
   // The rank `step` places after this one (negative: before), around the ring.
@@ -226,10 +228,7 @@ struct Group {
 };
 
 Group whole(const Builder &b) {
-  Group g;
-  for (uint32_t r = 0; r < b.size(); ++r) g.ranks.push_back(r);
-  g.pos = b.rank();
-  return g;
+  return {b.all_ranks(), b.rank()};
 }
 
 // Block i of `count` elements split over the group, and its bytes.
