@@ -508,8 +508,8 @@ void Comm::check_deadlines() {
             trn_last_error() + ")";
     } else if (!records_.empty()) {
       const uint64_t now = now_ns();
-      // Operations enqueued since the last look get their deadlines now: a few milliseconds late
-      // at most (one look of this thread), never early, and no clock read on the enqueue path.
+      // Operations enqueued since the last look get their deadlines now: late by at most one look
+      // of this thread (every 20 ms or sooner), never early, and no clock read on the enqueue path.
       for (auto it = records_.rbegin(); it != records_.rend() && it->deadline_ns == 0; ++it)
         it->deadline_ns = common::deadline_after(timeout_ns_, now);
       const OpRecord &op = records_.front();

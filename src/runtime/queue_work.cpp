@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <functional>
 
 #include "runtime/error.hpp"
 #include "runtime/kernel.hpp"
