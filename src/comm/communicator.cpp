@@ -98,8 +98,8 @@ void Comm::join(const RendezvousId &id, const CommConfig &config) {
   timeout_ns_ = config.timeout_ns ? config.timeout_ns : default_timeout_ns();
   const std::optional<uint64_t> env_chunk = env_chunk_bytes();
   chunk_chosen_ = config.chunk_bytes != 0 || env_chunk.has_value();
-  // Without a choice, the larger default: the staging buffer is made for it, and connect_peers
-  // takes the smaller one when no ranks turn out to be on two devices of one host.
+  // Without a choice, the larger default until the table shows whether any host's ranks use
+  // two devices (read_table takes the smaller one when none do).
   chunk_bytes_ =
       config.chunk_bytes ? config.chunk_bytes : env_chunk.value_or(larger_default_chunk_bytes());
   ring_min_bytes_ = default_ring_min_bytes();
@@ -117,10 +117,6 @@ void Comm::join(const RendezvousId &id, const CommConfig &config) {
   check(trn_pool_create(device_, &pool, &pool_), "creating the communicator's pool");
   links_.resize(size_);
   if (size_ > 1) {
-    check(trn_mem_alloc(pool_, static_cast<uint64_t>(size_) * slots_ * chunk_bytes_, 4096,
-                        TRN_MEM_CATEGORY_COLLECTIVES, TRN_MEM_FLAG_EXPORTABLE, &staging_),
-          "allocating the staging buffer (" + std::to_string(size_) + " ranks x " +
-              std::to_string(slots_) + " slots x " + std::to_string(chunk_bytes_) + " bytes)");
     trn_sem_desc_t sem = TRN_SEM_DESC_INIT;
     sem.flags = TRN_SEM_FLAG_EXPORTABLE;
     for (uint32_t p = 0; p < size_; ++p) {
@@ -129,11 +125,19 @@ void Comm::join(const RendezvousId &id, const CommConfig &config) {
       check(trn_sem_create(device_, &sem, &links_[p].rx_free), "creating a semaphore");
     }
   }
-  const auto blobs = bootstrap_.join(id, rank_, size_, host_label(), make_blob(), timeout_ns_);
-  connect_peers(blobs);
+  read_table(bootstrap_.join(id, rank_, size_, host_label(), make_blob(), timeout_ns_));
   monitor_thread_ = std::thread([this] { monitor(); });
   common::name_thread(monitor_thread_, "trn-comm-mon" + std::to_string(rank_));
-  if (hosts_ > 1) connect_remote_peers();
+  if (size_ > 1) {
+    share_staging();
+    // No rank may return (and perhaps end the communicator, taking its exports with it) before
+    // every rank imported what it needs of the others: one more round, after the imports. Across
+    // hosts the fabric's round is that round.
+    if (hosts_ > 1)
+      connect_remote_peers();
+    else
+      gather({}, "the rendezvous' last round (every rank has imported its peers' buffers)");
+  }
   // A rank that failed or left meanwhile (its word was in the last table) fails the join too.
   if (std::string why = error(); !why.empty()) fail(TRN_ERROR_COLLECTIVE, why);
 }
@@ -149,8 +153,6 @@ std::vector<uint8_t> Comm::make_blob() {
   out.insert(out.end(), host.begin(), host.end());
   trn_ipc_handle_t none{};
   trn_ipc_handle_t handle{};
-  if (staging_) check(trn_mem_export(staging_, &handle), "exporting the staging buffer");
-  put(&out, staging_ ? handle : none);
   for (uint32_t p = 0; p < size_; ++p) {
     for (trn_sem_t sem : {links_[p].rx_ready, links_[p].rx_free}) {
       if (!sem) {
@@ -164,7 +166,7 @@ std::vector<uint8_t> Comm::make_blob() {
   return out;
 }
 
-void Comm::connect_peers(const std::vector<std::vector<uint8_t>> &blobs) {
+void Comm::read_table(const std::vector<std::vector<uint8_t>> &blobs) {
   ranks_.resize(size_);
   std::set<uint64_t> processes;
   local_ranks_ = 0;
@@ -181,7 +183,6 @@ void Comm::connect_peers(const std::vector<std::vector<uint8_t>> &blobs) {
     info.host.assign(blobs[r].begin() + static_cast<long>(at),
                      blobs[r].begin() + static_cast<long>(at + host_bytes));
     at += host_bytes;
-    info.staging = take<trn_ipc_handle_t>(blobs[r], &at, "a rank\'s description");
     info.ready.resize(size_);
     info.freed.resize(size_);
     for (uint32_t p = 0; p < size_; ++p) {
@@ -214,6 +215,39 @@ void Comm::connect_peers(const std::vector<std::vector<uint8_t>> &blobs) {
           ranks_[q].process_token == ranks_[r].process_token)
         fail(TRN_ERROR_COLLECTIVE, "ranks " + std::to_string(r) + " and " + std::to_string(q) +
                                        " are the same core of the same process");
+}
+
+void Comm::share_staging() {
+  // Every rank takes part in the round, also one that could not make its buffer: it sends its
+  // reason instead of a handle, so that all fail alike rather than wait.
+  std::vector<uint8_t> word;
+  try {
+    check(trn_mem_alloc(pool_, static_cast<uint64_t>(size_) * slots_ * chunk_bytes_, 4096,
+                        TRN_MEM_CATEGORY_COLLECTIVES, TRN_MEM_FLAG_EXPORTABLE, &staging_),
+          "allocating the staging buffer (" + std::to_string(size_) + " ranks x " +
+              std::to_string(slots_) + " slots x " + std::to_string(chunk_bytes_) + " bytes)");
+    trn_ipc_handle_t handle{};
+    check(trn_mem_export(staging_, &handle), "exporting the staging buffer");
+    put(&word, uint32_t{TRN_SUCCESS});
+    put(&word, handle);
+  } catch (const CommError &e) {
+    word.clear();
+    put(&word, static_cast<uint32_t>(e.result()));
+    const std::string why = e.what();
+    word.insert(word.end(), why.begin(), why.end());
+  }
+  const auto all = gather(word, "exchanging the staging buffers");
+  // This rank's own failure first, with its own result; a peer's is a collective failure here.
+  for (uint32_t i = 0; i < size_; ++i) {
+    const uint32_t r = (rank_ + i) % size_;
+    size_t at = 0;
+    const auto result = static_cast<trn_result_t>(take<uint32_t>(all[r], &at, "a staging word"));
+    if (result != TRN_SUCCESS)
+      fail(r == rank_ ? result : TRN_ERROR_COLLECTIVE,
+           "rank " + std::to_string(r) + " on " + host_label(ranks_[r].host) + ": " +
+               std::string(all[r].begin() + static_cast<long>(at), all[r].end()));
+    ranks_[r].staging = take<trn_ipc_handle_t>(all[r], &at, "a staging word");
+  }
   for (uint32_t r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     PeerLink &link = links_[r];

@@ -199,8 +199,13 @@ class Comm : public std::enable_shared_from_this<Comm> {
  private:
   Comm() = default;
   void join(const RendezvousId &id, const CommConfig &config);
+  // This rank's description at the rendezvous: where it is and its exported semaphores.
   std::vector<uint8_t> make_blob();
-  void connect_peers(const std::vector<std::vector<uint8_t>> &blobs);
+  // Every rank's description: hosts, devices, the chunk size all ranks then use.
+  void read_table(const std::vector<std::vector<uint8_t>> &blobs);
+  // The staging buffer, made for the chunk the table chose, exported and exchanged in a round
+  // of its own; then the peers' buffers and semaphores on this host are imported.
+  void share_staging();
   // Ranks on other hosts: an outbox and stand-in semaphores each, and the proxy's fabric
   // endpoint, whose addresses every rank exchanges in one more round.
   void connect_remote_peers();

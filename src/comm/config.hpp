@@ -19,8 +19,8 @@ std::optional<uint64_t> env_chunk_bytes();
 // when ranks on one host use several devices, so that chunks cross NeuronLink (config.cpp says
 // why).
 uint64_t default_chunk_bytes(bool device_links);
-// The larger of the two defaults: what the staging buffer is made for before the ranks are
-// known, and the eager limit trn gives rxm (so that a chunk of either default goes eagerly).
+// The larger of the two defaults: the eager limit trn gives rxm (so that a chunk of either
+// default goes eagerly), and a communicator's chunk until the rendezvous' table is read.
 uint64_t larger_default_chunk_bytes();
 // Bytes up to which all-reduce uses recursive doubling rather than a ring
 // (TRN_COMM_RING_MIN_BYTES, default 256 KiB); read once per communicator, as every rank must

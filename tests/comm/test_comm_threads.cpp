@@ -308,6 +308,83 @@ TEST_CASE("a rank that never arrives fails the others' init within the timeout, 
   CHECK(seconds.count() < 10.0);
 }
 
+TEST_CASE("ranks that end their communicator as soon as init returns fail no other rank's init",
+          "[comm]") {
+  // A rank's exports go with its communicator: init must not return on any rank before every
+  // rank has imported what it needs of the others.
+  SimEnv env;
+  const auto cores = all_cores();
+  constexpr uint32_t kRanks = 4;
+  for (int round = 0; round < 5; ++round) {
+    trn_comm_unique_id_t id{};
+    REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
+    std::vector<std::string> failures(kRanks);
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < kRanks; ++r)
+      threads.emplace_back([&, r] {
+        trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
+        desc.core = cores[r];
+        desc.rank = r;
+        desc.size = kRanks;
+        desc.timeout_ns = 30'000'000'000ull;
+        trn_comm_t comm = nullptr;
+        if (trn_comm_init_rank(&id, &desc, &comm) != TRN_SUCCESS)
+          failures[r] = "round " + std::to_string(round) + ", rank " + std::to_string(r) + ": " +
+                        comm_error();
+        if (trn_comm_destroy(comm) != TRN_SUCCESS && failures[r].empty())
+          failures[r] = "destroy: " + comm_error();
+      });
+    for (auto &t : threads) t.join();
+    for (const auto &f : failures)
+      if (!f.empty()) FAIL_CHECK(f);
+  }
+}
+
+TEST_CASE("ranks that end a split's communicator as soon as it returns fail no other's split",
+          "[comm]") {
+  ThreadWorld world(4);
+  for (int round = 0; round < 5; ++round) {
+    const auto failures = world.each([&](uint32_t r) -> std::string {
+      trn_comm_t part = nullptr;
+      if (trn_comm_split(world.comms[r], 0, static_cast<int32_t>(r), &part) != TRN_SUCCESS)
+        return "round " + std::to_string(round) + ", rank " + std::to_string(r) + ": " +
+               comm_error();
+      return trn_comm_destroy(part) == TRN_SUCCESS ? "" : "destroy: " + comm_error();
+    });
+    for (const auto &f : failures) FAIL_CHECK(f);
+  }
+}
+
+TEST_CASE("the staging buffer is ranks x 4 slots x the chunk the ranks use", "[comm]") {
+  // With no chunk chosen, ranks on one device take the smaller default: the buffer is made for
+  // it, not for the larger one (the table decides which, so the buffer comes after it).
+  SimEnv env;
+  const auto cores = all_cores();
+  trn_core_properties_t props = TRN_CORE_PROPERTIES_INIT;
+  REQUIRE(trn_core_get_properties(cores[0], &props) == TRN_SUCCESS);
+  uint32_t count = 0;
+  REQUIRE(trn_device_get(&count, nullptr) == TRN_SUCCESS);
+  std::vector<trn_device_t> devices(count);
+  REQUIRE(trn_device_get(&count, devices.data()) == TRN_SUCCESS);
+  trn_device_t device = devices[props.device_index];
+  const auto collectives = [&] {
+    trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
+    REQUIRE(trn_device_get_memory_stats(device, UINT32_MAX, &stats) == TRN_SUCCESS);
+    return stats.by_category[TRN_MEM_CATEGORY_COLLECTIVES].current_bytes;
+  };
+  const uint64_t before = collectives();
+  trn_comm_desc_t desc = TRN_COMM_DESC_INIT;  // chunk_bytes 0: the default
+  trn_comm_t comms[2] = {nullptr, nullptr};
+  INFO(comm_error());
+  REQUIRE(trn_comm_init_all(2, cores.data(), &desc, comms) == TRN_SUCCESS);
+  trn_comm_info_t info = TRN_COMM_INFO_INIT;
+  REQUIRE(trn_comm_get_info(comms[0], &info) == TRN_SUCCESS);
+  CHECK(info.chunk_bytes == 512u * 1024);
+  CHECK(collectives() - before == 2 * (2 * 4 * info.chunk_bytes));
+  for (trn_comm_t comm : comms) CHECK(trn_comm_destroy(comm) == TRN_SUCCESS);
+  CHECK(collectives() == before);
+}
+
 TEST_CASE("a rank that skips an operation makes the others fail naming it", "[comm][failure]") {
   SimEnv env;
   // A timeout long enough that ranks 0 and 1 both enqueue within it on a loaded machine.
