@@ -99,6 +99,30 @@ TEST_CASE("safetensors: a valid header is read with its tensors and metadata", "
   CHECK(n.tensors.size() == 1);
 }
 
+TEST_CASE("safetensors: a header of 100,000 tensors is read whole, in order", "[safetensors]") {
+  // Checkpoints of many experts hold tens of thousands of tensors; the reader is linear in them
+  // (one that was not took minutes here, past the test's limit).
+  constexpr uint64_t kTensors = 100'000;
+  std::string header = "{";
+  for (uint64_t i = kTensors; i-- > 0;) {  // written last to first: read back by data offset
+    header += "\"t" + std::to_string(i) + "\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[" +
+              std::to_string(6 * i) + "," + std::to_string(6 * i + 6) + "]}";
+    header += i ? "," : "}";
+  }
+  const auto file = file_of(header, 6 * kTensors);
+  const st::Header h = st::parse_header(file.data(), file.size(), file.size());
+  REQUIRE(h.tensors.size() == kTensors);
+  CHECK(h.tensors.front().name == "t0");
+  CHECK(h.tensors.back().name == "t99999");
+  CHECK(h.tensors.back().begin == 6 * (kTensors - 1));
+  CHECK(h.find("t51234") == &h.tensors[51234]);
+  // A name given twice is still found, however far apart.
+  const auto twice = file_of(header.substr(0, header.size() - 1) +
+                                 R"(,"t0":{"dtype":"F16","shape":[3],"data_offsets":[0,6]}})",
+                             6 * kTensors);
+  CHECK_THAT(refusal(twice), Catch::Matchers::Contains("tensor 't0' appears twice"));
+}
+
 TEST_CASE("safetensors: every malformed header is refused with its own message", "[safetensors]") {
   const std::string a = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
   struct Case {
