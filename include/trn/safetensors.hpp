@@ -69,7 +69,8 @@ struct Header {
 // trn has no type for (their tensors load as bytes, dtype kNoDtype) and names that are no
 // safetensors dtype.
 bool dtype_from_name(std::string_view name, trn_dtype_t *dtype);
-// The safetensors name of a trn dtype ("F8_E4M3" for TRN_DTYPE_FP8_E4M3, "U8" for TRN_DTYPE_U8).
+// The safetensors name of a trn dtype ("F8_E4M3" for TRN_DTYPE_FP8_E4M3, "U8" for TRN_DTYPE_U8);
+// nullptr for kNoDtype and any value that is no trn dtype a safetensors file can hold.
 const char *dtype_to_name(trn_dtype_t dtype);
 // Bits per element of a safetensors dtype name (4 for "F4", 6 for "F6_E2M3", 32 for "U32"); 0
 // for a name that is no safetensors dtype.
@@ -123,9 +124,10 @@ class Loaded {
 };
 
 // Loads tensors of an open file whose header is `header` into one allocation from `pool`
-// through `queue`, and waits for them. A name that is not in the file, a short or changed file
-// or any trn failure throws Error (nothing stays allocated). A failed read leaves `queue` in its
-// error state, as any failed command does: trn_queue_finish, then trn_queue_reset it before
+// through `queue`, and waits for them. A name that is not in the file, a file whose size is not
+// the one the header was read from (another file, or one changed since), a file cut short while
+// it loads, or any trn failure throws Error (nothing stays allocated). A failed read leaves `queue`
+// in its error state, as any failed command does: trn_queue_finish, then trn_queue_reset it before
 // using it again (a queue still failed is refused, naming its fault, by load and save alike).
 Loaded load(int fd, const Header &header, trn_pool_t pool, trn_queue_t queue,
             const LoadOptions &options = {});

@@ -198,6 +198,19 @@ Loaded load(int fd, const Header &header, trn_pool_t pool, trn_queue_t queue,
             const LoadOptions &options) {
   const std::vector<const TensorInfo *> chosen = select(header, options.names);
   refuse_failed_queue(queue);
+  // The header must be this file's as it is now: another file, or one that grew or shrank since
+  // the header was read, would load bytes that are not the tensors (one cut short while the
+  // reads run fails them instead).
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    throw Error(std::string("safetensors: cannot stat the file: ") + std::strerror(errno),
+                TRN_ERROR_FILE);
+  if (static_cast<uint64_t>(st.st_size) != header.data_offset + header.data_bytes)
+    throw Error("safetensors: the file is " + std::to_string(st.st_size) +
+                    " bytes, but its header was read from one of " +
+                    std::to_string(header.data_offset + header.data_bytes) +
+                    " bytes: another file, or one changed since (read the header again)",
+                TRN_ERROR_FILE);
   // Places: each tensor at the next offset with its file offset's phase; neighbours in the file
   // stay neighbours.
   Loaded out;

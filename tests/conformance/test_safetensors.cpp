@@ -466,27 +466,46 @@ TEST_CASE_METHOD(DeviceFiles,
   REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
 }
 
-TEST_CASE_METHOD(DeviceFiles,
-                 "safetensors: a file cut short after its header was read fails the load",
-                 "[safetensors]") {
+TEST_CASE_METHOD(
+    DeviceFiles,
+    "safetensors: a file changed after its header was read, or read short, fails the load",
+    "[safetensors]") {
   const std::string header = R"({"w":{"dtype":"F32","shape":[262144],"data_offsets":[0,1048576]}})";
   Fd fd(create_file(dir.file("w.safetensors"), file_of(header, 1 << 20)));
   const st::Header h = st::read_header(fd.get());
-  REQUIRE(::ftruncate(fd.get(), static_cast<off_t>(h.data_offset + 4096)) == 0);
-  try {
-    st::load(fd.get(), h, pool, queue);
-    FAIL("the load succeeded");
-  } catch (const st::Error &e) {
-    INFO(e.what());
-    CHECK(e.result() == TRN_ERROR_FILE);
-    CHECK(std::string(e.what()).find("end of file at offset " +
-                                     std::to_string(h.data_offset + 4096)) != std::string::npos);
-  }
   trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
-  REQUIRE(trn_pool_get_stats(pool, &stats) == TRN_SUCCESS);
-  CHECK(stats.allocation_count == 0);  // nothing stays allocated
-  // The queue keeps its fault until it is reset: a load of a good file says so, naming the
-  // earlier fault, instead of failing with it as if it were this file's.
+  // Cut short, or grown, since the header was read: refused before anything is read or queued.
+  for (const uint64_t size : {h.data_offset + 4096, h.data_offset + (2 << 20)}) {
+    REQUIRE(::ftruncate(fd.get(), static_cast<off_t>(size)) == 0);
+    try {
+      st::load(fd.get(), h, pool, queue);
+      FAIL("the load succeeded");
+    } catch (const st::Error &e) {
+      INFO(e.what());
+      CHECK(e.result() == TRN_ERROR_FILE);
+      CHECK_THAT(e.what(), Catch::Contains("the file is " + std::to_string(size) +
+                                           " bytes, but its header was read from one of " +
+                                           std::to_string(h.data_offset + (1 << 20))));
+    }
+    REQUIRE(trn_pool_get_stats(pool, &stats) == TRN_SUCCESS);
+    CHECK(stats.allocation_count == 0);  // nothing stays allocated
+  }
+  // Another file's header, with the descriptor of this one: refused alike.
+  Fd other(create_file(dir.file("other.safetensors"), file_of(header, 1 << 20)));
+  const st::Header other_header = st::read_header(other.get());
+  REQUIRE(::ftruncate(other.get(), 0) == 0);
+  CHECK_THROWS_WITH(st::load(other.get(), other_header, pool, queue),
+                    Catch::Contains("another file, or one changed since"));
+  CHECK(trn_queue_finish(queue, kLong) == TRN_SUCCESS);  // nothing was queued
+  // A read that meets the end of the file faults the queue, naming the file offset; the queue
+  // keeps its fault until it is reset: a load of a good file says so, naming the earlier fault,
+  // instead of failing with it as if it were this file's.
+  trn_mem_t landing = nullptr;
+  REQUIRE(trn_mem_alloc(pool, 1 << 20, 0, TRN_MEM_CATEGORY_TENSORS, 0, &landing) == TRN_SUCCESS);
+  REQUIRE(trn_queue_read_file(queue, landing, 0, fd.get(), h.data_offset + (2 << 20) - 4096,
+                              1 << 20, nullptr, nullptr) == TRN_SUCCESS);
+  CHECK(trn_queue_finish(queue, kLong) == TRN_ERROR_FILE);
+  REQUIRE(trn_mem_free(landing) == TRN_SUCCESS);
   Fd good(create_file(dir.file("good.safetensors"), file_of(header, 1 << 20)));
   const st::Header good_header = st::read_header(good.get());
   try {
@@ -496,20 +515,19 @@ TEST_CASE_METHOD(DeviceFiles,
     INFO(e.what());
     CHECK(e.result() == TRN_ERROR_FILE);
     CHECK_THAT(e.what(), Catch::Contains("the queue failed earlier") &&
+                             Catch::Contains("end of file at offset " +
+                                             std::to_string(h.data_offset + (2 << 20))) &&
                              Catch::Contains("then trn_queue_reset"));
   }
   REQUIRE(trn_queue_reset(queue) == TRN_SUCCESS);
   CHECK(st::load(good.get(), good_header, pool, queue).tensors().size() == 1);
   REQUIRE(trn_pool_get_stats(pool, &stats) == TRN_SUCCESS);
   CHECK(stats.allocation_count == 0);  // the loaded arena went with its Loaded
-  REQUIRE(::ftruncate(fd.get(), static_cast<off_t>(h.data_offset + 4096)) == 0);
-  CHECK_THROWS_AS(st::load(fd.get(), h, pool, queue), st::Error);  // faulted again
   st::SaveTensor bad{"x", TRN_DTYPE_F32, {1}, nullptr, 0};
   CHECK_THROWS_WITH(st::save(dir.file("x.safetensors"), {bad}, {}, queue),
                     Catch::Contains("names no memory"));
   // A tensor past its allocation is refused before anything is written or queued: the earlier
   // tensors' writes never run on a closed descriptor.
-  REQUIRE(trn_queue_reset(queue) == TRN_SUCCESS);  // the load's fault
   trn_mem_t small = nullptr;
   REQUIRE(trn_mem_alloc(pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &small) == TRN_SUCCESS);
   const st::SaveTensor fits{"a", TRN_DTYPE_F32, {1024}, small, 0};
