@@ -119,8 +119,10 @@ class Transfer {
     const int flags = ::fcntl(fd_, F_GETFL);
     if (flags < 0) return fail_now(errno, why);
     const int access = flags & O_ACCMODE;
-    if (access != O_RDWR && access != (reading() ? O_RDONLY : O_WRONLY))
-      return fail_now(EBADF, why);  // what the kernel says of a read on a write-only fd
+    // What the kernel says of a read on a write-only descriptor, or of either on an O_PATH one
+    // (its access mode reads as O_RDONLY, but it reads nothing; the O_DIRECT reopening would).
+    if ((flags & O_PATH) != 0 || (access != O_RDWR && access != (reading() ? O_RDONLY : O_WRONLY)))
+      return fail_now(EBADF, why);
     // Checked when submitted too; the number may name another file by now (closed and reused):
     // a pipe or socket would block this queue's thread for as long as nobody writes to it.
     if (struct stat st{}; ::fstat(fd_, &st) == 0 &&

@@ -275,6 +275,17 @@ TEST_CASE_METHOD(DeviceFiles, "a closed descriptor is a fault when the command r
     CHECK(trn_queue_finish(queue, kLong) == TRN_ERROR_FILE);
     CHECK(says(fault_of(queue), "file write: "));
     CHECK(std::string(fault_of(queue).command) == "write file");
+    // An O_PATH descriptor reads nothing, aligned or not (its access mode reads as read-only).
+    Fd path_only(::open(dir.file("weights").c_str(), O_PATH | O_CLOEXEC));
+    REQUIRE(path_only.get() >= 0);
+    for (const uint64_t offset : {uint64_t{0}, uint64_t{1}}) {
+      REQUIRE(trn_queue_reset(queue) == TRN_SUCCESS);
+      REQUIRE(trn_queue_read_file(queue, mem, offset, path_only.get(), offset, 8192, nullptr,
+                                  nullptr) == TRN_SUCCESS);
+      CHECK(trn_queue_finish(queue, kLong) == TRN_ERROR_FILE);
+      INFO(fault_of(queue).reason);
+      CHECK(says(fault_of(queue), "(errno 9) at offset " + std::to_string(offset)));
+    }
   }
   SECTION("closed, and the number reused for a pipe nobody writes to") {
     // The command fails instead of blocking the queue's thread on the pipe.
