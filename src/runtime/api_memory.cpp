@@ -20,9 +20,7 @@ trn_result_t check_range(const Mem &mem, uint64_t offset, uint64_t size, const v
   if (size > 0 && pointer == nullptr)
     return fail(TRN_ERROR_NULL_POINTER, std::string(pointer_name) + " is NULL");
   if (offset > mem.size || size > mem.size - offset)
-    return fail(TRN_ERROR_OUT_OF_RANGE,
-                "bytes " + std::to_string(offset) + ".." + std::to_string(offset + size) +
-                    " are outside the allocation of " + std::to_string(mem.size) + " bytes");
+    return fail(TRN_ERROR_OUT_OF_RANGE, outside_allocation(offset, size, mem.size));
   return TRN_SUCCESS;
 }
 

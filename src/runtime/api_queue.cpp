@@ -99,10 +99,8 @@ trn_result_t resolve_range(Session &session, trn_mem_t handle, uint64_t offset, 
                     ": host memory registered with TRN_MEM_REGISTER_READ_ONLY, which the device "
                     "only reads: register it without the flag to copy into it");
   if (offset > mem->size || size > mem->size - offset)
-    return fail(TRN_ERROR_OUT_OF_RANGE, std::string(name) + ": bytes " + std::to_string(offset) +
-                                            ".." + std::to_string(offset + size) +
-                                            " are outside the allocation of " +
-                                            std::to_string(mem->size) + " bytes");
+    return fail(TRN_ERROR_OUT_OF_RANGE,
+                std::string(name) + ": " + outside_allocation(offset, size, mem->size));
   *out = std::move(mem);
   return TRN_SUCCESS;
 }

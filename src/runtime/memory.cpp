@@ -322,6 +322,14 @@ void trim_device_pools(Device &device) {
   for (auto &pool : pools) pool->trim();
 }
 
+std::string outside_allocation(uint64_t offset, uint64_t size, uint64_t allocation_size) {
+  const std::string end = size > UINT64_MAX - offset
+                              ? std::to_string(offset) + " + " + std::to_string(size)
+                              : std::to_string(offset + size);
+  return "bytes " + std::to_string(offset) + ".." + end + " are outside the allocation of " +
+         std::to_string(allocation_size) + " bytes";
+}
+
 std::string describe_oom(Device &device, uint32_t bank, uint64_t size, uint64_t alignment,
                          trn_mem_category_t category, const std::string &cause) {
   // The physical cores nearest the bank, as the driver lays them out.

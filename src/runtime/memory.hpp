@@ -106,6 +106,10 @@ class Pool {
 std::string describe_oom(Device &device, uint32_t bank, uint64_t size, uint64_t alignment,
                          trn_mem_category_t category, const std::string &cause);
 
+// "bytes 4..4100 are outside the allocation of 4096 bytes"; a range whose end passes 2^64 is
+// written as offset + size, never as a wrapped end.
+std::string outside_allocation(uint64_t offset, uint64_t size, uint64_t allocation_size);
+
 // Gives the process's cached memory of a device back (every pool), before reporting OOM.
 void trim_device_pools(Device &device);
 

@@ -876,7 +876,7 @@ TEST_CASE("reduce: ranges outside an allocation give TRN_ERROR_OUT_OF_RANGE nami
       {"b at an offset past the end", run(big, 0, big, 4096, small, 4097, 0, TRN_DTYPE_F32),
        "trn_queue_reduce: b: "},
       {"an offset that would wrap", run(small, 0, big, UINT64_MAX - 2, big, 0, 1, TRN_DTYPE_F32),
-       "trn_queue_reduce: a: "},
+       "trn_queue_reduce: a: bytes 18446744073709551613..18446744073709551613 + 4 are outside"},
       {"a count whose bytes pass the allocation",
        run(big, 0, big, 0, big, 0, UINT32_MAX, TRN_DTYPE_I32), "destination"},
   };
