@@ -755,7 +755,7 @@ TEST_CASE("programs: constants read from a safetensors file beside the program",
   CHECK(error_contains("tensor 'layers.0.c' of weights.safetensors"));
   CHECK(error_contains("cannot open the file"));
   // The tensor missing, another shape, a file that is not safetensors: each named.
-  auto refused = [&](isa::ProgramImage bad, trn_result_t want, const char *part) {
+  auto refused = [&](isa::ProgramImage bad, trn_result_t want, const std::string &part) {
     write_file(path, isa::write_program(bad));
     CHECK(trn_program_load_file(f.device, path.c_str(), &program) == want);
     INFO(last_error());
@@ -768,7 +768,11 @@ TEST_CASE("programs: constants read from a safetensors file beside the program",
                     {{"layers.0.c", "F32", {kAddCols, kAddRows}, float_bytes(pattern(0))}});
   auto shape = image;
   shape.tensors[2].source_file = "wrong.safetensors";
-  refused(shape, TRN_ERROR_INVALID_PROGRAM, "the program needs f32");
+  refused(shape, TRN_ERROR_INVALID_PROGRAM,
+          "the file has it as F32 of shape [" + std::to_string(kAddCols) + ", " +
+              std::to_string(kAddRows) + "]");
+  CHECK(error_contains("the program needs f32 of shape [" + std::to_string(kAddRows) + ", " +
+                       std::to_string(kAddCols) + "]"));
   write_file(dir.path() + "/junk.safetensors", std::vector<std::byte>(64, std::byte{0x7f}));
   auto junk = image;
   junk.tensors[2].source_file = "junk.safetensors";
