@@ -133,6 +133,13 @@ TEST_CASE("trn-load refuses a malformed file with its message and exit code 1", 
   CHECK(r.output.find("cannot open") != std::string::npos);
   r = trn_load({});
   CHECK(r.code == 2);
+  // With --json a usage error is a JSON report too.
+  r = trn_load({bad, "--bogus", "--json"});
+  INFO(r.output);
+  CHECK(r.code == 2);
+  const json usage = parse_json(r.output);
+  CHECK(usage["exit_code"] == 2);
+  CHECK(usage["error"].get<std::string>().find("--bogus") != std::string::npos);
 }
 
 TEST_CASE("trn-load refuses what is not a regular file without waiting, exit code 2",

@@ -122,11 +122,15 @@ std::string list_text(const st::Header &h, const std::vector<const st::TensorInf
 // Progress on stderr, redrawn in place when it is a terminal.
 void show_progress(uint64_t loaded, uint64_t total) {
   const bool tty = ::isatty(STDERR_FILENO) != 0;
-  const double percent =
-      total ? 100.0 * static_cast<double>(loaded) / static_cast<double>(total) : 100.0;
-  std::fprintf(stderr, "%sloading: %s of %s (%.0f%%)%s", tty ? "\r" : "",
+  // Whole percents rounded down: 100% only once everything is in (99.7% is not done).
+  const uint64_t percent =
+      total
+          ? static_cast<uint64_t>(100.0 * static_cast<double>(loaded) / static_cast<double>(total))
+          : 100;
+  std::fprintf(stderr, "%sloading: %s of %s (%llu%%)%s", tty ? "\r" : "",
                trn::common::format_bytes(loaded).c_str(), trn::common::format_bytes(total).c_str(),
-               percent, tty ? (loaded == total ? "\n" : "") : "\n");
+               static_cast<unsigned long long>(percent),
+               tty ? (loaded == total ? "\n" : "") : "\n");
 }
 
 int run(const Options &o) {
@@ -233,7 +237,17 @@ int main(int argc, char **argv) {
   app.add_option("--tensor", o.tensors, "only this tensor (repeatable)")->allow_extra_args(false);
   app.add_flag("--json", o.json, "print one JSON object instead of text (no progress)");
   app.set_version_flag("--version", std::string("trn-load ") + trn_get_version_string());
-  if (auto status = trn::tools::parse_command_line(app, "trn-load", argc, argv)) return *status;
+  std::string usage_error;
+  if (auto status = trn::tools::parse_command_line(app, "trn-load", argc, argv, &usage_error)) {
+    // --json promises one object on stdout, a usage error's too.
+    for (int i = 1; i < argc && *status != kExitOk; ++i)
+      if (std::string(argv[i]) == "--json") {
+        std::cout << trn::tools::json_text(json{{"error", usage_error}, {"exit_code", *status}}, 2)
+                  << "\n";
+        break;
+      }
+    return *status;
+  }
   // One tensor named twice is loaded once.
   std::vector<std::string> unique;
   for (const std::string &name : o.tensors)
