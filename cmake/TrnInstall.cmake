@@ -5,8 +5,10 @@ include(CMakePackageConfigHelpers)
 set_target_properties(trn_ops PROPERTIES EXPORT_NAME ops)
 # libtrn_comm (collectives, docs/collectives.md) likewise gives trn::comm.
 set_target_properties(trn_comm PROPERTIES EXPORT_NAME comm)
-install(TARGETS trn trn_ops trn_comm EXPORT trnTargets
+# The safetensors reader and writer (C++, trn/safetensors.hpp) are static archives: trn::safetensors.
+install(TARGETS trn trn_ops trn_comm trn_safetensors trn_safetensors_header EXPORT trnTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Drivers lie beside libtrn, which finds them there (docs/ARCHITECTURE.md, "Driver discovery").
 install(TARGETS trn-driver-sim LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
