@@ -286,8 +286,10 @@ TRN_COMM_API trn_result_t trn_comm_init_all(uint32_t count, const trn_core_t *co
       if (results[i] == TRN_SUCCESS) continue;
       for (auto &comm : made)
         if (comm) comm->shutdown(true);
-      throw CommError(results[i], "rank " + std::to_string(i) + ": " +
-                                      (reasons[i].empty() ? "out of host memory" : reasons[i]));
+      // Named once: the rendezvous' messages may name the rank already.
+      const std::string rank = "rank " + std::to_string(i) + ": ";
+      const std::string why = reasons[i].empty() ? "out of host memory" : reasons[i];
+      throw CommError(results[i], why.rfind(rank, 0) == 0 ? why : rank + why);
     }
     for (uint32_t i = 0; i < count; ++i) comms[i] = add(std::move(made[i]));
   });

@@ -85,6 +85,13 @@ class RootService {
     for (uint32_t r : unreachable) lost(r);
   }
 
+  // Refuses `fd` and ends the rendezvous for every rank that arrived, with the same reason.
+  bool give_up(Fd &fd, const std::string &why) {
+    refuse(fd, why);
+    broadcast(kFailed, text_payload(why), UINT32_MAX);
+    return false;
+  }
+
   void refuse(Fd &fd, const std::string &why) {
     try {
       send_message(fd.get(), {kFailed, 0, text_payload(why)}, now_ns() + 1'000'000'000ull);
@@ -108,11 +115,12 @@ class RootService {
         std::vector<uint32_t> missing;
         for (uint32_t r = 0; r < size_; ++r)
           if (!ranks_[r].fd) missing.push_back(r);
-        const std::string why = size_ == 0 ? "no rank arrived at the rendezvous"
-                                           : "ranks " + rank_list(missing) + " of " +
-                                                 std::to_string(size_) +
-                                                 " never arrived at the rendezvous within " +
-                                                 std::to_string(limit_ns / 1'000'000) + " ms";
+        const std::string why =
+            size_ == 0 ? "no rank arrived at the rendezvous within " + duration_text(limit_ns)
+                       : "ranks " + rank_list(missing) + " of " + std::to_string(size_) +
+                             " never arrived at the rendezvous within " + duration_text(limit_ns);
+        // Connections whose hello was not read yet hear it too, rather than a closed socket.
+        for (Fd &fd : pending) refuse(fd, why);
         broadcast(kFailed, text_payload(why), UINT32_MAX);
         return false;
       }
@@ -162,19 +170,21 @@ class RootService {
           size_from_ = hello.rank;
           ranks_.resize(size);
         }
+        // Ranks that disagree fail the whole rendezvous at once: the ranks that came first would
+        // otherwise wait out their timeout and blame ranks that did arrive.
         if (size != size_) {
-          refuse(fd, "rank " + std::to_string(hello.rank) + " says the communicator has " +
-                         std::to_string(size) + " ranks, rank " + std::to_string(size_from_) +
-                         " said " + std::to_string(size_) +
-                         ": give every rank the same size (WORLD_SIZE, or the size in "
-                         "trn_comm_desc_t), or two jobs share one rendezvous address");
-          continue;
+          return give_up(fd, "rank " + std::to_string(hello.rank) + " says the communicator has " +
+                                 std::to_string(size) + " ranks, rank " +
+                                 std::to_string(size_from_) + " said " + std::to_string(size_) +
+                                 ": give every rank the same size (WORLD_SIZE, or the size in "
+                                 "trn_comm_desc_t), or two jobs share one rendezvous address");
         }
         if (hello.rank >= size_ || ranks_[hello.rank].fd) {
-          refuse(fd, "rank " + std::to_string(hello.rank) +
-                         (hello.rank >= size_ ? " is out of range"
-                                              : " joined twice (two processes with one RANK)"));
-          continue;
+          return give_up(fd,
+                         "rank " + std::to_string(hello.rank) +
+                             (hello.rank >= size_ ? " is out of range: the communicator has " +
+                                                        std::to_string(size_) + " ranks"
+                                                  : " joined twice (two processes with one RANK)"));
         }
         Rank &rank = ranks_[hello.rank];
         rank.fd = std::move(fd);
@@ -413,6 +423,8 @@ std::vector<std::vector<uint8_t>> BootstrapClient::join(const RendezvousId &id, 
     fd_ = connect_to(id.endpoint, deadline);
   } catch (const CommError &e) {
     fail(TRN_ERROR_COLLECTIVE, std::string("rank ") + std::to_string(rank) + ": " + e.what() +
+                                   " within the communicator's timeout of " +
+                                   duration_text(timeout_ns) +
                                    " (is rank 0, or the process that made the unique id, "
                                    "running? its address must be reachable from here)");
   }
@@ -429,7 +441,13 @@ std::vector<std::vector<uint8_t>> BootstrapClient::join(const RendezvousId &id, 
     send_message(fd_.get(), hello, deadline);
     // The service answers by its own deadline; allow a little more for the message to travel.
     if (!receive_message(fd_.get(), &reply, common::deadline_after(2'000'000'000ull, deadline)))
-      fail(TRN_ERROR_COLLECTIVE, "the rendezvous host closed the connection (its process died?)");
+      fail(TRN_ERROR_COLLECTIVE,
+           now_ns() >= deadline
+               ? "the rendezvous ended before it took this rank: its timeout of " +
+                     duration_text(timeout_ns) + " passed"
+               : "the rendezvous host closed the connection without an answer: its process "
+                 "died, or the rendezvous ended before this rank arrived (the timeout is " +
+                     duration_text(timeout_ns) + ")");
   } catch (const CommError &e) {
     fail(TRN_ERROR_COLLECTIVE, "rendezvous at " + id.endpoint.text() + ": " + e.what());
   }

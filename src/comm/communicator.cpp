@@ -1,6 +1,7 @@
 #include "comm/communicator.hpp"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -75,8 +76,7 @@ std::shared_ptr<Comm> Comm::create(const RendezvousId &id, const CommConfig &con
   try {
     comm->join(id, config);
   } catch (...) {
-    comm->stop_ = true;
-    if (comm->monitor_thread_.joinable()) comm->monitor_thread_.join();
+    comm->stop_monitor();
     comm->bootstrap_.close(false);
     comm->release_resources();
     throw;
@@ -85,7 +85,25 @@ std::shared_ptr<Comm> Comm::create(const RendezvousId &id, const CommConfig &con
 }
 
 Comm::~Comm() {
+  stop_monitor();
+}
+
+void Comm::start_monitor() {
+  stop_event_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!stop_event_)
+    fail(TRN_ERROR_OUT_OF_HOST_MEMORY,
+         std::string("cannot make an eventfd for the communicator's monitor: ") +
+             std::strerror(errno));
+  monitor_thread_ = std::thread([this] { monitor(); });
+  common::name_thread(monitor_thread_, "trn-comm-mon" + std::to_string(rank_));
+}
+
+void Comm::stop_monitor() {
   stop_ = true;
+  if (stop_event_) {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(stop_event_.get(), &one, sizeof one);
+  }
   if (monitor_thread_.joinable()) monitor_thread_.join();
 }
 
@@ -126,8 +144,7 @@ void Comm::join(const RendezvousId &id, const CommConfig &config) {
     }
   }
   read_table(bootstrap_.join(id, rank_, size_, host_label(), make_blob(), timeout_ns_));
-  monitor_thread_ = std::thread([this] { monitor(); });
-  common::name_thread(monitor_thread_, "trn-comm-mon" + std::to_string(rank_));
+  start_monitor();
   if (size_ > 1) {
     share_staging();
     // No rank may return (and perhaps end the communicator, taking its exports with it) before
@@ -256,13 +273,19 @@ void Comm::share_staging() {
       continue;
     }
     link.tx_base = slot_offset(rank_, 1);
-    const trn_device_t peer_device = device_by_index(ranks_[r].device_index);
-    check(trn_mem_import(peer_device, &ranks_[r].staging, &link.tx_staging),
-          "importing rank " + std::to_string(r) + "'s staging buffer");
-    check(trn_sem_import(peer_device, &ranks_[r].ready[rank_], &link.tx_ready),
-          "importing rank " + std::to_string(r) + "'s semaphore");
-    check(trn_sem_import(peer_device, &ranks_[r].freed[rank_], &link.tx_free),
-          "importing rank " + std::to_string(r) + "'s semaphore");
+    try {
+      const trn_device_t peer_device = device_by_index(ranks_[r].device_index);
+      check(trn_mem_import(peer_device, &ranks_[r].staging, &link.tx_staging),
+            "importing rank " + std::to_string(r) + "'s staging buffer");
+      check(trn_sem_import(peer_device, &ranks_[r].ready[rank_], &link.tx_ready),
+            "importing rank " + std::to_string(r) + "'s semaphore");
+      check(trn_sem_import(peer_device, &ranks_[r].freed[rank_], &link.tx_free),
+            "importing rank " + std::to_string(r) + "'s semaphore");
+    } catch (const CommError &e) {
+      // Most likely the peer failed (a timeout of its own) and let go of what it exported: its
+      // failure, which the service reports, is the cause to name.
+      fail_naming_cause("rank " + std::to_string(rank_) + ": " + e.what());
+    }
   }
 }
 
@@ -483,9 +506,9 @@ void Comm::fail_semaphores(const std::string &why) {
 void Comm::monitor() {
   bool connected = true;
   while (!stop_.load()) {
-    pollfd p{connected ? bootstrap_.fd() : -1, POLLIN, 0};
-    const int ready = poll(&p, 1, 20);
-    if (ready > 0 && connected && !stop_.load()) {
+    pollfd p[2] = {{connected ? bootstrap_.fd() : -1, POLLIN, 0}, {stop_event_.get(), POLLIN, 0}};
+    const int ready = poll(p, 2, 20);
+    if (ready > 0 && p[0].revents && connected && !stop_.load()) {
       Message message;
       bool open = false;
       try {
@@ -568,7 +591,7 @@ void Comm::check_deadlines() {
       };
       operation = op.name.number;
       why = op.name.text() + " on rank " + std::to_string(rank_) + " timed out after " +
-            std::to_string(timeout_ns_ / 1'000'000) + " ms";
+            duration_text(timeout_ns_);
       if (!silent.empty()) why += ": no data from ranks " + names(silent);
       if (!stalled.empty())
         why += (silent.empty() ? ": " : "; ") + std::string("ranks ") + names(stalled) +
@@ -636,13 +659,13 @@ trn_result_t Comm::synchronize(uint64_t timeout_ns) {
       continue;
     }
     // The queue failed (or went away): the communicator is out of step with its peers.
-    queue_failed(std::string("rank ") + std::to_string(rank_) +
-                     ": the queue of its last operation failed (" + trn_last_error() + ")",
-                 deadline_from(now));
+    fail_naming_cause(std::string("rank ") + std::to_string(rank_) +
+                          ": the queue of its last operation failed (" + trn_last_error() + ")",
+                      deadline_from(now));
   }
 }
 
-void Comm::queue_failed(const std::string &why, uint64_t deadline_ns) {
+void Comm::fail_naming_cause(const std::string &why, uint64_t deadline_ns) {
   // A peer that failed marks the shared semaphores at once, before the service's word of why
   // arrives: wait a moment for that word, which names the rank and the cause, but not past the
   // caller's deadline (trn_comm_synchronize(comm, 0) returns at once, with this rank's reason).
@@ -673,8 +696,8 @@ std::vector<std::vector<uint8_t>> Comm::gather(const std::vector<uint8_t> &paylo
   while (!gathered_ && error_.empty()) {
     if (now_ns() >= deadline) {
       lock.unlock();
-      fail_comm(std::string(what) + " on rank " + std::to_string(rank_) +
-                    " timed out: not every rank took part",
+      fail_comm(std::string(what) + " on rank " + std::to_string(rank_) + " timed out after " +
+                    duration_text(timeout_ns_) + ": not every rank took part",
                 true);
       lock.lock();
       break;
@@ -711,15 +734,14 @@ void Comm::shutdown(bool abort) {
     // peers must not take this for a clean departure.
     if (waited == TRN_TIMEOUT)
       fail_comm("rank " + std::to_string(rank_) + " was destroyed with operations unfinished " +
-                    std::to_string(timeout_ns_ / 1'000'000) + " ms after the call",
+                    duration_text(timeout_ns_) + " after the call",
                 true);
   }
   const bool clean = error().empty();
   // The last chunks may still be on their way to the peers: let them go out first. (Not under
   // resources_mutex_, which the proxy's failure report takes; only this thread changes proxy_.)
   if (clean && proxy_) proxy_->stop(common::deadline_after(timeout_ns_, now_ns()));
-  stop_ = true;
-  if (monitor_thread_.joinable()) monitor_thread_.join();
+  stop_monitor();
   bootstrap_.close(clean);
   release_resources();
 }
@@ -798,12 +820,12 @@ void Comm::submit(trn_queue_t queue, FunctionRef<trn_result_t()> submit_fn, cons
     trn_sem_query(timeline, &done);
     const trn_result_t w = trn_sem_wait(timeline, done + 1, kSliceNs);
     if (w != TRN_SUCCESS && w != TRN_TIMEOUT)
-      queue_failed(doing.text() + ": the queue failed (" + trn_last_error() + ")", deadline);
+      fail_naming_cause(doing.text() + ": the queue failed (" + trn_last_error() + ")", deadline);
     if (std::string why = error(); !why.empty()) fail(TRN_ERROR_COLLECTIVE, why);
     if (now_ns() >= deadline)
       fail(TRN_ERROR_COLLECTIVE, doing.text() + ": the queue stayed full for " +
-                                     std::to_string(timeout_ns_ / 1'000'000) +
-                                     " ms (its peers are not taking part?)");
+                                     duration_text(timeout_ns_) +
+                                     " (its peers are not taking part?)");
   }
 }
 

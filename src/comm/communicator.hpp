@@ -214,9 +214,11 @@ class Comm : public std::enable_shared_from_this<Comm> {
   std::byte *map_for_sending(trn_mem_t mem);
   // Adds (or raises) the wait for `send` to its peer's tx_sent.
   void wait_for_send(WaitList &waits, const SendInPlace &send) const;
-  // How long a rank whose queue failed waits for the service's word of the cause.
+  // A failure that a peer's most likely caused (this rank's queue failed on a peer's semaphore,
+  // or a peer's export was gone): fails the communicator, naming the service's word of the cause
+  // if it comes within kReasonWaitNs (and the deadline), else `why`.
   static constexpr uint64_t kReasonWaitNs = 1'500'000'000;
-  [[noreturn]] void queue_failed(const std::string &why, uint64_t deadline_ns = UINT64_MAX);
+  [[noreturn]] void fail_naming_cause(const std::string &why, uint64_t deadline_ns = UINT64_MAX);
   void monitor();
   void check_deadlines();
   // Drops the records of operations that are over, oldest first, up to one still in flight:
@@ -260,6 +262,10 @@ class Comm : public std::enable_shared_from_this<Comm> {
   BootstrapClient bootstrap_;
   std::thread monitor_thread_;
   std::atomic<bool> stop_{false};
+  Fd stop_event_;  // an eventfd that wakes the monitor's poll when it is to stop
+  // Starts the monitor thread; stop_monitor() ends it at once (not at its next 20 ms look).
+  void start_monitor();
+  void stop_monitor();
 
   std::mutex op_mutex_;  // one operation at a time
   bool closed_ = false;  // guarded by op_mutex_: shutdown began, no operation starts

@@ -77,4 +77,11 @@ const char *last_error() {
   return g_last_error.c_str();
 }
 
+std::string duration_text(uint64_t ns) {
+  if (ns == UINT64_MAX) return "no limit";
+  if (ns >= 1'000'000) return std::to_string(ns / 1'000'000) + " ms";
+  if (ns >= 1'000) return std::to_string(ns / 1'000) + " us";
+  return std::to_string(ns) + " ns";
+}
+
 }  // namespace trn::comm

@@ -2,6 +2,7 @@
 // trn_comm_last_error() returns; the C entry points turn it into their result.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -30,6 +31,9 @@ void check_ops(trn_result_t result, const std::string &doing);
 // which allocates and may itself throw std::bad_alloc.
 trn_result_t current_result() noexcept;
 std::string current_reason();
+
+// A timeout as the messages give it: "3000 ms", "100 us", "1 ns"; UINT64_MAX is no limit.
+std::string duration_text(uint64_t ns);
 
 void set_last_error(std::string message);
 const char *last_error();

@@ -308,6 +308,53 @@ TEST_CASE("a rank that never arrives fails the others' init within the timeout, 
   CHECK(seconds.count() < 10.0);
 }
 
+TEST_CASE("a timeout too short for the rendezvous says so, naming the timeout", "[comm][failure]") {
+  SimEnv env;
+  const auto cores = all_cores();
+  trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
+  desc.timeout_ns = 1'000;  // 1 us: over before any rank can arrive
+  trn_comm_t comms[2] = {nullptr, nullptr};
+  CHECK(trn_comm_init_all(2, cores.data(), &desc, comms) == TRN_ERROR_COLLECTIVE);
+  const std::string error = comm_error();
+  INFO(error);
+  // However the rendezvous ended for the rank (refused, closed, or never answered), the message
+  // names the timeout rather than blaming a dead process, and the rank once.
+  CHECK(error.find("1 us") != std::string::npos);
+  CHECK(error.find("rank 0: rank 0:") == std::string::npos);
+  CHECK(comms[0] == nullptr);
+}
+
+TEST_CASE("a rank that joins twice fails every rank at once, named", "[comm][failure]") {
+  SimEnv env;
+  const auto cores = all_cores();
+  trn_comm_unique_id_t id{};
+  REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
+  std::vector<trn_result_t> results(2);
+  std::vector<std::string> errors(2);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
+      desc.core = cores[t];
+      desc.rank = 0;  // both: rank 1 never comes
+      desc.size = 2;
+      desc.timeout_ns = 60'000'000'000ull;
+      trn_comm_t comm = nullptr;
+      results[t] = trn_comm_init_rank(&id, &desc, &comm);
+      errors[t] = comm_error();
+      trn_comm_destroy(comm);
+    });
+  for (auto &t : threads) t.join();
+  const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start);
+  for (uint32_t t = 0; t < 2; ++t) {
+    INFO(errors[t]);
+    CHECK(results[t] == TRN_ERROR_COLLECTIVE);
+    CHECK(errors[t].find("rank 0 joined twice") != std::string::npos);
+  }
+  CHECK(seconds.count() < 30.0);  // not the 60 s timeout, nor "rank 1 never arrived"
+}
+
 TEST_CASE("ranks that end their communicator as soon as init returns fail no other rank's init",
           "[comm]") {
   // A rank's exports go with its communicator: init must not return on any rank before every
