@@ -115,6 +115,8 @@ TRN_COMM_API trn_result_t trn_comm_init_from_env(const trn_comm_desc_t *desc, tr
  * space its peers' calls free). `desc` may be NULL; its core, rank and size are ignored. Every
  * rank's thread starts before any joins: one the process cannot start fails the call at once
  * with TRN_ERROR_OUT_OF_HOST_MEMORY naming the rank, and no communicator is made.
+ * @returns TRN_ERROR_INVALID_ARGUMENT, before any rank starts, when two entries of `cores` are
+ * the same core.
  */
 TRN_COMM_API trn_result_t trn_comm_init_all(uint32_t count, const trn_core_t *cores,
                                             const trn_comm_desc_t *desc, trn_comm_t *comms);
@@ -186,10 +188,12 @@ TRN_COMM_API trn_result_t trn_comm_synchronize(trn_comm_t comm, uint64_t timeout
  * result is in place on this rank. Out of place or in place (the same allocation and offset for
  * input and output). dtypes: f32, bf16, f16, i32 (i32 sums and products wrap, as the DMA engines
  * compute them; avg of i32 divides on libtrn_ops' exact host path, recorded in
- * trn_ops_get_fallbacks). @returns TRN_ERROR_INVALID_ARGUMENT for bad buffers,
- * counts or dtypes (nothing is enqueued); TRN_ERROR_COLLECTIVE on a failed communicator. A
- * failure once part of the operation is enqueued (out of host memory included) returns its own
- * result and fails the communicator, as its peers' counts of chunks are no longer this rank's.
+ * trn_ops_get_fallbacks, whose first use logs a warning as every op's first fallback does).
+ * @returns TRN_ERROR_INVALID_ARGUMENT for bad buffers, counts or dtypes (nothing is enqueued);
+ * TRN_ERROR_INVALID_HANDLE for a NULL or stale queue or buffer memory; TRN_ERROR_INVALID_ENUM for
+ * an op that is no trn_comm_red_op_t; TRN_ERROR_COLLECTIVE on a failed communicator. A failure once
+ * part of the operation is enqueued (out of host memory included) returns its own result and fails
+ * the communicator, as its peers' counts of chunks are no longer this rank's.
  * ------------------------------------------------------------------------------------------ */
 
 typedef enum trn_comm_red_op {

@@ -212,10 +212,17 @@ TRN_COMM_API trn_result_t trn_comm_init_all(uint32_t count, const trn_core_t *co
     if (count == 0) fail(TRN_ERROR_INVALID_ARGUMENT, "count is 0");
     // Before any rank starts: one rank refused later would leave the others waiting at the
     // rendezvous for the whole timeout.
-    for (uint32_t i = 0; i < count; ++i)
+    for (uint32_t i = 0; i < count; ++i) {
       if (!cores[i])
         fail(TRN_ERROR_NULL_POINTER,
              "cores[" + std::to_string(i) + "] is NULL: give every rank's NeuronCore");
+      // A session gives each core one handle: equal handles are one core.
+      for (uint32_t j = 0; j < i; ++j)
+        if (cores[j] == cores[i])
+          fail(TRN_ERROR_INVALID_ARGUMENT,
+               "cores[" + std::to_string(i) + "] and cores[" + std::to_string(j) +
+                   "] are the same core: each rank of this process needs a core of its own");
+    }
     CommConfig config = config_of(desc);
     const uint64_t timeout = config.timeout_ns ? config.timeout_ns : default_timeout_ns();
     std::vector<std::shared_ptr<Comm>> made(count);

@@ -476,6 +476,7 @@ TEST_CASE("bad arguments are refused with a message and exit code 2", "[trn-comm
       {{"--op", "allg", "--redop", "max"}, "--redop applies to allr and redsct"},
       {{"--processes", "--hosts", "2", "--ranks", "3"}, "evenly"},
       {{"--processes", "--bind", "socket"}, "--bind"},
+      {{"--op", "sendrecv", "--ranks", "1"}, "sendrecv needs 2 ranks or more"},
   };
   for (const Case &c : cases) {
     auto r = comm_test(c.args);
@@ -483,6 +484,12 @@ TEST_CASE("bad arguments are refused with a message and exit code 2", "[trn-comm
     CHECK(r.code == 2);
     CHECK(r.output.find(c.says) != std::string::npos);
   }
+  // Half of torchrun's pair is a launcher's mistake, not a request for ranks as threads.
+  env.set("RANK", "0");
+  auto r = comm_test({});
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("RANK is set but WORLD_SIZE is not") != std::string::npos);
 }
 
 TEST_CASE("under torchrun, a LOCAL_RANK past the visible cores says how many there are",

@@ -432,6 +432,14 @@ int main(int argc, char **argv) {
     if (!type) throw ToolError{"--dtype '" + dtype + "' is not one of f32, bf16, f16, i32"};
     o.settings.dtype = *type;
     const bool torchrun = std::getenv("RANK") && std::getenv("WORLD_SIZE");
+    // One without the other is a launcher's mistake, not a request for the local mode.
+    if (!torchrun && (std::getenv("RANK") || std::getenv("WORLD_SIZE")))
+      throw ToolError{std::string(std::getenv("RANK") ? "RANK" : "WORLD_SIZE") + " is set but " +
+                      (std::getenv("RANK") ? "WORLD_SIZE" : "RANK") +
+                      " is not: set both to join a torchrun-style world, or neither to run "
+                      "the ranks here"};
+    if (o.settings.op == Op::send_recv && !torchrun && o.ranks < 2)
+      throw ToolError{"sendrecv needs 2 ranks or more (--ranks): each rank sends to the next"};
     if (o.hosts > 1 && torchrun)
       throw ToolError{"--hosts " + std::to_string(o.hosts) +
                       " forks simulated hosts itself; under torchrun each process is a rank of "
