@@ -241,10 +241,12 @@ TRN_DEFINE_STRUCT_MAKE(trn_driver_properties_t, TRN_STRUCT_DRIVER_PROPERTIES)
 #define TRN_DRIVER_PROPERTIES_INIT trn_driver_properties_t_make()
 
 /**
- * Lists the drivers the runtime loaded (two-call enumeration). A driver that found no devices, or
- * one found beside libtrn that could not be loaded, is listed with the reason in its properties.
- * Fails only if initialisation failed (bad configuration, a driver TRN_DRIVER names that cannot
- * be used, inaccessible or incompatible device state); trn_last_error() says why.
+ * Lists the drivers the runtime loaded (two-call enumeration). A driver that found no devices,
+ * one found beside libtrn that could not be loaded, or one that reports devices without every
+ * operation the runtime calls on them, is listed with the reason in its properties. Fails only
+ * if initialisation failed (bad configuration, a driver TRN_DRIVER names that cannot be loaded:
+ * no such file, not a driver, another interface version; inaccessible or incompatible device
+ * state); trn_last_error() says why.
  */
 TRN_API trn_result_t trn_driver_get(uint32_t *count, trn_driver_t *drivers);
 TRN_API trn_result_t trn_driver_get_properties(trn_driver_t driver,

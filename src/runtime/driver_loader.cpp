@@ -94,7 +94,17 @@ void adopt_table(const trn_hal_ops_t *table, DriverTable *out) {
                ") has a table of " + std::to_string(table->size) +
                " bytes, but this runtime (trn " TRN_RELEASE_STRING ", driver interface " +
                version_text(TRN_HAL_VERSION) + ") needs " + std::to_string(sizeof(trn_hal_ops_t)) +
-               " bytes: use a driver built for this release";
+               " bytes, and accepts versions " + accepted_versions() +
+               ": use a driver built for this release";
+    return;
+  }
+  // A table of this size from an older minor version still lacks what came since: its version
+  // is what it promises, whatever its size says.
+  if (TRN_HAL_VERSION_MINOR(table->version) < TRN_HAL_VERSION_MINOR(TRN_HAL_VERSION)) {
+    out->result = TRN_ERROR_DRIVER_INCOMPATIBLE;
+    out->why = where + " implements driver interface version " + version_text(table->version) +
+               ", older than this runtime's (trn " TRN_RELEASE_STRING " accepts versions " +
+               accepted_versions() + "): use a driver built for this release";
     return;
   }
   std::memcpy(&out->ops, table, sizeof out->ops);  // a larger table: the rest is newer

@@ -1,6 +1,7 @@
 /*
  * A driver that finds no devices, built several times to test how the runtime loads drivers:
- * FAKE_MAJOR / FAKE_MINOR set the interface version its table reports, FAKE_EXTRA_BYTES how much
+ * FAKE_MAJOR / FAKE_MINOR set the interface version its table reports (FAKE_MINOR by default this
+ * runtime's), FAKE_EXTRA_BYTES how much
  * larger (or, negative, smaller) than trn_hal_ops_t it says its table is, FAKE_DEVICES how many
  * devices it reports (its table has no operation for them: it must be refused), and FAKE_NO_ENTRY
  * leaves the entry point out (it then exports another symbol, so it is a valid library).
@@ -8,6 +9,10 @@
 #include <stdio.h>
 
 #include "drivers/hal.h"
+
+#ifndef FAKE_MINOR /* this runtime's own minor version */
+#define FAKE_MINOR TRN_HAL_VERSION_MINOR(TRN_HAL_VERSION)
+#endif
 
 #ifdef FAKE_NO_ENTRY
 

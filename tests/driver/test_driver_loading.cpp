@@ -152,10 +152,18 @@ TEST_CASE("a driver of another major interface version is refused, naming both v
 
 TEST_CASE("a driver table smaller than this runtime's is refused", "[driver]") {
   SimEnv env;
+  const std::string accepted = "accepts versions 2.x (2." +
+                               std::to_string(TRN_HAL_VERSION_MINOR(TRN_HAL_VERSION)) +
+                               " or later)";
   expect_refused(env, fake_driver("small"), TRN_ERROR_DRIVER_INCOMPATIBLE);
   INFO(trn_last_error());
   CHECK(error_contains("table of " + std::to_string(sizeof(trn_hal_ops_t) - 8) + " bytes"));
   CHECK(error_contains("needs " + std::to_string(sizeof(trn_hal_ops_t))));
+  CHECK(error_contains(accepted));
+  // A table of the full size from an older minor version still lacks what came since.
+  expect_refused(env, fake_driver("older-minor"), TRN_ERROR_DRIVER_INCOMPATIBLE);
+  CHECK(error_contains("version 2.0, older than this runtime's"));
+  CHECK(error_contains(accepted));
 }
 
 TEST_CASE("a driver of a later minor version with a larger table is accepted", "[driver]") {
