@@ -65,7 +65,10 @@ std::vector<std::string> drivers_in(const fs::path &dir) {
 std::string known_drivers(const fs::path &dir) {
   std::vector<std::string> names;
   for (const BuiltinDriver &d : builtin_drivers()) names.emplace_back(d.name);
-  for (std::string &name : drivers_in(dir)) names.push_back(std::move(name));
+  for (std::string &name : drivers_in(dir)) {
+    std::error_code ec;  // a link whose target is gone is no driver that is there
+    if (fs::exists(dir / file_name_of(name), ec)) names.push_back(std::move(name));
+  }
   std::string text;
   for (const std::string &name : names) text += (text.empty() ? "" : ", ") + name;
   return text.empty() ? "none" : text;
@@ -187,8 +190,22 @@ void load_every_driver(std::vector<DriverTable> *out) {
   for (const BuiltinDriver &builtin : builtin_drivers()) out->push_back(load_builtin(builtin));
   if (!out->empty()) return;
   const fs::path dir = library_directory();
-  for (const std::string &name : drivers_in(dir))
-    out->push_back(load_shared_object(name, (dir / file_name_of(name)).string()));
+  for (const std::string &name : drivers_in(dir)) {
+    const fs::path path = dir / file_name_of(name);
+    std::error_code ec;
+    if (!fs::exists(path, ec)) {  // a link whose target is gone: not found, as by name
+      DriverTable missing;
+      missing.name = name;
+      missing.origin = path.string();
+      missing.result = TRN_ERROR_DRIVER_NOT_FOUND;
+      missing.why = "driver " + path.string() + " is a link to " +
+                    fs::read_symlink(path, ec).string() +
+                    ", which does not exist: reinstall the driver or remove the link";
+      out->push_back(std::move(missing));
+      continue;
+    }
+    out->push_back(load_shared_object(name, path.string()));
+  }
   if (out->empty()) {
     DriverTable none;
     none.name = "none";

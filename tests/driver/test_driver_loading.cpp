@@ -237,6 +237,15 @@ TEST_CASE("with TRN_DRIVER unset, what lies beside libtrn is used and failures a
   CHECK(contains(r.output, "wrong-major driver"));
   CHECK(contains(r.output, "version 9.0"));
 
+  // A link whose driver is gone is listed as not found, not as a library that does not load.
+  fs::create_symlink(dir.path() + "/no-such-file.so", dir.path() + "/libtrn-driver-gone.so");
+  r = dir.trn_ls();
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "libtrn-driver-gone.so is a link to " + dir.path() +
+                               "/no-such-file.so, which does not exist"));
+  CHECK(contains(r.output, "version 9.0"));  // the other driver is still listed
+
   dir.add(TRN_SIM_DRIVER_PATH);
   r = dir.trn_ls();
   INFO(r.output);
