@@ -85,9 +85,12 @@ class RootService {
     for (uint32_t r : unreachable) lost(r);
   }
 
-  // Refuses `fd` and ends the rendezvous for every rank that arrived, with the same reason.
-  bool give_up(Fd &fd, const std::string &why) {
+  // Refuses `fd` and the connections not read yet, and ends the rendezvous for every rank that
+  // arrived, with the same reason. (A rank that connects later finds no rendezvous and fails at
+  // its own timeout.)
+  bool give_up(Fd &fd, std::vector<Fd> &pending, const std::string &why) {
     refuse(fd, why);
+    for (Fd &other : pending) refuse(other, why);
     broadcast(kFailed, text_payload(why), UINT32_MAX);
     return false;
   }
@@ -127,7 +130,7 @@ class RootService {
       const int ms = static_cast<int>(std::min<uint64_t>((end - now) / 1'000'000 + 1, 100));
       if (poll(polls.data(), polls.size(), ms) <= 0) continue;
       if (polls[0].revents & POLLIN) {
-        Fd fd(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        Fd fd = accept_connection(listener_.get());
         if (fd) pending.push_back(std::move(fd));
       }
       for (size_t i = polls.size() - 1; i >= 1; --i) {
@@ -173,14 +176,15 @@ class RootService {
         // Ranks that disagree fail the whole rendezvous at once: the ranks that came first would
         // otherwise wait out their timeout and blame ranks that did arrive.
         if (size != size_) {
-          return give_up(fd, "rank " + std::to_string(hello.rank) + " says the communicator has " +
-                                 std::to_string(size) + " ranks, rank " +
-                                 std::to_string(size_from_) + " said " + std::to_string(size_) +
-                                 ": give every rank the same size (WORLD_SIZE, or the size in "
-                                 "trn_comm_desc_t), or two jobs share one rendezvous address");
+          return give_up(fd, pending,
+                         "rank " + std::to_string(hello.rank) + " says the communicator has " +
+                             std::to_string(size) + " ranks, rank " + std::to_string(size_from_) +
+                             " said " + std::to_string(size_) +
+                             ": give every rank the same size (WORLD_SIZE, or the size in "
+                             "trn_comm_desc_t), or two jobs share one rendezvous address");
         }
         if (hello.rank >= size_ || ranks_[hello.rank].fd) {
-          return give_up(fd,
+          return give_up(fd, pending,
                          "rank " + std::to_string(hello.rank) +
                              (hello.rank >= size_ ? " is out of range: the communicator has " +
                                                         std::to_string(size_) + " ranks"
@@ -437,19 +441,29 @@ std::vector<std::vector<uint8_t>> BootstrapClient::join(const RendezvousId &id, 
   hello.payload.insert(hello.payload.end(), host.begin(), host.end());
   hello.payload.insert(hello.payload.end(), blob.begin(), blob.end());
   Message reply;
+  bool answered = false;
+  std::string failure;
   try {
     send_message(fd_.get(), hello, deadline);
     // The service answers by its own deadline; allow a little more for the message to travel.
-    if (!receive_message(fd_.get(), &reply, common::deadline_after(2'000'000'000ull, deadline)))
-      fail(TRN_ERROR_COLLECTIVE,
-           now_ns() >= deadline
-               ? "the rendezvous ended before it took this rank: its timeout of " +
-                     duration_text(timeout_ns) + " passed"
-               : "the rendezvous host closed the connection without an answer: its process "
-                 "died, or the rendezvous ended before this rank arrived (the timeout is " +
-                     duration_text(timeout_ns) + ")");
+    answered =
+        receive_message(fd_.get(), &reply, common::deadline_after(2'000'000'000ull, deadline));
   } catch (const CommError &e) {
-    fail(TRN_ERROR_COLLECTIVE, "rendezvous at " + id.endpoint.text() + ": " + e.what());
+    failure = e.what();  // a reset or a timeout
+  }
+  if (!answered) {
+    // The service may have given up (its timeout, the shortest of the ranks', passed) between
+    // this rank's connect and its hello: say so rather than blame a dead process.
+    const bool late = now_ns() >= deadline;
+    fail(TRN_ERROR_COLLECTIVE,
+         "rendezvous at " + id.endpoint.text() + ": " +
+             (failure.empty() ? "the rendezvous host closed the connection without an answer"
+                              : failure) +
+             (late ? "; the rendezvous ended before it took this rank: its timeout of " +
+                         duration_text(timeout_ns) + " passed"
+                   : ": its process died, or the rendezvous ended before this rank arrived (the "
+                     "timeout is " +
+                         duration_text(timeout_ns) + ")"));
   }
   if (reply.type == kFailed)
     fail(TRN_ERROR_COLLECTIVE, std::string(reply.payload.begin(), reply.payload.end()));

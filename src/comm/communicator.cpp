@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <type_traits>
 
 #include "comm/bytes.hpp"
 #include "comm/config.hpp"
@@ -206,6 +207,11 @@ void Comm::read_table(const std::vector<std::vector<uint8_t>> &blobs) {
       info.ready[p] = take<trn_ipc_handle_t>(blobs[r], &at, "a rank\'s description");
       info.freed[p] = take<trn_ipc_handle_t>(blobs[r], &at, "a rank\'s description");
     }
+    if (at != blobs[r].size())
+      fail(TRN_ERROR_COLLECTIVE, "rendezvous: rank " + std::to_string(r) + "'s description has " +
+                                     std::to_string(blobs[r].size() - at) +
+                                     " bytes more than this release's (ranks of different trn "
+                                     "releases?)");
     processes.insert(info.process_token);
     if (info.process_token == process_token()) ++local_ranks_;
   }
@@ -273,19 +279,25 @@ void Comm::share_staging() {
       continue;
     }
     link.tx_base = slot_offset(rank_, 1);
-    try {
-      const trn_device_t peer_device = device_by_index(ranks_[r].device_index);
-      check(trn_mem_import(peer_device, &ranks_[r].staging, &link.tx_staging),
-            "importing rank " + std::to_string(r) + "'s staging buffer");
-      check(trn_sem_import(peer_device, &ranks_[r].ready[rank_], &link.tx_ready),
-            "importing rank " + std::to_string(r) + "'s semaphore");
-      check(trn_sem_import(peer_device, &ranks_[r].freed[rank_], &link.tx_free),
-            "importing rank " + std::to_string(r) + "'s semaphore");
-    } catch (const CommError &e) {
-      // Most likely the peer failed (a timeout of its own) and let go of what it exported: its
-      // failure, which the service reports, is the cause to name.
-      fail_naming_cause("rank " + std::to_string(rank_) + ": " + e.what());
-    }
+    const trn_device_t peer_device = device_by_index(ranks_[r].device_index);
+    // The monitor thread runs by now and fails the links' semaphores (under resources_mutex_)
+    // when a peer fails: each import is published under that lock.
+    auto import = [&](auto import_fn, const auto &handle, auto *into, const char *what) {
+      std::remove_pointer_t<decltype(into)> imported = nullptr;
+      try {
+        check(import_fn(peer_device, &handle, &imported),
+              "importing rank " + std::to_string(r) + "'s " + what);
+      } catch (const CommError &e) {
+        // Most likely the peer failed (a timeout of its own) and let go of what it exported:
+        // its failure, which the service reports, is the cause to name.
+        fail_naming_cause("rank " + std::to_string(rank_) + ": " + e.what());
+      }
+      std::lock_guard lock(resources_mutex_);
+      *into = imported;
+    };
+    import(trn_mem_import, ranks_[r].staging, &link.tx_staging, "staging buffer");
+    import(trn_sem_import, ranks_[r].ready[rank_], &link.tx_ready, "semaphore");
+    import(trn_sem_import, ranks_[r].freed[rank_], &link.tx_free, "semaphore");
   }
 }
 
@@ -380,9 +392,14 @@ void Comm::connect_remote_peers() {
   // reason instead of an address, so that all fail alike rather than wait.
   EndpointWord word;
   try {
-    proxy_ = std::make_unique<Proxy>(rank_, slots_, chunk_bytes_, [this](const std::string &why) {
-      fail_comm("rank " + std::to_string(rank_) + ": " + why, true);
-    });
+    auto proxy =
+        std::make_unique<Proxy>(rank_, slots_, chunk_bytes_, [this](const std::string &why) {
+          fail_comm("rank " + std::to_string(rank_) + ": " + why, true);
+        });
+    {
+      std::lock_guard lock(resources_mutex_);  // the monitor's fail_semaphores reads it
+      proxy_ = std::move(proxy);
+    }
     word.settings_or_why = fabric_settings(proxy_->provider());
     word.address = proxy_->address();
     word.ok = true;
@@ -416,12 +433,26 @@ void Comm::connect_remote_peers() {
   for (uint32_t r = 0; r < size_; ++r) {
     PeerLink &link = links_[r];
     if (!link.remote) continue;
-    check(trn_mem_alloc(pool_, uint64_t{slots_} * chunk_bytes_, 4096, TRN_MEM_CATEGORY_COLLECTIVES,
-                        0, &link.tx_staging),
-          "allocating the outbox for rank " + std::to_string(r) + " on another host");
-    check(trn_sem_create(device_, &sem, &link.tx_ready), "creating a semaphore");
-    check(trn_sem_create(device_, &sem, &link.tx_free), "creating a semaphore");
-    check(trn_sem_create(device_, &sem, &link.tx_sent), "creating a semaphore");
+    // Made, then published under the lock the monitor's fail_semaphores takes to read them.
+    trn_mem_t outbox_mem = nullptr;
+    trn_sem_t ready = nullptr, freed = nullptr, sent = nullptr;
+    const trn_result_t made = trn_mem_alloc(pool_, uint64_t{slots_} * chunk_bytes_, 4096,
+                                            TRN_MEM_CATEGORY_COLLECTIVES, 0, &outbox_mem);
+    {
+      std::lock_guard lock(resources_mutex_);
+      link.tx_staging = outbox_mem;
+    }
+    check(made, "allocating the outbox for rank " + std::to_string(r) + " on another host");
+    for (trn_sem_t *into : {&ready, &freed, &sent}) {
+      const trn_result_t created = trn_sem_create(device_, &sem, into);
+      {
+        std::lock_guard lock(resources_mutex_);
+        link.tx_ready = ready;
+        link.tx_free = freed;
+        link.tx_sent = sent;
+      }
+      check(created, "creating a semaphore");
+    }
     void *outbox = nullptr;
     check(trn_mem_map(link.tx_staging, &outbox), "mapping an outbox for the fabric");
     RemotePeer peer;

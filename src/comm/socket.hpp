@@ -43,6 +43,8 @@ struct Endpoint {
 Fd listen_on(const Endpoint &where, uint16_t *bound_port);
 // Connects, retrying refused connections (the listener may not be up yet) until the deadline.
 Fd connect_to(const Endpoint &where, uint64_t deadline_ns);
+// A connection waiting on `listener` (an invalid Fd if none), with TCP_NODELAY set.
+Fd accept_connection(int listener);
 
 // A message: a type, the sender's rank and a payload.
 struct Message {
