@@ -118,7 +118,9 @@ const trn_hal_ops_t &ops() {
   if (usable) return t;
   INFO(driver_path() << ": table version 0x" << std::hex << t.version << ", " << std::dec << t.size
                      << " bytes");
-  REQUIRE(TRN_HAL_VERSION_MAJOR(t.version) == 2u);
+  // What this release's runtime accepts: its major, its minor or later, a table that large.
+  REQUIRE(TRN_HAL_VERSION_MAJOR(t.version) == TRN_HAL_VERSION_MAJOR(TRN_HAL_VERSION));
+  REQUIRE(TRN_HAL_VERSION_MINOR(t.version) >= TRN_HAL_VERSION_MINOR(TRN_HAL_VERSION));
   REQUIRE(t.size >= sizeof(trn_hal_ops_t));
   for (const auto &[name, fn] : operations(t)) {
     INFO("operation " << name << " is NULL");

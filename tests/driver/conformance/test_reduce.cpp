@@ -2,7 +2,7 @@
 // over reserved ranges and registered host memory — f32 exact, in place, bf16 max (NaN from
 // either operand), i32 wrap-around — and reduce commands refused at submission (dtype, op, a
 // destination partly overlapping an operand, addresses outside the process's memory) with
-// nothing run. Drivers of an older 2.x minor have no such command: the cases say so and stop.
+// nothing run. (The suite takes drivers of this release's interface or later, which have it.)
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -16,18 +16,6 @@
 #include "loader_support.hpp"
 
 using namespace conformance;
-
-// Skips the rest of a test case (visibly) when the driver's interface predates REDUCE.
-#define CONFORMANCE_NEED_REDUCE()                                                                \
-  do {                                                                                           \
-    const uint32_t version_ = ops().version;                                                     \
-    if (TRN_HAL_VERSION_MINOR(version_) < 2) {                                                   \
-      WARN("skipped: the driver implements interface " << TRN_HAL_VERSION_MAJOR(version_) << "." \
-                                                       << TRN_HAL_VERSION_MINOR(version_)        \
-                                                       << ", REDUCE needs 2.2");                 \
-      return;                                                                                    \
-    }                                                                                            \
-  } while (0)
 
 namespace {
 
@@ -81,7 +69,6 @@ int64_t first_mismatch(const std::vector<T> &got, const std::vector<T> &want) {
 TEST_CASE("reduce: f32 sum of two ranges into a third is exact", "[queues][reduce]") {
   Instance inst;
   CONFORMANCE_NEED_DEVICES(inst, 1);
-  CONFORMANCE_NEED_REDUCE();
   Claim claim(inst, 0, 0, 1);
   Range ra(inst, 0, 1 << 20), rb(inst, 0, 1 << 20), rd(inst, 0, 1 << 20);
   Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
@@ -120,7 +107,6 @@ TEST_CASE("reduce: f32 sum of two ranges into a third is exact", "[queues][reduc
 TEST_CASE("reduce: the destination may be an operand (in place)", "[queues][reduce]") {
   Instance inst;
   CONFORMANCE_NEED_DEVICES(inst, 1);
-  CONFORMANCE_NEED_REDUCE();
   Claim claim(inst, 0, 0, 1);
   Range ra(inst, 0, 1 << 20), rb(inst, 0, 1 << 20);
   Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
@@ -147,7 +133,6 @@ TEST_CASE("reduce: bf16 max returns the larger operand, NaN when either is NaN",
           "[queues][reduce]") {
   Instance inst;
   CONFORMANCE_NEED_DEVICES(inst, 1);
-  CONFORMANCE_NEED_REDUCE();
   Claim claim(inst, 0, 0, 1);
   Range ra(inst, 0, 1 << 20), rb(inst, 0, 1 << 20), rd(inst, 0, 1 << 20);
   Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
@@ -187,7 +172,6 @@ TEST_CASE("reduce: bf16 max returns the larger operand, NaN when either is NaN",
 TEST_CASE("reduce: i32 sums wrap around", "[queues][reduce]") {
   Instance inst;
   CONFORMANCE_NEED_DEVICES(inst, 1);
-  CONFORMANCE_NEED_REDUCE();
   Claim claim(inst, 0, 0, 1);
   Range ra(inst, 0, 1 << 20), rb(inst, 0, 1 << 20), rd(inst, 0, 1 << 20);
   Queue q(inst, 0, TRN_HAL_QUEUE_COPY);
@@ -205,7 +189,6 @@ TEST_CASE("reduce: malformed reduce commands are refused at submission, nothing 
           "[queues][reduce]") {
   Instance inst;
   CONFORMANCE_NEED_DEVICES(inst, 1);
-  CONFORMANCE_NEED_REDUCE();
   Claim claim(inst, 0, 0, 1);
   Range r(inst, 0, 1 << 20);
   const uint64_t base = r.address(), end = r.address() + r.bytes();
