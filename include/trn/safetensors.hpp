@@ -80,6 +80,9 @@ uint32_t dtype_bits(std::string_view name);
 // elements (F4, F6) do not fill whole bytes.
 uint64_t tensor_bytes(const std::vector<uint64_t> &shape, std::string_view dtype_name);
 
+// A shape as messages and listings write it: "[2, 3]" ("[]" for a scalar).
+std::string shape_text(const std::vector<uint64_t> &shape);
+
 // Validates a header from a file's first bytes. `bytes` holds at least the first 8 + N bytes of
 // the file (fewer is an error only if the file is shorter too); `file_size` is the whole file's.
 Header parse_header(const uint8_t *bytes, size_t size, uint64_t file_size);

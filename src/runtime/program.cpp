@@ -38,13 +38,6 @@ trn_result_t load_kernels(Device &device, const isa::ProgramImage &image,
   return TRN_SUCCESS;
 }
 
-// "[128, 256]": the shapes a mismatch names, so that the difference shows.
-std::string shape_text(const std::vector<uint64_t> &shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 // A constant's bytes from its safetensors file, straight into the device memory's backing.
 class SourceFiles {
  public:
@@ -70,9 +63,10 @@ class SourceFiles {
         info->shape != shape)
       return fail(TRN_ERROR_INVALID_PROGRAM,
                   what + ": the file has it as " + info->dtype_name + " of shape " +
-                      shape_text(info->shape) + " (" + std::to_string(info->bytes()) +
+                      safetensors::shape_text(info->shape) + " (" + std::to_string(info->bytes()) +
                       " bytes); the program needs " + isa::dtype_name(t.dtype) + " of shape " +
-                      shape_text(shape) + " (" + std::to_string(t.bytes()) + " bytes)");
+                      safetensors::shape_text(shape) + " (" + std::to_string(t.bytes()) +
+                      " bytes)");
     if (trn_result_t r = map_for_write(mem, offset, t.bytes()); r != TRN_SUCCESS)
       return fail(r, what + ": " + last_detail());
     char *to = mem.host + offset;

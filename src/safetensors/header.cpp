@@ -150,12 +150,6 @@ std::string offsets_text(uint64_t begin, uint64_t end) {
   return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
 }
 
-std::string shape_text(const std::vector<uint64_t> &shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 TensorInfo parse_tensor(const std::string &name, const json &entry) {
   TensorInfo t;
   t.name = name;
@@ -248,6 +242,12 @@ void check_layout(Header *h) {
 }
 
 }  // namespace
+
+std::string shape_text(const std::vector<uint64_t> &shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
 
 bool dtype_from_name(std::string_view name, trn_dtype_t *dtype) {
   const DtypeName *d = find_dtype(name);

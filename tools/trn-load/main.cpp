@@ -54,12 +54,6 @@ void check(trn_result_t result, const std::string &what) {
     throw ToolError{kExitError, what + ": " + trn_result_name(result) + ": " + trn_last_error()};
 }
 
-std::string shape_text(const std::vector<uint64_t> &shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 // The index-th of what a two-call enumeration lists; `hint` ends the message when there is none,
 // `none` says why the list is empty.
 template <typename Handle, typename List, typename None>
@@ -106,7 +100,7 @@ std::string list_text(const st::Header &h, const std::vector<const st::TensorInf
   trn::tools::Table table({"tensor", "dtype", "shape", "bytes", "file offset"});
   uint64_t total = 0;
   for (const st::TensorInfo *t : shown) {
-    table.add_row({printable(t->name), t->dtype_name, shape_text(t->shape),
+    table.add_row({printable(t->name), t->dtype_name, st::shape_text(t->shape),
                    std::to_string(t->bytes()), std::to_string(h.data_offset + t->begin)});
     total += t->bytes();
   }
