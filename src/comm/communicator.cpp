@@ -280,8 +280,6 @@ void Comm::share_staging() {
     }
     link.tx_base = slot_offset(rank_, 1);
     const trn_device_t peer_device = device_by_index(ranks_[r].device_index);
-    // The monitor thread runs by now and fails the links' semaphores (under resources_mutex_)
-    // when a peer fails: each import is published under that lock.
     auto import = [&](auto import_fn, const auto &handle, auto *into, const char *what) {
       std::remove_pointer_t<decltype(into)> imported = nullptr;
       try {
@@ -292,8 +290,7 @@ void Comm::share_staging() {
         // its failure, which the service reports, is the cause to name.
         fail_naming_cause("rank " + std::to_string(rank_) + ": " + e.what());
       }
-      std::lock_guard lock(resources_mutex_);
-      *into = imported;
+      publish(into, imported);
     };
     import(trn_mem_import, ranks_[r].staging, &link.tx_staging, "staging buffer");
     import(trn_sem_import, ranks_[r].ready[rank_], &link.tx_ready, "semaphore");
@@ -433,25 +430,14 @@ void Comm::connect_remote_peers() {
   for (uint32_t r = 0; r < size_; ++r) {
     PeerLink &link = links_[r];
     if (!link.remote) continue;
-    // Made, then published under the lock the monitor's fail_semaphores takes to read them.
-    trn_mem_t outbox_mem = nullptr;
-    trn_sem_t ready = nullptr, freed = nullptr, sent = nullptr;
-    const trn_result_t made = trn_mem_alloc(pool_, uint64_t{slots_} * chunk_bytes_, 4096,
-                                            TRN_MEM_CATEGORY_COLLECTIVES, 0, &outbox_mem);
-    {
-      std::lock_guard lock(resources_mutex_);
-      link.tx_staging = outbox_mem;
-    }
-    check(made, "allocating the outbox for rank " + std::to_string(r) + " on another host");
-    for (trn_sem_t *into : {&ready, &freed, &sent}) {
-      const trn_result_t created = trn_sem_create(device_, &sem, into);
-      {
-        std::lock_guard lock(resources_mutex_);
-        link.tx_ready = ready;
-        link.tx_free = freed;
-        link.tx_sent = sent;
-      }
-      check(created, "creating a semaphore");
+    check(trn_mem_alloc(pool_, uint64_t{slots_} * chunk_bytes_, 4096, TRN_MEM_CATEGORY_COLLECTIVES,
+                        0, &link.tx_staging),
+          "allocating the outbox for rank " + std::to_string(r) + " on another host");
+    for (trn_sem_t *field : {&link.tx_ready, &link.tx_free, &link.tx_sent}) {
+      trn_sem_t created = nullptr;  // made, then published (the monitor fails these)
+      const trn_result_t result = trn_sem_create(device_, &sem, &created);
+      publish(field, created);
+      check(result, "creating a semaphore");
     }
     void *outbox = nullptr;
     check(trn_mem_map(link.tx_staging, &outbox), "mapping an outbox for the fabric");

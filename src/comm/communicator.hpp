@@ -263,6 +263,13 @@ class Comm : public std::enable_shared_from_this<Comm> {
   std::thread monitor_thread_;
   std::atomic<bool> stop_{false};
   Fd stop_event_;  // an eventfd that wakes the monitor's poll when it is to stop
+  // Sets a handle the monitor's fail_semaphores reads, under the lock it takes: the monitor
+  // already runs while a rank connects its peers.
+  template <typename T>
+  void publish(T *field, T value) {
+    std::lock_guard lock(resources_mutex_);
+    *field = value;
+  }
   // Starts the monitor thread; stop_monitor() ends it at once (not at its next 20 ms look).
   void start_monitor();
   void stop_monitor();
