@@ -12,6 +12,14 @@ namespace trn::tools {
 
 constexpr int kExitUsage = 2;
 
+// Whether the command line names `flag` as is: for a usage error, which leaves no parsed options
+// (a tool whose --json promises one object on stdout reports that error as one too).
+inline bool names_flag(int argc, char **argv, const char *flag) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == flag) return true;
+  return false;
+}
+
 // nullopt: go on; else the status to exit with (`why`, if given, receives a usage error's line).
 inline std::optional<int> parse_command_line(CLI::App &app, const char *tool, int argc, char **argv,
                                              std::string *why = nullptr) {

@@ -233,13 +233,9 @@ int main(int argc, char **argv) {
   app.set_version_flag("--version", std::string("trn-load ") + trn_get_version_string());
   std::string usage_error;
   if (auto status = trn::tools::parse_command_line(app, "trn-load", argc, argv, &usage_error)) {
-    // --json promises one object on stdout, a usage error's too.
-    for (int i = 1; i < argc && *status != kExitOk; ++i)
-      if (std::string(argv[i]) == "--json") {
-        std::cout << trn::tools::json_text(json{{"error", usage_error}, {"exit_code", *status}}, 2)
-                  << "\n";
-        break;
-      }
+    if (*status != kExitOk && trn::tools::names_flag(argc, argv, "--json"))
+      std::cout << trn::tools::json_text(json{{"error", usage_error}, {"exit_code", *status}}, 2)
+                << "\n";
     return *status;
   }
   // One tensor named twice is loaded once.

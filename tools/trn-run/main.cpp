@@ -982,18 +982,14 @@ int main(int argc, char **argv) {
   app.set_version_flag("--version", std::string("trn-run ") + trn_get_version_string());
   std::string usage_error;
   if (auto status = trn::tools::parse_command_line(app, "trn-run", argc, argv, &usage_error)) {
-    // --json promises one object on stdout, a usage error's too.
-    for (int i = 1; i < argc && *status != kExitOk; ++i)
-      if (std::string(argv[i]) == "--json") {
-        std::cout << trn::tools::json_text(json{{"schema_version", kSchemaVersion},
-                                                {"trn_version", trn_get_version_string()},
-                                                {"error", usage_error},
-                                                {"fault", nullptr},
-                                                {"exit_code", *status}},
-                                           2)
-                  << "\n";
-        break;
-      }
+    if (*status != kExitOk && trn::tools::names_flag(argc, argv, "--json"))
+      std::cout << trn::tools::json_text(json{{"schema_version", kSchemaVersion},
+                                              {"trn_version", trn_get_version_string()},
+                                              {"error", usage_error},
+                                              {"fault", nullptr},
+                                              {"exit_code", *status}},
+                                         2)
+                << "\n";
     return *status;
   }
 
