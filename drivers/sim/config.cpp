@@ -72,6 +72,17 @@ trn_result_t load_config(SimConfig *config, std::string *why) {
     result.race_check = *text == "1";
   }
 
+  if (auto text = common::env("TRN_SIM_JITTER_NS")) {
+    auto value = common::parse_uint(*text);
+    if (!value || *value > kMaxJitterNs) {
+      *why = "TRN_SIM_JITTER_NS='" + *text +
+             "' is not a jitter: use nanoseconds, a whole number from 0 (none, the default) to "
+             "100000000 (100 ms)";
+      return TRN_ERROR_INVALID_CONFIG;
+    }
+    result.jitter_ns = *value;
+  }
+
   *config = std::move(result);
   return TRN_SUCCESS;
 }

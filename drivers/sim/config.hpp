@@ -5,6 +5,9 @@
 //   TRN_SIM_HBM_BYTES   device memory per device, e.g. 8GiB (default: the generation's)
 //   TRN_SPIN_NS         how long waits (semaphores, idle queues) spin before sleeping
 //   TRN_SIM_RACE_CHECK  0 turns off the kernel race check (default 1, docs/ISA.md)
+//   TRN_SIM_JITTER_NS   up to this long, a random pause or yield before each queue command runs
+//                       and after each submission (default 0: none), to shake out code that
+//                       assumes one interleaving
 // A value the user set is "explicit": it must match devices other processes already use.
 #pragma once
 
@@ -22,6 +25,7 @@ constexpr uint64_t kHbmBankGranule = kChunkBytes;  // bank sizes are whole chunk
 // signal from a running thread without a wake-up. 10 s is a budget, not a way to never sleep.
 constexpr uint64_t kDefaultSpinNs = 20'000;
 constexpr uint64_t kMaxSpinNs = 10'000'000'000;
+constexpr uint64_t kMaxJitterNs = 100'000'000;
 
 struct SimConfig {
   std::string root;
@@ -33,6 +37,7 @@ struct SimConfig {
   bool hbm_explicit = false;
   uint64_t spin_ns = kDefaultSpinNs;
   bool race_check = true;  // kernels run with the race check (exec::RunOptions::race_check)
+  uint64_t jitter_ns = 0;  // see TRN_SIM_JITTER_NS above
 
   // Device memory per device after defaults and rounding to whole bank granules.
   uint64_t effective_hbm_bytes() const;

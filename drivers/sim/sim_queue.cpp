@@ -152,6 +152,8 @@ trn_result_t SimQueue::submit(const trn_hal_submission_t &submission, std::strin
     head_ = position + 1;
   }
   if (asleep_.load(std::memory_order_seq_cst) == kAsleep) ring_doorbell();
+  // The submitter stalls with its command visible, as a host thread the scheduler preempted.
+  if (instance_.config.jitter_ns != 0) jitter(instance_.config.jitter_ns);
   return TRN_SUCCESS;
 }
 

@@ -41,6 +41,10 @@ struct QueueShape {
   uint32_t dma_reduce_rate_percent = 100;  // reductions' share of the DMA engines' rate
 };
 
+// TRN_SIM_JITTER_NS (config.hpp): a random pause of up to `max_ns`, a yield, or nothing; before
+// each command a queue runs and after each submission.
+void jitter(uint64_t max_ns);
+
 class SimQueue {
  public:
   SimQueue(trn_hal_instance_t &instance, DeviceRuntime &device, const QueueShape &shape);

@@ -1,10 +1,14 @@
 // Executing a queue's buffers, by whoever holds the ring (sim_queue_runner.cpp): commands,
 // their simulated time, faults, cancellation and retirement.
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <new>
+#include <random>
+#include <thread>
 
 #include "isa/dtype.hpp"
 #include "sim/dma_engine.hpp"
@@ -16,6 +20,25 @@
 #include "sim/wait_primitives.hpp"
 
 namespace trn::sim {
+
+// A quarter of the time nothing, a quarter a yield of the core, and half the time a pause of up
+// to `max_ns`, so that the threads of the other queues, processes and host threads overtake this
+// one at random points.
+void jitter(uint64_t max_ns) {
+  thread_local std::minstd_rand random(static_cast<uint32_t>(
+      std::hash<std::thread::id>{}(std::this_thread::get_id()) ^ monotonic_ns()));
+  const uint32_t draw = static_cast<uint32_t>(random());
+  switch (draw % 4) {
+    case 0: return;
+    case 1: sched_yield(); return;
+    default: {
+      const uint64_t ns = (draw >> 2) % (max_ns + 1);
+      const timespec pause{static_cast<time_t>(ns / 1'000'000'000),
+                           static_cast<long>(ns % 1'000'000'000)};
+      nanosleep(&pause, nullptr);
+    }
+  }
+}
 
 bool SimQueue::process(Slot &buffer, const Errand *errand, RunClock &clock) {
   if (!cursor_.active) {
@@ -40,6 +63,7 @@ bool SimQueue::process(Slot &buffer, const Errand *errand, RunClock &clock) {
     // its slot, never a spurious QUEUE_FULL. A buffer of signals only (a barrier) has no work
     // to time: its completion is not delayed by two clock reads (a round trip's worth of a fast
     // hand-off).
+    if (instance_.config.jitter_ns != 0) jitter(instance_.config.jitter_ns);
     cursor_.end = trailing_signals(buffer);
     cursor_.index = 0;
     cursor_.activity = trn_hal_core_activity_t{};

@@ -590,6 +590,39 @@ TEST_CASE("malformed TRN_SPIN_NS gives TRN_ERROR_INVALID_CONFIG", "[negative][co
   env.set("TRN_SPIN_NS", nullptr);
 }
 
+TEST_CASE("malformed TRN_SIM_JITTER_NS gives TRN_ERROR_INVALID_CONFIG", "[negative][config]") {
+  SimEnv env;
+  for (const char *value : {"abc", "-1", "50us", "100000001", "99999999999999999999"})
+    expect_invalid_config(env, "TRN_SIM_JITTER_NS", value,
+                          {"TRN_SIM_JITTER_NS='", "use nanoseconds", "100000000 (100 ms)"});
+  // Jittered queues still run every command, in order.
+  env.set("TRN_SIM_JITTER_NS", "200000");
+  trn_device_t device = nullptr;
+  uint32_t count = 1;
+  REQUIRE(trn_device_get(&count, &device) == TRN_SUCCESS);
+  trn_queue_desc_t desc = TRN_QUEUE_DESC_INIT;
+  trn_queue_t queue = nullptr;
+  uint32_t cores = 1;
+  REQUIRE(trn_core_get(device, &cores, &desc.core) == TRN_SUCCESS);
+  REQUIRE(trn_queue_create(&desc, &queue) == TRN_SUCCESS);
+  trn_pool_t pool = nullptr;
+  const trn_pool_desc_t pool_desc = TRN_POOL_DESC_INIT;
+  REQUIRE(trn_pool_create(device, &pool_desc, &pool) == TRN_SUCCESS);
+  trn_mem_t mem = nullptr;
+  REQUIRE(trn_mem_alloc(pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem) == TRN_SUCCESS);
+  for (uint32_t i = 0; i < 64; ++i)
+    REQUIRE(trn_queue_memset(queue, mem, i * 64, static_cast<uint8_t>(i), 64, nullptr, nullptr) ==
+            TRN_SUCCESS);
+  REQUIRE(trn_queue_finish(queue, 10'000'000'000ull) == TRN_SUCCESS);
+  std::vector<uint8_t> got(4096);
+  REQUIRE(trn_mem_read(mem, 0, got.data(), got.size()) == TRN_SUCCESS);
+  for (uint32_t i = 0; i < 64; ++i) CHECK(got[i * 64 + 63] == i);
+  trn_mem_free(mem);
+  trn_pool_destroy(pool);
+  trn_queue_destroy(queue);
+  env.set("TRN_SIM_JITTER_NS", nullptr);
+}
+
 TEST_CASE("malformed TRN_SIM_RACE_CHECK gives TRN_ERROR_INVALID_CONFIG", "[negative][config]") {
   SimEnv env;
   for (const char *value : {"yes", "off", "2", " 0", "00"})
