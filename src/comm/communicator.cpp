@@ -143,6 +143,8 @@ void Comm::join(const RendezvousId &id, const CommConfig &config) {
       check(trn_sem_create(device_, &sem, &links_[p].rx_ready), "creating a semaphore");
       check(trn_sem_create(device_, &sem, &links_[p].rx_free), "creating a semaphore");
     }
+    const trn_sem_desc_t gate = TRN_SEM_DESC_INIT;
+    check(trn_sem_create(device_, &gate, &gate_), "creating a semaphore");
   }
   read_table(bootstrap_.join(id, rank_, size_, host_label(), make_blob(), timeout_ns_));
   start_monitor();
@@ -518,6 +520,16 @@ void Comm::fail_semaphores(const std::string &why) {
   for (PeerLink &link : links_)
     for (trn_sem_t sem : {link.rx_ready, link.rx_free, link.tx_ready, link.tx_free, link.tx_sent})
       if (sem) trn_sem_fail(sem, text);
+  // A gate still shut stays shut: the operation's closing signal is cancelled, never sent.
+  if (gate_) trn_sem_fail(gate_, text);
+}
+
+void Comm::open_gate() {
+  if (gate_sequence_ == 0) return;         // none shut (one rank, a send or a receive)
+  std::lock_guard lock(resources_mutex_);  // against fail_semaphores: a failed gate stays failed
+  gate_sequence_ = 0;
+  if (released_ || failed_.load(std::memory_order_acquire)) return;
+  check(trn_sem_signal(gate_, gate_value_), "opening the operation's gate");
 }
 
 void Comm::monitor() {
@@ -791,6 +803,8 @@ void Comm::release_resources() {
     trn_mem_free(link.tx_staging);
     link.tx_staging = nullptr;
   }
+  destroy(gate_);
+  gate_ = nullptr;
   trn_mem_free(staging_);
   staging_ = nullptr;
   for (trn_mem_t mem : leftover_scratch_) trn_mem_free(mem);
@@ -835,6 +849,13 @@ void Comm::submit(trn_queue_t queue, FunctionRef<trn_result_t()> submit_fn, cons
     }
     uint64_t done = 0;
     trn_sem_query(timeline, &done);
+    // Everything before the shut gate ran, and the queue is full of what comes after it: no room
+    // comes before the gate opens, and it opens only once this command is in.
+    if (gate_sequence_ != 0 && done + 1 >= gate_sequence_)
+      fail(TRN_ERROR_QUEUE_FULL,
+           doing.text() +
+               ": the queue is too small for the operation's closing commands, which wait for "
+               "each other (give a queue that carries collectives a capacity of at least 16)");
     const trn_result_t w = trn_sem_wait(timeline, done + 1, kSliceNs);
     if (w != TRN_SUCCESS && w != TRN_TIMEOUT)
       fail_naming_cause(doing.text() + ": the queue failed (" + trn_last_error() + ")", deadline);
@@ -867,7 +888,7 @@ std::byte *Comm::map_for_sending(trn_mem_t mem) {
 }
 
 void Comm::send_chunk(trn_queue_t queue, uint32_t peer, trn_mem_t source, uint64_t offset,
-                      uint64_t bytes) {
+                      uint64_t bytes, bool gated) {
   PeerLink &link = links_[peer];
   const uint64_t k = link.tx_count + 1;
   if (link.remote && source && bytes >= in_place_min_bytes_) {
@@ -884,9 +905,11 @@ void Comm::send_chunk(trn_queue_t queue, uint32_t peer, trn_mem_t source, uint64
       return;
     }
   }
-  const trn_sem_point_t wait{link.tx_free, k > slots_ ? k - slots_ : 0};
+  WaitList waits;
+  if (k > slots_) waits.push_back({link.tx_free, k - slots_});
+  if (gated) waits.push_back({gate_, gate_value_ + 1});
   const trn_sem_point_t signal{link.tx_ready, k};
-  const trn_sync_t sync{&wait, k > slots_ ? 1u : 0u, &signal, 1};
+  const trn_sync_t sync{waits.data(), static_cast<uint32_t>(waits.size()), &signal, 1};
   const uint64_t at = link.tx_base + (k - 1) % slots_ * chunk_bytes_;
   if (link.remote) proxy_->expect_send(peer, k, bytes);
   submit(queue,
@@ -897,6 +920,10 @@ void Comm::send_chunk(trn_queue_t queue, uint32_t peer, trn_mem_t source, uint64
          },
          {"sending", "to", peer});
   link.tx_count = k;
+  if (gated) {
+    ++gate_value_;
+    gate_sequence_ = op_sequence_;
+  }
 }
 
 void Comm::wait_for_send(WaitList &waits, const SendInPlace &send) const {
@@ -972,6 +999,7 @@ void Comm::free_in_queue(trn_queue_t queue, trn_mem_t mem) {
 
 void Comm::open_operation(trn_queue_t queue, const trn_sync_t *sync) {
   op_sequence_ = 0;
+  gate_sequence_ = 0;
   in_place_.clear();  // an operation that failed part-way may have left some
   mapped_.clear();
   trn_sem_t timeline = nullptr;

@@ -156,9 +156,10 @@ class Comm : public std::enable_shared_from_this<Comm> {
   };
   // Submits one command, waiting out a full queue (bounded by the timeout).
   void submit(trn_queue_t queue, FunctionRef<trn_result_t()> submit_fn, const Doing &doing);
-  // Chunk protocol, see operations.cpp.
+  // Chunk protocol, see operations.cpp. `gated` (the closing agreement's first send only): the
+  // command also waits behind the gate that open_gate opens.
   void send_chunk(trn_queue_t queue, uint32_t peer, trn_mem_t source, uint64_t offset,
-                  uint64_t bytes);
+                  uint64_t bytes, bool gated = false);
   // Waits for the peer's next chunk and hands its (staging memory, offset) to `use`, whose
   // command must carry the sync it is given (the wait for the data, the signal of the slot).
   using ChunkUse =
@@ -189,6 +190,13 @@ class Comm : public std::enable_shared_from_this<Comm> {
   void open_operation(trn_queue_t queue, const trn_sync_t *sync);
   uint64_t close_operation(trn_queue_t queue, const OpName &name, const trn_sync_t *sync,
                            const PeerList &peers_in, const PeerList &peers_out);
+  // The closing agreement (docs/collectives.md, "Failure"): a collective's last commands are a
+  // dissemination barrier over every rank, whose first signal waits behind this rank's gate.
+  // The host opens the gate only once the whole operation is enqueued: a rank that fails part-way
+  // never lets its signal go, so no rank's operation completes unless every rank enqueued and ran
+  // all of its own.
+  // Opens the gate of the operation just enqueued (unless the communicator failed meanwhile).
+  void open_gate();
   PeerLink &link(uint32_t peer) { return links_[peer]; }
   // For hierarchical algorithms; empty unless the ranks spread evenly over several hosts.
   const std::optional<HostGroups> &host_groups() const { return host_groups_; }
@@ -251,6 +259,12 @@ class Comm : public std::enable_shared_from_this<Comm> {
   uint32_t core_index_ = 0;
   trn_pool_t pool_ = nullptr;
   trn_mem_t staging_ = nullptr;
+  // The closing agreement's gate (see open_gate): a semaphore of this rank's alone, the value of
+  // the last gate opened, and while one is shut, the queue sequence of the command behind it (a
+  // full queue stuck there cannot make room before the gate opens: submit() says so).
+  trn_sem_t gate_ = nullptr;
+  uint64_t gate_value_ = 0;     // guarded by op_mutex_
+  uint64_t gate_sequence_ = 0;  // guarded by op_mutex_; 0: no gate shut
   std::vector<PeerLink> links_;
   std::vector<RankInfo> ranks_;
   std::vector<trn_mem_t> imports_;

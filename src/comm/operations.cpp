@@ -176,14 +176,21 @@ class Builder {
       send_chunk(to_peer, to, bytes, j);
     }
   }
-  // A message with no data: orders the peers' queues only.
-  void notify(uint32_t peer) {
-    comm_.send_chunk(queue_, peer, nullptr, 0, 0);
-    note(out_, peer);
-  }
-  void await(uint32_t peer) {
-    comm_.receive_chunk(queue_, peer, 0, nullptr, "waiting");
-    note(in_, peer);
+  // The closing agreement (Comm::open_gate): a dissemination barrier over every rank, of
+  // messages with no data. In round k each rank tells the rank 2^k places on and waits for the
+  // one 2^k places back; after the last round every rank has heard, directly or through others,
+  // from every rank, and a rank's first message leaves only behind its gate, once its queue ran
+  // the whole operation. A rank that fails part-way thus holds every rank's operation back until
+  // the failure reaches it (through the failed semaphores, then the service's word of why).
+  void agree() {
+    const uint32_t n = size(), r = rank();
+    for (uint32_t k = 1; k < n; k <<= 1) {
+      const uint32_t to = (r + k) % n, from = (r + n - k) % n;
+      comm_.send_chunk(queue_, to, nullptr, 0, 0, /*gated=*/k == 1);
+      note(out_, to);
+      comm_.receive_chunk(queue_, from, 0, nullptr, "agreeing that the operation completed");
+      note(in_, from);
+    }
   }
 
   // The operation's sends from its own memory are done (before anything else writes it).
@@ -380,14 +387,6 @@ void all_to_all(Builder &b, Place S, Place R, uint64_t count) {
   }
 }
 
-void barrier(Builder &b) {
-  const uint32_t n = b.size(), r = b.rank();
-  for (uint32_t k = 1; k < n; k <<= 1) {
-    b.notify((r + k) % n);
-    b.await((r + n - k) % n);
-  }
-}
-
 // The buffer's allocation must hold `bytes` from its offset, aligned to the element size.
 void check_buffer(const char *name, const trn_comm_buffer_t &buffer, uint64_t bytes, uint64_t es) {
   if (!buffer.mem) fail(TRN_ERROR_INVALID_HANDLE, std::string(name) + ".mem is NULL");
@@ -514,12 +513,19 @@ uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
         break;
       case OpKind::send: b.send(args.root, S, bytes); break;
       case OpKind::recv: b.receive(args.root, R, nullptr, bytes); break;
-      case OpKind::barrier: barrier(b); break;
+      case OpKind::barrier: break;  // the closing agreement is the whole of it
     }
     b.settle_sends();
     if (scratch) comm.free_in_queue(args.queue, scratch);
     scratch = nullptr;  // the queue frees it
-    return comm.close_operation(args.queue, name, args.sync, b.peers_in(), b.peers_out());
+    // Every rank takes part in a collective: none completes unless all of them did. A send and
+    // its receive do not wait for each other's end: a send completes once its data is in the
+    // peer's staging buffer, whether or not the receive was posted yet (docs/collectives.md).
+    if (kind != OpKind::send && kind != OpKind::recv) b.agree();
+    const uint64_t sequence =
+        comm.close_operation(args.queue, name, args.sync, b.peers_in(), b.peers_out());
+    comm.open_gate();
+    return sequence;
   } catch (...) {
     // Part of it is queued (or all of it, and its record was not made): the peers count chunks
     // this rank will never send, or an operation the caller will make again.

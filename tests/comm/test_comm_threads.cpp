@@ -11,52 +11,11 @@
 #include "comm_cases.hpp"
 #include "support/fault_injection.hpp"
 #include "support/sim_env.hpp"
+#include "thread_world.hpp"
 
 using namespace trn::test;
 
 namespace {
-
-// n ranks on the first n visible cores (two devices of 4 logical cores each).
-struct ThreadWorld {
-  std::vector<RankResources> ranks;
-  std::vector<trn_comm_t> comms;
-
-  explicit ThreadWorld(uint32_t n, uint64_t chunk_bytes = 4096, uint64_t timeout_ms = 30'000,
-                       uint32_t first_core = 0) {
-    const auto cores = all_cores();
-    REQUIRE(cores.size() >= first_core + n);
-    ranks.resize(n);
-    std::vector<trn_core_t> mine;
-    for (uint32_t i = 0; i < n; ++i) {
-      std::string why;
-      INFO(why);
-      REQUIRE(ranks[i].open(cores[first_core + i], &why));
-      mine.push_back(cores[first_core + i]);
-    }
-    trn_comm_desc_t desc = TRN_COMM_DESC_INIT;
-    desc.chunk_bytes = chunk_bytes;
-    desc.timeout_ns = timeout_ms == UINT64_MAX ? UINT64_MAX : timeout_ms * 1'000'000ull;
-    comms.resize(n);
-    INFO(comm_error());
-    REQUIRE(trn_comm_init_all(n, mine.data(), &desc, comms.data()) == TRN_SUCCESS);
-  }
-  ~ThreadWorld() {
-    for (trn_comm_t comm : comms) trn_comm_destroy(comm);
-    for (auto &rank : ranks) rank.close();
-  }
-  // Runs body(rank) on one thread per rank; returns the failures.
-  std::vector<std::string> each(const std::function<std::string(uint32_t)> &body) {
-    std::vector<std::string> failures(ranks.size());
-    std::vector<std::thread> threads;
-    for (uint32_t r = 0; r < ranks.size(); ++r)
-      threads.emplace_back([&, r] { failures[r] = body(r); });
-    for (auto &t : threads) t.join();
-    std::vector<std::string> out;
-    for (auto &f : failures)
-      if (!f.empty()) out.push_back(f);
-    return out;
-  }
-};
 
 void run_all(ThreadWorld &world, const std::vector<CaseSpec> &specs) {
   const uint32_t n = static_cast<uint32_t>(world.ranks.size());
@@ -844,97 +803,6 @@ TEST_CASE("trn_comm_init_all fails at once when a rank's thread cannot start", "
   // Nothing was left behind: the same cores make a communicator that works.
   ThreadWorld world(4);
   run_all(world, {CaseSpec{}});
-}
-
-TEST_CASE("an operation that runs out of host memory part-way leaves no rank out of step",
-          "[comm][failure]") {
-  // Rank 0's all-reduce fails at each of its allocations in turn. Either nothing was enqueued
-  // (the communicator stays usable: the call is made again and both ranks get the sum), or the
-  // communicator failed and both ranks learn it; never a healthy communicator whose ranks count
-  // chunks differently.
-  SimEnv env;
-  const uint32_t count = 300000;  // a ring with several chunks
-  bool completed = false;
-  for (uint64_t allowed = 0; allowed < 400 && !completed; ++allowed) {
-    INFO("allocations allowed: " << allowed);
-    ThreadWorld world(2, 65536, 10'000);
-    std::vector<trn_mem_t> bufs(2);
-    for (uint32_t r = 0; r < 2; ++r) {
-      REQUIRE(trn_mem_alloc(world.ranks[r].pool, count * 4ull, 0, TRN_MEM_CATEGORY_TENSORS, 0,
-                            &bufs[r]) == TRN_SUCCESS);
-      std::vector<float> ones(count, static_cast<float>(r + 1));
-      REQUIRE(trn_mem_write(bufs[r], 0, ones.data(), count * 4ull) == TRN_SUCCESS);
-    }
-    trn_result_t first = TRN_SUCCESS, retried = TRN_SUCCESS;
-    std::string first_error;
-    trn_result_t synced[2] = {TRN_SUCCESS, TRN_SUCCESS};
-    const auto failures = world.each([&](uint32_t r) -> std::string {
-      RankResources &res = world.ranks[r];
-      auto call = [&] {
-        uint64_t sequence = 0;
-        return trn_comm_all_reduce(world.comms[r], res.queue, {bufs[r], 0}, {bufs[r], 0}, count,
-                                   TRN_DTYPE_F32, TRN_COMM_SUM, nullptr, &sequence);
-      };
-      trn_result_t result = TRN_SUCCESS;
-      if (r == 0) {
-        {
-          AllocationFailure failure(allowed);
-          result = call();
-        }
-        first = result;
-        if (result != TRN_SUCCESS) {
-          first_error = comm_error();
-          if (trn_comm_get_error(world.comms[0]) == TRN_SUCCESS) result = retried = call();
-        }
-        completed = first == TRN_SUCCESS;
-      } else {
-        result = call();
-      }
-      // A failed communicator says so here, whatever the call returned.
-      synced[r] = trn_comm_synchronize(world.comms[r], 30'000'000'000ull);
-      if (r == 1 && result != TRN_SUCCESS && synced[r] == TRN_SUCCESS)
-        return "rank 1's call failed but its communicator did not: " + comm_error();
-      return "";
-    });
-    for (const auto &f : failures) FAIL_CHECK(f);
-    INFO("first call: " << first << " " << first_error);
-    if (first != TRN_SUCCESS) CHECK(first == TRN_ERROR_OUT_OF_HOST_MEMORY);
-    CHECK(retried == TRN_SUCCESS);
-    // Both ranks agree: both completed with the sum, or both learnt of the failure.
-    CHECK((synced[0] == TRN_SUCCESS) == (synced[1] == TRN_SUCCESS));
-    if (synced[0] == TRN_SUCCESS && synced[1] == TRN_SUCCESS) {
-      for (uint32_t r = 0; r < 2; ++r) {
-        std::vector<float> out(count);
-        REQUIRE(trn_mem_read(bufs[r], 0, out.data(), count * 4ull) == TRN_SUCCESS);
-        CHECK(std::count(out.begin(), out.end(), 3.0f) == count);
-      }
-    } else {
-      CHECK(synced[0] == TRN_ERROR_COLLECTIVE);
-      CHECK(synced[1] == TRN_ERROR_COLLECTIVE);
-      for (auto &rank : world.ranks) {
-        trn_queue_finish(rank.queue, 10'000'000'000ull);  // the cancelled commands drain
-        CHECK(trn_queue_reset(rank.queue) == TRN_SUCCESS);
-      }
-    }
-    for (trn_mem_t b : bufs) trn_mem_free(b);
-  }
-  CHECK(completed);  // enough allocations for the whole call were reached
-  // Memory that stays short: even the failure's description cannot be made, and the call still
-  // returns its result.
-  ThreadWorld world(1);
-  trn_mem_t buf = nullptr;
-  REQUIRE(trn_mem_alloc(world.ranks[0].pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &buf) ==
-          TRN_SUCCESS);
-  trn_result_t r = TRN_SUCCESS;
-  {
-    AllocationFailure failure(0, 1'000'000);
-    uint64_t sequence = 0;
-    r = trn_comm_all_reduce(world.comms[0], world.ranks[0].queue, {buf, 0}, {buf, 0}, 1024,
-                            TRN_DTYPE_F32, TRN_COMM_SUM, nullptr, &sequence);
-  }
-  CHECK(r == TRN_ERROR_OUT_OF_HOST_MEMORY);
-  trn_queue_finish(world.ranks[0].queue, 10'000'000'000ull);
-  trn_mem_free(buf);
 }
 
 TEST_CASE("a communicator whose own thread cannot start is refused as out of host memory",
