@@ -14,6 +14,23 @@ install(TARGETS trn trn_ops trn_comm trn_safetensors trn_safetensors_header EXPO
 install(TARGETS trn-driver-sim LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY include/trn DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT trnTargets NAMESPACE trn:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/trn)
+# The kernel builder (docs/kbuild.md), C++: static archives (the builder, the ISA it emits, and the
+# common layer they log through with spdlog) and their headers, which name each other as
+# "kbuild/..." and "isa/..." from include/trn-kbuild. find_package(trn) gives trn::kbuild where
+# spdlog's package is found (trnConfig.cmake); its own export set keeps trn::trn free of spdlog.
+set_target_properties(trn_kbuild PROPERTIES EXPORT_NAME kbuild)
+set_target_properties(trn_isa PROPERTIES EXPORT_NAME isa)
+set_target_properties(trn_common PROPERTIES EXPORT_NAME common)
+install(TARGETS trn_kbuild trn_isa trn_common EXPORT trnKbuildTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(EXPORT trnKbuildTargets NAMESPACE trn:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/trn)
+foreach(dir kbuild isa)
+  install(DIRECTORY src/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/trn-kbuild/${dir}
+          FILES_MATCHING PATTERN "*.hpp")
+endforeach()
+# docs/kbuild.md's example, with a CMakeLists.txt that builds it against the installed tree.
+install(FILES examples/kbuild_softmax/kbuild_softmax.cpp examples/kbuild_softmax/CMakeLists.txt
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/trn/examples/kbuild_softmax)
 configure_package_config_file(cmake/trnConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/trnConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/trn)
@@ -26,5 +43,9 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/trnConfig.cmake
 # move (cmake --install --prefix P, a package's staging directory).
 file(RELATIVE_PATH TRN_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
 string(REGEX REPLACE "/$" "" TRN_PC_TO_PREFIX "${TRN_PC_TO_PREFIX}")
-configure_file(cmake/trn.pc.in ${CMAKE_CURRENT_BINARY_DIR}/trn.pc @ONLY)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/trn.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# One module per library: trn, trn-ops (which requires trn) and trn-comm (which requires trn-ops).
+foreach(module trn trn-ops trn-comm)
+  configure_file(cmake/${module}.pc.in ${CMAKE_CURRENT_BINARY_DIR}/${module}.pc @ONLY)
+  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/${module}.pc
+          DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endforeach()

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix and uses it as a user would, with no
-# LD_LIBRARY_PATH: the installed tools run and the installed libtrn finds the installed sim
-# driver beside it (by default, by name and by path), a C program builds with pkg-config and a
-# C++ program with find_package(trn), torch_trn imports from the prefix; then the prefix moves and all still work.
+# LD_LIBRARY_PATH: the installed tools run (trn-comm-test with 2 ranks too) and the installed
+# libtrn finds the installed sim driver beside it (by default, by name and by path); C programs
+# build with pkg-config (trn; trn-ops and trn-comm), a C++ program with find_package(trn) using
+# trn::comm, trn::ops and trn::kbuild (it builds a kernel and runs it), docs/kbuild.md's example
+# from the prefix, and torch_trn imports from the prefix; then the prefix moves and all still
+# work.
 # usage: test_install.sh BUILD_DIR SOURCE_DIR C_COMPILER
 set -euo pipefail
 build=$1 source=$2 cc=$3
@@ -11,6 +14,7 @@ sim=$(mktemp -d /dev/shm/trn-install-test-XXXXXX)
 trap 'rm -rf "$work" "$sim"' EXIT
 unset LD_LIBRARY_PATH PKG_CONFIG_PATH
 export TRN_SIM_ROOT=$sim
+export TRN_OPS_CACHE=memory  # the eager ops' kernels: not into the user's cache
 
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 
@@ -30,6 +34,8 @@ check_prefix() {
       { echo "installed trn-ls (TRN_DRIVER='$selection') sees no sim device" >&2; exit 1; }
   done
   "$prefix/bin/trn-as" --help >/dev/null
+  # libtrn_comm finds libtrn_ops and libtrn beside it (its own RUNPATH).
+  "$prefix/bin/trn-comm-test" --ranks 2 -b 8 -e 64K -n 3 -w 1 | tail -n 3
 
   local pc
   pc=$(dirname "$(find "$prefix" -name trn.pc)")
@@ -44,6 +50,11 @@ check_prefix() {
   "$cc" -std=c11 -Wall -Wextra -Werror -pedantic "$source/examples/c/enumerate.c" $cflags $libs \
     -Wl,-rpath,"$libdir" -o "$work/c-consumer"
   "$work/c-consumer"
+  # shellcheck disable=SC2046 # flags are words
+  "$cc" -std=c11 -Wall -Wextra -Werror -pedantic "$source/tests/install/c_consumer.c" \
+    $(PKG_CONFIG_PATH=$pc pkg-config --cflags --libs trn-ops trn-comm) -Wl,-rpath,"$libdir" \
+    -o "$work/c-comm-ops"
+  "$work/c-comm-ops"
 
   echo "== find_package(trn)"
   rm -rf "$work/cxx"
@@ -51,6 +62,13 @@ check_prefix() {
     -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
   cmake --build "$work/cxx" >/dev/null
   "$work/cxx/consumer"
+
+  echo "== docs/kbuild.md's example, from the prefix"
+  rm -rf "$work/kbuild"
+  cmake -S "$prefix/share/trn/examples/kbuild_softmax" -B "$work/kbuild" -G Ninja \
+    -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+  cmake --build "$work/kbuild" >/dev/null
+  "$work/kbuild/kbuild-softmax" --rows 256 --cols 512
 
   # The PyTorch backend, where it was built: the installed package finds the installed libtrn.
   local torch_native
