@@ -22,6 +22,8 @@ struct Fd {
   }
 };
 
+}  // namespace
+
 const char *kind_of(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISCHR(mode)) return "a character device";
@@ -30,6 +32,8 @@ const char *kind_of(mode_t mode) {
   if (S_ISSOCK(mode)) return "a socket";
   return "not a plain file";
 }
+
+namespace {
 
 FileError from_errno() {
   return {errno, false, std::strerror(errno)};

@@ -3,6 +3,8 @@
 // endless input can neither hang a tool nor exhaust its memory), and at most a stated size.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -14,6 +16,9 @@ namespace trn::common {
 // The limits of the files the tools and trn_kernel_load_file read (docs/tools.md).
 constexpr uint64_t kMaxKernelFileBytes = uint64_t{1} << 30;  // kernel binaries, assembly source
 constexpr uint64_t kMaxArrayFileBytes = uint64_t{16} << 30;  // .npy arrays
+
+// What a file that is not a regular one is, for messages: "a directory", "a pipe (FIFO)", ...
+const char *kind_of(mode_t mode);
 
 struct FileError {
   int error_number = 0;    // errno of a failed open or read, else 0

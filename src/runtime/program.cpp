@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 
+#include "common/read_file.hpp"
 #include "runtime/error.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/memory.hpp"
@@ -92,9 +93,12 @@ class SourceFiles {
   };
   File *open(const std::string &path, const std::string &what) {
     if (auto it = files_.find(path); it != files_.end()) return &it->second;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      fail(TRN_ERROR_FILE, what + ": cannot open the file: " + std::strerror(errno));
+    // Only a regular file: a FIFO named here would block the load in open() for ever.
+    int fd = -1;
+    if (auto err = common::open_regular_file(path, &fd)) {
+      fail(TRN_ERROR_FILE,
+           what + ": cannot open the file: " +
+               (err->error_number ? std::strerror(err->error_number) : err->reason));
       return nullptr;
     }
     File file{fd, {}};

@@ -2,12 +2,15 @@
 // errors; save and load again; executions equal to the eager sequence byte for byte; many
 // executions with fresh inputs; two queues at once; a fault inside a program; capture and
 // replay.
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -748,6 +751,28 @@ TEST_CASE("programs: constants read from a safetensors file beside the program",
   std::vector<char> back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   REQUIRE(back.size() == bytes.size());
   CHECK(std::memcmp(back.data(), bytes.data(), bytes.size()) == 0);
+  // Only a regular file is replaced: never a FIFO, a directory, a link or (run as root) a device
+  // node, which stay as they were.
+  REQUIRE(mkfifo((dir.path() + "/fifo.trnp").c_str(), 0600) == 0);
+  REQUIRE(mkdir((dir.path() + "/dir.trnp").c_str(), 0700) == 0);
+  REQUIRE(symlink(saved.c_str(), (dir.path() + "/link.trnp").c_str()) == 0);
+  std::vector<std::pair<std::string, std::string>> targets = {{"fifo.trnp", "a pipe (FIFO)"},
+                                                              {"dir.trnp", "a directory"},
+                                                              {"link.trnp", "a symbolic link"}};
+  if (geteuid() == 0 &&
+      mknod((dir.path() + "/null.trnp").c_str(), S_IFCHR | 0600, makedev(1, 3)) == 0)
+    targets.push_back({"null.trnp", "a character device"});
+  for (const auto &[name, kind] : targets) {
+    const std::string target = dir.path() + "/" + name;
+    INFO(target);
+    struct stat before {};
+    REQUIRE(lstat(target.c_str(), &before) == 0);
+    CHECK(trn_program_save(program, target.c_str()) == TRN_ERROR_FILE);
+    CHECK(error_contains("it is " + kind + ", not a regular file"));
+    struct stat after {};
+    REQUIRE(lstat(target.c_str(), &after) == 0);
+    CHECK((after.st_mode & S_IFMT) == (before.st_mode & S_IFMT));
+  }
   trn_program_destroy(program);
 
   // From memory, a relative path is the current directory's: not found here.
@@ -777,6 +802,21 @@ TEST_CASE("programs: constants read from a safetensors file beside the program",
   auto junk = image;
   junk.tensors[2].source_file = "junk.safetensors";
   refused(junk, TRN_ERROR_FILE, "not a valid safetensors file");
+  // A FIFO (which open() would wait on for a writer for ever), a directory or a device in place
+  // of the file: refused at once, saying what it is.
+  REQUIRE(mkfifo((dir.path() + "/fifo.safetensors").c_str(), 0600) == 0);
+  REQUIRE(mkdir((dir.path() + "/dir.safetensors").c_str(), 0700) == 0);
+  for (const auto &[file, kind] :
+       std::vector<std::pair<std::string, std::string>>{{"fifo.safetensors", "a pipe (FIFO)"},
+                                                        {"dir.safetensors", "a directory"},
+                                                        {"/dev/zero", "a character device"}}) {
+    INFO(file);
+    auto odd = image;
+    odd.tensors[2].source_file = file;
+    const auto start = std::chrono::steady_clock::now();
+    refused(odd, TRN_ERROR_FILE, "it is " + kind + ", not a regular file");
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  }
   // An absolute path works from anywhere.
   auto absolute = image;
   absolute.tensors[2].source_file = dir.path() + "/weights.safetensors";
