@@ -124,17 +124,17 @@ class Transfer {
     if ((flags & O_PATH) != 0 || (access != O_RDWR && access != (reading() ? O_RDONLY : O_WRONLY)))
       return fail_now(EBADF, why);
     // Checked when submitted too; the number may name another file by now (closed and reused):
-    // a pipe or socket would block this queue's thread for as long as nobody writes to it.
-    if (struct stat st{}; ::fstat(fd_, &st) == 0 &&
-                          (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode)))
+    // anything but a regular file or a block device (a pipe, a socket, an eventfd, a terminal)
+    // would block this queue's thread for as long as nothing comes.
+    if (struct stat st{}; ::fstat(fd_, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
       return fail_now(ESPIPE, why);
+    // O_APPEND would put the bytes at the end, not at the offset asked for (refused when
+    // submitted too).
+    if (!reading() && (flags & O_APPEND) != 0) return fail_now(EINVAL, why);
     if (bytes_ == 0) return TRN_SUCCESS;
     open_descriptors(flags);
     plan();
-    // Appends land at the end of the file in the order they run, and io_uring runs the pieces
-    // in any order: one after the other, as the caller wrote them.
-    io_uring *ring = (flags & O_APPEND) != 0 ? nullptr : t_ring.get();
-    if (ring != nullptr)
+    if (io_uring *ring = t_ring.get(); ring != nullptr)
       run_ring(ring);
     else
       run_blocking();

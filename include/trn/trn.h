@@ -802,8 +802,9 @@ TRN_API trn_result_t trn_queue_read(trn_queue_t queue, void *destination, trn_me
  * device memory, several reads in flight, with O_DIRECT where the file system allows it and the
  * file offset and the memory's address agree on 4096-byte alignment (the rest through the page
  * cache). Any descriptor of a file open for reading works (`O_DIRECT` is not needed: the driver
- * reopens the file with it); a pipe, a socket or a directory has no offsets and is refused with
- * TRN_ERROR_INVALID_ARGUMENT. `fd` must stay open until the command completes, as host memory must
+ * reopens the file with it); only a regular file or a block device has offsets: anything else (a
+ * pipe, a socket, a directory, an eventfd, a timerfd, a terminal) is refused with
+ * TRN_ERROR_INVALID_ARGUMENT, never waited on. `fd` must stay open until the command completes, as host memory must
  * for trn_queue_write; what happens in between (a truncation, a closed descriptor) is the command's
  * fault, never a crash.
  *
@@ -812,7 +813,7 @@ TRN_API trn_result_t trn_queue_read(trn_queue_t queue, void *destination, trn_me
  * file offset where it failed and the bytes before it ("file read: end of file at offset 1048576
  * after 1048576 of 2097152 bytes (fd 7)"); the record's destination_address is the device
  * address, its source_address the file offset. The destination's contents are then undefined.
- * @returns TRN_ERROR_INVALID_ARGUMENT if fd < 0 or is a pipe, a socket or a directory;
+ * @returns TRN_ERROR_INVALID_ARGUMENT if fd < 0 or is not a regular file or block device;
  * TRN_ERROR_OUT_OF_RANGE if the range is outside
  * the allocation or past the largest file offset. Thread-safe, like every queue submission.
  */
@@ -824,6 +825,8 @@ TRN_API trn_result_t trn_queue_read_file(trn_queue_t queue, trn_mem_t destinatio
  * 0.2), like cuFileWriteAsync; the file grows as pwrite makes it. Rules and failures as for
  * trn_queue_read_file (`fd` open for writing; the fault record's destination_address is the file
  * offset, its source_address the device address). Memory never written is written as zeros.
+ * A descriptor opened with O_APPEND (which writes at the end whatever the offset) is refused with
+ * TRN_ERROR_INVALID_ARGUMENT.
  */
 TRN_API trn_result_t trn_queue_write_file(trn_queue_t queue, int fd, uint64_t file_offset,
                                           trn_mem_t source, uint64_t source_offset, uint64_t size,

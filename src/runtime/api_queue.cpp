@@ -1,4 +1,5 @@
 // C entry points for queues.
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <cstring>
@@ -136,19 +137,31 @@ trn_result_t fill_file_command(Session &session, Command::Kind kind, trn_mem_t m
   if (fd < 0)
     return fail(TRN_ERROR_INVALID_ARGUMENT,
                 "fd " + std::to_string(fd) + " is not a file descriptor: pass an open one");
-  // A pipe or a socket has no offsets (pread fails on it, and io_uring reads it from where it
-  // stands whatever the offset): refused now rather than read out of place. A descriptor that
-  // is not open is the command's fault when it runs, as documented.
-  if (struct stat st{}; ::fstat(fd, &st) == 0 &&
-                        (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode)))
+  // Only a regular file or a block device has offsets. A pipe or a socket has none (pread fails
+  // on it, and io_uring reads it from where it stands whatever the offset); an eventfd, a
+  // timerfd or a terminal would block the driver's read for as long as nothing comes, and its
+  // queue, its finish and its destruction with it. Refused now rather than read out of place or
+  // waited on for ever. A descriptor that is not open is the command's fault when it runs, as
+  // documented.
+  if (struct stat st{}; ::fstat(fd, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
     return fail(TRN_ERROR_INVALID_ARGUMENT,
                 "fd " + std::to_string(fd) + " is " +
                     (S_ISDIR(st.st_mode)    ? "a directory"
                      : S_ISFIFO(st.st_mode) ? "a pipe"
-                                            : "a socket") +
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                     : S_ISCHR(st.st_mode)  ? "a character device (a terminal, /dev/zero, ...)"
+                                            : "not a file (an eventfd, a timerfd, an epoll or "
+                                              "signal descriptor)") +
                     ", which has no file offsets: file reads and writes need a regular file (or "
                     "a block device); move a stream's bytes through host memory "
                     "(trn_queue_write, trn_queue_read)");
+  // O_APPEND puts every write at the end of the file, not at the offset asked for.
+  if (const int flags = ::fcntl(fd, F_GETFL);
+      kind == Command::Kind::write_file && flags >= 0 && (flags & O_APPEND) != 0)
+    return fail(TRN_ERROR_INVALID_ARGUMENT,
+                "fd " + std::to_string(fd) +
+                    " was opened with O_APPEND, which writes at the end of the file whatever the "
+                    "offset: open it without O_APPEND to write at file_offset");
   if (file_offset > static_cast<uint64_t>(INT64_MAX) ||
       size > static_cast<uint64_t>(INT64_MAX) - file_offset)
     return fail(TRN_ERROR_OUT_OF_RANGE, "file bytes " + std::to_string(file_offset) + " + " +

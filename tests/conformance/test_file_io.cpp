@@ -3,9 +3,12 @@
 // and every failure as a fault naming the file offset (a short file, a file truncated while the
 // read waits, a closed descriptor), never a partial silent result; every argument refused.
 #include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -149,31 +152,62 @@ TEST_CASE_METHOD(DeviceFiles, "trn_queue_write_file writes exact bytes a read br
   REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
 }
 
-TEST_CASE_METHOD(DeviceFiles, "trn_queue_write_file to an O_APPEND descriptor appends in order",
-                 "[files]") {
-  // Appends land where the file ends when each runs: a write larger than one transfer must
-  // still put its bytes in order after what the file held.
-  const uint64_t bytes = 13 * kMiB + 777;
-  const auto data = pattern(bytes, 11);
-  trn_mem_t mem = alloc(pool, bytes);
-  REQUIRE(trn_queue_write(queue, mem, 0, data.data(), bytes, nullptr, nullptr) == TRN_SUCCESS);
+TEST_CASE_METHOD(DeviceFiles,
+                 "trn_queue_write_file refuses an O_APPEND descriptor, which ignores the offset",
+                 "[files][negative]") {
+  // O_APPEND puts every write at the end of the file: the bytes would not land at file_offset.
+  const auto data = pattern(8192, 11);
+  trn_mem_t mem = alloc(pool, data.size());
+  REQUIRE(trn_queue_write(queue, mem, 0, data.data(), data.size(), nullptr, nullptr) ==
+          TRN_SUCCESS);
   const std::vector<uint8_t> header = {'l', 'o', 'g', '\n'};
   const std::string path = dir.file("appended");
   { Fd created(create_file(path, header)); }
-  Fd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+  Fd fd(::open(path.c_str(), O_RDWR | O_APPEND | O_CLOEXEC));
   REQUIRE(fd.get() >= 0);
-  for (int round = 0; round < 2; ++round)
-    REQUIRE(trn_queue_write_file(queue, fd.get(), 0, mem, 0, bytes, nullptr, nullptr) ==
-            TRN_SUCCESS);
+  CHECK(trn_queue_write_file(queue, fd.get(), 0, mem, 0, data.size(), nullptr, nullptr) ==
+        TRN_ERROR_INVALID_ARGUMENT);
+  CHECK(error_contains("O_APPEND"));
+  CHECK(error_contains("open it without O_APPEND"));
+  // Reads ignore O_APPEND: the same descriptor reads at its offsets.
+  trn_mem_t back = alloc(pool, 4096);
+  REQUIRE(trn_queue_read_file(queue, back, 0, fd.get(), 0, header.size(), nullptr, nullptr) ==
+          TRN_SUCCESS);
   INFO(last_error());
   REQUIRE(trn_queue_finish(queue, kLong) == TRN_SUCCESS);
+  CHECK(read_back(queue, back, 0, header.size()) == header);
   Fd in(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  const auto written = file_contents(in.get());
-  REQUIRE(written.size() == header.size() + 2 * bytes);
-  CHECK(slice(written, 0, header.size()) == header);
-  CHECK(slice(written, header.size(), bytes) == data);
-  CHECK(slice(written, header.size() + bytes, bytes) == data);
+  CHECK(file_contents(in.get()) == header);  // nothing was written
   REQUIRE(trn_queue_destroy(queue) == TRN_SUCCESS);
+}
+
+TEST_CASE_METHOD(DeviceFiles,
+                 "file reads and writes refuse an eventfd, a timerfd and a terminal up front",
+                 "[files][negative]") {
+  // None has offsets, and a read of one blocks until something comes: the driver's thread, the
+  // queue's finish and its destruction would wait for ever.
+  trn_mem_t mem = alloc(pool, 4096);
+  std::vector<std::pair<int, std::string>> fds = {
+      {::eventfd(0, EFD_CLOEXEC), "not a file (an eventfd"},
+      {::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC), "not a file (an eventfd"},
+      {::open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC), "a character device"},
+      {::open("/dev/zero", O_RDWR | O_CLOEXEC), "a character device"}};
+  for (const auto &[fd, kind] : fds) {
+    INFO(kind);
+    REQUIRE(fd >= 0);
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(trn_queue_read_file(queue, mem, 0, fd, 0, 8, nullptr, nullptr) ==
+          TRN_ERROR_INVALID_ARGUMENT);
+    CHECK(error_contains(kind));
+    CHECK(error_contains("which has no file offsets"));
+    CHECK(trn_queue_write_file(queue, fd, 0, mem, 0, 8, nullptr, nullptr) ==
+          TRN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+    ::close(fd);
+  }
+  // Nothing was queued: the queue finishes and goes at once.
+  CHECK(trn_queue_finish(queue, kLong) == TRN_SUCCESS);
+  CHECK(trn_queue_destroy(queue) == TRN_SUCCESS);
 }
 
 TEST_CASE_METHOD(DeviceFiles, "trn_queue_read_file runs in queue order with the commands around it",
