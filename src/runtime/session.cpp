@@ -353,11 +353,21 @@ std::atomic<bool> g_shutting_down{false};
 // semaphores; its queues' threads exist only there): the session is kept, never destroyed, and
 // its drivers give up their instances, closing their descriptors so that the parent's claims end
 // with the parent.
+// Every handle generation below this one was handed out before the last fork this process came
+// from (sessions and objects draw theirs from one counter): a handle of one, used in the child, is
+// named for what happened (invalid_handle). 0: no fork.
+std::atomic<uint32_t> g_fork_boundary{0};
+
 void abandon_after_fork(std::shared_ptr<Session> session) {
   if (!session) return;
   static auto *kept = new std::vector<std::shared_ptr<Session>>;
   session->abandon_drivers();
+  g_fork_boundary.store(next_handle_generation(), std::memory_order_relaxed);
   kept->push_back(std::move(session));
+}
+
+bool made_before_fork(uint32_t generation) {
+  return generation < g_fork_boundary.load(std::memory_order_relaxed);
 }
 
 // Starts a call on this thread: waits (for microseconds) while a shutdown empties its state.
@@ -518,6 +528,13 @@ trn_result_t invalid_handle(HandleKind expected, uint64_t value) {
                             handle_kind_name(decoded.kind) + " handle"
                       : std::string("the value passed as a ") + what + " handle is not a handle");
   }
+  if (made_before_fork(decoded.generation))
+    return fail(TRN_ERROR_INVALID_HANDLE,
+                std::string("the ") + what +
+                    " handle was made before this process forked: a child has none of its "
+                    "parent's devices, memory, queues or other objects (they stay the parent's). "
+                    "Get the devices again in the child (trn_device_get) and make what it needs "
+                    "there, or start the child before using trn");
   const bool dynamic = expected >= HandleKind::pool;
   return fail(TRN_ERROR_INVALID_HANDLE,
               std::string("the ") + what + " handle is stale: " +

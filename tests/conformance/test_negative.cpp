@@ -2,6 +2,9 @@
 // trn_last_error() that says what was wrong — NULL pointers, NULL, stale, wrong-kind and garbage
 // handles, uninitialised or foreign structs, malformed environment variables — and never
 // crashes. After the input is fixed, the process carries on.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -740,4 +743,45 @@ TEST_CASE("unknown TRN_DRIVER gives TRN_ERROR_DRIVER_NOT_FOUND", "[negative][con
   env.set("TRN_DRIVER", nullptr);
   CHECK(trn_device_get(&count, nullptr) == TRN_SUCCESS);
   CHECK(count == 1);
+}
+
+TEST_CASE("a parent's handle used in a forked child says that the process forked",
+          "[negative][fork]") {
+  SimEnv env;
+  uint32_t count = 1;
+  trn_device_t device = nullptr;
+  REQUIRE(trn_device_get(&count, &device) == TRN_SUCCESS);
+  trn_pool_t pool = nullptr;
+  const trn_pool_desc_t desc = TRN_POOL_DESC_INIT;
+  REQUIRE(trn_pool_create(device, &desc, &pool) == TRN_SUCCESS);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // No Catch macros in the child: its exit code says what went wrong.
+    trn_mem_t mem = nullptr;
+    if (trn_mem_alloc(pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem) != TRN_ERROR_INVALID_HANDLE)
+      _exit(10);
+    const std::string pool_error = trn_last_error();
+    if (pool_error.find("pool handle was made before this process forked") == std::string::npos ||
+        pool_error.find("trn_device_get") == std::string::npos)
+      _exit(11);
+    trn_device_properties_t props = TRN_DEVICE_PROPERTIES_INIT;
+    if (trn_device_get_properties(device, &props) != TRN_ERROR_INVALID_HANDLE ||
+        std::string(trn_last_error()).find("forked") == std::string::npos)
+      _exit(12);
+    // The child's own objects work.
+    trn_device_t own = nullptr;
+    uint32_t n = 1;
+    trn_pool_t own_pool = nullptr;
+    if (trn_device_get(&n, &own) != TRN_SUCCESS || n == 0 ||
+        trn_pool_create(own, &desc, &own_pool) != TRN_SUCCESS ||
+        trn_mem_alloc(own_pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem) != TRN_SUCCESS)
+      _exit(13);
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  trn_pool_destroy(pool);
 }
