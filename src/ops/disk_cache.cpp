@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -38,18 +39,41 @@ T get(const std::byte *p) {
   return v;
 }
 
-// mkdir -p, for the cache directory and its parents.
+// mkdir -p, for the cache directory and its parents: each one it makes is this user's alone
+// (0700, as XDG asks of ~/.cache).
 std::optional<std::string> make_dirs(const std::string &dir) {
   for (size_t pos = 1; pos <= dir.size(); ++pos) {
     if (pos != dir.size() && dir[pos] != '/') continue;
     const std::string part = dir.substr(0, pos);
-    if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
+    if (mkdir(part.c_str(), 0700) != 0 && errno != EEXIST)
       return fmt::format("cannot create {}: {}", part, std::strerror(errno));
   }
   return std::nullopt;
 }
 
+// Why a file or directory with `st` is not this user's alone to write, or empty.
+std::string not_own(const struct stat &st) {
+  if (st.st_uid != geteuid())
+    return fmt::format("is owned by another user (uid {}, this process runs as {})", st.st_uid,
+                       geteuid());
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    return fmt::format("is writable by {} (mode {:04o})",
+                       (st.st_mode & S_IWOTH) != 0 ? "others" : "its group", st.st_mode & 07777);
+  return {};
+}
+
 }  // namespace
+
+std::optional<std::string> untrusted_directory(const std::string &dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0)
+    return errno == ENOENT
+               ? std::nullopt
+               : std::optional(fmt::format("cannot be examined: {}", std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode)) return "is not a directory";
+  if (std::string why = not_own(st); !why.empty()) return why;
+  return std::nullopt;
+}
 
 uint64_t key_hash(const std::string &key) {
   return fnv1a(key.data(), key.size());
@@ -63,6 +87,14 @@ DiskEntry read_entry(const std::string &dir, const std::string &key) {
   DiskEntry e;
   std::vector<std::byte> bytes;
   const std::string path = entry_path(dir, key);
+  // An entry another user could have written is not run, whatever it holds.
+  if (struct stat st{}; ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    if (std::string why = not_own(st); !why.empty()) {
+      e.state = DiskEntry::State::kCorrupt;
+      e.problem = fmt::format("{}: the entry {}; it will be replaced", path, why);
+      return e;
+    }
+  }
   if (auto err = common::read_regular_file(path, common::kMaxKernelFileBytes, bytes)) {
     if (err->error_number == ENOENT) return e;
     e.state = DiskEntry::State::kCorrupt;
@@ -111,7 +143,7 @@ std::optional<std::string> write_entry(const std::string &dir, const std::string
              reinterpret_cast<const std::byte *>(key.data()) + key.size());
   out.insert(out.end(), image.begin(), image.end());
   const std::string path = entry_path(dir, key);
-  return common::write_file_replacing(path, common::unique_temp_path(path), out, true);
+  return common::write_file_replacing(path, common::unique_temp_path(path), out, true, 0600);
 }
 
 }  // namespace trn::ops

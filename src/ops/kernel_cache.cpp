@@ -6,12 +6,14 @@
 #include <list>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/log.hpp"
 #include "isa/container.hpp"
 #include "ops/config.hpp"
 #include "ops/disk_cache.hpp"
 #include "ops/error.hpp"
+#include "ops/kernels_fingerprint.hpp"
 
 namespace trn::ops {
 
@@ -65,10 +67,27 @@ KernelPtr load(const Device &device, std::vector<std::byte> image) {
   return k;
 }
 
+// Whether the disk cache's directory may be used, looked at on every miss in memory (it may
+// change under a running process); one warning per directory and process when it may not.
+bool directory_trusted(const std::string &dir) {
+  const std::optional<std::string> why = untrusted_directory(dir);
+  if (!why) return true;
+  static std::mutex mutex;
+  static auto *warned = new std::unordered_set<std::string>;  // never destroyed, as cache()
+  std::lock_guard lock(mutex);
+  if (warned->insert(dir).second)
+    common::logger("ops")->warn(
+        "the kernel cache directory {} {}: not used, kernels are built in memory (whoever can "
+        "write it chooses the code the device runs; point TRN_CACHE_DIR at a directory of your "
+        "own, mode 0700)",
+        dir, *why);
+  return false;
+}
+
 }  // namespace
 
 KernelPtr get_kernel(const Device &device, const std::string &signature, const BuildFn &build) {
-  const Config conf = config();
+  Config conf = config();
   // In memory, kernels are per device (whose target is fixed): the signature and the device
   // index name one. The full key, for the disk, is made only on a miss.
   std::string memory_key = signature;
@@ -86,8 +105,9 @@ KernelPtr get_kernel(const Device &device, const std::string &signature, const B
   }
 
   const std::string key = fmt::format("{}|{}|isa{}|kernels{}", signature, device.target_key,
-                                      isa::kKernelFormatVersionFiles, kKernelsVersion);
+                                      isa::kKernelFormatVersionFiles, TRN_KERNELS_FINGERPRINT);
   KernelPtr kernel;
+  if (conf.disk_cache && !directory_trusted(conf.cache_dir)) conf.disk_cache = false;
   if (conf.disk_cache) {
     const uint64_t start = now_ns();
     DiskEntry e = read_entry(conf.cache_dir, key);

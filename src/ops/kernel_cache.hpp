@@ -1,7 +1,10 @@
 // Compile on first use, cached: the kernel for a signature is looked up in memory (per device,
 // least recently used let go first, bounded by the binaries' bytes), then on disk (shared by
 // processes, docs/ops.md), and built with the kernel builder only when neither has it. The key is
-// the op's signature, the core's target and the versions of the ISA and of the kernels.
+// the op's signature, the core's target, the ISA's version and the kernels' build fingerprint (a
+// hash of the sources of the ISA, the kernel builder and the kernels: any change to them misses
+// the old entries). The disk cache is used only in a directory of the user's own that nobody
+// else can write; its entries are 0600 in a 0700 directory.
 #pragma once
 
 #include <cstddef>
@@ -16,9 +19,6 @@
 #include "trn/trn_ops.h"
 
 namespace trn::ops {
-
-// Bump when a kernel generator changes what it builds: old disk entries then miss.
-constexpr uint32_t kKernelsVersion = 1;
 
 // A loaded kernel. Destroying it while launches are in flight is safe (they keep it alive).
 struct LoadedKernel {

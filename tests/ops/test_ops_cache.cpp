@@ -1,12 +1,17 @@
 // The kernel cache: compile on first use, then a hit in memory; a second process finds the
 // kernel on disk; a damaged entry is detected, logged and rebuilt; processes writing the same
 // entry at once all succeed and leave one whole entry; the memory bound evicts least recently
-// used kernels; the cache can be switched off.
+// used kernels; the cache can be switched off; only a directory of the user's own that nobody else
+// can write is used, and its entries carry the kernels' build fingerprint.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include "ops/kernels_fingerprint.hpp"
 #include "ops_fixture.hpp"
 #include "support/subprocess.hpp"
 
@@ -111,6 +116,75 @@ TEST_CASE("a damaged or truncated entry is detected, logged and rebuilt", "[ops]
   std::string log;
   CHECK(probe(dir, &log) == "ok builds=1 disk_hits=0 corrupt=1 disk_writes=1");
   CHECK(log.find("kernel cache entry is corrupt, rebuilding it") != std::string::npos);
+  CHECK(probe(dir) == "ok builds=0 disk_hits=1 corrupt=0 disk_writes=0");
+}
+
+TEST_CASE("the disk cache is the user's alone: directories 0700, entries 0600, keyed by the build",
+          "[ops][cache][process]") {
+  SimEnv env;
+  TempDir files;
+  const std::string dir = files.file("cache/trn");  // its parent is made too
+  CHECK(probe(dir) == "ok builds=1 disk_hits=0 corrupt=0 disk_writes=1");
+  for (const std::string &made : {files.file("cache"), dir})
+    CHECK((fs::status(made).permissions() & fs::perms::all) == fs::perms::owner_all);
+  const std::vector<fs::path> e = entries(dir);
+  REQUIRE(e.size() == 1);
+  CHECK((fs::status(e[0]).permissions() & fs::perms::all) ==
+        (fs::perms::owner_read | fs::perms::owner_write));
+  // Its key names the kernels' fingerprint of this build: an edit to a kernel misses it.
+  std::ifstream in(e[0], std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(bytes.find(std::string("|kernels") + TRN_KERNELS_FINGERPRINT) != std::string::npos);
+}
+
+TEST_CASE("a cache directory that others can write or another user owns is never used",
+          "[ops][cache][process][negative]") {
+  // Whoever can write the directory chooses the code the device runs: with an entry of the
+  // right key already there, nothing of it is read or written, and the op is still right.
+  SimEnv env;
+  TempDir files;
+  const std::string dir = files.file("cache");
+  CHECK(probe(dir) == "ok builds=1 disk_hits=0 corrupt=0 disk_writes=1");
+  std::string why;
+  SECTION("writable by others") {
+    fs::permissions(dir, fs::perms::all);
+    why = "is writable by others (mode 0777)";
+  }
+  SECTION("writable by its group") {
+    fs::permissions(dir, fs::perms::owner_all | fs::perms::group_all);
+    why = "is writable by its group (mode 0770)";
+  }
+  SECTION("owned by another user") {
+    if (geteuid() != 0) {
+      WARN("not root: another user's directory cannot be made here");
+      return;
+    }
+    REQUIRE(chown(dir.c_str(), 65534, 65534) == 0);
+    why = "is owned by another user (uid 65534";
+  }
+  std::string log;
+  CHECK(probe(dir, &log) == "ok builds=1 disk_hits=0 corrupt=0 disk_writes=0");
+  INFO(log);
+  CHECK(log.find("the kernel cache directory " + dir + " " + why) != std::string::npos);
+  CHECK(log.find("not used, kernels are built in memory") != std::string::npos);
+  CHECK(entries(dir).size() == 1);  // nothing added or replaced
+}
+
+TEST_CASE("an entry that others could have written is rebuilt, never run",
+          "[ops][cache][process]") {
+  SimEnv env;
+  TempDir files;
+  const std::string dir = files.file("cache");
+  CHECK(probe(dir) == "ok builds=1 disk_hits=0 corrupt=0 disk_writes=1");
+  const std::vector<fs::path> e = entries(dir);
+  REQUIRE(e.size() == 1);
+  fs::permissions(e[0], fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_write);
+  std::string log;
+  CHECK(probe(dir, &log) == "ok builds=1 disk_hits=0 corrupt=1 disk_writes=1");
+  CHECK(log.find("is writable by others") != std::string::npos);
+  // Rewritten as the user's own: found next time.
+  CHECK((fs::status(e[0]).permissions() & fs::perms::all) ==
+        (fs::perms::owner_read | fs::perms::owner_write));
   CHECK(probe(dir) == "ok builds=0 disk_hits=1 corrupt=0 disk_writes=0");
 }
 
