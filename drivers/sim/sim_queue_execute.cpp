@@ -4,11 +4,9 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
-#include <functional>
 #include <new>
-#include <random>
-#include <thread>
 
 #include "isa/dtype.hpp"
 #include "sim/dma_engine.hpp"
@@ -25,9 +23,13 @@ namespace trn::sim {
 // to `max_ns`, so that the threads of the other queues, processes and host threads overtake this
 // one at random points.
 void jitter(uint64_t max_ns) {
-  thread_local std::minstd_rand random(static_cast<uint32_t>(
-      std::hash<std::thread::id>{}(std::this_thread::get_id()) ^ monotonic_ns()));
-  const uint32_t draw = static_cast<uint32_t>(random());
+  // One shared sequence (splitmix64), not a generator per thread: thread-local storage of a
+  // library loaded with dlopen is dynamic, which ThreadSanitizer misreads when threads reuse it.
+  static std::atomic<uint64_t> sequence{monotonic_ns()};
+  uint64_t z = sequence.fetch_add(0x9e3779b97f4a7c15ull, std::memory_order_relaxed);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  const uint64_t draw = z ^ (z >> 31);
   switch (draw % 4) {
     case 0: return;
     case 1: sched_yield(); return;
