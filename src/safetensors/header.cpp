@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
+#include <string_view>
 
 #include "trn/safetensors.hpp"
 
@@ -76,71 +78,6 @@ std::string unknown_dtype(std::string_view name) {
 [[noreturn]] void refuse(const std::string &what) {
   throw Error("safetensors header: " + what);
 }
-
-// The first of two passes over the header's JSON: refuses what the document parser would let
-// pass, nesting deeper than a header's and a key given twice in one object (JSON allows it, and
-// the parser keeps the last: two tensors of one name, or one field given twice, is a broken
-// writer, not a choice). A pass of its own, through the parser's event interface, because the
-// document parser's callback walks the whole top-level object each time a tensor's entry ends:
-// quadratic in the tensors (40,000 took 13 s). This pass and the document's are linear.
-class HeaderChecker final : public nlohmann::json_sax<json> {
- public:
-  // Why the text is not JSON, once the pass returned false.
-  const std::string &syntax_error() const { return syntax_error_; }
-
-  bool null() override { return value(); }
-  bool boolean(bool) override { return value(); }
-  bool number_integer(number_integer_t) override { return value(); }
-  bool number_unsigned(number_unsigned_t) override { return value(); }
-  bool number_float(number_float_t, const string_t &) override { return value(); }
-  bool string(string_t &) override { return value(); }
-  bool binary(binary_t &) override { return value(); }
-  bool start_object(std::size_t) override {
-    enter();
-    keys_[open_].clear();
-    return true;
-  }
-  bool key(string_t &key) override {
-    value();
-    if (open_ == 1) tensor_ = key;
-    if (!keys_[open_].insert(key).second)
-      refuse(open_ == 1 ? (key == "__metadata__" ? std::string("__metadata__ appears twice")
-                                                 : "tensor " + in_quotes(key) + " appears twice")
-                        : in_quotes(tensor_) + ": field " + in_quotes(key) + " appears twice");
-    return true;
-  }
-  bool end_object() override { return leave(); }
-  bool start_array(std::size_t) override {
-    enter();
-    return true;
-  }
-  bool end_array() override { return leave(); }
-  bool parse_error(std::size_t, const std::string &,
-                   const nlohmann::detail::exception &e) override {
-    syntax_error_ = e.what();
-    return false;
-  }
-
- private:
-  // Depth counts the containers open around an event, the top-level object's keys being at 1.
-  bool value() {
-    if (open_ > kMaxDepth) refuse("the JSON nests deeper than a header does");
-    return true;
-  }
-  void enter() {
-    value();
-    ++open_;
-  }
-  bool leave() {
-    --open_;
-    return true;
-  }
-
-  int open_ = 0;
-  std::set<std::string> keys_[kMaxDepth + 2];  // per depth, the open object's keys
-  std::string tensor_;                         // the top-level key whose entry is being read
-  std::string syntax_error_;
-};
 
 [[noreturn]] void refuse_tensor(const std::string &name, const std::string &what) {
   refuse("tensor " + in_quotes(name) + ": " + what);
@@ -213,12 +150,148 @@ void parse_metadata(const json &entry, std::map<std::string, std::string> *out) 
   }
 }
 
-// Sorted by begin, the ranges must tile the data section exactly.
+// One pass over the header's JSON through the parser's event interface, in memory that grows
+// with the tensors' descriptions, not with the JSON: each top-level entry is built as a small
+// document of its own, checked and turned into its TensorInfo (or the metadata), and let go. A
+// document of the whole header took about eight times its text (a million tensors: over 1 GB),
+// and its callback walked the whole top-level object each time an entry ended (quadratic: 40,000
+// tensors took 13 s). It also refuses what a document would let pass: nesting deeper than a
+// header's, and a field given twice in one object (JSON allows it, and the parser keeps the last:
+// a broken writer, not a choice). A tensor named twice is found once every entry is in
+// (check_names).
+class HeaderReader final : public nlohmann::json_sax<json> {
+ public:
+  explicit HeaderReader(Header *header) : h_(header) {}
+  // Why the text is not JSON, once the pass returned false.
+  const std::string &syntax_error() const { return syntax_error_; }
+
+  bool null() override {
+    return scalar([](Dom &d) { return d.null(); });
+  }
+  bool boolean(bool v) override {
+    return scalar([&](Dom &d) { return d.boolean(v); });
+  }
+  bool number_integer(number_integer_t v) override {
+    return scalar([&](Dom &d) { return d.number_integer(v); });
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    return scalar([&](Dom &d) { return d.number_unsigned(v); });
+  }
+  bool number_float(number_float_t v, const string_t &text) override {
+    return scalar([&](Dom &d) { return d.number_float(v, text); });
+  }
+  bool string(string_t &v) override {
+    return scalar([&](Dom &d) { return d.string(v); });
+  }
+  bool binary(binary_t &v) override {
+    return scalar([&](Dom &d) { return d.binary(v); });
+  }
+  bool start_object(std::size_t n) override {
+    const bool entry = open_ == 1;
+    enter();
+    if (open_ == 1) return true;  // the header itself
+    if (entry) begin_entry();
+    keys_[open_].clear();
+    return dom_->start_object(n);
+  }
+  bool key(string_t &key) override {
+    value();
+    if (open_ == 1) {  // an entry's name
+      name_ = key;
+      return true;
+    }
+    if (!keys_[open_].insert(key).second)
+      refuse(in_quotes(name_) + ": field " + in_quotes(key) + " appears twice");
+    return dom_->key(key);
+  }
+  bool end_object() override {
+    if (--open_ == 0) return true;
+    dom_->end_object();
+    if (open_ == 1) end_entry();
+    return true;
+  }
+  bool start_array(std::size_t n) override {
+    const bool entry = open_ == 1;
+    enter();
+    if (entry) begin_entry();
+    return dom_->start_array(n);
+  }
+  bool end_array() override {
+    --open_;
+    dom_->end_array();
+    if (open_ == 1) end_entry();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string &,
+                   const nlohmann::detail::exception &e) override {
+    syntax_error_ = e.what();
+    return false;
+  }
+
+ private:
+  using Dom = nlohmann::detail::json_sax_dom_parser<json>;
+
+  // Depth counts the containers open around an event, the top-level object's keys being at 1.
+  void value() {
+    if (open_ > kMaxDepth) refuse("the JSON nests deeper than a header does");
+  }
+  void enter() {
+    value();
+    ++open_;
+  }
+  template <typename F>
+  bool scalar(F event) {
+    value();
+    if (open_ != 1) return event(*dom_);
+    begin_entry();  // an entry that is a plain value (refused by parse_tensor, by name)
+    event(*dom_);
+    end_entry();
+    return true;
+  }
+  void begin_entry() {
+    entry_ = json();
+    dom_.emplace(entry_, true);
+  }
+  void end_entry() {
+    dom_.reset();
+    if (name_ == "__metadata__") {
+      if (metadata_seen_) refuse("__metadata__ appears twice");
+      metadata_seen_ = true;
+      parse_metadata(entry_, &h_->metadata);
+    } else {
+      h_->tensors.push_back(parse_tensor(name_, entry_));
+    }
+    entry_ = json();
+  }
+
+  Header *h_;
+  int open_ = 0;
+  std::set<std::string> keys_[kMaxDepth + 2];  // per depth from 2, the open object's fields
+  std::string name_;                           // the entry being read
+  json entry_;
+  std::optional<Dom> dom_;
+  bool metadata_seen_ = false;
+  std::string syntax_error_;
+};
+
+// A name given to two tensors (JSON allows a key twice; a header may not).
+void check_names(Header *h) {
+  std::sort(h->tensors.begin(), h->tensors.end(),
+            [](const TensorInfo &a, const TensorInfo &b) { return a.name < b.name; });
+  const auto twice =
+      std::adjacent_find(h->tensors.begin(), h->tensors.end(),
+                         [](const TensorInfo &a, const TensorInfo &b) { return a.name == b.name; });
+  if (twice != h->tensors.end()) refuse("tensor " + in_quotes(twice->name) + " appears twice");
+}
+
+// Sorted by begin (then end, then name: the names are unique by now, so the order is total and
+// the sort needs no memory of its own), the ranges must tile the data section exactly.
 void check_layout(Header *h) {
-  std::stable_sort(h->tensors.begin(), h->tensors.end(),
-                   [](const TensorInfo &a, const TensorInfo &b) {
-                     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-                   });
+  std::sort(h->tensors.begin(), h->tensors.end(), [](const TensorInfo &a, const TensorInfo &b) {
+    if (a.begin != b.begin) return a.begin < b.begin;
+    if (a.end != b.end) return a.end < b.end;
+    return a.name < b.name;
+  });
   uint64_t at = 0;
   const TensorInfo *reach = nullptr;  // the tensor that ends at `at`
   for (const TensorInfo &t : h->tensors) {
@@ -323,21 +396,23 @@ Header parse_header(const uint8_t *bytes, size_t size, uint64_t file_size) {
     refuse("the header has a NUL byte at offset " +
            std::to_string(static_cast<const char *>(nul) - text) +
            " (JSON text has none; pad a header with spaces)");
-  HeaderChecker checker;
-  if (!json::sax_parse(text, text + h.header_bytes, &checker))
-    refuse("the header is not valid JSON: " + checker.syntax_error());
-  json doc;
+  // Room for every tensor at once (an entry names data_offsets once; a count too high only
+  // reserves a little more): the vector never holds two copies of its tensors while it grows.
+  const std::string_view body(text, h.header_bytes);
+  size_t entries = 0;
+  for (size_t at = body.find("\"data_offsets\""); at != std::string_view::npos;
+       at = body.find("\"data_offsets\"", at + 1))
+    ++entries;
+  h.tensors.reserve(entries);
+  HeaderReader reader(&h);
+  bool parsed = false;
   try {
-    doc = json::parse(text, text + h.header_bytes);
-  } catch (const json::exception &e) {  // not after the check; kept so that nothing escapes
+    parsed = json::sax_parse(text, text + h.header_bytes, &reader);
+  } catch (const json::exception &e) {  // the reader's own documents; kept so nothing escapes
     refuse(std::string("the header is not valid JSON: ") + e.what());
   }
-  for (const auto &[name, entry] : doc.items()) {
-    if (name == "__metadata__")
-      parse_metadata(entry, &h.metadata);
-    else
-      h.tensors.push_back(parse_tensor(name, entry));
-  }
+  if (!parsed) refuse("the header is not valid JSON: " + reader.syntax_error());
+  check_names(&h);
   check_layout(&h);
   return h;
 }

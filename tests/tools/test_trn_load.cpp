@@ -1,5 +1,6 @@
 // trn-load: listing a safetensors file's tensors (text and JSON), loading them into a private
 // simulated device with progress and throughput, and a malformed file's message and exit code.
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -196,4 +197,31 @@ TEST_CASE("trn-load names cores by id and loads a tensor named twice once", "[tr
   r = trn_load({path, "--core", "0"});
   CHECK(r.code == 2);
   CHECK(r.output.find("--core needs --device") != std::string::npos);
+}
+
+TEST_CASE("trn-load lists a million tensors in under four times the header's size in memory",
+          "[trn-load][heavy]") {
+  // 1e6 one-element tensors, an 89 MB header: a document of it took 1.3 GB.
+  constexpr uint64_t kTensors = 1'000'000;
+  TempDir dir;
+  std::string header = "{";
+  header.reserve(90'000'000);
+  for (uint64_t i = 0; i < kTensors; ++i)
+    header += "\"model.layers." + std::to_string(i) +
+              ".weight\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[" +
+              std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]},";
+  header.back() = '}';
+  const uint64_t header_bytes = header.size();
+  const std::string path = write_file(dir, "big.safetensors", header, 4 * kTensors);
+  header = std::string();
+  const Result r = trn_load({path});
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("1000000 tensors, 3.8 MiB") != std::string::npos);
+  CHECK(r.output.find("| model.layers.999999.weight |") != std::string::npos);
+  // trn-load is the only child this test process waited for: the children's peak is its own.
+  rusage usage{};
+  REQUIRE(getrusage(RUSAGE_CHILDREN, &usage) == 0);
+  const uint64_t peak = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+  INFO("peak " << peak / 1'000'000 << " MB for a header of " << header_bytes / 1'000'000 << " MB");
+  CHECK(peak <= 4 * header_bytes);
 }

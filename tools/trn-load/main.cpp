@@ -96,21 +96,23 @@ json tensor_json(const st::TensorInfo &t, const st::Header &h) {
           {"file_offset", h.data_offset + t.begin}};
 }
 
-std::string list_text(const st::Header &h, const std::vector<const st::TensorInfo *> &shown) {
-  trn::tools::Table table({"tensor", "dtype", "shape", "bytes", "file offset"});
+// The listing, row by row as it is printed: nothing of its size is held (a checkpoint may list a
+// million tensors).
+void print_list(const st::Header &h, const std::vector<const st::TensorInfo *> &shown) {
+  trn::tools::Table::print(stdout, {"tensor", "dtype", "shape", "bytes", "file offset"},
+                           shown.size(), [&](size_t i) -> std::vector<std::string> {
+                             const st::TensorInfo *t = shown[i];
+                             return {printable(t->name), t->dtype_name, st::shape_text(t->shape),
+                                     std::to_string(t->bytes()),
+                                     std::to_string(h.data_offset + t->begin)};
+                           });
   uint64_t total = 0;
-  for (const st::TensorInfo *t : shown) {
-    table.add_row({printable(t->name), t->dtype_name, st::shape_text(t->shape),
-                   std::to_string(t->bytes()), std::to_string(h.data_offset + t->begin)});
-    total += t->bytes();
-  }
-  std::string out = table.render();
-  out += std::to_string(shown.size()) + " tensor" + (shown.size() == 1 ? "" : "s") + ", " +
-         trn::common::format_bytes(total) + " (header " + std::to_string(h.header_bytes) +
-         " bytes)\n";
+  for (const st::TensorInfo *t : shown) total += t->bytes();
+  std::printf("%zu tensor%s, %s (header %llu bytes)\n", shown.size(), shown.size() == 1 ? "" : "s",
+              trn::common::format_bytes(total).c_str(),
+              static_cast<unsigned long long>(h.header_bytes));
   for (const auto &[key, value] : h.metadata)
-    out += "metadata " + printable(key) + " = " + printable(value) + "\n";
-  return out;
+    std::printf("metadata %s = %s\n", printable(key).c_str(), printable(value).c_str());
 }
 
 // Progress on stderr, redrawn in place when it is a terminal.
@@ -151,16 +153,20 @@ int run(const Options &o) {
   }
   if (o.tensors.empty())
     for (const st::TensorInfo &t : header.tensors) shown.push_back(&t);
-  json doc = {{"file", o.path}, {"header_bytes", header.header_bytes}};
-  doc["metadata"] = header.metadata;
-  doc["tensors"] = json::array();
-  for (const st::TensorInfo *t : shown) doc["tensors"].push_back(tensor_json(*t, header));
+  // Made only for --json: a document of a million tensors takes over a gigabyte.
+  auto make_doc = [&] {
+    json doc = {{"file", o.path}, {"header_bytes", header.header_bytes}};
+    doc["metadata"] = header.metadata;
+    doc["tensors"] = json::array();
+    for (const st::TensorInfo *t : shown) doc["tensors"].push_back(tensor_json(*t, header));
+    return doc;
+  };
   if (!o.device) {
     ::close(fd);
     if (o.json)
-      std::cout << trn::tools::json_text(doc, 2) << "\n";
+      std::cout << trn::tools::json_text(make_doc(), 2) << "\n";
     else
-      std::fputs(list_text(header, shown).c_str(), stdout);
+      print_list(header, shown);
     return kExitOk;
   }
   // No device at all: the drivers' reason, in the line every tool prints.
@@ -201,6 +207,7 @@ int run(const Options &o) {
   ::close(fd);
   const double rate = seconds > 0 ? static_cast<double>(bytes) / seconds : 0;
   if (o.json) {
+    json doc = make_doc();
     doc["loaded"] = {{"device", *o.device},
                      {"core", core_properties.index},
                      {"bytes", bytes},
