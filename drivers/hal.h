@@ -33,8 +33,11 @@ extern "C" {
 #endif
 
 /*
- * Interface versions are major.minor. A runtime uses a driver whose major version equals its own
- * and whose table is at least as large as the runtime's: minor versions only append operations.
+ * Interface versions are major.minor. A runtime loads a driver whose major version equals its own,
+ * whose minor version is its own or later and whose table is at least as large as its own. It
+ * refuses an older minor version whatever the table's size: that driver lacks what came since.
+ * Minor versions only append operations, so a later minor version's larger table is accepted and
+ * the runtime copies the part it knows.
  *
  * 2.1 appends kernel_source_file (the file of an instruction's source line, for kernels built
  * from several source files). 2.2 adds the REDUCE command. 2.3 appends sem_raise (a host signal

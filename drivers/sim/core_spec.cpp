@@ -4,7 +4,7 @@ namespace trn::sim {
 
 exec::CoreSpec core_spec(const GenerationSpec &g) {
   exec::CoreSpec s;
-  // NeuronCore-v2 is trn1's core, v3 trn2's, v4 trn3's [trainium.md §1.1].
+  // NeuronCore-v2 is trn1's core, v3 trn2's, v4 trn3's [docs/hardware.md §1.1].
   s.core_version = g.generation == TRN_GENERATION_TRN1   ? 2
                    : g.generation == TRN_GENERATION_TRN2 ? 3
                                                          : 4;

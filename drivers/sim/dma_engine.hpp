@@ -12,7 +12,7 @@
 
 namespace trn::sim {
 
-// DMA costs from reference/trainium.md §1.5: each transfer pays the semaphore-to-start latency
+// DMA costs from docs/hardware.md §1.5: each transfer pays the semaphore-to-start latency
 // (~1.3 us) and descriptor generation (~0.6 us); engines then move data in parallel at their
 // per-engine rate.
 constexpr uint64_t kDmaFixedNs = 1900;

@@ -7,7 +7,7 @@ namespace {
 constexpr uint64_t kGiB = 1ull << 30;
 constexpr uint32_t kKiB = 1u << 10;
 
-// trainium.md §1.1 (cores, HBM), §1.2 (clocks), §1.3 (SBUF/PSUM and the usable bytes per
+// docs/hardware.md §1.1 (cores, HBM), §1.2 (clocks), §1.3 (SBUF/PSUM and the usable bytes per
 // partition the compiler assumes), §1.5 (16 DMA engines and 256 semaphores per core), §1.7 (LNC),
 // the NeuronLink row of §1.1 (per-chip bandwidth, 4 links), §1.5 (reductions by DMA: half the
 // DMA rate through the collective engines before trn3, the full rate on trn3).

@@ -1,5 +1,5 @@
 // What each Trainium generation is made of, as the simulated device models it. Every number is
-// from ../shared/reference/trainium.md (its source key in brackets) or derived from those.
+// from docs/hardware.md (its section, and its source key in brackets) or derived from those.
 #pragma once
 
 #include <cstdint>

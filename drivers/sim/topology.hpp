@@ -1,5 +1,5 @@
 // How simulated devices are linked. Like trn1.32xlarge and trn2.48xlarge, whose 16 chips form a
-// 4x4 2D torus [trainium.md §1.8], N devices form a rows x cols torus with rows the largest
+// 4x4 2D torus [docs/hardware.md §1.8], N devices form a rows x cols torus with rows the largest
 // divisor of N not above its square root; each device links to its row and column neighbours,
 // with wrap-around.
 #pragma once

@@ -1122,9 +1122,10 @@ typedef enum trn_reduce_op {
  * no value of its enum is TRN_ERROR_INVALID_ENUM. All three ranges are checked at submission,
  * in any pool (device memory or host memory the DMA engines reach); memory freed before the
  * command runs is a fault of the queue with TRN_ERROR_INVALID_HANDLE. A program cannot capture
- * it. TRN_ERROR_UNSUPPORTED when the device's driver has no reduction command (driver interface
- * older than 2.2). Simulated time: the DMA engines' rate for one operand's bytes, halved on
- * generations whose reductions go through the collective engines (trn1, trn2).
+ * it. Every driver the runtime loads implements the reduction command (driver interface 2.2
+ * added it, and the runtime refuses a driver of an older minor version than its own). Simulated
+ * time: the DMA engines' rate for one operand's bytes, halved on generations whose reductions go
+ * through the collective engines (trn1, trn2).
  */
 TRN_API trn_result_t trn_queue_reduce(trn_queue_t queue, trn_mem_t destination,
                                       uint64_t destination_offset, trn_mem_t a, uint64_t a_offset,

@@ -12,12 +12,12 @@
  *   live in one process (one per core, one thread each; trn_comm_init_all makes them at once).
  * - An operation is a sequence of queue commands on the rank's queue and nothing else: DMA copies
  *   into a peer's staging buffer, which signal the peer's semaphore; the peer's queue waits for
- *   it and combines the chunk into its buffer with a DMA reduce command (trn_queue_reduce; an
- *   elementwise libtrn_ops kernel on a driver without one) or a copy, then signals that the slot
- *   is free again. The host only enqueues; the data moves and is reduced
- *   on the devices, within a device through HBM, between devices over the (simulated)
- *   NeuronLink, across processes through exported memory and semaphores. Large all-reduces run
- *   as a ring, small ones by recursive doubling.
+ *   it and combines the chunk into its buffer with a DMA reduce command (trn_queue_reduce, which
+ *   every driver that loads implements) or a copy, then signals that the slot is free again.
+ *   The host only enqueues; the data moves and is reduced on the devices, within a device
+ *   through HBM, between devices over the (simulated) NeuronLink, across processes through
+ *   exported memory and semaphores. Large all-reduces run as a ring, small ones by recursive
+ *   doubling.
  * - Failure: a rank whose process dies, or that does not take part in an operation within the
  *   communicator's timeout, makes the others fail with TRN_ERROR_COLLECTIVE naming the missing
  *   ranks and the operation (trn_comm_synchronize, trn_comm_get_error); the waits of the queue

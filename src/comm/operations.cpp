@@ -213,7 +213,8 @@ class Builder {
   trn_queue_t queue_;
   uint64_t es_;
   uint64_t chunk_;
-  bool kernel_reductions_ = false;  // the driver cannot reduce by DMA (interface before 2.2)
+  // The driver cannot reduce by DMA: an interface before 2.2, which the runtime no longer loads.
+  bool kernel_reductions_ = false;
   static void note(PeerList &peers, uint32_t peer) {
     const auto at = std::lower_bound(peers.begin(), peers.end(), peer);
     if (at == peers.end() || *at != peer) peers.insert(at, peer);

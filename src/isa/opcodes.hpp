@@ -55,7 +55,7 @@ constexpr uint32_t kActFuncCount = 13;
 const char *act_func_name(ActFunc f);
 std::optional<ActFunc> parse_act_func(std::string_view name);
 
-// ALU operators of tensor_tensor, tensor_scalar and tensor_reduce (trainium.md §2.3).
+// ALU operators of tensor_tensor, tensor_scalar and tensor_reduce (docs/hardware.md §2.3).
 enum class AluOp : uint8_t {
   kBypass = 0,  // no operation (tensor_scalar's second op when unused)
   // bitvec: operate on the integer bit patterns (integer dtypes only)

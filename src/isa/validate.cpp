@@ -62,7 +62,7 @@ Error check_ap(const AccessPattern &ap, const char *name, const Target &target,
   for (uint32_t d = 0; d < ap.num_dims; ++d) {
     if (ap.dims[d].count == 0) return fmt::format("{} dim {} has count 0", name, d);
     if (compute && ap.space != MemSpace::kHbm) {
-      // Engine access patterns carry uint16 sizes and int16 strides [trainium.md §1.3].
+      // Engine access patterns carry uint16 sizes and int16 strides [docs/hardware.md §1.3].
       if (ap.dims[d].count > 65535)
         return fmt::format("{} dim {} has {} elements; engines address at most 65535 per dim", name,
                            d, ap.dims[d].count);
@@ -91,7 +91,7 @@ Error check_ap(const AccessPattern &ap, const char *name, const Target &target,
     return fmt::format("{} covers partitions {}..{}; the core has {}", name, ap.partition_start,
                        uint64_t{ap.partition_start} + ap.partition_count - 1, target.partitions);
   if (!compute) return std::nullopt;
-  // Partition start alignment for engine access [trainium.md §1.3].
+  // Partition start alignment for engine access [docs/hardware.md §1.3].
   const uint32_t start = ap.partition_start, count = ap.partition_count;
   if ((count > 64 && start != 0) || (count > 32 && count <= 64 && start % 64 != 0) ||
       (count <= 32 && start % 32 != 0))
@@ -243,7 +243,7 @@ Error check_matmul(const Instruction &inst, const Target &target) {
   if (d.partition_count != st.free_elements() || d.free_elements() != mv.free_elements())
     return fmt::format("dst is [{} x {}] but the product is [M={} x N={}]", d.partition_count,
                        d.free_elements(), st.free_elements(), mv.free_elements());
-  // One accumulation group lives in one 2 KiB PSUM bank per partition [trainium.md §1.3].
+  // One accumulation group lives in one 2 KiB PSUM bank per partition [docs/hardware.md §1.3].
   Wide lo = 0, hi = dtype_size(d.dtype);
   for (uint32_t i = 0; i < d.num_dims && i < kMaxFreeDims; ++i) {
     if (d.dims[i].count == 0) continue;

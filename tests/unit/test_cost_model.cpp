@@ -1,4 +1,4 @@
-// The cost model against the published figures (reference/trainium.md §1.2, §1.5, §3).
+// The cost model against the published figures (docs/hardware.md §1.2, §1.5, §3).
 #include <catch2/catch.hpp>
 
 #include "support/exec_helpers.hpp"
@@ -70,7 +70,7 @@ TEST_CASE("cost: a 32 KiB HBM to SBUF copy on one DMA engine takes about 1.4 us 
     const double dma_us = double(r.counters.dma_busy_ps[0]) * 1e-6;
     const double total_us = double(r.counters.total_ps) * 1e-6;
     INFO(parts << " partitions: transfer " << dma_us << " us, kernel " << total_us << " us");
-    CHECK(dma_us == Approx(1.416).epsilon(0.05));  // measured 1416 ns [trainium.md §1.5]
+    CHECK(dma_us == Approx(1.416).epsilon(0.05));  // measured 1416 ns [docs/hardware.md §1.5]
     CHECK(total_us == Approx(1.416).epsilon(0.08));
   }
 }

@@ -11,7 +11,8 @@
 namespace torch_trn {
 namespace {
 
-// The visible cores, enumerated once; trn keeps device and core handles valid for the process.
+// The visible cores, enumerated once: trn keeps device and core handles valid until
+// trn_runtime_shutdown(), which this extension never calls.
 class Registry {
  public:
   static Registry &get() {

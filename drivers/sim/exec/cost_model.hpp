@@ -1,5 +1,5 @@
 // Simulated time of each instruction: engine cycles from the published formulas
-// (reference/trainium.md §3) at the engine's clock (§1.2), and DMA transfer time from the
+// (docs/hardware.md §3) at the engine's clock (§1.2), and DMA transfer time from the
 // per-engine DMA rate (§1.5). docs/ISA.md ("Cost model") lists every formula with its source.
 #pragma once
 
@@ -24,7 +24,7 @@ struct CoreSpec : isa::Target {
   uint64_t clock_hz(isa::Engine e) const;  // the Sync sequencer runs at the Scalar clock
 };
 
-// Generation-independent constants of the model, each with its source (trainium.md).
+// Generation-independent constants of the model, each with its source (docs/hardware.md).
 struct CostConstants {
   static constexpr uint64_t kMinII = 64;                // MIN_II, engine cycles [§3.2, ISA26]
   static constexpr uint64_t kMatmulInit = 64;           // MM_INIT_LATENCY [§3.1, A1]

@@ -1,6 +1,6 @@
 // One simulated NeuronCore running a program: a deterministic discrete-event simulation of its
-// five engines and 16 DMA queues (DESIGN §4). Each engine issues its stream in order; an
-// instruction issues when its engine is free and its semaphore wait holds, executes
+// five engines and 16 DMA queues (docs/ISA.md, "Execution"). Each engine issues its stream in
+// order; an instruction issues when its engine is free and its semaphore wait holds, executes
 // functionally at issue, and its semaphore update lands when it completes. Same program and
 // inputs give the same outputs and the same simulated time, every run.
 #pragma once
