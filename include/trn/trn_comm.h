@@ -46,7 +46,10 @@
 extern "C" {
 #endif
 
-#define TRN_COMM_API_VERSION TRN_MAKE_VERSION(0, 1)
+/* The release's version, as libtrn's (trn.h, "Versioning"): a program built against 0.x runs on
+ * any later 0.x libtrn_comm. Its symbols carry the node of the release that added them
+ * (TRN_COMM_0.1 for everything released up to 0.4), checked against abi/libtrn_comm.abi. */
+#define TRN_COMM_API_VERSION TRN_MAKE_VERSION(0, 4)
 
 /** The version libtrn_comm implements. */
 TRN_COMM_API uint32_t trn_comm_get_version(void);

@@ -42,7 +42,10 @@
 extern "C" {
 #endif
 
-#define TRN_OPS_API_VERSION TRN_MAKE_VERSION(0, 1)
+/* The release's version, as libtrn's (trn.h, "Versioning"): a program built against 0.x runs on
+ * any later 0.x libtrn_ops. Its symbols carry the node of the release that added them
+ * (TRN_OPS_0.1 for everything released up to 0.4), checked against abi/libtrn_ops.abi. */
+#define TRN_OPS_API_VERSION TRN_MAKE_VERSION(0, 4)
 
 /** The version libtrn_ops implements. */
 TRN_OPS_API uint32_t trn_ops_get_version(void);
