@@ -59,7 +59,7 @@ extern "C" {
 #define TRN_VERSION_MAJOR(version) (TRN_CAST_(uint32_t, version) >> 16)
 #define TRN_VERSION_MINOR(version) (TRN_CAST_(uint32_t, version) & 0xffffu)
 /** The API version this header describes. */
-#define TRN_API_VERSION TRN_MAKE_VERSION(0, 4)
+#define TRN_API_VERSION TRN_MAKE_VERSION(0, 5)
 
 /** The API version the loaded library implements (compare with TRN_API_VERSION). */
 TRN_API uint32_t trn_get_version(void);
@@ -134,6 +134,14 @@ TRN_API const char *trn_result_string(trn_result_t result);
  * Thread-local storage, valid until the next failing call on the same thread; never NULL.
  */
 TRN_API const char *trn_last_error(void);
+/**
+ * Makes `message` what trn_last_error() returns on this thread (Since 0.5): for the libraries
+ * layered on libtrn (libtrn_ops and libtrn_comm call it whenever one of their calls fails, so
+ * trn_last_error() after any trn call of any layer says what went wrong) and for a framework's
+ * backend that wants its own failures in the same channel. The text is copied; NULL or "" clears
+ * it. Out of host memory, the message is cleared rather than left stale. Never fails.
+ */
+TRN_API void trn_set_last_error(const char *message);
 
 /* ------------------------------------------------------------------------------------------------
  * Struct tags: the first member of every versioned struct.

@@ -27,7 +27,8 @@
  * Operations on one communicator must be called in the same order on every rank, as with NCCL.
  * Counts are elements; buffers are (allocation, byte offset) pairs of device or host pool
  * memory, aligned to the element size. Results: the trn_result_t of trn.h;
- * trn_comm_last_error() says what was wrong. Thread safety: every function may be called from
+ * trn_last_error() says what was wrong, as after any trn call (since 0.5; trn_comm_last_error()
+ * keeps the same text for this library's calls only). Thread safety: every function may be called from
  * any thread; the operations of one communicator are serialised (calls on one communicator from
  * several threads run one after the other).
  */
@@ -48,12 +49,14 @@ extern "C" {
 
 /* The release's version, as libtrn's (trn.h, "Versioning"): a program built against 0.x runs on
  * any later 0.x libtrn_comm. Its symbols carry the node of the release that added them
- * (TRN_COMM_0.1 for everything released up to 0.4), checked against abi/libtrn_comm.abi. */
-#define TRN_COMM_API_VERSION TRN_MAKE_VERSION(0, 4)
+ * (TRN_COMM_0.1 for everything released up to 0.4; a function added since goes into the
+ * node of its release), checked against abi/libtrn_comm.abi. */
+#define TRN_COMM_API_VERSION TRN_MAKE_VERSION(0, 5)
 
 /** The version libtrn_comm implements. */
 TRN_COMM_API uint32_t trn_comm_get_version(void);
-/** What the last failing call of this library on this thread said ("" if none). */
+/** What the last failing call of this library on this thread said ("" if none). Since 0.5 the
+ * same text is trn_last_error()'s too, which serves every layer. */
 TRN_COMM_API const char *trn_comm_last_error(void);
 
 typedef struct trn_comm_s *trn_comm_t;

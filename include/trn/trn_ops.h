@@ -23,8 +23,9 @@
  * to the op as a whole: waits before its first command, signals after its last.
  *
  * Results: the trn_result_t of trn.h. A bad argument is TRN_ERROR_INVALID_ARGUMENT and nothing
- * is queued; trn_ops_last_error() says what was wrong (this library's calls set it, and copy the
- * runtime's message into it when a runtime call fails). Thread safety: every function may be
+ * is queued; trn_last_error() says what was wrong, as after any trn call (since 0.5: this
+ * library's failures set it through trn_set_last_error; trn_ops_last_error() keeps the same text
+ * for this library's calls only). Thread safety: every function may be
  * called from any thread; the kernel cache and the fallback record are shared by the process.
  */
 #ifndef TRN_TRN_OPS_H
@@ -44,12 +45,14 @@ extern "C" {
 
 /* The release's version, as libtrn's (trn.h, "Versioning"): a program built against 0.x runs on
  * any later 0.x libtrn_ops. Its symbols carry the node of the release that added them
- * (TRN_OPS_0.1 for everything released up to 0.4), checked against abi/libtrn_ops.abi. */
-#define TRN_OPS_API_VERSION TRN_MAKE_VERSION(0, 4)
+ * (TRN_OPS_0.1 for everything released up to 0.4; a function added since goes into the
+ * node of its release), checked against abi/libtrn_ops.abi. */
+#define TRN_OPS_API_VERSION TRN_MAKE_VERSION(0, 5)
 
 /** The version libtrn_ops implements. */
 TRN_OPS_API uint32_t trn_ops_get_version(void);
-/** What the last failing call of this library on this thread said ("" if none). */
+/** What the last failing call of this library on this thread said ("" if none). Since 0.5 the
+ * same text is trn_last_error()'s too, which serves every layer. */
 TRN_OPS_API const char *trn_ops_last_error(void);
 
 /* ---------------------------------------------------------------------------------------------

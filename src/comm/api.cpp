@@ -64,13 +64,16 @@ std::shared_ptr<Comm> remove_comm(trn_comm_t handle) {
   return comm;
 }
 
-// The result of the exception being handled, recorded with its reason as trn_comm_last_error().
-// Nothing escapes: out of memory while describing a failure leaves the result to say it.
+// The result of the exception being handled, recorded with its reason as trn_comm_last_error()
+// and as trn_last_error() (one channel for every layer). Nothing escapes: out of memory while
+// describing a failure leaves the result to say it.
 trn_result_t record_failure(const char *function) noexcept {
   const trn_result_t result = current_result();
   try {
     set_last_error(std::string());  // no stale reason stays, should the new one not be made
+    trn_set_last_error(nullptr);
     set_last_error(std::string(function) + ": " + current_reason());
+    trn_set_last_error(last_error());
   } catch (...) {
   }
   return result;

@@ -27,6 +27,7 @@ trn_result_t record_current_exception(const char *function) noexcept {
   trn_result_t result = TRN_ERROR_OUT_OF_HOST_MEMORY;  // if even its description fails
   try {
     g_last_error.clear();  // no stale message stays, should the new one not be made
+    trn_set_last_error(nullptr);
     std::string why;
     try {
       throw;
@@ -50,6 +51,7 @@ trn_result_t record_current_exception(const char *function) noexcept {
       why = "internal error: unknown exception";
     }
     set_last_error(std::string(function) + ": " + why);
+    trn_set_last_error(g_last_error.c_str());  // one channel for every layer: trn_last_error()
   } catch (...) {
     // The description ran out of memory: the result stands.
   }

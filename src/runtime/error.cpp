@@ -70,3 +70,11 @@ trn_result_t fail_current_exception() noexcept {
 extern "C" TRN_API const char *trn_last_error(void) {
   return trn::rt::t_last_error.c_str();
 }
+
+extern "C" TRN_API void trn_set_last_error(const char *message) {
+  try {
+    trn::rt::t_last_error = message ? message : "";
+  } catch (...) {
+    trn::rt::t_last_error.clear();  // out of memory: no stale message stays
+  }
+}

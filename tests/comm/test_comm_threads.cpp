@@ -627,6 +627,20 @@ TEST_CASE("bad arguments are refused and nothing is enqueued", "[comm][negative]
   trn_mem_free(buf);
 }
 
+TEST_CASE("trn_last_error says why a collectives call failed, as after any trn call",
+          "[comm][negative]") {
+  // One channel for every layer: a backend reads trn_last_error() whichever library failed.
+  SimEnv env;
+  trn_set_last_error("an older failure");
+  CHECK(trn_comm_destroy(reinterpret_cast<trn_comm_t>(0x42)) == TRN_ERROR_INVALID_HANDLE);
+  CHECK(std::string(trn_last_error()) == trn_comm_last_error());
+  CHECK(std::string(trn_last_error()).find("trn_comm_destroy") == 0);
+  // A call that succeeds leaves it as it was.
+  trn_comm_unique_id_t id{};
+  REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
+  CHECK(std::string(trn_last_error()).find("trn_comm_destroy") == 0);
+}
+
 TEST_CASE(
     "the default chunk is 512 KiB within one device and 1 MiB across devices, a chosen one stays",
     "[comm]") {

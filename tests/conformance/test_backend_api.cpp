@@ -807,8 +807,8 @@ TEST_CASE("queue priorities: a waiting high-priority launch takes the core befor
   trn_kernel_destroy(add);
 }
 
-TEST_CASE("the library is API version 0.4", "[backend]") {
-  CHECK(TRN_API_VERSION == TRN_MAKE_VERSION(0, 4));
+TEST_CASE("the library is API version 0.5", "[backend]") {
+  CHECK(TRN_API_VERSION == TRN_MAKE_VERSION(0, 5));
   CHECK(trn_get_version() == TRN_API_VERSION);
   CHECK(std::string(trn_dtype_name(TRN_DTYPE_BF16)) == "bf16");
   CHECK(std::string(trn_engine_name(TRN_ENGINE_GPSIMD)) == "gpsimd");

@@ -699,10 +699,10 @@ TEST_CASE("version and generation names", "[enumeration][names]") {
 TEST_CASE("the API version, the release string and the symbol nodes agree",
           "[enumeration][names]") {
   // 0.2 added trn_core_get_all, trn_dtype_name, trn_dtype_size and trn_engine_name; 0.3 the
-  // programs; 0.4 trn_sem_fail; the release is 0.4.x.
-  CHECK(TRN_API_VERSION == TRN_MAKE_VERSION(0, 4));
+  // programs; 0.4 trn_sem_fail; 0.5 trn_set_last_error; the release is 0.5.x.
+  CHECK(TRN_API_VERSION == TRN_MAKE_VERSION(0, 5));
   const std::string release = trn_get_version_string();
-  CHECK(release.rfind("0.4.", 0) == 0);
+  CHECK(release.rfind("0.5.", 0) == 0);
   // A function of 0.1 and one of 0.2 resolve under their nodes, as a program linked against
   // each release would look them up.
   void *library = dlopen("libtrn.so.0.1", RTLD_NOW | RTLD_NOLOAD);
@@ -718,6 +718,8 @@ TEST_CASE("the API version, the release string and the symbol nodes agree",
   CHECK(dlvsym(library, "trn_queue_execute", "TRN_0.2") == nullptr);
   CHECK(dlvsym(library, "trn_sem_fail", "TRN_0.4") != nullptr);
   CHECK(dlvsym(library, "trn_sem_fail", "TRN_0.3") == nullptr);
+  CHECK(dlvsym(library, "trn_set_last_error", "TRN_0.5") != nullptr);
+  CHECK(dlvsym(library, "trn_set_last_error", "TRN_0.4") == nullptr);
 }
 
 TEST_CASE("data type and engine names and sizes", "[enumeration][names]") {

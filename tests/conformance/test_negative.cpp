@@ -785,3 +785,20 @@ TEST_CASE("a parent's handle used in a forked child says that the process forked
   CHECK(WEXITSTATUS(status) == 0);
   trn_pool_destroy(pool);
 }
+
+TEST_CASE("trn_set_last_error sets this thread's trn_last_error, which a failing call replaces",
+          "[negative]") {
+  SimEnv env;
+  trn_set_last_error("trn_ops_unary: out is [4, 5] but x is [4, 4]");
+  CHECK(std::string(trn_last_error()) == "trn_ops_unary: out is [4, 5] but x is [4, 4]");
+  std::string other;
+  std::thread([&] { other = trn_last_error(); }).join();
+  CHECK(other.empty());  // per thread
+  CHECK(trn_core_get_properties(nullptr, nullptr) == TRN_ERROR_INVALID_HANDLE);
+  CHECK(std::string(trn_last_error()).find("trn_core_get_properties") == 0);
+  trn_set_last_error(nullptr);
+  CHECK(std::string(trn_last_error()).empty());
+  trn_set_last_error("x");
+  trn_set_last_error("");
+  CHECK(std::string(trn_last_error()).empty());
+}

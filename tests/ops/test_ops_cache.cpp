@@ -320,3 +320,13 @@ TEST_CASE("configuration and counters refuse bad arguments", "[ops][cache][negat
   CHECK(trn_ops_get_fallbacks(nullptr, nullptr) == TRN_ERROR_NULL_POINTER);
   CHECK(trn_ops_configure(nullptr) == TRN_SUCCESS);
 }
+
+TEST_CASE("trn_last_error says why an op failed, as after any trn call", "[ops][negative]") {
+  // One channel for every layer: a backend reads trn_last_error() whichever library failed.
+  OpsFixture f;
+  trn_set_last_error("an older failure");
+  DeviceTensor x = f.tensor(TRN_DTYPE_F32, Shape{4, 4}), y = f.tensor(TRN_DTYPE_F32, Shape{4, 5});
+  CHECK(trn_ops_unary(f.queue(), TRN_OPS_EXP, y.get(), x.get(), nullptr) != TRN_SUCCESS);
+  CHECK(std::string(trn_last_error()) == trn_ops_last_error());
+  CHECK(std::string(trn_last_error()).find("trn_ops_unary") == 0);
+}
