@@ -812,9 +812,9 @@ TRN_API trn_result_t trn_queue_read(trn_queue_t queue, void *destination, trn_me
  * cache). Any descriptor of a file open for reading works (`O_DIRECT` is not needed: the driver
  * reopens the file with it); only a regular file or a block device has offsets: anything else (a
  * pipe, a socket, a directory, an eventfd, a timerfd, a terminal) is refused with
- * TRN_ERROR_INVALID_ARGUMENT, never waited on. `fd` must stay open until the command completes, as host memory must
- * for trn_queue_write; what happens in between (a truncation, a closed descriptor) is the command's
- * fault, never a crash.
+ * TRN_ERROR_INVALID_ARGUMENT, never waited on. `fd` must stay open until the command completes, as
+ * host memory must for trn_queue_write; what happens in between (a truncation, a closed descriptor)
+ * is the command's fault, never a crash.
  *
  * A file shorter than `file_offset + size`, an I/O error or a descriptor that is not open when
  * the command runs fails the command with TRN_ERROR_FILE: the fault record's reason names the

@@ -28,9 +28,9 @@
  * Counts are elements; buffers are (allocation, byte offset) pairs of device or host pool
  * memory, aligned to the element size. Results: the trn_result_t of trn.h;
  * trn_last_error() says what was wrong, as after any trn call (since 0.5; trn_comm_last_error()
- * keeps the same text for this library's calls only). Thread safety: every function may be called from
- * any thread; the operations of one communicator are serialised (calls on one communicator from
- * several threads run one after the other).
+ * keeps the same text for this library's calls only). Thread safety: every function may be called
+ * from any thread; the operations of one communicator are serialised (calls on one communicator
+ * from several threads run one after the other).
  */
 #ifndef TRN_TRN_COMM_H
 #define TRN_TRN_COMM_H
