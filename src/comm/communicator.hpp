@@ -190,12 +190,11 @@ class Comm : public std::enable_shared_from_this<Comm> {
   void open_operation(trn_queue_t queue, const trn_sync_t *sync);
   uint64_t close_operation(trn_queue_t queue, const OpName &name, const trn_sync_t *sync,
                            const PeerList &peers_in, const PeerList &peers_out);
-  // The closing agreement (docs/collectives.md, "Failure"): a collective's last commands are a
-  // dissemination barrier over every rank, whose first signal waits behind this rank's gate.
-  // The host opens the gate only once the whole operation is enqueued: a rank that fails part-way
-  // never lets its signal go, so no rank's operation completes unless every rank enqueued and ran
-  // all of its own.
-  // Opens the gate of the operation just enqueued (unless the communicator failed meanwhile).
+  // Opens the gate of the operation just enqueued, unless the communicator failed meanwhile. The
+  // closing agreement (docs/collectives.md, "Failure"): a collective's last commands are a
+  // dissemination barrier over every rank, whose first signal waits behind this rank's gate,
+  // opened only once the whole operation is enqueued: a rank that fails part-way never lets its
+  // signal go, so no rank's operation completes unless every rank enqueued and ran all of its own.
   void open_gate();
   PeerLink &link(uint32_t peer) { return links_[peer]; }
   // For hierarchical algorithms; empty unless the ranks spread evenly over several hosts.
@@ -259,9 +258,9 @@ class Comm : public std::enable_shared_from_this<Comm> {
   uint32_t core_index_ = 0;
   trn_pool_t pool_ = nullptr;
   trn_mem_t staging_ = nullptr;
-  // The closing agreement's gate (see open_gate): a semaphore of this rank's alone, the value of
-  // the last gate opened, and while one is shut, the queue sequence of the command behind it (a
-  // full queue stuck there cannot make room before the gate opens: submit() says so).
+  // The closing agreement's gate (see open_gate): a semaphore of this rank's alone, the value the
+  // last gated send waits for, and while that gate is shut, the queue sequence of the command
+  // behind it (a full queue stuck there cannot make room before the gate opens: submit() says so).
   trn_sem_t gate_ = nullptr;
   uint64_t gate_value_ = 0;     // guarded by op_mutex_
   uint64_t gate_sequence_ = 0;  // guarded by op_mutex_; 0: no gate shut

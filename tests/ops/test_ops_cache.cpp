@@ -43,6 +43,16 @@ std::vector<fs::path> entries(const std::string &dir) {
   return out;
 }
 
+// The one entry a first probe on an empty `dir` builds and writes.
+fs::path first_entry(const std::string &dir) {
+  CHECK(probe(dir) == "ok builds=1 disk_hits=0 corrupt=0 disk_writes=1");
+  const std::vector<fs::path> e = entries(dir);
+  REQUIRE(e.size() == 1);
+  return e[0];
+}
+
+constexpr fs::perms kOwnerReadWrite = fs::perms::owner_read | fs::perms::owner_write;
+
 void run_exp(OpsFixture &f, const Shape &shape) {
   std::mt19937 rng(1);
   const host_array x = random_array(rng, shape, TRN_DTYPE_F32);
@@ -124,15 +134,12 @@ TEST_CASE("the disk cache is the user's alone: directories 0700, entries 0600, k
   SimEnv env;
   TempDir files;
   const std::string dir = files.file("cache/trn");  // its parent is made too
-  CHECK(probe(dir) == "ok builds=1 disk_hits=0 corrupt=0 disk_writes=1");
+  const fs::path entry = first_entry(dir);
   for (const std::string &made : {files.file("cache"), dir})
     CHECK((fs::status(made).permissions() & fs::perms::all) == fs::perms::owner_all);
-  const std::vector<fs::path> e = entries(dir);
-  REQUIRE(e.size() == 1);
-  CHECK((fs::status(e[0]).permissions() & fs::perms::all) ==
-        (fs::perms::owner_read | fs::perms::owner_write));
+  CHECK((fs::status(entry).permissions() & fs::perms::all) == kOwnerReadWrite);
   // Its key names the kernels' fingerprint of this build: an edit to a kernel misses it.
-  std::ifstream in(e[0], std::ios::binary);
+  std::ifstream in(entry, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   CHECK(bytes.find(std::string("|kernels") + TRN_KERNELS_FINGERPRINT) != std::string::npos);
 }
@@ -144,7 +151,7 @@ TEST_CASE("a cache directory that others can write or another user owns is never
   SimEnv env;
   TempDir files;
   const std::string dir = files.file("cache");
-  CHECK(probe(dir) == "ok builds=1 disk_hits=0 corrupt=0 disk_writes=1");
+  first_entry(dir);
   std::string why;
   SECTION("writable by others") {
     fs::permissions(dir, fs::perms::all);
@@ -175,16 +182,13 @@ TEST_CASE("an entry that others could have written is rebuilt, never run",
   SimEnv env;
   TempDir files;
   const std::string dir = files.file("cache");
-  CHECK(probe(dir) == "ok builds=1 disk_hits=0 corrupt=0 disk_writes=1");
-  const std::vector<fs::path> e = entries(dir);
-  REQUIRE(e.size() == 1);
-  fs::permissions(e[0], fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_write);
+  const fs::path entry = first_entry(dir);
+  fs::permissions(entry, kOwnerReadWrite | fs::perms::others_write);
   std::string log;
   CHECK(probe(dir, &log) == "ok builds=1 disk_hits=0 corrupt=1 disk_writes=1");
   CHECK(log.find("is writable by others") != std::string::npos);
   // Rewritten as the user's own: found next time.
-  CHECK((fs::status(e[0]).permissions() & fs::perms::all) ==
-        (fs::perms::owner_read | fs::perms::owner_write));
+  CHECK((fs::status(entry).permissions() & fs::perms::all) == kOwnerReadWrite);
   CHECK(probe(dir) == "ok builds=0 disk_hits=1 corrupt=0 disk_writes=0");
 }
 
