@@ -25,6 +25,8 @@
  *   queue hangs. A failed communicator can only be destroyed.
  *
  * Operations on one communicator must be called in the same order on every rank, as with NCCL.
+ * On one host ranks whose collectives differ (kind, count, dtype, op or root) all fail with
+ * TRN_ERROR_COLLECTIVE naming both calls, before any of them completes the collective.
  * Counts are elements; buffers are (allocation, byte offset) pairs of device or host pool
  * memory, aligned to the element size. Results: the trn_result_t of trn.h;
  * trn_last_error() says what was wrong, as after any trn call (since 0.5; trn_comm_last_error()

@@ -143,7 +143,9 @@ void Comm::join(const RendezvousId &id, const CommConfig &config) {
       check(trn_sem_create(device_, &sem, &links_[p].rx_ready), "creating a semaphore");
       check(trn_sem_create(device_, &sem, &links_[p].rx_free), "creating a semaphore");
     }
-    const trn_sem_desc_t gate = TRN_SEM_DESC_INIT;
+    // Rank 0's is the gate of every rank on its host (open_gate).
+    trn_sem_desc_t gate = TRN_SEM_DESC_INIT;
+    if (rank_ == 0) gate.flags = TRN_SEM_FLAG_EXPORTABLE;
     check(trn_sem_create(device_, &gate, &gate_), "creating a semaphore");
   }
   read_table(bootstrap_.join(id, rank_, size_, host_label(), make_blob(), timeout_ns_));
@@ -183,6 +185,8 @@ std::vector<uint8_t> Comm::make_blob() {
       put(&out, handle);
     }
   }
+  if (rank_ == 0 && gate_) check(trn_sem_export(gate_, &handle), "exporting a semaphore");
+  put(&out, rank_ == 0 && gate_ ? handle : none);
   return out;
 }
 
@@ -209,6 +213,7 @@ void Comm::read_table(const std::vector<std::vector<uint8_t>> &blobs) {
       info.ready[p] = take<trn_ipc_handle_t>(blobs[r], &at, "a rank\'s description");
       info.freed[p] = take<trn_ipc_handle_t>(blobs[r], &at, "a rank\'s description");
     }
+    info.gate = take<trn_ipc_handle_t>(blobs[r], &at, "a rank\'s description");
     if (at != blobs[r].size())
       fail(TRN_ERROR_COLLECTIVE, "rendezvous: rank " + std::to_string(r) + "'s description has " +
                                      std::to_string(blobs[r].size() - at) +
@@ -298,6 +303,29 @@ void Comm::share_staging() {
     import(trn_sem_import, ranks_[r].ready[rank_], &link.tx_ready, "semaphore");
     import(trn_sem_import, ranks_[r].freed[rank_], &link.tx_free, "semaphore");
   }
+  if (hosts_ == 1) share_calls();
+}
+
+void Comm::share_calls() {
+  if (rank_ != 0) {
+    trn_sem_t shared = nullptr;
+    try {
+      check(trn_sem_import(device_by_index(ranks_[0].device_index), &ranks_[0].gate, &shared),
+            "importing rank 0's gate");
+    } catch (const CommError &e) {
+      fail_naming_cause("rank " + std::to_string(rank_) + ": " + e.what());
+    }
+    trn_sem_t own = gate_;
+    publish(&gate_, shared);
+    trn_sem_destroy(own);
+  }
+  // The table lies in rank 0's own slots of its staging buffer, which no rank sends to (a rank
+  // never sends to itself, and chunks for other hosts leave from outboxes of their own).
+  void *staging = nullptr;
+  check(trn_mem_map(rank_ == 0 ? staging_ : links_[0].tx_staging, &staging),
+        "mapping rank 0's staging buffer");
+  calls_ = std::make_unique<CallTable>(static_cast<std::byte *>(staging) + slot_offset(0, 1),
+                                       slots_ * chunk_bytes_, size_, rank_);
 }
 
 void Comm::find_host_groups() {
@@ -524,12 +552,46 @@ void Comm::fail_semaphores(const std::string &why) {
   if (gate_) trn_sem_fail(gate_, text);
 }
 
-void Comm::open_gate() {
-  if (gate_sequence_ == 0) return;         // none shut (one rank, a send or a receive)
+void Comm::open_gate(const CallSignature &call) {
+  if (gate_sequence_ == 0) return;  // none shut (one rank, a send or a receive)
+  const uint64_t number = gate_value_;
+  if (calls_) {
+    if (number > calls_->entries()) wait_for_gate(number - calls_->entries());
+    const CallTable::Outcome outcome = calls_->publish(number, call);
+    if (outcome.verdict == CallTable::Verdict::differs) {
+      const std::string why =
+          "collective #" + std::to_string(number) + " differs between ranks: rank " +
+          std::to_string(rank_) + " called " + call.text() + ", rank " +
+          std::to_string(outcome.other) + " called " + outcome.theirs.text() +
+          " (every rank must make the same collective calls in the same order, with the same "
+          "count, dtype, op and root)";
+      fail_comm(why, true);
+      fail(TRN_ERROR_COLLECTIVE, why);
+    }
+    if (outcome.verdict == CallTable::Verdict::pending) {
+      gate_sequence_ = 0;  // the last rank to make the call opens the gate
+      return;
+    }
+  }
   std::lock_guard lock(resources_mutex_);  // against fail_semaphores: a failed gate stays failed
   gate_sequence_ = 0;
   if (released_ || failed_.load(std::memory_order_acquire)) return;
-  check(trn_sem_signal(gate_, gate_value_), "opening the operation's gate");
+  // Two ranks that made the call at once may both see every rank's: the gate opens once.
+  uint64_t value = 0;
+  if (trn_sem_query(gate_, &value) == TRN_SUCCESS && value >= number) return;
+  check(trn_sem_signal(gate_, number), "opening the collective's gate");
+}
+
+void Comm::wait_for_gate(uint64_t value) {
+  const trn_result_t r = trn_sem_wait(gate_, value, timeout_ns_);
+  if (r == TRN_SUCCESS) return;
+  if (std::string why = error(); !why.empty()) fail(TRN_ERROR_COLLECTIVE, why);
+  fail(TRN_ERROR_COLLECTIVE, "collective #" + std::to_string(value + calls_->entries()) +
+                                 " on rank " + std::to_string(rank_) + " is " +
+                                 std::to_string(calls_->entries()) +
+                                 " collectives ahead of collective #" + std::to_string(value) +
+                                 ", which not every rank made within " +
+                                 duration_text(timeout_ns_) + " (" + trn_last_error() + ")");
 }
 
 void Comm::monitor() {
@@ -803,6 +865,7 @@ void Comm::release_resources() {
     trn_mem_free(link.tx_staging);
     link.tx_staging = nullptr;
   }
+  calls_.reset();  // it reads the memory let go below
   destroy(gate_);
   gate_ = nullptr;
   trn_mem_free(staging_);

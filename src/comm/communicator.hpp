@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "comm/bootstrap.hpp"
+#include "comm/call_table.hpp"
 #include "comm/function_ref.hpp"
 #include "comm/proxy.hpp"
 #include "trn/trn_comm.h"
@@ -41,6 +42,7 @@ struct RankInfo {
   uint64_t process_token = 0;           // tells processes apart (pids may repeat across hosts)
   std::string host;                     // host and device set: ranks on one share memory
   trn_ipc_handle_t staging{};           // this rank's staging buffer
+  trn_ipc_handle_t gate{};              // rank 0's: the closing agreement's gate on one host
   std::vector<trn_ipc_handle_t> ready;  // per sender: the sender signals it after a write
   std::vector<trn_ipc_handle_t> freed;  // per sender: this rank signals it after reading
 };
@@ -190,12 +192,15 @@ class Comm : public std::enable_shared_from_this<Comm> {
   void open_operation(trn_queue_t queue, const trn_sync_t *sync);
   uint64_t close_operation(trn_queue_t queue, const OpName &name, const trn_sync_t *sync,
                            const PeerList &peers_in, const PeerList &peers_out);
-  // Opens the gate of the operation just enqueued, unless the communicator failed meanwhile. The
+  // Opens the gate of the collective just enqueued, unless the communicator failed meanwhile. The
   // closing agreement (docs/collectives.md, "Failure"): a collective's last commands are a
-  // dissemination barrier over every rank, whose first signal waits behind this rank's gate,
-  // opened only once the whole operation is enqueued: a rank that fails part-way never lets its
-  // signal go, so no rank's operation completes unless every rank enqueued and ran all of its own.
-  void open_gate();
+  // dissemination barrier over every rank, whose first signal waits behind the gate, opened only
+  // once the whole collective is enqueued: a rank that fails part-way never lets its signal go,
+  // so no rank's collective completes unless every rank enqueued and ran all of its own. On one
+  // host the ranks share rank 0's gate, opened once every rank enqueued the collective and all
+  // called it alike (`call`, see CallTable); ranks that did not fail the communicator here,
+  // naming both calls (TRN_ERROR_COLLECTIVE). Across hosts each rank opens a gate of its own.
+  void open_gate(const CallSignature &call);
   PeerLink &link(uint32_t peer) { return links_[peer]; }
   // For hierarchical algorithms; empty unless the ranks spread evenly over several hosts.
   const std::optional<HostGroups> &host_groups() const { return host_groups_; }
@@ -213,6 +218,8 @@ class Comm : public std::enable_shared_from_this<Comm> {
   // The staging buffer, made for the chunk the table chose, exported and exchanged in a round
   // of its own; then the peers' buffers and semaphores on this host are imported.
   void share_staging();
+  // On one host: maps the table of calls and takes rank 0's gate as this rank's.
+  void share_calls();
   // Ranks on other hosts: an outbox and stand-in semaphores each, and the proxy's fabric
   // endpoint, whose addresses every rank exchanges in one more round.
   void connect_remote_peers();
@@ -262,6 +269,10 @@ class Comm : public std::enable_shared_from_this<Comm> {
   // last gated send waits for, and while that gate is shut, the queue sequence of the command
   // behind it (a full queue stuck there cannot make room before the gate opens: submit() says so).
   trn_sem_t gate_ = nullptr;
+  // The ranks' calls, when every rank is on this host (else null): see CallTable.
+  std::unique_ptr<CallTable> calls_;
+  // Waits until the gate reached `value` (the call that long ago was agreed), up to the timeout.
+  void wait_for_gate(uint64_t value);
   uint64_t gate_value_ = 0;     // guarded by op_mutex_
   uint64_t gate_sequence_ = 0;  // guarded by op_mutex_; 0: no gate shut
   std::vector<PeerLink> links_;

@@ -9,9 +9,7 @@
 
 namespace trn::comm {
 
-namespace {
-
-const char *kind_name(OpKind kind) {
+const char *op_kind_name(OpKind kind) {
   switch (kind) {
     case OpKind::all_reduce: return "all_reduce";
     case OpKind::all_gather: return "all_gather";
@@ -25,6 +23,8 @@ const char *kind_name(OpKind kind) {
   }
   return "operation";
 }
+
+namespace {
 
 trn_ops_binary_op_t binary_of(trn_comm_red_op_t op) {
   switch (op) {
@@ -473,7 +473,17 @@ uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
     scratch = comm.scratch(kind == OpKind::all_to_all ? send_bytes : bytes);
   const Place S{args.send.mem, args.send.offset}, R{args.recv.mem, args.recv.offset};
   const Place T{scratch, 0};
+  // What every rank must have called alike, compared before any rank's collective completes.
+  CallSignature call;
+  call.kind = static_cast<uint32_t>(kind);
+  if (data) {
+    call.dtype = static_cast<uint32_t>(args.dtype);
+    call.count = args.count;
+  }
+  if (reduces) call.op = static_cast<uint32_t>(args.op);
+  if (kind == OpKind::broadcast || kind == OpKind::reduce) call.root = args.root;
   Builder b(comm, args);
+  uint64_t sequence = 0;
   try {
     comm.open_operation(args.queue, args.sync);
   } catch (...) {
@@ -481,7 +491,7 @@ uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
     throw;
   }
   // Numbered once nothing can stop it short of its commands: the peers number theirs alike.
-  const OpName name{kind_name(kind), data, args.count, args.dtype, comm.next_operation_number()};
+  const OpName name{op_kind_name(kind), data, args.count, args.dtype, comm.next_operation_number()};
   try {
     switch (kind) {
       case OpKind::all_reduce:
@@ -523,10 +533,9 @@ uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
     // its receive do not wait for each other's end: a send completes once its data is in the
     // peer's staging buffer, whether or not the receive was posted yet (docs/collectives.md).
     if (kind != OpKind::send && kind != OpKind::recv) b.agree();
-    const uint64_t sequence =
-        comm.close_operation(args.queue, name, args.sync, b.peers_in(), b.peers_out());
-    comm.open_gate();
-    return sequence;
+    sequence = comm.close_operation(args.queue, name, args.sync, b.peers_in(), b.peers_out());
+    // A failure here (calls that differ) has failed the communicator with its own reason.
+    comm.open_gate(call);
   } catch (...) {
     // Part of it is queued (or all of it, and its record was not made): the peers count chunks
     // this rank will never send, or an operation the caller will make again.
@@ -554,6 +563,7 @@ uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
     }
     throw;
   }
+  return sequence;
 }
 
 }  // namespace trn::comm

@@ -30,6 +30,9 @@ enum class OpKind {
   barrier
 };
 
+// "all_reduce", "barrier", ...
+const char *op_kind_name(OpKind kind);
+
 // Validates, enqueues and records one operation; returns the sequence number of its last
 // command. Throws CommError (nothing enqueued for argument errors; the communicator failed if
 // the operation could be enqueued only in part).

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <thread>
+#include <tuple>
 
 #include "comm_cases.hpp"
 #include "forked_ranks.hpp"
@@ -131,4 +132,41 @@ TEST_CASE("a rank killed with kill -9 mid-collective fails the others within the
       [](const std::string &error) -> std::string {
         return error.find("rank 2") == std::string::npos ? "the error does not name rank 2" : "";
       });
+}
+
+TEST_CASE("processes that all-reduce different counts or dtypes both fail, naming both calls",
+          "[comm][processes][failure]") {
+  SimEnv env;
+  // 8 KiB against 4 KiB, and f32 against i32: both fit one chunk, so nothing else tells them apart.
+  const auto [count1, dtype1, named0, named1] =
+      GENERATE(std::tuple{uint64_t{1024}, TRN_DTYPE_F32, "2048 x f32", "1024 x f32"},
+               std::tuple{uint64_t{2048}, TRN_DTYPE_I32, "2048 x f32", "2048 x i32"});
+  trn_comm_unique_id_t id{};
+  REQUIRE(trn_comm_get_unique_id(&id) == TRN_SUCCESS);
+  std::vector<Forked> children;
+  for (uint32_t r = 0; r < 2; ++r)
+    children.push_back(fork_rank([&, r]() -> std::string {
+      RankResources res;
+      trn_comm_t comm = nullptr;
+      std::string why = join_rank(id, r, 2, 4096, 20'000'000'000ull, &res, &comm);
+      if (!why.empty()) return why;
+      trn_mem_t buf = nullptr;
+      if (trn_mem_alloc(res.pool, 8192, 0, TRN_MEM_CATEGORY_TENSORS, 0, &buf) != TRN_SUCCESS)
+        return trn_last_error();
+      trn_result_t result =
+          trn_comm_all_reduce(comm, res.queue, {buf, 0}, {buf, 0}, r == 0 ? 2048 : count1,
+                              r == 0 ? TRN_DTYPE_F32 : dtype1, TRN_COMM_SUM, nullptr, nullptr);
+      if (result == TRN_SUCCESS) result = trn_comm_synchronize(comm, 20'000'000'000ull);
+      const std::string error = comm_error();
+      if (result != TRN_ERROR_COLLECTIVE)
+        why = "rank " + std::to_string(r) + " got " + trn_result_name(result);
+      else if (error.find(named0) == std::string::npos || error.find(named1) == std::string::npos)
+        why = "rank " + std::to_string(r) + " is not told both calls: " + error;
+      trn_queue_finish(res.queue, 10'000'000'000ull);
+      trn_mem_free(buf);
+      trn_comm_destroy(comm);
+      res.close();
+      return why;
+    }));
+  for (const auto &f : reap(children, 90'000)) FAIL_CHECK(f);
 }
