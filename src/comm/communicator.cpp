@@ -596,6 +596,10 @@ void Comm::wait_for_gate(uint64_t value) {
 
 void Comm::monitor() {
   bool connected = true;
+  // When the connection to the service dropped with operations in flight: the service's process
+  // may have ended cleanly once its own part was done (rank 0 exits while this rank's last
+  // operation still completes), which is no failure unless they do not complete soon.
+  uint64_t lost_at = 0;
   while (!stop_.load()) {
     pollfd p[2] = {{connected ? bootstrap_.fd() : -1, POLLIN, 0}, {stop_event_.get(), POLLIN, 0}};
     const int ready = poll(p, 2, 20);
@@ -608,13 +612,7 @@ void Comm::monitor() {
       }
       if (!open) {
         connected = false;
-        if (!stop_.load())
-          fail_comm("rank " + std::to_string(rank_) +
-                        " lost its connection to the rendezvous host (the process that made the "
-                        "unique id, pid " +
-                        std::to_string(ranks_.empty() ? 0 : ranks_[0].pid) +
-                        " for rank 0): it died or ended before this rank",
-                    false);
+        lost_at = now_ns();
       } else if (message.type == kStatus) {
         std::vector<uint8_t> payload(8);
         const uint64_t started = operations_.load();
@@ -634,6 +632,24 @@ void Comm::monitor() {
           fail_comm(e.what(), true);
         }
         state_cv_.notify_all();
+      }
+    }
+    if (lost_at && !stop_.load()) {
+      bool in_flight = false;
+      {
+        std::lock_guard lock(state_mutex_);
+        in_flight = drop_finished_locked() != TRN_SUCCESS || !records_.empty();
+      }
+      if (!in_flight) {
+        lost_at = 0;  // nothing was lost; later operations still have their timeout
+      } else if (now_ns() >= lost_at + kReasonWaitNs) {
+        lost_at = 0;
+        fail_comm("rank " + std::to_string(rank_) +
+                      " lost its connection to the rendezvous host (the process that made the "
+                      "unique id, pid " +
+                      std::to_string(ranks_.empty() ? 0 : ranks_[0].pid) +
+                      " for rank 0) with operations in flight: it died or ended before this rank",
+                  false);
       }
     }
     check_deadlines();
