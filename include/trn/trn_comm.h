@@ -113,8 +113,10 @@ TRN_COMM_API trn_result_t trn_comm_init_rank(const trn_comm_unique_id_t *id,
  * core of the first device with that many, counting across devices). Rank 0 serves the
  * rendezvous on MASTER_ADDR:MASTER_PORT, or on MASTER_PORT + 1 (65534 for 65535) under torchrun
  * itself (TORCHELASTIC_RUN_ID set), whose own store holds MASTER_PORT; TRN_COMM_PORT overrides
- * both. `desc` may be NULL; its rank and size are ignored. @returns TRN_ERROR_INVALID_CONFIG naming
- * a missing or malformed variable.
+ * both. The port stays taken while the communicator lives: another job on it fails at init with
+ * TRN_ERROR_COLLECTIVE saying whose it is, and never joins (docs/collectives.md). `desc` may be
+ * NULL; its rank and size are ignored. @returns TRN_ERROR_INVALID_CONFIG naming a missing or
+ * malformed variable.
  */
 TRN_COMM_API trn_result_t trn_comm_init_from_env(const trn_comm_desc_t *desc, trn_comm_t *comm);
 /**

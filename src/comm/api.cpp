@@ -201,7 +201,16 @@ TRN_COMM_API trn_result_t trn_comm_init_from_env(const trn_comm_desc_t *desc, tr
     if (!config.core) config.core = core_for_local_rank(env.local_rank.value_or(env.rank));
     if (config.rank == 0) {
       const uint64_t timeout = config.timeout_ns ? config.timeout_ns : default_timeout_ns();
-      start_root_service(env.rendezvous, env.token, timeout);
+      try {
+        start_root_service(env.rendezvous, env.token, timeout);
+      } catch (const CommError &e) {
+        // Another job's rendezvous may hold the port: it says whose, and fails itself when its
+        // ranks may be of both jobs (two jobs started together; bootstrap.cpp, late()).
+        const std::string answer = ask_rendezvous({env.rendezvous, env.token}, config.size);
+        if (answer.empty()) throw;
+        fail(TRN_ERROR_COLLECTIVE,
+             std::string(e.what()) + "; the rendezvous there says: " + answer);
+      }
     }
     *comm = add(Comm::create({env.rendezvous, env.token}, config));
   });

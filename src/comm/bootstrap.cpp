@@ -10,6 +10,7 @@
 
 #include "comm/bytes.hpp"
 #include "comm/error.hpp"
+#include "comm/host.hpp"
 #include "common/clock.hpp"
 #include "common/thread_name.hpp"
 
@@ -43,6 +44,56 @@ std::string rank_list(const std::vector<uint32_t> &ranks) {
 std::vector<uint8_t> text_payload(const std::string &text) {
   return {text.begin(), text.end()};
 }
+
+// A rank's hello: who it is, and (after `blob_at`) its blob.
+struct Hello {
+  uint32_t rank = 0;
+  uint64_t token = 0;
+  uint32_t size = 0, pid = 0;
+  uint64_t timeout_ns = 0;
+  uint64_t started_ns = 0;  // when its process started, on this service's clock (now_ns)
+  std::string host;
+  size_t blob_at = 0;
+};
+
+// False for anything that is not a well-formed hello (a stray connection).
+bool parse_hello(const Message &message, Hello *hello) {
+  if (message.type != kHello) return false;
+  size_t at = 0;
+  try {
+    hello->rank = message.rank;
+    hello->token = take<uint64_t>(message.payload, &at, "a hello");
+    hello->size = take<uint32_t>(message.payload, &at, "a hello");
+    hello->pid = take<uint32_t>(message.payload, &at, "a hello");
+    hello->timeout_ns = take<uint64_t>(message.payload, &at, "a hello");
+    // Its process's age when it sent the hello: unknown (UINT64_MAX) counts as old.
+    const auto age = take<uint64_t>(message.payload, &at, "a hello");
+    const uint64_t now = now_ns();
+    hello->started_ns = age >= now ? 0 : now - age;
+    const auto host_bytes = take<uint32_t>(message.payload, &at, "a hello");
+    if (host_bytes > message.payload.size() - at) return false;
+    hello->host.assign(message.payload.begin() + static_cast<long>(at),
+                       message.payload.begin() + static_cast<long>(at + host_bytes));
+    hello->blob_at = at + host_bytes;
+  } catch (const CommError &) {
+    return false;
+  }
+  return true;
+}
+
+// Reads the hello of a connection that polled readable (a short wait for the rest of it).
+bool read_hello(const Fd &fd, Message *message, Hello *hello) {
+  try {
+    if (!receive_message(fd.get(), message, now_ns() + 2'000'000'000ull)) return false;
+  } catch (const CommError &) {
+    return false;
+  }
+  return parse_hello(*message, hello);
+}
+
+// Processes that started this soon after a rendezvous completed may still have been meant for it
+// (/proc counts in ticks, and the hello took a while to come).
+constexpr uint64_t kStartSlackNs = 200'000'000;
 
 // The service's side of one communicator.
 class RootService {
@@ -137,37 +188,15 @@ class RootService {
         if (!polls[i].revents) continue;
         Fd fd = std::move(pending[i - 1]);
         pending.erase(pending.begin() + static_cast<long>(i - 1));
-        Message hello;
-        try {
-          if (!receive_message(fd.get(), &hello, now_ns() + 2'000'000'000ull)) continue;
-        } catch (const CommError &) {
+        Message message;
+        Hello hello;
+        if (!read_hello(fd, &message, &hello)) continue;
+        if (hello.token != token_) {
+          refuse(fd, kAnotherCommunicator);
           continue;
         }
-        if (hello.type != kHello) continue;
-        size_t at = 0;
-        uint64_t token = 0;
-        uint32_t size = 0, pid = 0;
-        uint64_t rank_timeout = 0;
-        std::string host;
-        try {
-          token = take<uint64_t>(hello.payload, &at, "a hello");
-          size = take<uint32_t>(hello.payload, &at, "a hello");
-          pid = take<uint32_t>(hello.payload, &at, "a hello");
-          rank_timeout = take<uint64_t>(hello.payload, &at, "a hello");
-          const auto host_bytes = take<uint32_t>(hello.payload, &at, "a hello");
-          if (at + host_bytes > hello.payload.size()) continue;
-          host.assign(hello.payload.begin() + static_cast<long>(at),
-                      hello.payload.begin() + static_cast<long>(at + host_bytes));
-          at += host_bytes;
-        } catch (const CommError &) {
-          continue;
-        }
-        if (token != token_) {
-          refuse(fd,
-                 "this rendezvous serves another communicator (a stale unique id, or two "
-                 "jobs on one MASTER_PORT)");
-          continue;
-        }
+        const uint32_t size = hello.size;
+        const uint64_t rank_timeout = hello.timeout_ns;
         if (size_ == 0) {
           size_ = size;
           size_from_ = hello.rank;
@@ -188,13 +217,15 @@ class RootService {
                          "rank " + std::to_string(hello.rank) +
                              (hello.rank >= size_ ? " is out of range: the communicator has " +
                                                         std::to_string(size_) + " ranks"
-                                                  : " joined twice (two processes with one RANK)"));
+                                                  : " joined twice (two processes with one RANK, "
+                                                    "or two jobs on one MASTER_PORT)"));
         }
         Rank &rank = ranks_[hello.rank];
         rank.fd = std::move(fd);
-        rank.pid = pid;
-        rank.host = host;
-        rank.blob.assign(hello.payload.begin() + static_cast<long>(at), hello.payload.end());
+        rank.pid = hello.pid;
+        rank.host = hello.host;
+        rank.blob.assign(message.payload.begin() + static_cast<long>(hello.blob_at),
+                         message.payload.end());
         ++arrived;
         // Once a rank arrived, the shortest timeout of the ranks bounds the rendezvous (not the
         // service's own, which may be shorter or longer than theirs, or than no limit), so that
@@ -207,7 +238,8 @@ class RootService {
         }
       }
     }
-    listener_.reset();  // no one else may join
+    // The listener stays: no one else may join, and whoever comes later hears why (late()).
+    completed_ns_ = now_ns();
     std::vector<std::vector<uint8_t>> blobs;
     for (Rank &rank : ranks_) blobs.push_back(std::move(rank.blob));
     broadcast(kTable, pack_blobs(blobs), UINT32_MAX);
@@ -227,8 +259,46 @@ class RootService {
               r);
   }
 
-  // Until every rank left: gathers, aborts, departures.
+  // Someone who came after the rendezvous completed: told why it cannot join. Another job's
+  // process that started before the rendezvous completed may have been meant for it while one of
+  // that job's ranks took its place here (two jobs started together on one MASTER_PORT, one's
+  // rank 0 unable to listen): this communicator's ranks may then be of two jobs, and it fails.
+  void late(Fd &fd) {
+    Message message;
+    Hello hello;
+    if (!read_hello(fd, &message, &hello)) return;
+    if (hello.token != token_) return refuse(fd, kAnotherCommunicator);
+    const Rank &root = ranks_[0];
+    const std::string holder = "the rendezvous at this address belongs to a communicator of " +
+                               std::to_string(size_) + " ranks whose rank 0 is pid " +
+                               std::to_string(root.pid) + " on " + root.host;
+    const std::string who = "pid " + std::to_string(hello.pid) + " on " + hello.host + " (rank " +
+                            std::to_string(hello.rank) + " of " + std::to_string(hello.size) + ")";
+    for (const Rank &member : ranks_)
+      if (member.pid == hello.pid && member.host == hello.host)
+        return refuse(fd, who + " came to a rendezvous its process already joined: " + holder +
+                              ", which holds the port until it is destroyed (destroy it first, "
+                              "use trn_comm_split, or give the new communicator its own "
+                              "TRN_COMM_PORT)");
+    if (hello.started_ns == 0 || hello.started_ns <= completed_ns_ + kStartSlackNs) {
+      const std::string why =
+          "two jobs share one rendezvous address (MASTER_ADDR:MASTER_PORT): " + who +
+          ", which started before this communicator's rendezvous completed, came after it: " +
+          "its ranks may belong to two jobs; give each job its own MASTER_PORT";
+      refuse(fd, why);
+      if (!failed_) {
+        failed_ = true;
+        broadcast(kFailed, text_payload(why), UINT32_MAX);
+      }
+      return;
+    }
+    refuse(fd, who + " came after the rendezvous completed: " + holder +
+                   " (another job is using this MASTER_PORT: give each job its own)");
+  }
+
+  // Until every rank left: gathers, aborts, departures, and late comers refused.
   void serve() {
+    std::vector<Fd> pending;  // late comers, hello not read yet
     for (;;) {
       std::vector<pollfd> polls;
       std::vector<uint32_t> who;
@@ -238,8 +308,21 @@ class RootService {
           who.push_back(r);
         }
       if (polls.empty()) return;
+      const size_t members = polls.size();
+      polls.push_back({listener_.get(), POLLIN, 0});
+      for (const Fd &fd : pending) polls.push_back({fd.get(), POLLIN, 0});
       if (poll(polls.data(), polls.size(), 1000) <= 0) continue;
-      for (size_t i = 0; i < polls.size(); ++i) {
+      if (polls[members].revents & POLLIN) {
+        Fd fd = accept_connection(listener_.get());
+        if (fd) pending.push_back(std::move(fd));
+      }
+      for (size_t i = polls.size() - 1; i > members; --i) {
+        if (!polls[i].revents) continue;
+        Fd fd = std::move(pending[i - members - 1]);
+        pending.erase(pending.begin() + static_cast<long>(i - members - 1));
+        late(fd);
+      }
+      for (size_t i = 0; i < members; ++i) {
         if (!polls[i].revents) continue;
         const uint32_t r = who[i];
         Message message;
@@ -347,7 +430,12 @@ class RootService {
     broadcast(kGathered, pack_blobs(all), UINT32_MAX);
   }
 
+  static constexpr const char *kAnotherCommunicator =
+      "this rendezvous serves another communicator (a stale unique id, or two jobs on one "
+      "MASTER_PORT)";
+
   Fd listener_;
+  uint64_t completed_ns_ = 0;  // when the rendezvous completed (now_ns)
   uint64_t token_;
   uint64_t timeout_ns_;
   uint32_t size_ = 0;
@@ -357,6 +445,34 @@ class RootService {
 };
 
 }  // namespace
+
+Message make_hello(uint64_t token, uint32_t rank, uint32_t size, uint64_t timeout_ns,
+                   const std::string &host, const std::vector<uint8_t> &blob) {
+  Message hello{kHello, rank, {}};
+  put(&hello.payload, token);
+  put(&hello.payload, size);
+  put(&hello.payload, static_cast<uint32_t>(getpid()));
+  put(&hello.payload, timeout_ns);
+  put(&hello.payload, process_age_ns());
+  put(&hello.payload, static_cast<uint32_t>(host.size()));
+  hello.payload.insert(hello.payload.end(), host.begin(), host.end());
+  hello.payload.insert(hello.payload.end(), blob.begin(), blob.end());
+  return hello;
+}
+
+std::string ask_rendezvous(const RendezvousId &id, uint32_t size) {
+  const uint64_t deadline = now_ns() + 3'000'000'000ull;
+  try {
+    Fd fd = connect_to(id.endpoint, deadline);
+    send_message(fd.get(), make_hello(id.token, 0, size, 0, host_label(), {}), deadline);
+    Message reply;
+    if (receive_message(fd.get(), &reply, deadline) && reply.type == kFailed)
+      return std::string(reply.payload.begin(), reply.payload.end());
+  } catch (const CommError &) {
+    // Not a rendezvous, or none that answers in time.
+  }
+  return "";
+}
 
 trn_comm_unique_id_t encode_id(const RendezvousId &id) {
   if (id.endpoint.host.size() >= kHostBytes)
@@ -432,14 +548,7 @@ std::vector<std::vector<uint8_t>> BootstrapClient::join(const RendezvousId &id, 
                                    " (is rank 0, or the process that made the unique id, "
                                    "running? its address must be reachable from here)");
   }
-  Message hello{kHello, rank, {}};
-  put(&hello.payload, id.token);
-  put(&hello.payload, size);
-  put(&hello.payload, static_cast<uint32_t>(getpid()));
-  put(&hello.payload, timeout_ns);
-  put(&hello.payload, static_cast<uint32_t>(host.size()));
-  hello.payload.insert(hello.payload.end(), host.begin(), host.end());
-  hello.payload.insert(hello.payload.end(), blob.begin(), blob.end());
+  const Message hello = make_hello(id.token, rank, size, timeout_ns, host, blob);
   Message reply;
   bool answered = false;
   std::string failure;

@@ -43,6 +43,15 @@ RendezvousId decode_id(const trn_comm_unique_id_t &id);
 // when the rendezvous did not complete by the timeout.
 RendezvousId start_root_service(const Endpoint &where, uint64_t token, uint64_t timeout_ns);
 
+// A rank's hello to the service: who it is (its process: pid, start time, host) and its blob.
+Message make_hello(uint64_t token, uint32_t rank, uint32_t size, uint64_t timeout_ns,
+                   const std::string &host, const std::vector<uint8_t> &blob);
+
+// For a rank 0 that cannot listen on the rendezvous address: asks whoever holds it, as rank 0 of
+// `size`, and returns its answer ("" when nothing answers like a rendezvous within 3 s). A trn
+// rendezvous refuses and says whose it is; one that may have taken another job's ranks fails.
+std::string ask_rendezvous(const RendezvousId &id, uint32_t size);
+
 // Concatenated blobs: a count, then (size, bytes) each.
 std::vector<uint8_t> pack_blobs(const std::vector<std::vector<uint8_t>> &blobs);
 std::vector<std::vector<uint8_t>> unpack_blobs(const std::vector<uint8_t> &packed);

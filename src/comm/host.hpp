@@ -14,5 +14,9 @@ std::string host_key();
 std::string host_label();
 // The same label for another rank's host_key().
 std::string host_label(const std::string &key);
+// How long ago this process started, in nanoseconds (to the kernel's clock tick), or UINT64_MAX
+// when /proc does not say: the rendezvous tells a job's late rank from another job's with it (an
+// age, not a time, so that the clocks of two hosts need not agree).
+uint64_t process_age_ns();
 
 }  // namespace trn::comm

@@ -170,3 +170,131 @@ TEST_CASE("processes that all-reduce different counts or dtypes both fail, namin
     }));
   for (const auto &f : reap(children, 90'000)) FAIL_CHECK(f);
 }
+
+namespace {
+
+// A rank of a job under torchrun's variables that starts at once (so that its process exists)
+// and joins when `go` says so; tells `joined` how init went ("" or the error), then waits for
+// `go` again and all-reduces its rank + 1 with its communicator: "" or what went wrong. `expect`
+// is what init or the all-reduce must fail with ("" when the job must work: the sum is 3).
+struct JobRank {
+  int go[2] = {-1, -1};
+  int joined[2] = {-1, -1};
+  Forked child;
+
+  void start(uint32_t rank, const std::string &port, const std::string &expect) {
+    REQUIRE(pipe(go) == 0);
+    REQUIRE(pipe(joined) == 0);
+    child = fork_rank([=, this]() -> std::string {
+      close(go[1]);
+      close(joined[0]);
+      char byte = 0;
+      if (read(go[0], &byte, 1) != 1) return "never told to join";
+      setenv("RANK", std::to_string(rank).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+      setenv("WORLD_SIZE", "2", 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", port.c_str(), 1);
+      setenv("TRN_COMM_TIMEOUT_MS", "20000", 1);
+      trn_comm_t comm = nullptr;
+      const trn_result_t init = trn_comm_init_from_env(nullptr, &comm);
+      const std::string init_error = init == TRN_SUCCESS ? "" : comm_error();
+      (void)!write(joined[1], init == TRN_SUCCESS ? "y" : "n", 1);
+      if (init != TRN_SUCCESS) {
+        if (expect.empty()) return "rank " + std::to_string(rank) + ": " + init_error;
+        return init_error.find(expect) == std::string::npos
+                   ? "rank " + std::to_string(rank) + " failed init without saying '" + expect +
+                         "': " + init_error
+                   : "";
+      }
+      if (read(go[0], &byte, 1) != 1) return "never told to all-reduce";
+      RankResources res;
+      std::string why;
+      if (!res.open(all_cores()[rank], &why)) return why;
+      trn_mem_t buf = nullptr;
+      trn_mem_alloc(res.pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &buf);
+      const float mine = static_cast<float>(rank + 1);
+      trn_mem_write(buf, 0, &mine, sizeof mine);
+      trn_result_t result = trn_comm_all_reduce(comm, res.queue, {buf, 0}, {buf, 0}, 1,
+                                                TRN_DTYPE_F32, TRN_COMM_SUM, nullptr, nullptr);
+      if (result == TRN_SUCCESS) result = trn_comm_synchronize(comm, 20'000'000'000ull);
+      const std::string error = comm_error();
+      float sum = 0;
+      trn_queue_finish(res.queue, 10'000'000'000ull);
+      trn_mem_read(buf, 0, &sum, sizeof sum);
+      if (expect.empty() && result != TRN_SUCCESS)
+        why = "rank " + std::to_string(rank) + " of the first job failed: " + error;
+      else if (expect.empty() && sum != 3.0f)
+        why = "rank " + std::to_string(rank) + " summed " + std::to_string(sum);
+      else if (!expect.empty() && result == TRN_SUCCESS)
+        why = "rank " + std::to_string(rank) + " all-reduced with another job's rank (sum " +
+              std::to_string(sum) + ")";
+      else if (!expect.empty() && error.find(expect) == std::string::npos)
+        why = "rank " + std::to_string(rank) + " is not told '" + expect + "': " + error;
+      trn_mem_free(buf);
+      trn_comm_destroy(comm);
+      res.close();
+      return why;
+    });
+    close(go[0]);
+    close(joined[1]);
+  }
+  void tell() { (void)!write(go[1], "g", 1); }
+  // Whether init succeeded, once it ended (bounded).
+  bool wait_joined() {
+    pollfd p{joined[0], POLLIN, 0};
+    char byte = 0;
+    return poll(&p, 1, 30'000) == 1 && read(joined[0], &byte, 1) == 1 && byte == 'y';
+  }
+  ~JobRank() {
+    close(go[1]);
+    close(joined[0]);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a second job on a busy MASTER_PORT fails at init and never joins the first",
+          "[comm][processes][failure]") {
+  SimEnv env;
+  const std::string port = std::to_string(free_port());
+  JobRank first[2], second[2];
+  for (uint32_t r = 0; r < 2; ++r) first[r].start(r, port, "");
+  for (auto &rank : first) rank.tell();
+  for (auto &rank : first) REQUIRE(rank.wait_joined());
+  // The second job's processes start well after the first's rendezvous completed.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  for (uint32_t r = 0; r < 2; ++r) second[r].start(r, port, "MASTER_PORT");
+  for (auto &rank : second) rank.tell();
+  for (auto &rank : second) CHECK_FALSE(rank.wait_joined());
+  // The first job is untouched: its all-reduce sums its own ranks.
+  for (auto &rank : first) rank.tell();
+  std::vector<Forked> children{first[0].child, first[1].child, second[0].child, second[1].child};
+  for (const auto &f : reap(children, 60'000)) FAIL_CHECK(f);
+}
+
+TEST_CASE("two jobs started together on one MASTER_PORT never run with each other's ranks",
+          "[comm][processes][failure]") {
+  SimEnv env;
+  const std::string port = std::to_string(free_port());
+  // Every process exists before any rendezvous completes, as when both jobs start at once; the
+  // second job's rank 1 reaches the first job's rendezvous before the first job's rank 1 does.
+  JobRank a0, a1, b0, b1;
+  a0.start(0, port, "two jobs share one rendezvous address");
+  a1.start(1, port, "MASTER_PORT");
+  b0.start(0, port, "MASTER_PORT");
+  b1.start(1, port, "two jobs share one rendezvous address");
+  a0.tell();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a0 listens
+  b1.tell();
+  const bool a0_joined = a0.wait_joined(), b1_joined = b1.wait_joined();
+  a1.tell();
+  b0.tell();
+  CHECK_FALSE(a1.wait_joined());
+  CHECK_FALSE(b0.wait_joined());
+  // The pair that did meet must not complete a collective.
+  if (a0_joined) a0.tell();
+  if (b1_joined) b1.tell();
+  std::vector<Forked> children{a0.child, a1.child, b0.child, b1.child};
+  for (const auto &f : reap(children, 60'000)) FAIL_CHECK(f);
+}
