@@ -1,7 +1,9 @@
 // One rank of a communicator: its staging buffer and semaphores, the peers' imported ones, the
 // chunk protocol every operation is made of, the record of operations in flight, and the
 // monitor thread that turns a peer's death, an abort or a timeout into the communicator's
-// failure.
+// failure. Its parts: communicator.cpp (making and ending it), peers.cpp (the rendezvous' table
+// and the imports), chunks.cpp (the chunk protocol), operation_order.cpp (the operations' order,
+// records and gate), failure.cpp (the monitor and failing).
 #pragma once
 
 #include <atomic>
