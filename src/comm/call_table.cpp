@@ -25,13 +25,14 @@ std::atomic_ref<T> at(T &field) {
 }
 
 void write(Entry *e, uint64_t number, const CallSignature &s) {
+  // Release stores (and acquire loads in read()) instead of fences, which TSan cannot follow: a
+  // reader that sees any field of this call then sees `number` at 0 or later, and retries.
   at(e->number).store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  at(e->kind).store(s.kind, std::memory_order_relaxed);
-  at(e->dtype).store(s.dtype, std::memory_order_relaxed);
-  at(e->op).store(s.op, std::memory_order_relaxed);
-  at(e->root).store(s.root, std::memory_order_relaxed);
-  at(e->count).store(s.count, std::memory_order_relaxed);
+  at(e->kind).store(s.kind, std::memory_order_release);
+  at(e->dtype).store(s.dtype, std::memory_order_release);
+  at(e->op).store(s.op, std::memory_order_release);
+  at(e->root).store(s.root, std::memory_order_release);
+  at(e->count).store(s.count, std::memory_order_release);
   // Sequentially consistent, as are the reads of the other entries after it: of two ranks that
   // write at once, at least one sees the other's call (so the last to arrive always knows it).
   at(e->number).store(number, std::memory_order_seq_cst);
@@ -41,12 +42,11 @@ void write(Entry *e, uint64_t number, const CallSignature &s) {
 // earlier one: not made yet; a later one: `number` was agreed and the owner went on).
 bool read(Entry *e, uint64_t number, CallSignature *out) {
   if (at(e->number).load(std::memory_order_seq_cst) != number) return false;
-  out->kind = at(e->kind).load(std::memory_order_relaxed);
-  out->dtype = at(e->dtype).load(std::memory_order_relaxed);
-  out->op = at(e->op).load(std::memory_order_relaxed);
-  out->root = at(e->root).load(std::memory_order_relaxed);
-  out->count = at(e->count).load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
+  out->kind = at(e->kind).load(std::memory_order_acquire);
+  out->dtype = at(e->dtype).load(std::memory_order_acquire);
+  out->op = at(e->op).load(std::memory_order_acquire);
+  out->root = at(e->root).load(std::memory_order_acquire);
+  out->count = at(e->count).load(std::memory_order_acquire);
   return at(e->number).load(std::memory_order_relaxed) == number;
 }
 
