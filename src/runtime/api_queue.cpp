@@ -356,10 +356,15 @@ TRN_API trn_result_t trn_queue_reduce(trn_queue_t queue, trn_mem_t destination,
   const uint32_t dtype_bits = enum_bits(dtype), op_bits = enum_bits(op);
   return TRN_API_CALL({
     return submit(queue, sync, sequence, [&](Session &session, Queue &q, Command &command) {
-      if (op_bits > TRN_REDUCE_MIN)
-        return fail(TRN_ERROR_INVALID_ENUM, "reduce op " +
-                                                std::to_string(static_cast<int32_t>(op_bits)) +
-                                                " is not TRN_REDUCE_SUM, _PROD, _MAX or _MIN");
+      if (op_bits > TRN_REDUCE_MIN) {
+        // AVG, ARGMAX and ARGMIN are ops of the one enum that the DMA engines do not compute.
+        const std::string name = trn_reduce_op_name(static_cast<trn_reduce_op_t>(op_bits));
+        return fail(TRN_ERROR_INVALID_ENUM,
+                    "reduce op " + std::to_string(static_cast<int32_t>(op_bits)) +
+                        (name == "unknown" ? " is not a trn_reduce_op_t"
+                                           : " (" + name + ") is not one the DMA engines compute") +
+                        ": use TRN_REDUCE_SUM, _PROD, _MAX or _MIN");
+      }
       if (!reducible(dtype_bits)) {
         const bool known = dtype_bits < TRN_DTYPE_FORCE_INT32 &&
                            trn_dtype_size(static_cast<trn_dtype_t>(dtype_bits)) != 0;
