@@ -35,13 +35,9 @@ trn_ops_binary_op_t binary_of(trn_comm_red_op_t op) {
   }
 }
 
+// The DMA engines' op for a collective's: AVG reduces by a sum, divided at the end.
 trn_reduce_op_t reduce_of(trn_comm_red_op_t op) {
-  switch (op) {
-    case TRN_COMM_PROD: return TRN_REDUCE_PROD;
-    case TRN_COMM_MAX: return TRN_REDUCE_MAX;
-    case TRN_COMM_MIN: return TRN_REDUCE_MIN;
-    default: return TRN_REDUCE_SUM;  // SUM, and AVG's sum before its division
-  }
+  return op == TRN_REDUCE_AVG ? TRN_REDUCE_SUM : op;
 }
 
 // A place in memory: an allocation and a byte offset.
@@ -421,8 +417,12 @@ uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
                                          ": collectives take f32, bf16, f16 or i32");
   const bool reduces =
       kind == OpKind::all_reduce || kind == OpKind::reduce_scatter || kind == OpKind::reduce;
-  if (reduces && (args.op < TRN_COMM_SUM || args.op > TRN_COMM_AVG))
-    fail(TRN_ERROR_INVALID_ENUM, "op " + std::to_string(args.op) + " is not a trn_comm_red_op_t");
+  // trn_reduce_op_t also holds ops a collective does not compute (ARGMAX, ARGMIN).
+  if (reduces && (args.op < TRN_REDUCE_SUM || args.op > TRN_REDUCE_AVG))
+    fail(TRN_ERROR_INVALID_ENUM, "op " + std::to_string(args.op) + " (" +
+                                     trn_reduce_op_name(args.op) +
+                                     ") is not one collectives compute: use TRN_REDUCE_SUM, "
+                                     "_PROD, _MAX, _MIN or _AVG");
   const uint32_t n = comm.size(), r = comm.rank();
   if ((kind == OpKind::broadcast || kind == OpKind::reduce) && args.root >= n)
     fail(TRN_ERROR_INVALID_ARGUMENT, "root " + std::to_string(args.root) +
