@@ -405,7 +405,7 @@ TEST_CASE("trn_ops_reduce takes trn_reduce_op_t and refuses the ops it does not 
         TRN_ERROR_INVALID_ENUM);
   CHECK(ops_error().find("op 1 (prod)") != std::string::npos);
   CHECK(std::string(trn_last_error()).find("TRN_REDUCE_SUM, _AVG") != std::string::npos);
-  for (const int op : {7, 99, -1, 0x7fffffff}) {
+  for (const int op : {7, 99, 0x40000000, 0x7fffffff}) {
     INFO("op " << op);
     CHECK(trn_ops_reduce(f.queue(), static_cast<trn_ops_reduce_op_t>(op), out.get(), x.get(), last,
                          1, 0, nullptr) == TRN_ERROR_INVALID_ENUM);
