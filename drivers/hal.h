@@ -246,8 +246,9 @@ typedef enum trn_hal_command_kind {
   /** Since 2.2: destination[i] = a[i] op b[i] over `count` elements, computed by the DMA engines
    *  as the data moves (the collective engines' reduction). `dtype` is a trn_dtype_t (F32, BF16,
    *  F16: computed in fp32, rounded to nearest even; I32: exact, wrapping), `op` a
-   *  trn_reduce_op_t (MAX and MIN propagate NaN). The destination may equal an operand exactly
-   *  but not overlap one otherwise. Device addresses (HBM or registered host memory). */
+   *  trn_reduce_op_t of SUM, PROD, MAX or MIN (MAX and MIN propagate NaN). The destination
+   *  may equal an operand exactly but not overlap one otherwise. Device addresses (HBM or
+   *  registered host memory). */
   TRN_HAL_COMMAND_REDUCE = 10
 } trn_hal_command_kind_t;
 

@@ -1106,10 +1106,11 @@ TRN_API trn_result_t trn_queue_launch(trn_queue_t queue, const trn_launch_desc_t
                                       const trn_sync_t *sync, uint64_t *sequence);
 
 /* ------------------------------------------------------------------------------------------------
- * Reductions by the DMA engines (since 0.4): elementwise `destination = a op b` computed while
- * the data moves, as Trainium's collective engines and its DMA engines' compute (NKI's
- * dma_compute) reduce without a kernel. What collectives use to combine a peer's chunk with
- * their own; any queue (compute or copy) takes it, in order with copies and launches.
+ * Reduction ops: one enum for every layer's reductions (since 0.5 it is the type of libtrn_comm's
+ * and libtrn_ops' ops too: trn_comm_red_op_t and trn_ops_reduce_op_t are typedefs of it). Each
+ * function that takes one says which ops it computes and refuses the others with
+ * TRN_ERROR_INVALID_ENUM: trn_queue_reduce SUM, PROD, MAX and MIN; the collectives SUM to AVG;
+ * trn_ops_reduce SUM, AVG, MAX, MIN, ARGMAX and ARGMIN. Values are append-only.
  * --------------------------------------------------------------------------------------------- */
 
 typedef enum trn_reduce_op {
@@ -1117,8 +1118,24 @@ typedef enum trn_reduce_op {
   TRN_REDUCE_PROD = 1,
   TRN_REDUCE_MAX = 2,
   TRN_REDUCE_MIN = 3,
+  TRN_REDUCE_AVG = 4,    /**< the mean: the sum divided by the number of elements (or ranks) */
+  TRN_REDUCE_ARGMAX = 5, /**< the index of the first maximum (trn_ops_reduce only) */
+  TRN_REDUCE_ARGMIN = 6, /**< the index of the first minimum (trn_ops_reduce only) */
   TRN_REDUCE_OP_FORCE_INT32 = 0x7fffffff
 } trn_reduce_op_t;
+
+/**
+ * "sum", "prod", "max", "min", "avg", "argmax", "argmin" (the enumerator's name in lower case);
+ * "unknown" for a value not in the enum. Static storage. Since 0.5.
+ */
+TRN_API const char *trn_reduce_op_name(trn_reduce_op_t op);
+
+/* ------------------------------------------------------------------------------------------------
+ * Reductions by the DMA engines (since 0.4): elementwise `destination = a op b` computed while
+ * the data moves, as Trainium's collective engines and its DMA engines' compute (NKI's
+ * dma_compute) reduce without a kernel. What collectives use to combine a peer's chunk with
+ * their own; any queue (compute or copy) takes it, in order with copies and launches.
+ * --------------------------------------------------------------------------------------------- */
 
 /**
  * Reduces `count` elements of `dtype` elementwise: destination[i] = a[i] op b[i] (Since 0.4).
@@ -1126,10 +1143,11 @@ typedef enum trn_reduce_op {
  * even (as the DMA engines' cast does); TRN_DTYPE_I32 is exact with wrap-around. MAX and MIN
  * return NaN when either operand is NaN. The destination may be `a` or `b` exactly (in place);
  * a destination that partly overlaps an operand is TRN_ERROR_INVALID_ARGUMENT, as are another
- * dtype and a count of 2^32 elements or more (split larger reductions); an `op` or `dtype` that is
- * no value of its enum is TRN_ERROR_INVALID_ENUM. All three ranges are checked at submission,
- * in any pool (device memory or host memory the DMA engines reach); memory freed before the
- * command runs is a fault of the queue with TRN_ERROR_INVALID_HANDLE. A program cannot capture
+ * dtype and a count of 2^32 elements or more (split larger reductions). `op` is TRN_REDUCE_SUM,
+ * _PROD, _MAX or _MIN: another op (AVG, ARGMAX, ARGMIN, which the DMA engines do not compute) or a
+ * `dtype` that is no value of its enum is TRN_ERROR_INVALID_ENUM. All three ranges are checked at
+ * submission, in any pool (device memory or host memory the DMA engines reach); memory freed before
+ * the command runs is a fault of the queue with TRN_ERROR_INVALID_HANDLE. A program cannot capture
  * it. Every driver the runtime loads implements the reduction command (driver interface 2.2
  * added it, and the runtime refuses a driver of an older minor version than its own). Simulated
  * time: the DMA engines' rate for one operand's bytes, halved on generations whose reductions go

@@ -201,21 +201,25 @@ TRN_COMM_API trn_result_t trn_comm_synchronize(trn_comm_t comm, uint64_t timeout
  * trn_ops_get_fallbacks, whose first use logs a warning as every op's first fallback does).
  * @returns TRN_ERROR_INVALID_ARGUMENT for bad buffers, counts or dtypes (nothing is enqueued);
  * TRN_ERROR_INVALID_HANDLE for a NULL or stale queue or buffer memory; TRN_ERROR_INVALID_ENUM for
- * an op that is no trn_comm_red_op_t; TRN_ERROR_COLLECTIVE on a failed communicator. A failure once
- * part of the operation is enqueued (out of host memory included) returns its own result and fails
- * the communicator, as its peers' counts of chunks are no longer this rank's.
+ * an op other than TRN_REDUCE_SUM, _PROD, _MAX, _MIN and _AVG; TRN_ERROR_COLLECTIVE on a failed
+ * communicator. A failure once part of the operation is enqueued (out of host memory included)
+ * returns its own result and fails the communicator, as its peers' counts of chunks are no longer
+ * this rank's.
  * ------------------------------------------------------------------------------------------ */
 
-typedef enum trn_comm_red_op {
-  TRN_COMM_SUM = 0,
-  TRN_COMM_PROD = 1,
-  TRN_COMM_MAX = 2,
-  TRN_COMM_MIN = 3,
-  TRN_COMM_AVG = 4, /**< the sum divided by the rank count (integers: truncated toward zero) */
-  TRN_COMM_RED_OP_FORCE_INT32 = 0x7fffffff
-} trn_comm_red_op_t;
+/* The reduction op of a collective: trn.h's trn_reduce_op_t (since 0.5; the values are those of
+ * 0.4's own enum). Collectives compute SUM, PROD, MAX, MIN and AVG (the sum divided by the rank
+ * count; integers truncated toward zero); ARGMAX, ARGMIN and values outside the enum are
+ * TRN_ERROR_INVALID_ENUM. The TRN_COMM_* names stay for source compatibility. */
+typedef trn_reduce_op_t trn_comm_red_op_t;
+#define TRN_COMM_SUM TRN_REDUCE_SUM
+#define TRN_COMM_PROD TRN_REDUCE_PROD
+#define TRN_COMM_MAX TRN_REDUCE_MAX
+#define TRN_COMM_MIN TRN_REDUCE_MIN
+#define TRN_COMM_AVG TRN_REDUCE_AVG
+#define TRN_COMM_RED_OP_FORCE_INT32 TRN_REDUCE_OP_FORCE_INT32
 
-/** "sum", "prod", "max", "min", "avg"; "unknown" otherwise. */
+/** trn_reduce_op_name(op): "sum", "prod", "max", "min", "avg", ...; "unknown" otherwise. */
 TRN_COMM_API const char *trn_comm_red_op_name(trn_comm_red_op_t op);
 
 /** A buffer of a collective: an allocation and a byte offset in it. */

@@ -200,21 +200,29 @@ TRN_OPS_API trn_result_t trn_ops_addmm(trn_queue_t queue, const trn_ops_tensor_t
  * Reductions
  * ------------------------------------------------------------------------------------------ */
 
-typedef enum trn_ops_reduce_op {
-  TRN_OPS_SUM = 1,
-  TRN_OPS_MEAN = 2,
-  TRN_OPS_MAX = 3,
-  TRN_OPS_MIN = 4,
-  TRN_OPS_ARGMAX = 5, /**< the index of the first maximum, one dim or all (flattened) */
-  TRN_OPS_ARGMIN = 6,
-  TRN_OPS_REDUCE_FORCE_INT32 = 0x7fffffff
-} trn_ops_reduce_op_t;
+/* The op of trn_ops_reduce: trn.h's trn_reduce_op_t. Since 0.5 the TRN_OPS_* names below are
+ * its values: SUM 0, AVG (MEAN) 4, MAX 2, MIN 3, ARGMAX 5, ARGMIN 6, where 0.4's own enum
+ * numbered them 1 to 6. They are the same in source, but a binary built against an earlier
+ * trn_ops.h passes the old numbers: rebuild it. */
+typedef trn_reduce_op_t trn_ops_reduce_op_t;
+#define TRN_OPS_SUM TRN_REDUCE_SUM
+#define TRN_OPS_MEAN TRN_REDUCE_AVG
+#define TRN_OPS_MAX TRN_REDUCE_MAX
+#define TRN_OPS_MIN TRN_REDUCE_MIN
+#define TRN_OPS_ARGMAX TRN_REDUCE_ARGMAX
+#define TRN_OPS_ARGMIN TRN_REDUCE_ARGMIN
+#define TRN_OPS_REDUCE_FORCE_INT32 TRN_REDUCE_OP_FORCE_INT32
 
+/** trn_reduce_op_name(op): "sum", "avg" (the mean), "max", ...; "unknown" otherwise. */
 TRN_OPS_API const char *trn_ops_reduce_op_name(trn_ops_reduce_op_t op);
 
 /**
  * out = op over `dims` of x (dim_count 0: every dim, to a scalar; negative dims count from the
- * end). out keeps reduced dims as size 1 when `keepdim`, else drops them.
+ * end). out keeps reduced dims as size 1 when `keepdim`, else drops them. `op`: TRN_REDUCE_SUM,
+ * _AVG (the mean), _MAX, _MIN, _ARGMAX and _ARGMIN (the index of the first maximum or minimum,
+ * over one dim or all, flattened, into an integer out); TRN_REDUCE_PROD and values outside the
+ * enum are TRN_ERROR_INVALID_ENUM. Messages and fallback records name the ops as PyTorch does
+ * ("sum", "mean", "max", "min", "argmax", "argmin").
  */
 TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t op,
                                         const trn_ops_tensor_t *out, const trn_ops_tensor_t *x,

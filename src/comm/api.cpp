@@ -158,14 +158,7 @@ TRN_COMM_API const char *trn_comm_last_error(void) {
 }
 
 TRN_COMM_API const char *trn_comm_red_op_name(trn_comm_red_op_t op) {
-  switch (op) {
-    case TRN_COMM_SUM: return "sum";
-    case TRN_COMM_PROD: return "prod";
-    case TRN_COMM_MAX: return "max";
-    case TRN_COMM_MIN: return "min";
-    case TRN_COMM_AVG: return "avg";
-    default: return "unknown";
-  }
+  return trn_reduce_op_name(op);
 }
 
 TRN_COMM_API trn_result_t trn_comm_get_unique_id(trn_comm_unique_id_t *id) {

@@ -26,22 +26,9 @@ const char *op_kind_name(OpKind kind) {
 
 namespace {
 
-trn_ops_binary_op_t binary_of(trn_comm_red_op_t op) {
-  switch (op) {
-    case TRN_COMM_PROD: return TRN_OPS_MUL;
-    case TRN_COMM_MAX: return TRN_OPS_MAXIMUM;
-    case TRN_COMM_MIN: return TRN_OPS_MINIMUM;
-    default: return TRN_OPS_ADD;
-  }
-}
-
+// The DMA engines' op for a collective's: AVG reduces by a sum, divided at the end.
 trn_reduce_op_t reduce_of(trn_comm_red_op_t op) {
-  switch (op) {
-    case TRN_COMM_PROD: return TRN_REDUCE_PROD;
-    case TRN_COMM_MAX: return TRN_REDUCE_MAX;
-    case TRN_COMM_MIN: return TRN_REDUCE_MIN;
-    default: return TRN_REDUCE_SUM;  // SUM, and AVG's sum before its division
-  }
+  return op == TRN_REDUCE_AVG ? TRN_REDUCE_SUM : op;
 }
 
 // A place in memory: an allocation and a byte offset.
@@ -53,7 +40,7 @@ struct Place {
 };
 
 // Builds one operation's commands on the rank's queue: transfers split into staging-slot
-// chunks, and the chunk protocol's receive actions (copy, or a reduction kernel).
+// chunks, and the chunk protocol's receive actions (a copy, or a DMA reduction).
 class Builder {
  public:
   Builder(Comm &comm, const OpArgs &args)
@@ -121,26 +108,11 @@ class Builder {
     comm_.receive_chunk(
         queue_, peer, len,
         [&](trn_mem_t staging, uint64_t at, const trn_sync_t *sync) {
-          // The DMA engines reduce as the chunk moves (the collective engines' way); a driver
-          // without that command leaves it to an elementwise kernel.
-          if (!kernel_reductions_) {
-            const trn_result_t r = trn_queue_reduce(queue_, dst.mem, dst.offset, src.mem,
-                                                    src.offset, staging, at, len / es_, args_.dtype,
-                                                    reduce_of(args_.op), sync, comm_.op_sequence());
-            if (r != TRN_ERROR_UNSUPPORTED) return r;
-            kernel_reductions_ = true;
-          }
-          const int64_t n = static_cast<int64_t>(len / es_);
-          trn_ops_tensor_t out{}, lhs{}, rhs{};
-          trn_result_t r = trn_ops_tensor_init(&out, dst.mem, dst.offset, args_.dtype, 1, &n);
-          if (r == TRN_SUCCESS)
-            r = trn_ops_tensor_init(&lhs, src.mem, src.offset, args_.dtype, 1, &n);
-          if (r == TRN_SUCCESS) r = trn_ops_tensor_init(&rhs, staging, at, args_.dtype, 1, &n);
-          if (r == TRN_SUCCESS)
-            r = trn_ops_binary(queue_, binary_of(args_.op), &out, &lhs, &rhs, sync);
-          if (r != TRN_SUCCESS && r != TRN_ERROR_QUEUE_FULL) check_ops(r, "the reduction kernel");
-          if (r == TRN_SUCCESS) comm_.forget_op_sequence();
-          return r;
+          // The DMA engines reduce as the chunk moves (the collective engines' way); every
+          // driver the runtime loads has that command (trn_queue_reduce).
+          return trn_queue_reduce(queue_, dst.mem, dst.offset, src.mem, src.offset, staging, at,
+                                  len / es_, args_.dtype, reduce_of(args_.op), sync,
+                                  comm_.op_sequence());
         },
         "reducing", &writes);
   }
@@ -213,8 +185,6 @@ class Builder {
   trn_queue_t queue_;
   uint64_t es_;
   uint64_t chunk_;
-  // The driver cannot reduce by DMA: an interface before 2.2, which the runtime no longer loads.
-  bool kernel_reductions_ = false;
   static void note(PeerList &peers, uint32_t peer) {
     const auto at = std::lower_bound(peers.begin(), peers.end(), peer);
     if (at == peers.end() || *at != peer) peers.insert(at, peer);
@@ -421,8 +391,12 @@ uint64_t run_operation(Comm &comm, OpKind kind, const OpArgs &args) {
                                          ": collectives take f32, bf16, f16 or i32");
   const bool reduces =
       kind == OpKind::all_reduce || kind == OpKind::reduce_scatter || kind == OpKind::reduce;
-  if (reduces && (args.op < TRN_COMM_SUM || args.op > TRN_COMM_AVG))
-    fail(TRN_ERROR_INVALID_ENUM, "op " + std::to_string(args.op) + " is not a trn_comm_red_op_t");
+  // trn_reduce_op_t also holds ops a collective does not compute (ARGMAX, ARGMIN).
+  if (reduces && (args.op < TRN_REDUCE_SUM || args.op > TRN_REDUCE_AVG))
+    fail(TRN_ERROR_INVALID_ENUM, "op " + std::to_string(args.op) + " (" +
+                                     trn_reduce_op_name(args.op) +
+                                     ") is not one collectives compute: use TRN_REDUCE_SUM, "
+                                     "_PROD, _MAX, _MIN or _AVG");
   const uint32_t n = comm.size(), r = comm.rank();
   if ((kind == OpKind::broadcast || kind == OpKind::reduce) && args.root >= n)
     fail(TRN_ERROR_INVALID_ARGUMENT, "root " + std::to_string(args.root) +

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "kbuild/kernels/reduce.hpp"
@@ -21,10 +22,24 @@ namespace trn::ops {
 
 namespace {
 
-const char *const kReduceNames[] = {"sum", "mean", "max", "min", "argmax", "argmin"};
+// The ops trn_ops_reduce computes, as the host reference numbers them; none for PROD, which
+// has neither a device kernel nor a host form, and for values outside the enum.
+std::optional<host::Reduce> host_reduce(trn_reduce_op_t op) {
+  switch (op) {
+    case TRN_REDUCE_SUM: return host::Reduce::kSum;
+    case TRN_REDUCE_AVG: return host::Reduce::kMean;
+    case TRN_REDUCE_MAX: return host::Reduce::kMax;
+    case TRN_REDUCE_MIN: return host::Reduce::kMin;
+    case TRN_REDUCE_ARGMAX: return host::Reduce::kArgmax;
+    case TRN_REDUCE_ARGMIN: return host::Reduce::kArgmin;
+    default: return std::nullopt;
+  }
+}
 
-bool valid_reduce(trn_ops_reduce_op_t op) {
-  return op >= TRN_OPS_SUM && op <= TRN_OPS_ARGMIN;
+// The op's name in messages and fallback records: PyTorch's, so AVG is "mean" (torch.mean) as
+// it was before the ops shared trn_reduce_op_t.
+const char *op_name(trn_reduce_op_t op) {
+  return op == TRN_REDUCE_AVG ? "mean" : trn_reduce_op_name(op);
 }
 
 isa::DType device_dtype(trn_dtype_t t) {
@@ -69,7 +84,7 @@ using namespace trn::ops;
 extern "C" {
 
 TRN_OPS_API const char *trn_ops_reduce_op_name(trn_ops_reduce_op_t op) {
-  return valid_reduce(op) ? kReduceNames[op - TRN_OPS_SUM] : "unknown";
+  return trn_reduce_op_name(op);
 }
 
 TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t op,
@@ -77,13 +92,15 @@ TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t o
                                         const int64_t *dims, uint32_t dim_count, int keepdim,
                                         const trn_sync_t *sync) {
   return run_op("trn_ops_reduce", queue, [&] {
-    if (!valid_reduce(op))
+    const std::optional<host::Reduce> host_op = host_reduce(op);
+    if (!host_op)
       fail(TRN_ERROR_INVALID_ENUM,
-           fmt::format("op {} is not a trn_ops_reduce_op_t (TRN_OPS_SUM..TRN_OPS_ARGMIN)",
-                       static_cast<int>(op)));
+           fmt::format("op {} ({}) is not one trn_ops_reduce computes: use TRN_REDUCE_SUM, _AVG, "
+                       "_MAX, _MIN, _ARGMAX or _ARGMIN",
+                       static_cast<int>(op), trn_reduce_op_name(op)));
     const Tensor o = tensor_arg(out, "out");
     Tensor in = tensor_arg(x, "x");
-    const char *name = trn_ops_reduce_op_name(op);
+    const char *name = op_name(op);
     const bool index_op = op == TRN_OPS_ARGMAX || op == TRN_OPS_ARGMIN;
     const std::vector<int64_t> reduced = reduced_dims(in, dims, dim_count, index_op);
     check_shape(o, reduced_shape(in, reduced, keepdim != 0), "out", name);
@@ -172,17 +189,15 @@ TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t o
         }
         commands.submit();
       });
-    const auto host_op = static_cast<host::Reduce>(op - TRN_OPS_SUM);
-    if (reason && host::has_integer_form(host_op) && all_integer({in}, o))
+    if (reason && host::has_integer_form(*host_op) && all_integer({in}, o))
       return run_integer_reduce(queue, op_sync, name, signature_of({&in}, {&o}), *reason, in, o,
-                                host_op, dim_count == 0 ? std::vector<int64_t>{} : reduced);
+                                *host_op, dim_count == 0 ? std::vector<int64_t>{} : reduced);
     if (reason) {
       const std::vector<int64_t> d = reduced;
       const bool all = dim_count == 0, keep = keepdim != 0;
       run_on_host(queue, op_sync, name, signature_of({&in}, {&o}), *reason, {in}, {o},
-                  [op, d, all, keep](const Arrays &a) {
-                    return Arrays{host::reduce(static_cast<host::Reduce>(op - TRN_OPS_SUM), a[0],
-                                               all ? std::vector<int64_t>{} : d, keep)};
+                  [h = *host_op, d, all, keep](const Arrays &a) {
+                    return Arrays{host::reduce(h, a[0], all ? std::vector<int64_t>{} : d, keep)};
                   });
       return;
     }

@@ -347,6 +347,10 @@ bool partly_overlap(uint64_t x, uint64_t y, uint64_t bytes) {
 
 }  // namespace
 
+// Every driver implements the REDUCE command: interface 2.2 added it, and the loader refuses a
+// driver of an older minor version than the runtime's (driver_loader.cpp).
+static_assert(TRN_HAL_VERSION_MINOR(TRN_HAL_VERSION) >= 2);
+
 TRN_API trn_result_t trn_queue_reduce(trn_queue_t queue, trn_mem_t destination,
                                       uint64_t destination_offset, trn_mem_t a, uint64_t a_offset,
                                       trn_mem_t b, uint64_t b_offset, uint64_t count,
@@ -355,11 +359,16 @@ TRN_API trn_result_t trn_queue_reduce(trn_queue_t queue, trn_mem_t destination,
   // The caller's enums as the integers they hold (a C caller may pass any value).
   const uint32_t dtype_bits = enum_bits(dtype), op_bits = enum_bits(op);
   return TRN_API_CALL({
-    return submit(queue, sync, sequence, [&](Session &session, Queue &q, Command &command) {
-      if (op_bits > TRN_REDUCE_MIN)
-        return fail(TRN_ERROR_INVALID_ENUM, "reduce op " +
-                                                std::to_string(static_cast<int32_t>(op_bits)) +
-                                                " is not TRN_REDUCE_SUM, _PROD, _MAX or _MIN");
+    return submit(queue, sync, sequence, [&](Session &session, Queue &, Command &command) {
+      if (op_bits > TRN_REDUCE_MIN) {
+        // AVG, ARGMAX and ARGMIN are ops of the one enum that the DMA engines do not compute.
+        const std::string name = trn_reduce_op_name(static_cast<trn_reduce_op_t>(op_bits));
+        return fail(TRN_ERROR_INVALID_ENUM,
+                    "reduce op " + std::to_string(static_cast<int32_t>(op_bits)) +
+                        (name == "unknown" ? " is not a trn_reduce_op_t"
+                                           : " (" + name + ") is not one the DMA engines compute") +
+                        ": use TRN_REDUCE_SUM, _PROD, _MAX or _MIN");
+      }
       if (!reducible(dtype_bits)) {
         const bool known = dtype_bits < TRN_DTYPE_FORCE_INT32 &&
                            trn_dtype_size(static_cast<trn_dtype_t>(dtype_bits)) != 0;
@@ -377,14 +386,6 @@ TRN_API trn_result_t trn_queue_reduce(trn_queue_t queue, trn_mem_t destination,
         return fail(TRN_ERROR_INVALID_ARGUMENT,
                     "a reduce of " + std::to_string(count) +
                         " elements: one command takes fewer than 2^32; split it");
-      const Driver &driver = *q.core().device->driver;
-      if (TRN_HAL_VERSION_MINOR(driver.ops.version) < 2)
-        return fail(TRN_ERROR_UNSUPPORTED,
-                    "driver '" + driver.name + "' implements driver interface " +
-                        std::to_string(TRN_HAL_VERSION_MAJOR(driver.ops.version)) + "." +
-                        std::to_string(TRN_HAL_VERSION_MINOR(driver.ops.version)) +
-                        ", which has no reduction command (2.2 added it): reduce with an "
-                        "elementwise kernel (trn_ops_binary) instead");
       const uint64_t bytes = count * trn_dtype_size(dtype);
       std::shared_ptr<Mem> to, from_a, from_b;
       if (trn_result_t r = resolve_range(session, destination, destination_offset, bytes,

@@ -1,7 +1,10 @@
 // Pools and allocations: the process side of device memory. A pool caches memory it took from
 // the driver (whole chunks, as segments) and sub-allocates it with a BlockAllocator; it gives
 // cached memory back on trim, and trims itself and the process's other pools of the device
-// before it reports out-of-memory.
+// before it reports out-of-memory. One file per job: pool.cpp (pools), segment_source.* (the
+// driver ranges segments are), memory_report.cpp (out-of-memory and range messages),
+// host_access.cpp (host reads and writes), memory_ipc.cpp (export and import), memory_index.cpp
+// (lookup by address), memory_lifetime.cpp (host registration and every allocation's release).
 #pragma once
 
 #include <atomic>
@@ -128,6 +131,7 @@ trn_result_t register_host_memory(Device &device, void *host, uint64_t size, uin
 // The device's index of live allocations by address (trn_mem_lookup): entered once the
 // allocation has its handle, left when it is released.
 void index_memory(const std::shared_ptr<Mem> &mem);
+void unindex_memory(Mem &mem);
 std::shared_ptr<Mem> find_memory(Device &device, uint64_t address);
 trn_result_t export_memory(Mem &mem, trn_ipc_handle_t *handle);
 // Frees what the allocation holds (block, dedicated range or import).

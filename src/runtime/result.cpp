@@ -1,5 +1,5 @@
-// Names and descriptions of results, generations, data types and engines, and the library
-// version.
+// Names and descriptions of results, generations, data types, engines and reduction ops, and the
+// library version.
 #include "isa/dtype.hpp"
 #include "isa/opcodes.hpp"
 #include "trn/trn.h"
@@ -146,6 +146,20 @@ TRN_API uint32_t trn_dtype_size(trn_dtype_t dtype) {
   return value > 0 && value < trn::isa::kDTypeCount
              ? trn::isa::dtype_size(static_cast<trn::isa::DType>(value))
              : 0;
+}
+
+// One table for every layer: libtrn_comm's and libtrn_ops' name functions forward here.
+TRN_API const char *trn_reduce_op_name(trn_reduce_op_t op) {
+  switch (op) {
+    case TRN_REDUCE_SUM: return "sum";
+    case TRN_REDUCE_PROD: return "prod";
+    case TRN_REDUCE_MAX: return "max";
+    case TRN_REDUCE_MIN: return "min";
+    case TRN_REDUCE_AVG: return "avg";
+    case TRN_REDUCE_ARGMAX: return "argmax";
+    case TRN_REDUCE_ARGMIN: return "argmin";
+    default: return "unknown";
+  }
 }
 
 TRN_API const char *trn_engine_name(trn_engine_t engine) {

@@ -575,6 +575,17 @@ TEST_CASE("bad arguments are refused and nothing is enqueued", "[comm][negative]
   CHECK(trn_comm_all_reduce(comm, res.queue, b, b, 4, TRN_DTYPE_F32,
                             static_cast<trn_comm_red_op_t>(9), nullptr,
                             nullptr) == TRN_ERROR_INVALID_ENUM);
+  // ARGMAX and ARGMIN are values of the shared enum that no collective computes.
+  for (const trn_comm_red_op_t op : {TRN_REDUCE_ARGMAX, TRN_REDUCE_ARGMIN}) {
+    CHECK(trn_comm_all_reduce(comm, res.queue, b, b, 4, TRN_DTYPE_F32, op, nullptr, nullptr) ==
+          TRN_ERROR_INVALID_ENUM);
+    CHECK(comm_error().find(std::string("(") + trn_reduce_op_name(op) +
+                            ") is not one collectives compute") != std::string::npos);
+    CHECK(trn_comm_reduce_scatter(comm, res.queue, b, b, 4, TRN_DTYPE_F32, op, nullptr, nullptr) ==
+          TRN_ERROR_INVALID_ENUM);
+    CHECK(trn_comm_reduce(comm, res.queue, b, b, 4, TRN_DTYPE_F32, op, 0, nullptr, nullptr) ==
+          TRN_ERROR_INVALID_ENUM);
+  }
   CHECK(trn_comm_all_reduce(comm, res.queue, b, {buf, 4}, 4, TRN_DTYPE_F32, TRN_COMM_SUM, nullptr,
                             nullptr) == TRN_ERROR_INVALID_ARGUMENT);
   CHECK(comm_error().find("overlap") != std::string::npos);
@@ -622,6 +633,10 @@ TEST_CASE("bad arguments are refused and nothing is enqueued", "[comm][negative]
   CHECK(trn_comm_abort(nullptr) == TRN_SUCCESS);
   CHECK(trn_comm_destroy(reinterpret_cast<trn_comm_t>(0x42)) == TRN_ERROR_INVALID_HANDLE);
   CHECK(std::string(trn_comm_red_op_name(TRN_COMM_AVG)) == "avg");
+  static_assert(TRN_COMM_SUM == TRN_REDUCE_SUM && TRN_COMM_PROD == TRN_REDUCE_PROD &&
+                TRN_COMM_MAX == TRN_REDUCE_MAX && TRN_COMM_MIN == TRN_REDUCE_MIN &&
+                TRN_COMM_AVG == TRN_REDUCE_AVG);
+  CHECK(std::string(trn_comm_red_op_name(TRN_COMM_PROD)) == "prod");
   CHECK(std::string(trn_comm_red_op_name(static_cast<trn_comm_red_op_t>(77))) == "unknown");
   CHECK(trn_comm_get_version() == TRN_COMM_API_VERSION);
   trn_mem_free(buf);

@@ -699,7 +699,8 @@ TEST_CASE("version and generation names", "[enumeration][names]") {
 TEST_CASE("the API version, the release string and the symbol nodes agree",
           "[enumeration][names]") {
   // 0.2 added trn_core_get_all, trn_dtype_name, trn_dtype_size and trn_engine_name; 0.3 the
-  // programs; 0.4 trn_sem_fail; 0.5 trn_set_last_error; the release is 0.5.x.
+  // programs; 0.4 trn_sem_fail; 0.5 trn_set_last_error and trn_reduce_op_name; the release is
+  // 0.5.x.
   CHECK(TRN_API_VERSION == TRN_MAKE_VERSION(0, 5));
   const std::string release = trn_get_version_string();
   CHECK(release.rfind("0.5.", 0) == 0);
@@ -720,6 +721,8 @@ TEST_CASE("the API version, the release string and the symbol nodes agree",
   CHECK(dlvsym(library, "trn_sem_fail", "TRN_0.3") == nullptr);
   CHECK(dlvsym(library, "trn_set_last_error", "TRN_0.5") != nullptr);
   CHECK(dlvsym(library, "trn_set_last_error", "TRN_0.4") == nullptr);
+  CHECK(dlvsym(library, "trn_reduce_op_name", "TRN_0.5") != nullptr);
+  CHECK(dlvsym(library, "trn_reduce_op_name", "TRN_0.4") == nullptr);
 }
 
 TEST_CASE("data type and engine names and sizes", "[enumeration][names]") {
@@ -753,4 +756,18 @@ TEST_CASE("data type and engine names and sizes", "[enumeration][names]") {
     CHECK(std::string(trn_engine_name(static_cast<trn_engine_t>(e))) == engines[e]);
   for (int bad : {5, 6, 0x7ffffffe})
     CHECK(std::string(trn_engine_name(static_cast<trn_engine_t>(bad))) == "unknown");
+}
+
+TEST_CASE("reduction op names: one enum for the queue, the collectives and the ops",
+          "[enumeration][names]") {
+  const char *names[] = {"sum", "prod", "max", "min", "avg", "argmax", "argmin"};
+  static_assert(TRN_REDUCE_SUM == 0 && TRN_REDUCE_PROD == 1 && TRN_REDUCE_MAX == 2 &&
+                TRN_REDUCE_MIN == 3 && TRN_REDUCE_AVG == 4 && TRN_REDUCE_ARGMAX == 5 &&
+                TRN_REDUCE_ARGMIN == 6);
+  for (int op = TRN_REDUCE_SUM; op <= TRN_REDUCE_ARGMIN; ++op)
+    CHECK(std::string(trn_reduce_op_name(static_cast<trn_reduce_op_t>(op))) == names[op]);
+  for (int bad : {7, 99, 0x40000000, 0x7fffffff}) {
+    INFO("op " << bad);
+    CHECK(std::string(trn_reduce_op_name(static_cast<trn_reduce_op_t>(bad))) == "unknown");
+  }
 }

@@ -23,6 +23,8 @@
 
 namespace {
 
+using trn::test::fault_of;
+
 using trn::test::alloc;
 using trn::test::core_at;
 using trn::test::create_file;
@@ -59,12 +61,6 @@ std::vector<uint8_t> read_back(trn_queue_t queue, trn_mem_t mem, uint64_t at, ui
   REQUIRE(trn_queue_read(queue, out.data(), mem, at, n, nullptr, nullptr) == TRN_SUCCESS);
   REQUIRE(trn_queue_finish(queue, kLong) == TRN_SUCCESS);
   return out;
-}
-
-trn_queue_fault_t fault_of(trn_queue_t queue) {
-  trn_queue_fault_t fault = TRN_QUEUE_FAULT_INIT;
-  REQUIRE(trn_queue_get_fault(queue, &fault) == TRN_SUCCESS);
-  return fault;
 }
 
 // A semaphore that holds back the commands waiting on it until opened.

@@ -36,6 +36,10 @@
 
 namespace {
 
+using trn::test::alloc;
+using trn::test::fault_of;
+using trn::test::make_sem;
+
 namespace isa = trn::isa;
 using isa::AluOp;
 using isa::DType;
@@ -201,14 +205,6 @@ trn_pool_t make_pool(trn_device_t device, uint32_t bank,
   return pool;
 }
 
-trn_mem_t alloc(trn_pool_t pool, uint64_t size) {
-  trn_mem_t mem = nullptr;
-  const trn_result_t r = trn_mem_alloc(pool, size, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem);
-  INFO(last_error());
-  REQUIRE(r == TRN_SUCCESS);
-  return mem;
-}
-
 template <typename T>
 void write_values(trn_mem_t mem, const std::vector<T> &values) {
   REQUIRE(trn_mem_write(mem, 0, values.data(), values.size() * sizeof(T)) == TRN_SUCCESS);
@@ -232,19 +228,6 @@ trn_queue_t make_queue(trn_core_t core, trn_queue_kind_t kind = TRN_QUEUE_KIND_C
   INFO(last_error());
   REQUIRE(r == TRN_SUCCESS);
   return queue;
-}
-
-trn_sem_t make_sem(trn_device_t device) {
-  trn_sem_desc_t desc = TRN_SEM_DESC_INIT;
-  trn_sem_t sem = nullptr;
-  REQUIRE(trn_sem_create(device, &desc, &sem) == TRN_SUCCESS);
-  return sem;
-}
-
-trn_queue_fault_t fault_of(trn_queue_t queue) {
-  trn_queue_fault_t fault = TRN_QUEUE_FAULT_INIT;
-  REQUIRE(trn_queue_get_fault(queue, &fault) == TRN_SUCCESS);
-  return fault;
 }
 
 trn_core_activity_t activity_of(trn_core_t core) {

@@ -26,6 +26,10 @@
 
 namespace {
 
+using trn::test::first_device;
+using trn::test::last_error;
+using trn::test::mem_info;
+
 using trn::test::error_contains;
 
 using trn::test::SimEnv;
@@ -34,21 +38,6 @@ constexpr uint64_t KiB = 1ull << 10;
 constexpr uint64_t MiB = 1ull << 20;
 constexpr uint64_t GiB = 1ull << 30;
 using Sizes = std::initializer_list<uint64_t>;
-
-std::string last_error() {
-  const char *text = trn_last_error();
-  REQUIRE(text != nullptr);
-  return text;
-}
-
-trn_device_t first_device() {
-  trn_device_t device = nullptr;
-  uint32_t count = 1;
-  INFO(trn_last_error());
-  REQUIRE(trn_device_get(&count, &device) == TRN_SUCCESS);
-  REQUIRE(count == 1);
-  return device;
-}
 
 trn_pool_t make_pool(trn_device_t device, uint32_t bank, uint64_t limit = 0,
                      trn_pool_kind_t kind = TRN_POOL_KIND_DEVICE) {
@@ -85,13 +74,6 @@ trn_mem_stats_t device_stats(trn_device_t device, uint32_t bank = UINT32_MAX) {
   INFO(trn_last_error());
   REQUIRE(trn_device_get_memory_stats(device, bank, &stats) == TRN_SUCCESS);
   return stats;
-}
-
-trn_mem_info_t mem_info(trn_mem_t mem) {
-  trn_mem_info_t info = TRN_MEM_INFO_INIT;
-  INFO(trn_last_error());
-  REQUIRE(trn_mem_get_info(mem, &info) == TRN_SUCCESS);
-  return info;
 }
 
 // Resident set size of this process (anonymous and shared pages).

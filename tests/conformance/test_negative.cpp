@@ -21,33 +21,13 @@
 
 namespace {
 
+using trn::test::core_at;
+using trn::test::first_device;
+using trn::test::last_error;
+
 using trn::test::error_contains;
 
 using trn::test::SimEnv;
-
-std::string last_error() {
-  const char *text = trn_last_error();
-  REQUIRE(text != nullptr);
-  return text;
-}
-
-trn_device_t first_device() {
-  trn_device_t device = nullptr;
-  uint32_t count = 1;
-  INFO(trn_last_error());
-  REQUIRE(trn_device_get(&count, &device) == TRN_SUCCESS);
-  REQUIRE(count == 1);
-  return device;
-}
-
-trn_core_t first_core(trn_device_t device) {
-  trn_core_t core = nullptr;
-  uint32_t count = 1;
-  INFO(trn_last_error());
-  REQUIRE(trn_core_get(device, &count, &core) == TRN_SUCCESS);
-  REQUIRE(count == 1);
-  return core;
-}
 
 trn_driver_t first_driver() {
   trn_driver_t driver = nullptr;
@@ -219,11 +199,23 @@ TEST_CASE("NULL count pointers give TRN_ERROR_NULL_POINTER", "[negative][null]")
   CHECK(trn_device_get_processes(device, nullptr, infos) == TRN_ERROR_NULL_POINTER);
 }
 
+TEST_CASE("trn_last_error never returns NULL", "[negative][errors]") {
+  SimEnv env;
+  // On a thread that has made no call yet, and after a failure: "" or the message, never NULL.
+  bool fresh_thread_null = true;
+  std::thread([&] { fresh_thread_null = trn_last_error() == nullptr; }).join();
+  CHECK_FALSE(fresh_thread_null);
+  CHECK(trn_last_error() != nullptr);
+  CHECK(trn_device_get(nullptr, nullptr) == TRN_ERROR_NULL_POINTER);
+  REQUIRE(trn_last_error() != nullptr);
+  CHECK(std::string(trn_last_error()).find("trn_device_get") != std::string::npos);
+}
+
 TEST_CASE("NULL output structs give TRN_ERROR_NULL_POINTER", "[negative][null]") {
   SimEnv env;
   const trn_driver_t driver = first_driver();
   const trn_device_t device = first_device();
-  const trn_core_t core = first_core(device);
+  const trn_core_t core = core_at(device, 0);
 
   REQUIRE(trn_driver_get_properties(driver, nullptr) == TRN_ERROR_NULL_POINTER);
   CHECK(error_contains("trn_driver_get_properties"));
@@ -250,7 +242,7 @@ TEST_CASE("handles used after trn_runtime_shutdown are stale", "[negative][handl
   SimEnv env;
   const trn_driver_t driver = first_driver();
   const trn_device_t device = first_device();
-  const trn_core_t core = first_core(device);
+  const trn_core_t core = core_at(device, 0);
   REQUIRE(trn_runtime_shutdown() == TRN_SUCCESS);
   REQUIRE(trn_runtime_shutdown() == TRN_SUCCESS);  // shutting down twice is harmless
   expect_invalid_handle(all_handle_calls(driver, device, core), "stale");
@@ -266,7 +258,7 @@ TEST_CASE("handles used after trn_runtime_shutdown are stale", "[negative][handl
 TEST_CASE("handles from before a configuration change are stale", "[negative][handle]") {
   SimEnv env;
   const trn_device_t device = first_device();
-  const trn_core_t core = first_core(device);
+  const trn_core_t core = core_at(device, 0);
   REQUIRE(trn_core_acquire(core) == TRN_SUCCESS);
   env.set("TRN_VISIBLE_CORES", "0-3");  // shuts the runtime down
   expect_invalid_handle(device_calls(device), "stale");
@@ -277,7 +269,7 @@ TEST_CASE("wrong-kind handles give TRN_ERROR_INVALID_HANDLE", "[negative][handle
   SimEnv env;
   const trn_driver_t driver = first_driver();
   const trn_device_t device = first_device();
-  const trn_core_t core = first_core(device);
+  const trn_core_t core = core_at(device, 0);
 
   SECTION("a core handle as a device") {
     expect_invalid_handle(device_calls(recast<trn_device_t>(core)), "core handle");
@@ -303,7 +295,7 @@ TEST_CASE("wrong-kind handles give TRN_ERROR_INVALID_HANDLE", "[negative][handle
 TEST_CASE("garbage handles give TRN_ERROR_INVALID_HANDLE and never crash", "[negative][handle]") {
   SimEnv env;
   const trn_device_t device = first_device();
-  const trn_core_t core = first_core(device);
+  const trn_core_t core = core_at(device, 0);
   const uintptr_t device_value = reinterpret_cast<uintptr_t>(device);
   const uintptr_t core_value = reinterpret_cast<uintptr_t>(core);
 
@@ -343,7 +335,7 @@ TEST_CASE("structs with a wrong type tag or size give TRN_ERROR_INVALID_STRUCT",
   SimEnv env;
   const trn_driver_t driver = first_driver();
   const trn_device_t device = first_device();
-  const trn_core_t core = first_core(device);
+  const trn_core_t core = core_at(device, 0);
 
   struct Case {
     const char *what;
@@ -420,7 +412,7 @@ TEST_CASE("a process array with an uninitialised element gives TRN_ERROR_INVALID
           "[negative][struct]") {
   SimEnv env;
   const trn_device_t device = first_device();
-  REQUIRE(trn_core_acquire(first_core(device)) == TRN_SUCCESS);  // so there is a process to list
+  REQUIRE(trn_core_acquire(core_at(device, 0)) == TRN_SUCCESS);  // so there is a process to list
 
   trn_process_info_t infos[2];
   infos[0] = TRN_PROCESS_INFO_INIT;
@@ -452,7 +444,7 @@ TEST_CASE("a smaller (older) struct is filled only up to its size", "[negative][
   SimEnv env;
   const trn_driver_t driver = first_driver();
   const trn_device_t device = first_device();
-  const trn_core_t core = first_core(device);
+  const trn_core_t core = core_at(device, 0);
   REQUIRE(trn_core_acquire(core) == TRN_SUCCESS);
 
   // Everything past `size` must keep its 0xAB filling.

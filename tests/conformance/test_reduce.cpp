@@ -812,7 +812,9 @@ TEST_CASE("reduce: ops other than sum, prod, max and min are refused",
   trn_mem_t ma = f.mem(4096), mb = f.mem(4096), md = f.mem(4096);
   REQUIRE(trn_mem_set(md, 0, 0x77, 4096) == TRN_SUCCESS);
   std::vector<Call> calls;
-  for (const int op : {4, 5, 99, 0x40000000, 0x7fffffff})
+  // AVG, ARGMAX and ARGMIN are ops of the enum the DMA engines do not compute.
+  for (const int op :
+       {TRN_REDUCE_AVG, TRN_REDUCE_ARGMAX, TRN_REDUCE_ARGMIN, 7, 99, 0x40000000, 0x7fffffff})
     calls.push_back({"op " + std::to_string(op),
                      [=](uint64_t *seq) {
                        return trn_queue_reduce(q, md, 0, ma, 0, mb, 0, 16, TRN_DTYPE_F32,
@@ -823,7 +825,12 @@ TEST_CASE("reduce: ops other than sum, prod, max and min are refused",
   CHECK(trn_queue_reduce(f.queue, md, 0, ma, 0, mb, 0, 16, TRN_DTYPE_F32,
                          static_cast<trn_reduce_op_t>(4), nullptr,
                          nullptr) == TRN_ERROR_INVALID_ENUM);
-  CHECK(error_contains("op 4"));
+  CHECK(error_contains("op 4 (avg)"));
+  CHECK(error_contains("TRN_REDUCE_SUM, _PROD, _MAX or _MIN"));
+  CHECK(trn_queue_reduce(f.queue, md, 0, ma, 0, mb, 0, 16, TRN_DTYPE_F32,
+                         static_cast<trn_reduce_op_t>(99), nullptr,
+                         nullptr) == TRN_ERROR_INVALID_ENUM);
+  CHECK(error_contains("op 99 is not a trn_reduce_op_t"));
   CHECK(next_sequence(f.queue) == 1);
   CHECK(read_bytes(md, 0, 4096) == std::vector<uint8_t>(4096, 0x77));
 }

@@ -13,17 +13,16 @@
 #include <fstream>
 #include <string>
 
+#include "support/api_helpers.hpp"
 #include "support/result_printing.hpp"
 #include "support/sim_env.hpp"
 #include "trn/trn.h"
 
 namespace {
 
-using trn::test::SimEnv;
+using trn::test::error_contains;
 
-bool error_contains(const std::string &part) {
-  return std::string(trn_last_error()).find(part) != std::string::npos;
-}
+using trn::test::SimEnv;
 
 trn_result_t count_devices(uint32_t *count) {
   *count = 0;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "support/api_helpers.hpp"
 #include "support/result_printing.hpp"
 #include "support/sim_env.hpp"
 #include "support/subprocess.hpp"
@@ -26,23 +27,12 @@ using trn::test::SimEnv;
 
 namespace {
 
+using trn::test::first_device;
+using trn::test::last_error;
+using trn::test::mem_info;
+
 constexpr uint64_t MiB = 1ull << 20;
 constexpr uint64_t GiB = 1ull << 30;
-
-std::string last_error() {
-  const char *text = trn_last_error();
-  REQUIRE(text != nullptr);
-  return text;
-}
-
-trn_device_t device0() {
-  trn_device_t device = nullptr;
-  uint32_t count = 1;
-  INFO(trn_last_error());
-  REQUIRE(trn_device_get(&count, &device) == TRN_SUCCESS);
-  REQUIRE(count == 1);
-  return device;
-}
 
 trn_pool_t make_pool(trn_device_t device, uint32_t bank) {
   trn_pool_desc_t desc = TRN_POOL_DESC_INIT;
@@ -82,12 +72,6 @@ trn_mem_stats_t device_stats(trn_device_t device, uint32_t bank = UINT32_MAX) {
   INFO(trn_last_error());
   REQUIRE(trn_device_get_memory_stats(device, bank, &stats) == TRN_SUCCESS);
   return stats;
-}
-
-trn_mem_info_t mem_info(trn_mem_t mem) {
-  trn_mem_info_t info = TRN_MEM_INFO_INIT;
-  REQUIRE(trn_mem_get_info(mem, &info) == TRN_SUCCESS);
-  return info;
 }
 
 std::vector<trn_process_info_t> processes_of(trn_device_t device) {
@@ -186,7 +170,7 @@ void send_line(const Child &child, const std::string &line) {
 TEST_CASE("every live process's memory is counted, and a killed process's comes back at once",
           "[memory]") {
   SimEnv env;
-  const trn_device_t device = device0();
+  const trn_device_t device = first_device();
   Child holder({TRN_TEST_HOLDER, "--alloc", "0", "256", "0xab"});
   const Allocated held = parse_allocated(holder.read_line(20000));
   REQUIRE(held.pid == holder.pid());
@@ -286,7 +270,7 @@ TEST_CASE("every live process's memory is counted, and a killed process's comes 
 
 TEST_CASE("memory another process freed or left behind reads as zeros", "[memory]") {
   SimEnv env;
-  const trn_device_t device = device0();
+  const trn_device_t device = first_device();
   // Attached before the holder: its memory comes back through the chunk table, not through
   // this process reusing its slot.
   trn_pool_t elsewhere = make_pool(device, 1);
@@ -335,7 +319,7 @@ TEST_CASE("memory another process freed or left behind reads as zeros", "[memory
 TEST_CASE("a dead process's memory is free for placement, not only after a failed search",
           "[memory]") {
   SimEnv env;
-  const trn_device_t device = device0();
+  const trn_device_t device = first_device();
   // This process attaches first, so the holder's slot is not one it could reuse (reusing a dead
   // process's slot returns that process's memory anyway).
   trn_pool_t elsewhere = make_pool(device, 1);
@@ -360,7 +344,7 @@ TEST_CASE("a dead process's memory is free for placement, not only after a faile
 
 TEST_CASE("exported memory lives while any process holds it", "[memory][ipc]") {
   SimEnv env;
-  const trn_device_t device = device0();
+  const trn_device_t device = first_device();
   Child exporter({TRN_TEST_HOLDER, "--export", "4", "0x5a"});
   const trn_ipc_handle_t handle = read_exported(exporter);
   CHECK(device_stats(device, 0).reserved_bytes == 4 * MiB);
@@ -431,7 +415,7 @@ TEST_CASE("exported memory lives while any process holds it", "[memory][ipc]") {
 
 TEST_CASE("an export whose only holder freed it or exited cannot be imported", "[memory][ipc]") {
   SimEnv env;
-  const trn_device_t device = device0();
+  const trn_device_t device = first_device();
   Child exporter({TRN_TEST_HOLDER, "--export", "2", "0x33"});
   const trn_ipc_handle_t handle = read_exported(exporter);
   trn_mem_t mem = nullptr;
@@ -468,7 +452,7 @@ TEST_CASE("an export whose only holder freed it or exited cannot be imported", "
 
 TEST_CASE("another process imports this process's export and sees its data", "[memory][ipc]") {
   SimEnv env;
-  const trn_device_t device = device0();
+  const trn_device_t device = first_device();
   trn_pool_t pool = make_pool(device, 0);
   trn_mem_t mem = alloc(pool, 3 * MiB + 512, TRN_MEM_FLAG_EXPORTABLE);
   REQUIRE(trn_mem_set(mem, 0, 0xc3, 3 * MiB + 512) == TRN_SUCCESS);
@@ -527,7 +511,7 @@ TEST_CASE("another process imports this process's export and sees its data", "[m
 TEST_CASE("importing the same export twice: freeing one import keeps the other valid",
           "[memory][ipc]") {
   SimEnv env;
-  const trn_device_t device = device0();
+  const trn_device_t device = first_device();
   Child exporter({TRN_TEST_HOLDER, "--export", "4", "0x5a"});
   const trn_ipc_handle_t handle = read_exported(exporter);
   trn_mem_t first = nullptr, second = nullptr;

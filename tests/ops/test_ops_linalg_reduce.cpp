@@ -33,6 +33,18 @@ uint32_t fallback_entries() {
   return n;
 }
 
+// The ops the device reduces in floats, with the host reference's op and the name messages and
+// fallback records give them (PyTorch's: TRN_REDUCE_AVG is "mean").
+struct ReduceCase {
+  trn_ops_reduce_op_t op;
+  host::Reduce host;
+  const char *name;
+};
+const ReduceCase kFloatReduces[] = {{TRN_OPS_SUM, host::Reduce::kSum, "sum"},
+                                    {TRN_OPS_MEAN, host::Reduce::kMean, "mean"},
+                                    {TRN_OPS_MAX, host::Reduce::kMax, "max"},
+                                    {TRN_OPS_MIN, host::Reduce::kMin, "min"}};
+
 const char *transpose_text(uint32_t flags) {
   static const char *const names[] = {"a @ b", "a^T @ b", "a @ b^T", "a^T @ b^T"};
   return names[flags & 3];
@@ -231,15 +243,14 @@ TEST_CASE("sum, mean, max and min over trailing, leading and all dims run on the
   } cases[] = {{{2}, "the last dim"},       {{-1, -2}, "the last two dims"},
                {{0}, "the first dim"},      {{0, 1}, "the first two dims"},
                {{}, "every dim (no dims)"}, {{0, 1, 2}, "every dim, named"}};
-  for (int op = TRN_OPS_SUM; op <= TRN_OPS_MIN; ++op) {
-    const auto r = static_cast<trn_ops_reduce_op_t>(op);
+  for (const ReduceCase &rc : kFloatReduces) {
+    const trn_ops_reduce_op_t r = rc.op;
     for (const Dims &c : cases) {
       for (int keepdim = 0; keepdim < 2; ++keepdim) {
-        const host_array want =
-            host::reduce(static_cast<host::Reduce>(op - 1), x, c.dims, keepdim != 0);
+        const host_array want = host::reduce(rc.host, x, c.dims, keepdim != 0);
         DeviceTensor dout = f.tensor(TRN_DTYPE_F32, want.shape);
-        INFO(trn_ops_reduce_op_name(r) << " " << trn_dtype_name(dtype) << " over " << c.what
-                                       << (keepdim ? ", keepdim" : "") << ": " << ops_error());
+        INFO(rc.name << " " << trn_dtype_name(dtype) << " over " << c.what
+                     << (keepdim ? ", keepdim" : "") << ": " << ops_error());
         REQUIRE(trn_ops_reduce(f.queue(), r, dout.get(), dx.get(), c.dims.data(),
                                static_cast<uint32_t>(c.dims.size()), keepdim,
                                nullptr) == TRN_SUCCESS);
@@ -247,10 +258,10 @@ TEST_CASE("sum, mean, max and min over trailing, leading and all dims run on the
         const bool exact = r == TRN_OPS_MAX || r == TRN_OPS_MIN;
         const double n = static_cast<double>(x.data.size() / want.data.size());
         require_close(f.read(dout), want, exact ? 0.0 : tolerance(TRN_DTYPE_F32) * std::sqrt(n),
-                      trn_ops_reduce_op_name(r));
+                      rc.name);
       }
     }
-    CHECK(fallback_count(trn_ops_reduce_op_name(r)) == 0);
+    CHECK(fallback_count(rc.name) == 0);
   }
   SECTION("an output in the input's dtype") {
     const int64_t dims[] = {-1};
@@ -272,18 +283,17 @@ TEST_CASE("max and min propagate NaN and sums carry infinities, on the device", 
   x.data[129 + 7] = INFINITY;   // row 1, column 7
   x.data[258 + 3] = -INFINITY;  // row 2, column 3
   DeviceTensor dx = f.tensor(TRN_DTYPE_F32, x);
-  for (int op = TRN_OPS_SUM; op <= TRN_OPS_MIN; ++op) {
-    const auto r = static_cast<trn_ops_reduce_op_t>(op);
+  for (const ReduceCase &rc : kFloatReduces) {
+    const trn_ops_reduce_op_t r = rc.op;
     for (const int64_t dim : {int64_t{-1}, int64_t{0}}) {
-      const host_array want = host::reduce(static_cast<host::Reduce>(op - 1), x, {dim}, false);
+      const host_array want = host::reduce(rc.host, x, {dim}, false);
       DeviceTensor dout = f.tensor(TRN_DTYPE_F32, want.shape);
-      INFO(trn_ops_reduce_op_name(r) << " over dim " << dim << ": " << ops_error());
+      INFO(rc.name << " over dim " << dim << ": " << ops_error());
       REQUIRE(trn_ops_reduce(f.queue(), r, dout.get(), dx.get(), &dim, 1, 0, nullptr) ==
               TRN_SUCCESS);
-      require_close(f.read(dout), want, tolerance(TRN_DTYPE_F32) * std::sqrt(129.0),
-                    trn_ops_reduce_op_name(r));
+      require_close(f.read(dout), want, tolerance(TRN_DTYPE_F32) * std::sqrt(129.0), rc.name);
     }
-    CHECK(fallback_count(trn_ops_reduce_op_name(r)) == 0);
+    CHECK(fallback_count(rc.name) == 0);
   }
 }
 
@@ -293,9 +303,9 @@ TEST_CASE("reductions of a scalar and over a dim of size 1, softmax of one colum
   std::mt19937 rng(22);
   DeviceTensor scalar = f.tensor(TRN_DTYPE_F32, host_array::full({}, 2.5)),
                out = f.tensor(TRN_DTYPE_F32, Shape{});
-  for (int op = TRN_OPS_SUM; op <= TRN_OPS_MIN; ++op) {
-    const auto r = static_cast<trn_ops_reduce_op_t>(op);
-    INFO(trn_ops_reduce_op_name(r) << " of a scalar: " << ops_error());
+  for (const ReduceCase &rc : kFloatReduces) {
+    const trn_ops_reduce_op_t r = rc.op;
+    INFO(rc.name << " of a scalar: " << ops_error());
     REQUIRE(trn_ops_reduce(f.queue(), r, out.get(), scalar.get(), nullptr, 0, 0, nullptr) ==
             TRN_SUCCESS);
     CHECK(f.read(out).data == std::vector<double>{2.5});
@@ -324,20 +334,19 @@ TEST_CASE("a reduction over a middle dim runs on the host, recorded", "[ops][red
   const host_array x = random_array(rng, {4, 129, 3}, TRN_DTYPE_F32);
   DeviceTensor dx = f.tensor(TRN_DTYPE_F32, x);
   const int64_t dims[] = {1};
-  for (int op = TRN_OPS_SUM; op <= TRN_OPS_MIN; ++op) {
-    const auto r = static_cast<trn_ops_reduce_op_t>(op);
+  for (const ReduceCase &rc : kFloatReduces) {
+    const trn_ops_reduce_op_t r = rc.op;
     for (int keepdim = 0; keepdim < 2; ++keepdim) {
-      const host_array want = host::reduce(static_cast<host::Reduce>(op - 1), x, {1}, keepdim);
+      const host_array want = host::reduce(rc.host, x, {1}, keepdim);
       DeviceTensor dout = f.tensor(TRN_DTYPE_F32, want.shape);
-      INFO(trn_ops_reduce_op_name(r) << (keepdim ? " keepdim" : "") << ": " << ops_error());
+      INFO(rc.name << (keepdim ? " keepdim" : "") << ": " << ops_error());
       REQUIRE(trn_ops_reduce(f.queue(), r, dout.get(), dx.get(), dims, 1, keepdim, nullptr) ==
               TRN_SUCCESS);
       // Computed in float64 and rounded once to f32.
-      require_close(f.read(dout), rounded(want, TRN_DTYPE_F32), kRoundedOnce,
-                    trn_ops_reduce_op_name(r));
+      require_close(f.read(dout), rounded(want, TRN_DTYPE_F32), kRoundedOnce, rc.name);
     }
     // Two signatures (with and without keepdim), one run each.
-    CHECK(fallback_count(trn_ops_reduce_op_name(r)) == 2);
+    CHECK(fallback_count(rc.name) == 2);
   }
   CHECK(cache_stats().builds == 0);
 }
@@ -376,6 +385,34 @@ TEST_CASE("argmax and argmin run on the host and write i64 or i32 indices", "[op
   CHECK(host::reduce(host::Reduce::kArgmax, x, {}, false).data[0] == 3);
   CHECK(host::reduce(host::Reduce::kArgmin, x, {1}, false).data[1] == 7);
   CHECK(fallback_count("argmax") + fallback_count("argmin") == runs);
+  CHECK(cache_stats().builds == 0);
+}
+
+TEST_CASE("trn_ops_reduce takes trn_reduce_op_t and refuses the ops it does not compute",
+          "[ops][reduce][negative]") {
+  // The 0.4 names are the one enum's values.
+  static_assert(TRN_OPS_SUM == TRN_REDUCE_SUM && TRN_OPS_MEAN == TRN_REDUCE_AVG &&
+                TRN_OPS_MAX == TRN_REDUCE_MAX && TRN_OPS_MIN == TRN_REDUCE_MIN &&
+                TRN_OPS_ARGMAX == TRN_REDUCE_ARGMAX && TRN_OPS_ARGMIN == TRN_REDUCE_ARGMIN);
+  CHECK(std::string(trn_ops_reduce_op_name(TRN_OPS_MEAN)) == "avg");
+  CHECK(std::string(trn_ops_reduce_op_name(TRN_OPS_ARGMIN)) == "argmin");
+  CHECK(std::string(trn_ops_reduce_op_name(static_cast<trn_ops_reduce_op_t>(7))) == "unknown");
+  OpsFixture f;
+  DeviceTensor x = f.tensor(TRN_DTYPE_F32, {4, 5}), out = f.tensor(TRN_DTYPE_F32, {4});
+  const int64_t last[] = {-1};
+  // PROD is in the enum but has no kernel and no host form here: refused, not computed wrong.
+  CHECK(trn_ops_reduce(f.queue(), TRN_REDUCE_PROD, out.get(), x.get(), last, 1, 0, nullptr) ==
+        TRN_ERROR_INVALID_ENUM);
+  CHECK(ops_error().find("op 1 (prod)") != std::string::npos);
+  CHECK(std::string(trn_last_error()).find("TRN_REDUCE_SUM, _AVG") != std::string::npos);
+  for (const int op : {7, 99, 0x40000000, 0x7fffffff}) {
+    INFO("op " << op);
+    CHECK(trn_ops_reduce(f.queue(), static_cast<trn_ops_reduce_op_t>(op), out.get(), x.get(), last,
+                         1, 0, nullptr) == TRN_ERROR_INVALID_ENUM);
+    CHECK(ops_error().find("(unknown)") != std::string::npos);
+  }
+  f.finish();
+  CHECK(fallback_entries() == 0);
   CHECK(cache_stats().builds == 0);
 }
 

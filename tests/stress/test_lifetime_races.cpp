@@ -38,10 +38,6 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kRaceTime = std::chrono::seconds(3);
 constexpr uint64_t kLong = 10'000'000'000;
 
-trn_core_t first_core(trn_device_t device) {
-  return core_at(device, 0);
-}
-
 std::vector<trn_process_info_t> processes_of(trn_device_t device) {
   uint32_t count = 0;
   INFO(last_error());
@@ -342,7 +338,7 @@ TEST_CASE("two trn_queue_reset racing a submission never complete work that did 
           "[stress][races][queues]") {
   SimEnv env;
   const trn_device_t device = first_device();
-  trn_queue_t queue = make_queue(first_core(device));
+  trn_queue_t queue = make_queue(core_at(device, 0));
   trn_pool_t pool = make_pool(device);
   trn_sem_t timeline = nullptr;
   REQUIRE(trn_queue_get_semaphore(queue, &timeline) == TRN_SUCCESS);
@@ -426,7 +422,7 @@ TEST_CASE("a compute trn_queue_create racing trn_core_release of its core: the q
   // The release comes first (the create takes the core again) or the create does (the release
   // finds a queue on the core and is refused); the create never fails.
   SimEnv env;
-  const trn_core_t core = first_core(first_device());
+  const trn_core_t core = core_at(first_device(), 0);
   trn_queue_t queue = nullptr;
   trn_result_t create_result = TRN_SUCCESS, release_result = TRN_SUCCESS;
   int refused = 0;
@@ -456,7 +452,7 @@ TEST_CASE("trn_queue_free racing trn_mem_free of the same memory: exactly one su
           "[stress][races][memory]") {
   SimEnv env;
   const trn_device_t device = first_device();
-  trn_queue_t queue = make_queue(first_core(device));
+  trn_queue_t queue = make_queue(core_at(device, 0));
   trn_pool_t pool = make_pool(device);
   trn_mem_t mem = nullptr;
   trn_result_t queued = TRN_SUCCESS, freed = TRN_SUCCESS;
@@ -487,7 +483,7 @@ TEST_CASE(
     "[stress][races][memory]") {
   SimEnv env;
   const trn_device_t device = first_device();
-  trn_queue_t queue = make_queue(first_core(device));
+  trn_queue_t queue = make_queue(core_at(device, 0));
   trn_pool_t pool = make_pool(device);
   trn_mem_t source = nullptr, destination = nullptr;
   REQUIRE(trn_mem_alloc(pool, 4096, 0, TRN_MEM_CATEGORY_TENSORS, 0, &destination) == TRN_SUCCESS);
@@ -541,7 +537,7 @@ TEST_CASE("trn_sem_destroy racing a submission that uses the semaphore: never bo
           "[stress][races][semaphores]") {
   SimEnv env;
   const trn_device_t device = first_device();
-  trn_queue_t queue = make_queue(first_core(device));
+  trn_queue_t queue = make_queue(core_at(device, 0));
   // The command waits on a gate the test opens only after the round, so a submission that
   // succeeded is still queued when the destroy runs.
   trn_sem_t gate = make_sem(device);
@@ -793,7 +789,7 @@ TEST_CASE("trn_runtime_shutdown while other threads call: old session or INVALID
 
 TEST_CASE("trn_runtime_shutdown as the first call of a thread", "[stress][races][shutdown]") {
   SimEnv env;
-  REQUIRE(trn_core_acquire(first_core(first_device())) == TRN_SUCCESS);
+  REQUIRE(trn_core_acquire(core_at(first_device(), 0)) == TRN_SUCCESS);
   trn_result_t result = TRN_ERROR_INTERNAL;
   std::thread([&] { result = trn_runtime_shutdown(); }).join();
   CHECK(result == TRN_SUCCESS);

@@ -14,29 +14,23 @@
 #include <thread>
 #include <vector>
 
+#include "support/api_helpers.hpp"
 #include "support/result_printing.hpp"
 #include "support/sim_env.hpp"
 #include "trn/trn.h"
 
 namespace {
 
+using trn::test::alloc;
+using trn::test::first_device;
+using trn::test::last_error;
+using trn::test::make_sem;
+using trn::test::timeline_of;
+
 using trn::test::SimEnv;
 using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kSecond = 1'000'000'000;
-
-std::string last_error() {
-  return trn_last_error();
-}
-
-trn_device_t first_device() {
-  trn_device_t device = nullptr;
-  uint32_t count = 1;
-  INFO(last_error());
-  REQUIRE(trn_device_get(&count, &device) == TRN_SUCCESS);
-  REQUIRE(count == 1);
-  return device;
-}
 
 std::vector<trn_core_t> all_cores(trn_device_t device) {
   uint32_t count = 0;
@@ -57,32 +51,11 @@ trn_queue_t make_queue(trn_core_t core, uint32_t capacity) {
   return queue;
 }
 
-trn_sem_t timeline_of(trn_queue_t queue) {
-  trn_sem_t sem = nullptr;
-  REQUIRE(trn_queue_get_semaphore(queue, &sem) == TRN_SUCCESS);
-  return sem;
-}
-
-trn_sem_t make_sem(trn_device_t device) {
-  trn_sem_desc_t desc = TRN_SEM_DESC_INIT;
-  trn_sem_t sem = nullptr;
-  INFO(last_error());
-  REQUIRE(trn_sem_create(device, &desc, &sem) == TRN_SUCCESS);
-  return sem;
-}
-
 uint64_t value_of(trn_sem_t sem) {
   uint64_t value = 0;
   INFO(last_error());
   REQUIRE(trn_sem_query(sem, &value) == TRN_SUCCESS);
   return value;
-}
-
-trn_mem_t alloc(trn_pool_t pool, uint64_t size) {
-  trn_mem_t mem = nullptr;
-  INFO(last_error());
-  REQUIRE(trn_mem_alloc(pool, size, 0, TRN_MEM_CATEGORY_TENSORS, 0, &mem) == TRN_SUCCESS);
-  return mem;
 }
 
 uint64_t ns_left(Clock::time_point deadline) {

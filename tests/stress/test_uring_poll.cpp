@@ -16,24 +16,18 @@
 #include <string>
 #include <thread>
 
+#include "support/api_helpers.hpp"
 #include "support/result_printing.hpp"
 #include "support/sim_env.hpp"
 #include "trn/trn.h"
 
 namespace {
 
+using trn::test::first_device;
+
 using trn::test::SimEnv;
 
 constexpr uint64_t kSecond = 1'000'000'000;
-
-trn_device_t first_device() {
-  trn_device_t device = nullptr;
-  uint32_t count = 1;
-  INFO(trn_last_error());
-  REQUIRE(trn_device_get(&count, &device) == TRN_SUCCESS);
-  REQUIRE(count == 1);
-  return device;
-}
 
 trn_sem_t make_sem(trn_device_t device, uint32_t flags) {
   trn_sem_desc_t desc = TRN_SEM_DESC_INIT;

@@ -1,4 +1,5 @@
-// Small helpers the conformance, multi-process and stress tests share: the last error, the
+// Small helpers the conformance, multi-process and stress tests share (one copy, not one per test
+// file): the last error, the
 // devices and cores of the current configuration, and objects with default descriptors (failing
 // the test when they cannot be had).
 #pragma once
@@ -11,6 +12,8 @@
 
 namespace trn::test {
 
+// No Catch assertion here: stress tests call it on worker threads. test_negative checks that
+// trn_last_error() is never NULL.
 inline std::string last_error() {
   return trn_last_error();
 }

@@ -7,7 +7,6 @@
 // error), 3 the kernel faulted on the device.
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -29,6 +28,8 @@
 #include "tool_common/device_snapshot.hpp"
 #include "tool_common/json_text.hpp"
 #include "tool_common/table.hpp"
+#include "trn-run/compare.hpp"
+#include "trn-run/elements.hpp"
 #include "trn-run/npy.hpp"
 #include "trn-run/scalar_value.hpp"
 #include "trn/trn.h"
@@ -43,7 +44,6 @@ constexpr int kExitMismatch = 1;
 constexpr int kExitError = 2;
 constexpr int kExitFault = 3;
 constexpr int kSchemaVersion = 1;
-constexpr size_t kMismatchesShown = 5;
 
 // Every failure of the run: the message and the exit code it leads to.
 struct RunError {
@@ -73,180 +73,15 @@ void check(trn_result_t result, const std::string &what) {
 // ------------------------------------------------------------------------------------------------
 // Dtypes: the kernel's, numpy's, and values as doubles for comparisons.
 
-struct DTypeInfo {
-  trn_dtype_t dtype;
-  const char *name;        // as in the assembly language
-  const char *numpy_name;  // numpy / ml_dtypes name
-  size_t size;
-  const char *out_descr;  // what outputs are written as
-};
-
-constexpr DTypeInfo kDTypes[] = {
-    {TRN_DTYPE_F32, "f32", "float32", 4, "<f4"},
-    {TRN_DTYPE_BF16, "bf16", "bfloat16", 2, "<u2"},
-    {TRN_DTYPE_F16, "f16", "float16", 2, "<f2"},
-    {TRN_DTYPE_FP8_E4M3, "fp8e4m3", "float8_e4m3fn", 1, "|u1"},
-    {TRN_DTYPE_FP8_E5M2, "fp8e5m2", "float8_e5m2", 1, "|u1"},
-    {TRN_DTYPE_I32, "i32", "int32", 4, "<i4"},
-    {TRN_DTYPE_I16, "i16", "int16", 2, "<i2"},
-    {TRN_DTYPE_I8, "i8", "int8", 1, "|i1"},
-    {TRN_DTYPE_U8, "u8", "uint8", 1, "|u1"},
-};
+using trn::run::DTypeInfo;
+using trn::run::Elem;
+using trn::run::elem_of;
+using trn::run::file_elem;
+using trn::run::is_raw_bits_dtype;
 
 const DTypeInfo &dtype_info(trn_dtype_t dtype) {
-  for (const DTypeInfo &info : kDTypes)
-    if (info.dtype == dtype) return info;
+  if (const DTypeInfo *info = trn::run::find_dtype_info(dtype)) return *info;
   fail(format("the kernel has an argument of unknown dtype %d", static_cast<int>(dtype)));
-}
-
-// How the bytes of one element are read.
-enum class Elem {
-  kF16,
-  kF32,
-  kF64,
-  kBF16,
-  kE4M3,
-  kE5M2,
-  kI8,
-  kU8,
-  kI16,
-  kU16,
-  kI32,
-  kU32,
-  kI64,
-  kU64,
-  kBool
-};
-
-Elem elem_of(trn_dtype_t dtype) {
-  switch (dtype) {
-    case TRN_DTYPE_F32: return Elem::kF32;
-    case TRN_DTYPE_BF16: return Elem::kBF16;
-    case TRN_DTYPE_F16: return Elem::kF16;
-    case TRN_DTYPE_FP8_E4M3: return Elem::kE4M3;
-    case TRN_DTYPE_FP8_E5M2: return Elem::kE5M2;
-    case TRN_DTYPE_I32: return Elem::kI32;
-    case TRN_DTYPE_I16: return Elem::kI16;
-    case TRN_DTYPE_I8: return Elem::kI8;
-    default: return Elem::kU8;
-  }
-}
-
-bool is_raw_bits_dtype(trn_dtype_t dtype) {
-  return dtype == TRN_DTYPE_BF16 || dtype == TRN_DTYPE_FP8_E4M3 || dtype == TRN_DTYPE_FP8_E5M2;
-}
-
-// The element type of a file's descr, read as the argument's dtype where the file holds raw bit
-// patterns of it (uint16 / void2 for bf16, uint8 / void1 for fp8). nullopt: no element type
-// this tool can read.
-std::optional<Elem> file_elem(const npy::DType &t, trn_dtype_t arg) {
-  if (t.kind == 'n') {
-    if (t.name == "bfloat16") return Elem::kBF16;
-    if (t.name == "float8_e4m3fn") return Elem::kE4M3;
-    return Elem::kE5M2;
-  }
-  if (is_raw_bits_dtype(arg) && (t.kind == 'u' || t.kind == 'V') &&
-      t.itemsize == dtype_info(arg).size)
-    return elem_of(arg);
-  switch (t.kind) {
-    case 'f': return t.itemsize == 2 ? Elem::kF16 : t.itemsize == 4 ? Elem::kF32 : Elem::kF64;
-    case 'b': return Elem::kBool;
-    case 'i':
-      return t.itemsize == 1   ? Elem::kI8
-             : t.itemsize == 2 ? Elem::kI16
-             : t.itemsize == 4 ? Elem::kI32
-                               : Elem::kI64;
-    case 'u':
-      return t.itemsize == 1   ? Elem::kU8
-             : t.itemsize == 2 ? Elem::kU16
-             : t.itemsize == 4 ? Elem::kU32
-                               : Elem::kU64;
-    default: return std::nullopt;
-  }
-}
-
-template <typename T>
-T load(const std::byte *p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-double half_to_double(uint16_t bits) {
-  const int sign = bits >> 15, exponent = (bits >> 10) & 0x1f, mantissa = bits & 0x3ff;
-  double v;
-  if (exponent == 0)
-    v = std::ldexp(mantissa, -24);
-  else if (exponent == 31)
-    v = mantissa ? std::nan("") : INFINITY;
-  else
-    v = std::ldexp(mantissa | 0x400, exponent - 25);
-  return sign ? -v : v;
-}
-
-double e4m3_to_double(uint8_t bits) {  // OCP e4m3fn: no infinities, S.1111.111 is NaN
-  const int sign = bits >> 7, exponent = (bits >> 3) & 0xf, mantissa = bits & 7;
-  double v;
-  if (exponent == 15 && mantissa == 7)
-    v = std::nan("");
-  else if (exponent == 0)
-    v = std::ldexp(mantissa, -9);
-  else
-    v = std::ldexp(mantissa | 8, exponent - 10);
-  return sign ? -v : v;
-}
-
-double e5m2_to_double(uint8_t bits) {
-  const int sign = bits >> 7, exponent = (bits >> 2) & 0x1f, mantissa = bits & 3;
-  double v;
-  if (exponent == 31)
-    v = mantissa ? std::nan("") : INFINITY;
-  else if (exponent == 0)
-    v = std::ldexp(mantissa, -16);
-  else
-    v = std::ldexp(mantissa | 4, exponent - 17);
-  return sign ? -v : v;
-}
-
-size_t elem_size(Elem e) {
-  switch (e) {
-    case Elem::kE4M3:
-    case Elem::kE5M2:
-    case Elem::kI8:
-    case Elem::kU8:
-    case Elem::kBool: return 1;
-    case Elem::kF16:
-    case Elem::kBF16:
-    case Elem::kI16:
-    case Elem::kU16: return 2;
-    case Elem::kF32:
-    case Elem::kI32:
-    case Elem::kU32: return 4;
-    default: return 8;
-  }
-}
-
-double to_double(Elem e, const std::byte *p) {
-  switch (e) {
-    case Elem::kF16: return half_to_double(load<uint16_t>(p));
-    case Elem::kF32: return static_cast<double>(load<float>(p));
-    case Elem::kF64: return load<double>(p);
-    case Elem::kBF16:
-      return static_cast<double>(
-          std::bit_cast<float>(static_cast<uint32_t>(load<uint16_t>(p)) << 16));
-    case Elem::kE4M3: return e4m3_to_double(load<uint8_t>(p));
-    case Elem::kE5M2: return e5m2_to_double(load<uint8_t>(p));
-    case Elem::kI8: return load<int8_t>(p);
-    case Elem::kU8: return load<uint8_t>(p);
-    case Elem::kBool: return load<uint8_t>(p) ? 1.0 : 0.0;
-    case Elem::kI16: return load<int16_t>(p);
-    case Elem::kU16: return load<uint16_t>(p);
-    case Elem::kI32: return load<int32_t>(p);
-    case Elem::kU32: return load<uint32_t>(p);
-    case Elem::kI64: return static_cast<double>(load<int64_t>(p));
-    case Elem::kU64: return static_cast<double>(load<uint64_t>(p));
-  }
-  return 0;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -312,64 +147,8 @@ npy::Array read_npy(const std::string &option, const std::string &name, const st
   return array;
 }
 
-// ------------------------------------------------------------------------------------------------
-// Comparison with an expected array.
-
-struct Mismatch {
-  uint64_t index;
-  double got, want;
-};
-
-struct Comparison {
-  std::string name, path;
-  uint64_t elements = 0, mismatches = 0;
-  double max_abs = 0, max_rel = 0;
-  std::vector<Mismatch> first;
-};
-
-Comparison compare(const std::string &name, const std::string &path, Elem got_elem,
-                   const std::vector<std::byte> &got, Elem want_elem, const npy::Array &want,
-                   double rtol, double atol) {
-  Comparison c{name, path, want.elements(), 0, 0, 0, {}};
-  const size_t gs = elem_size(got_elem), ws = elem_size(want_elem);
-  for (uint64_t i = 0; i < c.elements; ++i) {
-    const double g = to_double(got_elem, got.data() + i * gs);
-    const double w = to_double(want_elem, want.data.data() + i * ws);
-    bool ok;
-    if (std::isnan(g) || std::isnan(w)) {
-      ok = std::isnan(g) && std::isnan(w);
-    } else if (std::isinf(g) || std::isinf(w)) {
-      ok = g == w;
-    } else {
-      const double diff = std::fabs(g - w);
-      ok = diff <= atol + rtol * std::fabs(w);
-      c.max_abs = std::max(c.max_abs, diff);
-      if (diff > 0) c.max_rel = std::max(c.max_rel, w != 0 ? diff / std::fabs(w) : INFINITY);
-    }
-    if (!ok) {
-      if (c.first.size() < kMismatchesShown) c.first.push_back({i, g, w});
-      ++c.mismatches;
-    }
-  }
-  return c;
-}
-
-std::vector<uint64_t> unravel(uint64_t flat, const std::vector<uint64_t> &shape) {
-  std::vector<uint64_t> index(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    index[d] = shape[d] ? flat % shape[d] : 0;
-    flat = shape[d] ? flat / shape[d] : 0;
-  }
-  return index;
-}
-
-std::string format_index(const std::vector<uint64_t> &index) {
-  std::string s = "[";
-  for (size_t i = 0; i < index.size(); ++i) s += (i ? ", " : "") + std::to_string(index[i]);
-  return s + "]";
-}
-
-json number(double v) {  // JSON has no NaN or infinity: strings for those
+// JSON has no NaN or infinity: strings for those.
+json number(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   return v;
@@ -563,112 +342,144 @@ std::string us(uint64_t ns) {
   return format("%.3f", static_cast<double>(ns) / 1000.0);
 }
 
-Report run(const Options &o) {
-  const std::vector<std::byte> image = read_kernel_file(o.kernel_path);
-  const auto in_files = parse_bindings(o.ins, "--in");
-  const auto out_files = parse_bindings(o.outs, "--out");
-  const auto expect_files = parse_bindings(o.expects, "--expect");
-  const auto scalar_texts = parse_bindings(o.scalars, "--scalar", "VALUE");
-
-  Resources r;
-  trn_device_t device = pick_device(o.device);
-  trn_core_properties_t core_properties = TRN_CORE_PROPERTIES_INIT;
-  trn_core_t core = pick_core(device, o.core, &core_properties);
-
-  const bool program = is_program_image(image);
-  trn_kernel_properties_t kp = TRN_KERNEL_PROPERTIES_INIT;
+// What trn-run runs: a kernel, or a program whose external tensors are bound as a kernel's
+// tensor arguments are.
+struct Target {
+  bool program = false;
+  trn_kernel_properties_t properties = TRN_KERNEL_PROPERTIES_INIT;
   std::vector<trn_kernel_arg_t> args;
-  if (program) {
-    // A program's external tensors are bound as a kernel's tensor arguments are. Loaded from
-    // its file, so that the safetensors files its constants name are found beside it.
-    check(trn_program_load_file(device, o.kernel_path.c_str(), &r.program),
-          "loading program " + o.kernel_path);
-    trn_program_properties_t pp = TRN_PROGRAM_PROPERTIES_INIT;
-    check(trn_program_get_properties(r.program, &pp), "reading the program's properties");
-    std::snprintf(kp.name, sizeof kp.name, "%s", pp.name);
-    uint32_t count = 0;
-    check(trn_program_get_tensors(r.program, &count, nullptr), "listing the program's tensors");
-    std::vector<trn_program_tensor_t> tensors(count, TRN_PROGRAM_TENSOR_INIT);
-    check(trn_program_get_tensors(r.program, &count, tensors.data()),
-          "listing the program's tensors");
-    for (uint32_t i = 0; i < count; ++i) {
-      trn_kernel_arg_t arg = TRN_KERNEL_ARG_INIT;
-      std::snprintf(arg.name, sizeof arg.name, "%s", tensors[i].name);
-      arg.dtype = tensors[i].dtype;
-      arg.direction = tensors[i].direction;
-      arg.rank = tensors[i].rank;
-      std::copy(tensors[i].shape, tensors[i].shape + tensors[i].rank, arg.shape);
-      arg.bytes = tensors[i].bytes;
-      arg.kind = TRN_ARG_KIND_TENSOR;
-      args.push_back(arg);
-    }
-    if (!scalar_texts.empty())
-      fail("--scalar: a program has no scalar arguments (its launches carry their own)");
-    if (!o.profile_path.empty())
-      fail(
-          "--profile: profiles record kernel launches; run the program's kernels one by one to "
-          "trace them");
-  } else {
-    check(trn_kernel_load(device, image.data(), image.size(), &r.kernel),
-          "loading kernel " + o.kernel_path);
-    check(trn_kernel_get_properties(r.kernel, &kp), "reading the kernel's properties");
-    uint32_t arg_count = 0;
-    check(trn_kernel_get_args(r.kernel, &arg_count, nullptr), "listing the kernel's arguments");
-    args.assign(arg_count, TRN_KERNEL_ARG_INIT);
-    check(trn_kernel_get_args(r.kernel, &arg_count, args.data()), "listing the kernel's arguments");
-    args.resize(std::min<size_t>(arg_count, args.size()));
-  }
-  const char *what = program ? "program" : "kernel";
-  const char *unit = program ? "tensor" : "argument";
+  const char *what() const { return program ? "program" : "kernel"; }
+  const char *unit() const { return program ? "tensor" : "argument"; }
+};
 
-  // Every name given must be an argument of the right direction.
-  auto find_arg = [&](const std::string &name, const char *option) -> const trn_kernel_arg_t & {
-    for (const auto &arg : args)
-      if (name == arg.name) return arg;
-    std::string list;
-    for (const auto &arg : args) list += (list.empty() ? "" : ", ") + describe_arg(arg);
-    fail(format("%s %s: %s '%s' has no %s '%s'; its %ss: %s", option, name.c_str(), what, kp.name,
-                unit, name.c_str(), unit, list.empty() ? "none" : list.c_str()));
-  };
-  for (const auto &[name, path] : in_files) {
-    if (find_arg(name, "--in").kind == TRN_ARG_KIND_SCALAR)
-      fail("--in " + name + ": argument " + describe_arg(find_arg(name, "--in")) +
+// The command line's NAME=... pairs, by option.
+struct Bindings {
+  std::map<std::string, std::string> ins, outs, expects, scalars;
+};
+
+Bindings parse_all_bindings(const Options &o) {
+  return {parse_bindings(o.ins, "--in"), parse_bindings(o.outs, "--out"),
+          parse_bindings(o.expects, "--expect"), parse_bindings(o.scalars, "--scalar", "VALUE")};
+}
+
+// Loads the program's tensors as arguments. Loaded from its file, so that the safetensors files
+// its constants name are found beside it.
+void load_program(const Options &o, const Bindings &b, trn_device_t device, Target &t,
+                  Resources &r) {
+  check(trn_program_load_file(device, o.kernel_path.c_str(), &r.program),
+        "loading program " + o.kernel_path);
+  trn_program_properties_t pp = TRN_PROGRAM_PROPERTIES_INIT;
+  check(trn_program_get_properties(r.program, &pp), "reading the program's properties");
+  std::snprintf(t.properties.name, sizeof t.properties.name, "%s", pp.name);
+  uint32_t count = 0;
+  check(trn_program_get_tensors(r.program, &count, nullptr), "listing the program's tensors");
+  std::vector<trn_program_tensor_t> tensors(count, TRN_PROGRAM_TENSOR_INIT);
+  check(trn_program_get_tensors(r.program, &count, tensors.data()),
+        "listing the program's tensors");
+  for (uint32_t i = 0; i < count; ++i) {
+    trn_kernel_arg_t arg = TRN_KERNEL_ARG_INIT;
+    std::snprintf(arg.name, sizeof arg.name, "%s", tensors[i].name);
+    arg.dtype = tensors[i].dtype;
+    arg.direction = tensors[i].direction;
+    arg.rank = tensors[i].rank;
+    std::copy(tensors[i].shape, tensors[i].shape + tensors[i].rank, arg.shape);
+    arg.bytes = tensors[i].bytes;
+    arg.kind = TRN_ARG_KIND_TENSOR;
+    t.args.push_back(arg);
+  }
+  if (!b.scalars.empty())
+    fail("--scalar: a program has no scalar arguments (its launches carry their own)");
+  if (!o.profile_path.empty())
+    fail(
+        "--profile: profiles record kernel launches; run the program's kernels one by one to "
+        "trace them");
+}
+
+void load_kernel(const Options &o, const std::vector<std::byte> &image, trn_device_t device,
+                 Target &t, Resources &r) {
+  check(trn_kernel_load(device, image.data(), image.size(), &r.kernel),
+        "loading kernel " + o.kernel_path);
+  check(trn_kernel_get_properties(r.kernel, &t.properties), "reading the kernel's properties");
+  uint32_t arg_count = 0;
+  check(trn_kernel_get_args(r.kernel, &arg_count, nullptr), "listing the kernel's arguments");
+  t.args.assign(arg_count, TRN_KERNEL_ARG_INIT);
+  check(trn_kernel_get_args(r.kernel, &arg_count, t.args.data()), "listing the kernel's arguments");
+  t.args.resize(std::min<size_t>(arg_count, t.args.size()));
+}
+
+Target load_target(const Options &o, const Bindings &b, const std::vector<std::byte> &image,
+                   trn_device_t device, Resources &r) {
+  Target t;
+  t.program = is_program_image(image);
+  if (t.program)
+    load_program(o, b, device, t, r);
+  else
+    load_kernel(o, image, device, t, r);
+  return t;
+}
+
+// The argument a name given on the command line names: it must be one.
+const trn_kernel_arg_t &find_arg(const Target &t, const std::string &name, const char *option) {
+  for (const auto &arg : t.args)
+    if (name == arg.name) return arg;
+  std::string list;
+  for (const auto &arg : t.args) list += (list.empty() ? "" : ", ") + describe_arg(arg);
+  fail(format("%s %s: %s '%s' has no %s '%s'; its %ss: %s", option, name.c_str(), t.what(),
+              t.properties.name, t.unit(), name.c_str(), t.unit(),
+              list.empty() ? "none" : list.c_str()));
+}
+
+// Every name given is an argument of the kind and direction its option takes.
+void check_bindings(const Target &t, const Bindings &b) {
+  for (const auto &[name, path] : b.ins) {
+    if (find_arg(t, name, "--in").kind == TRN_ARG_KIND_SCALAR)
+      fail("--in " + name + ": argument " + describe_arg(find_arg(t, name, "--in")) +
            " is a scalar; give its value with --scalar " + name + "=VALUE");
-    if (find_arg(name, "--in").direction == TRN_ARG_OUT)
-      fail("--in " + name + ": argument " + describe_arg(find_arg(name, "--in")) +
+    if (find_arg(t, name, "--in").direction == TRN_ARG_OUT)
+      fail("--in " + name + ": argument " + describe_arg(find_arg(t, name, "--in")) +
            " is an output; --in is for in and inout arguments");
   }
-  // Scalar arguments: each needs a value of its dtype.
-  std::vector<trn_scalar_t> scalar_values(args.size());
-  for (const auto &[name, text] : scalar_texts)
-    if (find_arg(name, "--scalar").kind != TRN_ARG_KIND_SCALAR)
-      fail("--scalar " + name + ": argument " + describe_arg(find_arg(name, "--scalar")) +
+  for (const auto &[name, text] : b.scalars)
+    if (find_arg(t, name, "--scalar").kind != TRN_ARG_KIND_SCALAR)
+      fail("--scalar " + name + ": argument " + describe_arg(find_arg(t, name, "--scalar")) +
            " is a tensor; give it a file with --in " + name + "=FILE.npy");
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i].kind != TRN_ARG_KIND_SCALAR) continue;
-    auto it = scalar_texts.find(args[i].name);
-    if (it == scalar_texts.end())
-      fail(format("argument %s needs a value: --scalar %s=VALUE", describe_arg(args[i]).c_str(),
-                  args[i].name));
-    if (auto why = trn::run::parse_scalar(it->second, args[i].dtype, &scalar_values[i]))
+}
+
+// Scalar arguments: each needs a value of its dtype. Indexed by argument.
+std::vector<trn_scalar_t> parse_scalars(const Target &t, const Bindings &b) {
+  std::vector<trn_scalar_t> values(t.args.size());
+  for (size_t i = 0; i < t.args.size(); ++i) {
+    if (t.args[i].kind != TRN_ARG_KIND_SCALAR) continue;
+    auto it = b.scalars.find(t.args[i].name);
+    if (it == b.scalars.end())
+      fail(format("argument %s needs a value: --scalar %s=VALUE", describe_arg(t.args[i]).c_str(),
+                  t.args[i].name));
+    if (auto why = trn::run::parse_scalar(it->second, t.args[i].dtype, &values[i]))
       fail("--scalar " + it->first + ": " + *why);
   }
-  for (const auto *files : {&out_files, &expect_files}) {
-    const char *option = files == &out_files ? "--out" : "--expect";
+  return values;
+}
+
+// --out and --expect name arguments the kernel writes.
+void check_outputs_named(const Target &t, const Bindings &b) {
+  for (const auto *files : {&b.outs, &b.expects}) {
+    const char *option = files == &b.outs ? "--out" : "--expect";
     for (const auto &[name, path] : *files)
-      if (find_arg(name, option).direction == TRN_ARG_IN)
+      if (find_arg(t, name, option).direction == TRN_ARG_IN)
         fail(std::string(option) + " " + name + ": argument " +
-             describe_arg(find_arg(name, option)) +
+             describe_arg(find_arg(t, name, option)) +
              " is an input; only out and inout arguments are written by the kernel");
   }
+}
 
-  // Inputs: present, with the argument's dtype and shape.
-  std::vector<npy::Array> inputs(args.size());
-  for (size_t i = 0; i < args.size(); ++i) {
-    const trn_kernel_arg_t &arg = args[i];
+// Inputs: present, with the argument's dtype and shape. Indexed by argument.
+std::vector<npy::Array> read_inputs(const Target &t, const Bindings &b) {
+  std::vector<npy::Array> inputs(t.args.size());
+  for (size_t i = 0; i < t.args.size(); ++i) {
+    const trn_kernel_arg_t &arg = t.args[i];
     if (arg.direction == TRN_ARG_OUT || arg.kind == TRN_ARG_KIND_SCALAR) continue;
-    auto it = in_files.find(arg.name);
-    if (it == in_files.end())
+    auto it = b.ins.find(arg.name);
+    if (it == b.ins.end())
       fail(format("argument %s needs an input: --in %s=FILE.npy", describe_arg(arg).c_str(),
                   arg.name));
     npy::Array a = read_npy("--in", arg.name, it->second);
@@ -693,10 +504,14 @@ Report run(const Options &o) {
                   static_cast<unsigned long long>(arg.bytes)));
     inputs[i] = std::move(a);
   }
-  // Expected arrays: any numeric dtype, the argument's shape.
+  return inputs;
+}
+
+// Expected arrays: any numeric dtype, the argument's shape. By argument name.
+std::map<std::string, npy::Array> read_expected(const Target &t, const Bindings &b) {
   std::map<std::string, npy::Array> expected;
-  for (const auto &[name, path] : expect_files) {
-    const trn_kernel_arg_t &arg = find_arg(name, "--expect");
+  for (const auto &[name, path] : b.expects) {
+    const trn_kernel_arg_t &arg = find_arg(t, name, "--expect");
     npy::Array a = read_npy("--expect", name, path);
     if (!file_elem(a.dtype, arg.dtype))
       fail("--expect " + name + ": " + path + " holds " + describe_file(a) +
@@ -706,20 +521,29 @@ Report run(const Options &o) {
            describe_arg(arg) + " has shape " + npy::format_shape(arg_shape(arg)));
     expected.emplace(name, std::move(a));
   }
-  if (!o.out_dir.empty()) {
-    std::error_code ec;
-    if (!std::filesystem::exists(o.out_dir, ec))
-      fail("--out-dir " + o.out_dir + ": no such directory (create it first)");
-    if (!std::filesystem::is_directory(o.out_dir, ec))
-      fail("--out-dir " + o.out_dir + ": not a directory");
-  }
+  return expected;
+}
 
-  // Device memory, one pool on the core's nearest bank.
+void check_out_dir(const std::string &dir) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec))
+    fail("--out-dir " + dir + ": no such directory (create it first)");
+  if (!std::filesystem::is_directory(dir, ec)) fail("--out-dir " + dir + ": not a directory");
+}
+
+// Device memory for every tensor argument, one pool on the core's nearest bank, with the inputs
+// written; scalars bound by value. The launch's bindings, indexed by argument.
+std::vector<trn_kernel_binding_t> upload(const Target &t, trn_device_t device,
+                                         const trn_core_properties_t &core_properties,
+                                         const std::vector<trn_scalar_t> &scalar_values,
+                                         const std::vector<npy::Array> &inputs, Resources &r) {
   trn_pool_desc_t pool_desc = TRN_POOL_DESC_INIT;
   pool_desc.kind = TRN_POOL_KIND_DEVICE;
   pool_desc.hbm_bank = core_properties.hbm_bank;
   check(trn_pool_create(device, &pool_desc, &r.pool),
         format("creating a memory pool on HBM bank %u", pool_desc.hbm_bank));
+  const std::vector<trn_kernel_arg_t> &args = t.args;
   std::vector<trn_kernel_binding_t> bindings(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i].kind == TRN_ARG_KIND_SCALAR) {
@@ -739,7 +563,12 @@ Report run(const Options &o) {
       check(trn_mem_write(mem, 0, inputs[i].data.data(), inputs[i].data.size()),
             format("uploading argument %s", args[i].name));
   }
+  return bindings;
+}
 
+// The compute queue on the core, a profile, and for a program the tensor sets it executes with.
+void prepare_launch(const Options &o, const Target &t, trn_device_t device, trn_core_t core,
+                    const trn_core_properties_t &core_properties, Resources &r) {
   trn_queue_desc_t queue_desc = TRN_QUEUE_DESC_INIT;
   queue_desc.kind = TRN_QUEUE_KIND_COMPUTE;
   queue_desc.core = core;
@@ -752,25 +581,34 @@ Report run(const Options &o) {
   check(created, queue_what);
   check(trn_profile_create(o.profile_path.empty() ? 0u : TRN_PROFILE_FLAG_TRACE, &r.profile),
         "creating a profile");
-  if (program) {
-    check(trn_tensor_set_create(&r.inputs), "creating a tensor set");
-    check(trn_tensor_set_create(&r.outputs), "creating a tensor set");
-    for (size_t i = 0; i < args.size(); ++i)
-      check(trn_tensor_set_add(args[i].direction == TRN_ARG_OUT ? r.outputs : r.inputs,
-                               args[i].name, r.mems[i], 0),
-            format("binding tensor %s", args[i].name));
-  }
+  if (!t.program) return;
+  check(trn_tensor_set_create(&r.inputs), "creating a tensor set");
+  check(trn_tensor_set_create(&r.outputs), "creating a tensor set");
+  for (size_t i = 0; i < t.args.size(); ++i)
+    check(trn_tensor_set_add(t.args[i].direction == TRN_ARG_OUT ? r.outputs : r.inputs,
+                             t.args[i].name, r.mems[i], 0),
+          format("binding tensor %s", t.args[i].name));
+}
 
+// What the launches did: the last one's profile summary (a program's: its simulated time only)
+// and the host time of them all.
+struct Timing {
+  trn_profile_summary_t summary = TRN_PROFILE_SUMMARY_INIT;
+  uint64_t host_ns_total = 0;
+};
+
+Timing launch_all(const Options &o, const Target &t,
+                  const std::vector<trn_kernel_binding_t> &bindings, Resources &r) {
   trn_launch_desc_t launch = TRN_LAUNCH_DESC_INIT;
   launch.kernel = r.kernel;
   launch.args = bindings.data();
   launch.arg_count = static_cast<uint32_t>(bindings.size());
   launch.profile = r.profile;
   const uint64_t timeout_ns = trn::tools::seconds_to_ns(o.timeout_s);
-  trn_profile_summary_t s = TRN_PROFILE_SUMMARY_INIT;
-  uint64_t host_ns_total = 0;
+  Timing timing;
+  trn_profile_summary_t &s = timing.summary;
   for (uint32_t i = 0; i < o.repeat; ++i) {
-    if (program) {
+    if (t.program) {
       // An execution is timed by the queue's timestamps around it, in simulated time.
       trn_timestamp_t before{}, after{};
       check(trn_queue_write_timestamp(r.queue, &before, nullptr, nullptr), "timing the program");
@@ -781,7 +619,7 @@ Report run(const Options &o) {
         fail_queue(r.queue, fr, o.timeout_s);
       s = TRN_PROFILE_SUMMARY_INIT;
       s.total_ns = after.device_ns - before.device_ns;
-      host_ns_total += after.host_ns - before.host_ns;
+      timing.host_ns_total += after.host_ns - before.host_ns;
       continue;
     }
     check(trn_queue_launch(r.queue, &launch, nullptr, nullptr), "launching the kernel");
@@ -789,18 +627,69 @@ Report run(const Options &o) {
       fail_queue(r.queue, fr, o.timeout_s);
     s = TRN_PROFILE_SUMMARY_INIT;
     check(trn_profile_get_summary(r.profile, &s), "reading the profile");
-    host_ns_total += s.host_ns;
+    timing.host_ns_total += s.host_ns;
   }
+  return timing;
+}
 
-  // Outputs: download, write, compare.
-  Report report;
+// The outputs written and compared: their JSON records, their text lines, and the exit code the
+// comparisons lead to.
+struct OutputResults {
   json outputs = json::array(), expects = json::array();
-  std::string text_outputs;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const trn_kernel_arg_t &arg = args[i];
+  std::string text;
+  int code = kExitOk;
+};
+
+// One comparison's JSON record and text.
+void report_comparison(const Options &o, const trn_kernel_arg_t &arg, const trn::run::Comparison &c,
+                       OutputResults &results) {
+  using trn::run::format_index;
+  using trn::run::Mismatch;
+  using trn::run::unravel;
+  json first = json::array();
+  for (const Mismatch &m : c.first)
+    first.push_back({{"index", unravel(m.index, arg_shape(arg))},
+                     {"got", number(m.got)},
+                     {"want", number(m.want)}});
+  results.expects.push_back({{"name", c.name},
+                             {"path", c.path},
+                             {"ok", c.mismatches == 0},
+                             {"elements", c.elements},
+                             {"mismatches", c.mismatches},
+                             {"max_abs_error", number(c.max_abs)},
+                             {"max_rel_error", number(c.max_rel)},
+                             {"first_mismatches", first}});
+  std::string &text = results.text;
+  if (c.mismatches == 0) {
+    text += format("expect %s: ok, %llu elements, max abs error %.6g, max rel error %.6g\n",
+                   arg.name, static_cast<unsigned long long>(c.elements), c.max_abs, c.max_rel);
+    return;
+  }
+  results.code = kExitMismatch;
+  text += format(
+      "expect %s: MISMATCH in %llu of %llu elements (rtol %g, atol %g); max abs error %.6g, "
+      "max rel error %.6g\n",
+      arg.name, static_cast<unsigned long long>(c.mismatches),
+      static_cast<unsigned long long>(c.elements), o.rtol, o.atol, c.max_abs, c.max_rel);
+  for (const Mismatch &m : c.first)
+    text += format("  %s%s: got %.9g, want %.9g (abs error %.6g)\n", arg.name,
+                   format_index(unravel(m.index, arg_shape(arg))).c_str(), m.got, m.want,
+                   std::fabs(m.got - m.want));
+  if (c.mismatches > c.first.size())
+    text += format("  ... and %llu more\n",
+                   static_cast<unsigned long long>(c.mismatches - c.first.size()));
+}
+
+// Outputs: download, write, compare.
+OutputResults write_and_compare(const Options &o, const Target &t, const Bindings &b,
+                                const std::map<std::string, npy::Array> &expected,
+                                const Resources &r) {
+  OutputResults results;
+  for (size_t i = 0; i < t.args.size(); ++i) {
+    const trn_kernel_arg_t &arg = t.args[i];
     if (arg.direction == TRN_ARG_IN) continue;
     std::vector<std::string> paths;
-    if (auto it = out_files.find(arg.name); it != out_files.end()) paths.push_back(it->second);
+    if (auto it = b.outs.find(arg.name); it != b.outs.end()) paths.push_back(it->second);
     if (!o.out_dir.empty())
       paths.push_back(
           (std::filesystem::path(o.out_dir) / (std::string(arg.name) + ".npy")).string());
@@ -814,131 +703,135 @@ Report run(const Options &o) {
     for (const std::string &path : paths) {
       if (auto why = npy::write_file(path, info.out_descr, arg_shape(arg), data))
         fail(format("writing output %s to %s: %s", arg.name, path.c_str(), why->c_str()));
-      outputs.push_back({{"name", arg.name},
-                         {"path", path},
-                         {"descr", info.out_descr},
-                         {"shape", arg_shape(arg)}});
-      text_outputs += format(
+      results.outputs.push_back({{"name", arg.name},
+                                 {"path", path},
+                                 {"descr", info.out_descr},
+                                 {"shape", arg_shape(arg)}});
+      results.text += format(
           "wrote %s to %s ('%s' %s%s)\n", arg.name, path.c_str(), info.out_descr,
           npy::format_shape(arg_shape(arg)).c_str(),
           is_raw_bits_dtype(arg.dtype) ? format(", %s bit patterns", info.numpy_name).c_str() : "");
     }
     if (want == expected.end()) continue;
-    const Comparison c =
-        compare(arg.name, expect_files.at(arg.name), elem_of(arg.dtype), data,
-                *file_elem(want->second.dtype, arg.dtype), want->second, o.rtol, o.atol);
-    json first = json::array();
-    for (const Mismatch &m : c.first)
-      first.push_back({{"index", unravel(m.index, arg_shape(arg))},
-                       {"got", number(m.got)},
-                       {"want", number(m.want)}});
-    expects.push_back({{"name", c.name},
-                       {"path", c.path},
-                       {"ok", c.mismatches == 0},
-                       {"elements", c.elements},
-                       {"mismatches", c.mismatches},
-                       {"max_abs_error", number(c.max_abs)},
-                       {"max_rel_error", number(c.max_rel)},
-                       {"first_mismatches", first}});
-    if (c.mismatches == 0) {
-      text_outputs +=
-          format("expect %s: ok, %llu elements, max abs error %.6g, max rel error %.6g\n", arg.name,
-                 static_cast<unsigned long long>(c.elements), c.max_abs, c.max_rel);
-    } else {
-      report.code = kExitMismatch;
-      text_outputs += format(
-          "expect %s: MISMATCH in %llu of %llu elements (rtol %g, atol %g); max abs error %.6g, "
-          "max rel error %.6g\n",
-          arg.name, static_cast<unsigned long long>(c.mismatches),
-          static_cast<unsigned long long>(c.elements), o.rtol, o.atol, c.max_abs, c.max_rel);
-      for (const Mismatch &m : c.first)
-        text_outputs += format("  %s%s: got %.9g, want %.9g (abs error %.6g)\n", arg.name,
-                               format_index(unravel(m.index, arg_shape(arg))).c_str(), m.got,
-                               m.want, std::fabs(m.got - m.want));
-      if (c.mismatches > c.first.size())
-        text_outputs += format("  ... and %llu more\n",
-                               static_cast<unsigned long long>(c.mismatches - c.first.size()));
-    }
+    report_comparison(
+        o, arg,
+        trn::run::compare(arg.name, b.expects.at(arg.name), elem_of(arg.dtype), data,
+                          *file_elem(want->second.dtype, arg.dtype), want->second, o.rtol, o.atol),
+        results);
   }
-  if (!o.profile_path.empty())
-    check(trn_profile_write_trace(r.profile, o.profile_path.c_str()),
-          "writing the trace to " + o.profile_path);
+  return results;
+}
 
-  // The report.
-  static const char *const kEngineNames[TRN_ENGINE_COUNT] = {"tensor", "vector", "scalar", "gpsimd",
-                                                             "sync"};
+// The report of a run that completed: JSON and text.
+Report make_report(const Options &o, const Target &t, const trn_core_properties_t &core_properties,
+                   const Timing &timing, const OutputResults &results) {
+  const trn_profile_summary_t &s = timing.summary;
+  Report report;
+  report.code = results.code;
   json engines = json::array();
   trn::tools::Table table({"engine", "instructions", "busy us", "active %", "wait us"});
   for (int e = 0; e < TRN_ENGINE_COUNT; ++e) {
-    engines.push_back({{"engine", kEngineNames[e]},
+    engines.push_back({{"engine", trn_engine_name(static_cast<trn_engine_t>(e))},
                        {"instructions", s.engine_instructions[e]},
                        {"busy_ns", s.engine_busy_ns[e]},
                        {"active_percent", number(s.engine_active_percent[e])},
                        {"wait_ns", s.engine_wait_ns[e]}});
-    table.add_row({kEngineNames[e], std::to_string(s.engine_instructions[e]),
-                   us(s.engine_busy_ns[e]), format("%.1f", s.engine_active_percent[e]),
-                   us(s.engine_wait_ns[e])});
+    table.add_row({trn_engine_name(static_cast<trn_engine_t>(e)),
+                   std::to_string(s.engine_instructions[e]), us(s.engine_busy_ns[e]),
+                   format("%.1f", s.engine_active_percent[e]), us(s.engine_wait_ns[e])});
   }
   json args_json = json::array();
-  for (const auto &arg : args)
+  for (const auto &arg : t.args)
     args_json.push_back({{"name", arg.name},
                          {"direction", direction_name(arg.direction)},
                          {"dtype", dtype_info(arg.dtype).name},
                          {"shape", arg_shape(arg)}});
-  const uint64_t host_ns_mean = host_ns_total / o.repeat;
-  report.doc = {
-      {"schema_version", kSchemaVersion},
-      {"trn_version", trn_get_version_string()},
-      {program ? "program" : "kernel",
-       {{"name", kp.name}, {"path", o.kernel_path}, {program ? "tensors" : "args", args_json}}},
-      {"device", o.device},
-      {"core", core_properties.index},
-      {"core_id", core_properties.global_id},
-      {program ? "executions" : "launches", o.repeat},
-      {"simulated_ns", s.total_ns},
-      {"host_ns", host_ns_mean},
-      {"engines", engines},
-      {"tensor_flops", s.tensor_flops},
-      {"peak_flops", number(s.peak_flops)},
-      {"mfu_percent", number(s.mfu_percent)},
-      {"dma",
-       {{"transfers", s.dma_transfers},
-        {"bytes", s.dma_bytes},
-        {"utilization_percent", number(s.dma_utilization_percent)}}},
-      {"outputs", outputs},
-      {"expect", expects},
-      {"trace", o.profile_path.empty() ? json(nullptr) : json(o.profile_path)},
-      {"fault", nullptr},
-      {"error", nullptr},
-      {"exit_code", report.code}};
+  const uint64_t host_ns_mean = timing.host_ns_total / o.repeat;
+  report.doc = {{"schema_version", kSchemaVersion},
+                {"trn_version", trn_get_version_string()},
+                {t.program ? "program" : "kernel",
+                 {{"name", t.properties.name},
+                  {"path", o.kernel_path},
+                  {t.program ? "tensors" : "args", args_json}}},
+                {"device", o.device},
+                {"core", core_properties.index},
+                {"core_id", core_properties.global_id},
+                {t.program ? "executions" : "launches", o.repeat},
+                {"simulated_ns", s.total_ns},
+                {"host_ns", host_ns_mean},
+                {"engines", engines},
+                {"tensor_flops", s.tensor_flops},
+                {"peak_flops", number(s.peak_flops)},
+                {"mfu_percent", number(s.mfu_percent)},
+                {"dma",
+                 {{"transfers", s.dma_transfers},
+                  {"bytes", s.dma_bytes},
+                  {"utilization_percent", number(s.dma_utilization_percent)}}},
+                {"outputs", results.outputs},
+                {"expect", results.expects},
+                {"trace", o.profile_path.empty() ? json(nullptr) : json(o.profile_path)},
+                {"fault", nullptr},
+                {"error", nullptr},
+                {"exit_code", report.code}};
 
-  std::string &t = report.text;
-  if (program) {
+  std::string &text = report.text;
+  if (t.program) {
     // Engine counters come from a launch's profile; an execution reports its time only.
     for (const char *key : {"engines", "tensor_flops", "peak_flops", "mfu_percent", "dma", "trace"})
       report.doc.erase(key);
-    t += format("program %s on device %u core %u: %zu tensors, %u execution%s\n", kp.name, o.device,
-                core_properties.index, args.size(), o.repeat, o.repeat == 1 ? "" : "s");
-    t += format("simulated time %s us, host time %.3f ms%s\n", us(s.total_ns).c_str(),
-                static_cast<double>(host_ns_mean) / 1e6, o.repeat > 1 ? " per execution" : "");
-    t += text_outputs;
+    text +=
+        format("program %s on device %u core %u: %zu tensors, %u execution%s\n", t.properties.name,
+               o.device, core_properties.index, t.args.size(), o.repeat, o.repeat == 1 ? "" : "s");
+    text += format("simulated time %s us, host time %.3f ms%s\n", us(s.total_ns).c_str(),
+                   static_cast<double>(host_ns_mean) / 1e6, o.repeat > 1 ? " per execution" : "");
+    text += results.text;
     return report;
   }
-  t += format("kernel %s on device %u core %u: %zu arguments, %u launch%s\n", kp.name, o.device,
-              core_properties.index, args.size(), o.repeat, o.repeat == 1 ? "" : "es");
-  t += format("simulated time %s us, host time %.3f ms%s\n", us(s.total_ns).c_str(),
-              static_cast<double>(host_ns_mean) / 1e6, o.repeat > 1 ? " per launch" : "");
-  t += table.render();
-  t += format("MFU %.2f %% (%llu tensor flops, peak %.1f TFLOP/s bf16)\n", s.mfu_percent,
-              static_cast<unsigned long long>(s.tensor_flops), s.peak_flops / 1e12);
-  t += format("DMA %llu transfers, %llu bytes, utilisation %.1f %%\n",
-              static_cast<unsigned long long>(s.dma_transfers),
-              static_cast<unsigned long long>(s.dma_bytes), s.dma_utilization_percent);
-  t += text_outputs;
+  text +=
+      format("kernel %s on device %u core %u: %zu arguments, %u launch%s\n", t.properties.name,
+             o.device, core_properties.index, t.args.size(), o.repeat, o.repeat == 1 ? "" : "es");
+  text += format("simulated time %s us, host time %.3f ms%s\n", us(s.total_ns).c_str(),
+                 static_cast<double>(host_ns_mean) / 1e6, o.repeat > 1 ? " per launch" : "");
+  text += table.render();
+  text += format("MFU %.2f %% (%llu tensor flops, peak %.1f TFLOP/s bf16)\n", s.mfu_percent,
+                 static_cast<unsigned long long>(s.tensor_flops), s.peak_flops / 1e12);
+  text += format("DMA %llu transfers, %llu bytes, utilisation %.1f %%\n",
+                 static_cast<unsigned long long>(s.dma_transfers),
+                 static_cast<unsigned long long>(s.dma_bytes), s.dma_utilization_percent);
+  text += results.text;
   if (!o.profile_path.empty())
-    t += "trace written to " + o.profile_path +
-         " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
+    text += "trace written to " + o.profile_path +
+            " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
   return report;
+}
+
+Report run(const Options &o) {
+  const std::vector<std::byte> image = read_kernel_file(o.kernel_path);
+  const Bindings b = parse_all_bindings(o);
+
+  Resources r;
+  trn_device_t device = pick_device(o.device);
+  trn_core_properties_t core_properties = TRN_CORE_PROPERTIES_INIT;
+  trn_core_t core = pick_core(device, o.core, &core_properties);
+  const Target t = load_target(o, b, image, device, r);
+
+  // Everything given is checked and read before any device memory is taken.
+  check_bindings(t, b);
+  const std::vector<trn_scalar_t> scalar_values = parse_scalars(t, b);
+  check_outputs_named(t, b);
+  const std::vector<npy::Array> inputs = read_inputs(t, b);
+  const std::map<std::string, npy::Array> expected = read_expected(t, b);
+  check_out_dir(o.out_dir);
+
+  const std::vector<trn_kernel_binding_t> bindings =
+      upload(t, device, core_properties, scalar_values, inputs, r);
+  prepare_launch(o, t, device, core, core_properties, r);
+  const Timing timing = launch_all(o, t, bindings, r);
+  const OutputResults results = write_and_compare(o, t, b, expected, r);
+  if (!o.profile_path.empty())
+    check(trn_profile_write_trace(r.profile, o.profile_path.c_str()),
+          "writing the trace to " + o.profile_path);
+  return make_report(o, t, core_properties, timing, results);
 }
 
 }  // namespace
