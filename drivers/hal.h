@@ -170,6 +170,8 @@ typedef struct trn_hal_trace_record {
   uint64_t bytes, flops;
 } trn_hal_trace_record_t;
 
+/** The most DMA queues a core has: the length of per-queue arrays (a device reports its own count,
+ * trn_device_properties_t.dma_engines_per_core, which is never more). */
 #define TRN_HAL_DMA_QUEUES 16
 #define TRN_HAL_RUN_OK 0
 #define TRN_HAL_RUN_FAULT 1

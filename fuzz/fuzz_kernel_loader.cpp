@@ -15,6 +15,7 @@
 #include "isa/assembler.hpp"
 #include "isa/container.hpp"
 #include "isa/disassembler.hpp"
+#include "isa/target.hpp"
 #include "isa/validate.hpp"
 #include "round_trip.hpp"
 
@@ -68,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte *>(data), size);
   Program p;
   if (read_kernel(bytes, p)) return 0;  // rejected with a reason: fine
-  const bool valid = !validate_program(p, Target{});
+  const bool valid = !validate_program(p, *core_spec(kDefaultGeneration));
   const auto written = trn::fuzz::check_round_trip(
       p, [](std::span<const std::byte> b, Program &q) { return read_kernel(b, q); },
       [](const Program &q) { return write_kernel(q); }, same_program, "kernel");

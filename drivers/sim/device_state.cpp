@@ -119,7 +119,7 @@ std::string conflicting_settings(const StateHeader &header, const DeviceWish &wi
   std::string out;
   auto add = [&](const std::string &text) { out += (out.empty() ? "" : ", ") + text; };
   if (wish.explicit_generation && header.generation != static_cast<uint32_t>(wish.generation))
-    add(std::string("TRN_SIM_GENERATION=") + generation_spec(wish.generation).name);
+    add(std::string("TRN_SIM_GENERATION=") + generation_spec(wish.generation).name());
   if (wish.explicit_hbm && header.hbm_bytes != wish.hbm_bytes)
     add("TRN_SIM_HBM_BYTES=" + common::format_bytes(wish.hbm_bytes));
   if (wish.explicit_device_count && wish.index == 0 && header.device_count != wish.device_count)
@@ -131,8 +131,8 @@ std::string conflicting_settings(const StateHeader &header, const DeviceWish &wi
 
 std::string describe_device_config(trn_generation_t generation, uint32_t cores,
                                    uint64_t hbm_bytes) {
-  return std::string(generation_spec(generation).name) + " (" + std::to_string(cores) + " cores, " +
-         common::format_bytes(hbm_bytes) + ")";
+  return std::string(generation_spec(generation).name()) + " (" + std::to_string(cores) +
+         " cores, " + common::format_bytes(hbm_bytes) + ")";
 }
 
 DeviceState::DeviceState(std::string path, int fd, StateFile *file, const StateHeader &header,

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "isa/dtype.hpp"
+#include "isa/target.hpp"
 #include "sim/reduce_math.hpp"
 
 namespace trn::sim {
@@ -43,7 +44,10 @@ trn_result_t dma_back(const MemorySpan &span, std::string *why) {
 }
 
 uint64_t simulated_dma_ns(uint64_t bytes, uint64_t bytes_per_s, uint32_t engines) {
-  const uint64_t per_engine = bytes_per_s ? bytes_per_s : 23'000'000'000ull;
+  const uint64_t per_engine =
+      bytes_per_s ? bytes_per_s
+                  : isa::core_spec_or_default(static_cast<uint32_t>(isa::kDefaultGeneration))
+                        .dma_engine_bytes_per_s;
   const double rate = static_cast<double>(per_engine) * std::max(1u, engines) / 1e9;  // per ns
   return kDmaFixedNs + static_cast<uint64_t>(static_cast<double>(bytes) / rate);
 }

@@ -20,8 +20,8 @@ trn_result_t load_kernel(const void *image, size_t size, trn_generation_t genera
     return TRN_ERROR_INVALID_KERNEL;
   }
   const auto &spec = generation_spec(generation);
-  if (auto err = isa::validate_program(kernel->program, core_spec(spec).target())) {
-    *why = "kernel '" + kernel->program.name + "' is not valid on " + spec.name + ": " + *err;
+  if (auto err = isa::validate_program(kernel->program, spec.core().target())) {
+    *why = "kernel '" + kernel->program.name + "' is not valid on " + spec.name() + ": " + *err;
     return TRN_ERROR_INVALID_KERNEL;
   }
   *out = std::move(kernel);
@@ -49,13 +49,14 @@ void fill_result(const exec::RunResult &run, const trn_hal_kernel &kernel,
     out->engine_busy_ps[e] = c.engines[e].busy_ps;
     out->engine_wait_ps[e] = c.engines[e].wait_ps;
   }
-  for (uint32_t q = 0; q < TRN_HAL_DMA_QUEUES && q < exec::kDmaQueues; ++q)
-    out->dma_busy_ps[q] = c.dma_busy_ps[q];
+  // The HAL's per-queue array has room for as many queues as the executor's.
+  static_assert(TRN_HAL_DMA_QUEUES == exec::kDmaQueues);
+  for (uint32_t q = 0; q < exec::kDmaQueues; ++q) out->dma_busy_ps[q] = c.dma_busy_ps[q];
   out->dma_transfers = c.dma_transfers;
   out->dma_bytes = c.dma_bytes;
   out->flops = c.flops;
   out->total_ps = c.total_ps;
-  out->peak_flops = double(spec.tensor_hz) * 2.0 * 128.0 * 128.0;
+  out->peak_flops = double(spec.tensor_hz * isa::kBf16FlopsPerTensorCycle);
   out->trace_count = run.trace.size();
   if (out->trace) {
     const size_t n = std::min<uint64_t>(run.trace.size(), out->trace_capacity);

@@ -63,20 +63,22 @@ trn_result_t sim_device_properties(trn_hal_instance_t *instance, uint32_t device
       for (uint32_t bank = 0; bank < TRN_MAX_HBM_BANKS; ++bank)
         p->hbm_bank_bytes[bank] = bank < spec.hbm_banks ? h.hbm_bytes / spec.hbm_banks : 0;
       p->hbm_bandwidth_bytes_per_s = spec.hbm_bandwidth_bytes_per_s;
-      p->dma_engines_per_core = spec.dma_engines_per_core;
-      p->semaphores_per_core = spec.semaphores_per_core;
-      p->sbuf_partitions = spec.sbuf_partitions;
-      p->sbuf_bytes_per_partition = spec.sbuf_bytes_per_partition;
-      p->sbuf_usable_bytes_per_partition = spec.sbuf_usable_bytes_per_partition;
-      p->psum_bytes_per_partition = spec.psum_bytes_per_partition;
-      p->psum_banks = spec.psum_banks;
-      p->tensor_clock_hz = spec.tensor_clock_hz;
-      p->vector_clock_hz = spec.vector_clock_hz;
-      p->scalar_clock_hz = spec.scalar_clock_hz;
-      p->gpsimd_clock_hz = spec.gpsimd_clock_hz;
-      p->peak_bf16_flops_per_core = spec.tensor_clock_hz * kBf16FlopsPerTensorCycle;
-      p->peak_fp32_flops_per_core = spec.tensor_clock_hz * kFp32FlopsPerTensorCycle;
-      p->dma_engine_bytes_per_s = spec.dma_engine_bytes_per_s;
+      // Every core figure is the ISA's core table, which the executor runs with too.
+      const isa::CoreSpec &core = spec.core();
+      p->dma_engines_per_core = core.dma_queues;
+      p->semaphores_per_core = core.semaphores;
+      p->sbuf_partitions = core.partitions;
+      p->sbuf_bytes_per_partition = core.sbuf_bytes_per_partition;
+      p->sbuf_usable_bytes_per_partition = core.sbuf_usable_bytes_per_partition;
+      p->psum_bytes_per_partition = core.psum_bytes_per_partition;
+      p->psum_banks = core.psum_banks;
+      p->tensor_clock_hz = core.tensor_hz;
+      p->vector_clock_hz = core.vector_hz;
+      p->scalar_clock_hz = core.scalar_hz;
+      p->gpsimd_clock_hz = core.gpsimd_hz;
+      p->peak_bf16_flops_per_core = core.tensor_hz * isa::kBf16FlopsPerTensorCycle;
+      p->peak_fp32_flops_per_core = core.tensor_hz * isa::kFp32FlopsPerTensorCycle;
+      p->dma_engine_bytes_per_s = core.dma_engine_bytes_per_s;
       p->neighbor_count = static_cast<uint32_t>(
           torus_neighbors(device, static_cast<uint32_t>(instance->runtimes.size())).size());
     }
@@ -114,7 +116,7 @@ trn_result_t sim_core_info(trn_hal_instance_t *instance, uint32_t device, uint32
     const uint32_t cores = state.header().physical_cores;
     const uint32_t mask = lnc_mask(state);
     if (lnc >= 32 || !(mask >> lnc & 1u)) {
-      *why = "device " + std::to_string(device) + " (" + spec_of(state).name +
+      *why = "device " + std::to_string(device) + " (" + spec_of(state).name() +
              ") does not support LNC=" + std::to_string(lnc) + ": use " +
              (mask & (1u << 2) ? "1 or 2" : "1");
       return TRN_ERROR_OUT_OF_RANGE;
@@ -129,7 +131,7 @@ trn_result_t sim_core_info(trn_hal_instance_t *instance, uint32_t device, uint32
     info->first_physical_core = core * lnc;
     info->physical_core_count = lnc;
     info->hbm_bank = info->first_physical_core / std::max(1u, cores / std::max(1u, banks));
-    info->dma_engines = spec_of(state).dma_engines_per_core * lnc;
+    info->dma_engines = spec_of(state).core().dma_queues * lnc;
     info->physical_core_mask = ((uint64_t{1} << lnc) - 1) << info->first_physical_core;
     return TRN_SUCCESS;
   });

@@ -45,7 +45,7 @@ trn_result_t sim_queue_create(trn_hal_instance_t *instance, uint32_t device, uin
       return TRN_ERROR_INVALID_ARGUMENT;
     }
     const GenerationSpec &spec = generation_spec(runtime.generation());
-    const uint32_t engines = spec.dma_engines_per_core * count;
+    const uint32_t engines = spec.core().dma_queues * count;
     if (dma_engines > engines) {
       *why = "the logical core has " + std::to_string(engines) + " DMA engines, not " +
              std::to_string(dma_engines) + " (0 uses them all)";
@@ -57,7 +57,7 @@ trn_result_t sim_queue_create(trn_hal_instance_t *instance, uint32_t device, uin
     shape.kind = kind;
     shape.capacity = capacity;
     shape.dma_engines = dma_engines == 0 ? engines : dma_engines;
-    shape.dma_engine_bytes_per_s = spec.dma_engine_bytes_per_s;
+    shape.dma_engine_bytes_per_s = spec.core().dma_engine_bytes_per_s;
     shape.link_bytes_per_s = spec.neuronlink_bytes_per_s / std::max(1u, spec.neuronlink_links);
     shape.dma_reduce_rate_percent = spec.dma_reduce_rate_percent;
     auto made = std::make_unique<trn_hal_queue>(*instance, runtime, shape);

@@ -23,6 +23,7 @@
 
 #include "isa/container.hpp"
 #include "isa/dtype.hpp"
+#include "kbuild/build_target.hpp"
 #include "kbuild/kernels/tiled_matmul.hpp"
 #include "trn/trn.h"
 
@@ -66,17 +67,6 @@ std::string format_time(double ns) {
   else
     std::snprintf(text, sizeof text, "%.3f s", ns / 1e9);
   return text;
-}
-
-// SBUF the kernel plan may fill per partition: the device's usable bytes, or (for a runtime
-// that does not report them) the usual figure of its generation.
-uint32_t usable_sbuf(const trn_device_properties_t &p) {
-  if (p.sbuf_usable_bytes_per_partition) return p.sbuf_usable_bytes_per_partition;
-  switch (p.generation) {
-    case TRN_GENERATION_TRN1: return 180224;
-    case TRN_GENERATION_TRN3: return 245752;
-    default: return 212984;
-  }
 }
 
 // The runtime objects; released in reverse order of creation whatever was made.
@@ -187,7 +177,10 @@ int run(const Options &o) {
   if (failed(trn_core_get_properties(core, &cp), "trn_core_get_properties")) return 1;
 
   // The kernel: built, serialised and loaded as any kernel binary would be.
-  const trn::kbuild::MatmulConfig config{o.m, o.n, o.k, in_dtype, DType::kF32, usable_sbuf(props)};
+  // For the device's core (limits, clocks, the SBUF it may fill), as the runtime reports it.
+  trn::kbuild::MatmulConfig config{o.m, o.n, o.k, in_dtype, DType::kF32};
+  config.target = trn::kbuild::build_target(props);
+  config.sbuf_bytes_per_partition = config.target.sbuf_bytes();
   trn::kbuild::MatmulPlan plan;
   auto built = trn::kbuild::build_tiled_matmul(config, &plan);
   if (const auto *why = std::get_if<std::string>(&built)) {

@@ -1181,7 +1181,7 @@ typedef struct trn_profile_summary {
   double mfu_percent; /**< flops / (total time x the Tensor engine's bf16 peak) */
   uint64_t dma_transfers;
   uint64_t dma_bytes;
-  double dma_utilization_percent; /**< busy time of the 16 DMA queues / (16 x total time) */
+  double dma_utilization_percent; /**< the core's DMA queues' busy time / (their count x time) */
   double peak_flops;              /**< the core's bf16 Tensor-engine peak, flops/s */
   uint64_t host_ns;               /**< host time the simulation took */
 } trn_profile_summary_t;

@@ -1,35 +1,41 @@
 #include "kbuild/build_target.hpp"
 
+#include <algorithm>
+
 namespace trn::kbuild {
 
-uint64_t BuildTarget::clock_hz(isa::Engine e) const {
-  switch (e) {
-    case isa::Engine::kTensor: return tensor_hz;
-    case isa::Engine::kVector: return vector_hz;
-    case isa::Engine::kGpSimd: return gpsimd_hz;
-    case isa::Engine::kScalar:
-    case isa::Engine::kSync: break;
-  }
-  return scalar_hz;
+// The ISA numbers generations as the C API does, so a device's generation names its core.
+static_assert(static_cast<uint32_t>(isa::Generation::kTrn1) == TRN_GENERATION_TRN1 &&
+              static_cast<uint32_t>(isa::Generation::kTrn2) == TRN_GENERATION_TRN2 &&
+              static_cast<uint32_t>(isa::Generation::kTrn3) == TRN_GENERATION_TRN3);
+
+namespace {
+
+template <typename T>
+void take(T &field, T reported) {
+  if (reported) field = reported;
 }
+
+}  // namespace
 
 BuildTarget build_target(const trn_device_properties_t &d) {
   BuildTarget t;
-  // NeuronCore-v2 is trn1's, v3 trn2's, v4 trn3's.
-  t.isa.core_version = d.generation == TRN_GENERATION_TRN1   ? 2
-                       : d.generation == TRN_GENERATION_TRN3 ? 4
-                                                             : 3;
-  if (d.sbuf_partitions) t.isa.partitions = d.sbuf_partitions;
-  if (d.sbuf_bytes_per_partition) t.isa.sbuf_bytes_per_partition = d.sbuf_bytes_per_partition;
-  if (d.psum_bytes_per_partition) t.isa.psum_bytes_per_partition = d.psum_bytes_per_partition;
-  if (d.psum_banks) t.isa.psum_banks = d.psum_banks;
-  if (d.semaphores_per_core) t.isa.semaphores = d.semaphores_per_core;
-  t.sbuf_usable_bytes = d.sbuf_usable_bytes_per_partition;
-  if (d.tensor_clock_hz) t.tensor_hz = d.tensor_clock_hz;
-  if (d.vector_clock_hz) t.vector_hz = d.vector_clock_hz;
-  if (d.scalar_clock_hz) t.scalar_hz = d.scalar_clock_hz;
-  if (d.gpsimd_clock_hz) t.gpsimd_hz = d.gpsimd_clock_hz;
-  if (d.dma_engine_bytes_per_s) t.dma_bytes_per_s = d.dma_engine_bytes_per_s;
+  t.core = isa::core_spec_or_default(static_cast<uint32_t>(d.generation));
+  isa::CoreSpec &c = t.core;
+  take(c.partitions, d.sbuf_partitions);
+  take(c.sbuf_bytes_per_partition, d.sbuf_bytes_per_partition);
+  take(c.sbuf_usable_bytes_per_partition, d.sbuf_usable_bytes_per_partition);
+  take(c.psum_bytes_per_partition, d.psum_bytes_per_partition);
+  take(c.psum_banks, d.psum_banks);
+  take(c.semaphores, d.semaphores_per_core);
+  // The builder's agents have room for isa::kMaxDmaQueues queues.
+  take(c.dma_queues, std::min(d.dma_engines_per_core, isa::kMaxDmaQueues));
+  take(c.tensor_hz, d.tensor_clock_hz);
+  take(c.vector_hz, d.vector_clock_hz);
+  take(c.scalar_hz, d.scalar_clock_hz);
+  take(c.gpsimd_hz, d.gpsimd_clock_hz);
+  take(c.dma_engine_bytes_per_s, d.dma_engine_bytes_per_s);
+  t.sbuf_usable_bytes = c.sbuf_usable_bytes_per_partition;  // all a compiler may fill
   return t;
 }
 

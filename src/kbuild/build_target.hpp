@@ -1,5 +1,7 @@
 // The core a kernel is built for: the ISA limits it is validated against, the SBUF it may fill,
-// and the rates the builder's schedule estimate uses to pick engines and DMA queues.
+// and the clocks and DMA rate the builder's schedule estimate (the simulator's cost model,
+// isa/cost_model.hpp) turns cycles and bytes into time with. Built for a device, it is what the
+// runtime reports for that device (build_target), never the builder's own figures.
 #pragma once
 
 #include <cstdint>
@@ -11,22 +13,23 @@
 namespace trn::kbuild {
 
 struct BuildTarget {
-  isa::Target isa;
-  uint32_t sbuf_usable_bytes = 0;  // 0: all of isa.sbuf_bytes_per_partition
-  uint64_t tensor_hz = 2'800'000'000, vector_hz = 960'000'000, scalar_hz = 1'400'000'000,
-           gpsimd_hz = 1'400'000'000;
-  uint64_t dma_bytes_per_s = 23'000'000'000;  // one DMA engine
+  // Limits, clocks and DMA rate; by default the default generation's core (isa/target.hpp).
+  isa::CoreSpec core = isa::core_spec_or_default(static_cast<uint32_t>(isa::kDefaultGeneration));
+  uint32_t sbuf_usable_bytes = 0;  // 0: all of core.sbuf_bytes_per_partition
 
-  uint64_t clock_hz(isa::Engine e) const;
+  uint64_t clock_hz(isa::Engine e) const { return core.clock_hz(e); }
   // The SBUF a kernel may fill per partition: the usable bytes, never more than there are.
   uint32_t sbuf_bytes() const {
-    return sbuf_usable_bytes && sbuf_usable_bytes < isa.sbuf_bytes_per_partition
+    return sbuf_usable_bytes && sbuf_usable_bytes < core.sbuf_bytes_per_partition
                ? sbuf_usable_bytes
-               : isa.sbuf_bytes_per_partition;
+               : core.sbuf_bytes_per_partition;
   }
 };
 
-// The target of one core of a device, from the properties the runtime reports.
+// The target of one core of a device, from the properties the runtime reports
+// (trn_device_get_properties). The NeuronCore version is the generation's (isa/target.hpp; an
+// unknown generation is treated as isa::kDefaultGeneration, as the simulated device treats it);
+// every other figure is the device's, or the generation's where the device reports 0.
 BuildTarget build_target(const trn_device_properties_t &device);
 
 }  // namespace trn::kbuild

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "isa/cost_model.hpp"
 #include "isa/dtype.hpp"
 #include "isa/validate.hpp"
 #include "kbuild/onchip_allocator.hpp"
@@ -24,8 +25,8 @@ using isa::Opcode;
 namespace {
 
 constexpr uint64_t kDmaPartBytes = 64 * 1024;  // larger transfers split across queues
-constexpr uint64_t kMinII = 64;                // engine cycles of the shortest instruction
-constexpr uint64_t kDmaIssueCycles = 64;
+// The schedule estimate is the simulator's own cost model (isa/cost_model.hpp).
+constexpr uint64_t kDmaIssueCycles = isa::CostConstants::kDmaIssueCycles;
 
 struct Location {
   const char *file = nullptr;
@@ -45,48 +46,6 @@ struct Meta {
   Event wait;  // the event it waits for (ordinal 0: none)
   Location where;
 };
-
-bool is_16bit_float(DType t) {
-  return t == DType::kBf16 || t == DType::kF16;
-}
-
-// Engine cycles, roughly as the published cost formulas give them (the simulator has the exact
-// model); only used to choose engines, so close is enough.
-uint64_t estimate_cycles(const Instruction &inst, uint32_t core_version) {
-  const uint64_t n = inst.dst.free_elements();
-  switch (inst.opcode) {
-    case Opcode::kMatmul: {
-      const uint64_t m = inst.src0.free_elements(), cols = inst.src1.free_elements();
-      return std::max(std::min<uint64_t>(64, m), cols) * (inst.src0.dtype == DType::kF32 ? 4 : 1);
-    }
-    case Opcode::kTranspose:
-      return inst.engine == Engine::kTensor
-                 ? std::max<uint64_t>(inst.src0.partition_count,
-                                      std::min<uint64_t>(64, inst.src0.free_elements()))
-                 : std::max(kMinII, n);
-    case Opcode::kActivation:
-      return std::max(kMinII, n) + ((inst.flags & isa::kFlagAccumulate) ? kMinII : 0);
-    case Opcode::kTensorTensor: {
-      const bool split =
-          (inst.src0.space == MemSpace::kPsum) != (inst.src1.space == MemSpace::kPsum);
-      const bool fast = inst.dst.dtype == DType::kBf16 && inst.src0.dtype == DType::kBf16 &&
-                        inst.src1.dtype == DType::kBf16;
-      const uint64_t c = split || fast ? n : 2 * n;
-      return std::max(kMinII,
-                      inst.engine == Engine::kVector && fast && core_version >= 3 ? c / 2 : c);
-    }
-    case Opcode::kTensorReduce: return std::max(kMinII, inst.src0.free_elements());
-    case Opcode::kIota:
-    case Opcode::kAffineSelect: return 150 + n;
-    case Opcode::kTensorCopy:
-    case Opcode::kTensorScalar:
-      if (inst.engine == Engine::kVector && core_version >= 3 && is_16bit_float(inst.dst.dtype) &&
-          is_16bit_float(inst.src0.dtype))
-        return std::max(kMinII, n / 4);
-      return std::max(kMinII, n);
-    default: return std::max(kMinII, n);
-  }
-}
 
 // The memory an instruction touches. Reads of input arguments are left out: nothing in the
 // kernel writes an input (store() refuses to), so they never conflict, and leaving them out keeps
@@ -151,8 +110,8 @@ struct KernelBuilder::State {
   State(std::string name, const BuildTarget &t)
       : target(t),
         placement(std::make_shared<detail::Placement>(
-            t.sbuf_bytes(), t.isa.psum_bytes_per_partition,
-            t.isa.psum_banks ? t.isa.psum_bytes_per_partition / t.isa.psum_banks : 0)) {
+            t.sbuf_bytes(), t.core.psum_bytes_per_partition,
+            t.core.psum_banks ? t.core.psum_bytes_per_partition / t.core.psum_banks : 0)) {
     program.name = std::move(name);
   }
 
@@ -166,9 +125,15 @@ struct KernelBuilder::State {
   uint32_t next_queue = 0;  // ties between equally free queues go round
   uint64_t transfers_since_forget = 0;
   uint64_t waits = 0, dma_transfers = 0, sbuf_peak = 0;
+  std::array<uint64_t, isa::kEngineCount> engine_cycles{};  // estimated busy cycles
+  std::array<uint64_t, detail::kDmaQueues> dma_busy_ps{};   // estimated busy time per queue
 
   double seconds(uint64_t cycles, Engine e) const {
     return double(cycles) / double(target.clock_hz(e));
+  }
+  // Engine cycles of a compute instruction, as the simulator charges them.
+  uint64_t cycles(const Instruction &inst) const {
+    return isa::instruction_cost(inst, target.core).cycles;
   }
 
   // Appends `inst` to its engine's stream, after the waits it needs. `dma_queue` < 0: a compute
@@ -189,18 +154,23 @@ struct KernelBuilder::State {
       program.stream(e).push_back(nop);
       meta[ei].push_back({{}, deps[i], where});
       planner.waited(e, deps[i]);
-      start += seconds(1, e);
+      engine_cycles[ei] += isa::CostConstants::kSequencerCycles;
+      start += seconds(isa::CostConstants::kSequencerCycles, e);
     }
     if (!deps.empty()) planner.waited(e, deps.back());
     waits += deps.size();
 
     double end;
     if (dma_queue < 0) {
-      end = start + seconds(estimate_cycles(inst, target.isa.core_version), e);
+      const uint64_t c = cycles(inst);
+      engine_cycles[ei] += c;
+      end = start + seconds(c, e);
       engine_free[ei] = end;
     } else {
       const double issued = start + seconds(kDmaIssueCycles, e);
       engine_free[ei] = issued;
+      engine_cycles[ei] += kDmaIssueCycles;
+      dma_busy_ps[dma_queue] += isa::dma_cost(inst, target.core).ps;
       const double duration = transfer_seconds(inst);
       const double begin = queues[dma_queue].start_time(issued, duration);
       end = begin + duration;
@@ -227,11 +197,9 @@ struct KernelBuilder::State {
     return waited;
   }
 
-  // Estimated time of a transfer on one DMA engine: its bytes and a per-row descriptor cost.
+  // Time of a transfer on one DMA engine, as the simulator charges it.
   double transfer_seconds(const Instruction &inst) const {
-    const uint64_t bytes = inst.src0.elements() * std::max(isa::dtype_size(inst.src0.dtype),
-                                                           isa::dtype_size(inst.dst.dtype));
-    return double(bytes + 128 * inst.src0.partition_count) / double(target.dma_bytes_per_s);
+    return double(isa::dma_cost(inst, target.core).ps) * 1e-12;
   }
 
   // The queue on which `inst`, issued by its engine once `ready`, would start first.
@@ -254,9 +222,9 @@ struct KernelBuilder::State {
     return best;
   }
 
-  // The DMA queues of the target (the builder's agents cover at most 16).
+  // The DMA queues of the target (the builder's agents cover at most isa::kMaxDmaQueues).
   uint32_t queue_count() const {
-    return std::clamp<uint32_t>(target.isa.dma_queues, 1, detail::kDmaQueues);
+    return std::clamp<uint32_t>(target.core.dma_queues, 1, detail::kDmaQueues);
   }
 
   // No engine issues anything before the earliest one is free.
@@ -333,9 +301,9 @@ Tile KernelBuilder::allocate(Memory memory, DType dtype, uint32_t partitions,
       fmt::format("{} tile{}", memory_name(memory), name.empty() ? "" : " '" + name + "'");
   const uint32_t es = isa::dtype_size(dtype);
   if (!es) return fail(where, what + ": invalid dtype"), Tile{};
-  if (partitions == 0 || partitions > s_->target.isa.partitions)
+  if (partitions == 0 || partitions > s_->target.core.partitions)
     return fail(where, fmt::format("{}: {} partitions; a core has 1 to {}", what, partitions,
-                                   s_->target.isa.partitions)),
+                                   s_->target.core.partitions)),
            Tile{};
   if (free.empty() || free.size() > isa::kMaxFreeDims)
     return fail(where, fmt::format("{}: {} free dims; 1 to {} are allowed", what, free.size(),
@@ -436,7 +404,7 @@ void KernelBuilder::dma(const isa::AccessPattern &dst, const isa::AccessPattern 
                    : s_->earliest_queue(
                          inst, s_->planner.ready_time(detail::dma_agent(issuer, 0), accesses));
     inst.queue = static_cast<uint8_t>(q);
-    if (auto err = isa::check_instruction(inst, s_->target.isa, &s_->program)) {
+    if (auto err = isa::check_instruction(inst, s_->target.core, &s_->program)) {
       fail(where, fmt::format("{}: {}", what, *err));
       return;
     }
@@ -488,7 +456,7 @@ void KernelBuilder::compute(Instruction inst, std::vector<Engine> engines, Opts 
   const std::vector<Access> accesses = accesses_of(inst, s_->program);
   for (size_t i = 0; i < engines.size(); ++i) {
     inst.engine = engines[i];
-    if (auto err = isa::check_instruction(inst, s_->target.isa, &s_->program)) {
+    if (auto err = isa::check_instruction(inst, s_->target.core, &s_->program)) {
       if (!first_error)
         first_error = fmt::format("{} on {}: {}", isa::opcode_name(inst.opcode),
                                   isa::engine_name(engines[i]), *err);
@@ -497,8 +465,7 @@ void KernelBuilder::compute(Instruction inst, std::vector<Engine> engines, Opts 
     const auto ei = static_cast<uint32_t>(engines[i]);
     const double start = std::max(
         s_->engine_free[ei], s_->planner.ready_time(detail::engine_agent(engines[i]), accesses));
-    const double end =
-        start + s_->seconds(estimate_cycles(inst, s_->target.isa.core_version), engines[i]);
+    const double end = start + s_->seconds(s_->cycles(inst), engines[i]);
     if (best < 0 || end < best_end) {
       best = static_cast<int>(i);
       best_end = end;
@@ -702,6 +669,8 @@ KernelBuilder::Stats KernelBuilder::stats() const {
   st.waits = s_->waits;
   st.dma_transfers = s_->dma_transfers;
   st.sbuf_peak_bytes = s_->sbuf_peak;
+  st.engine_cycles = s_->engine_cycles;
+  st.dma_busy_ps = s_->dma_busy_ps;
   for (const auto &w : s_->waited_ordinals()) st.semaphores += !w.empty();
   return st;
 }
@@ -716,9 +685,9 @@ std::variant<isa::Program, std::string> KernelBuilder::finish() {
   int next = 0;
   for (Agent a = 0; a < detail::kAgentCount; ++a)
     if (!waited[a].empty()) sem[a] = next++;
-  if (static_cast<uint32_t>(next) > s_->target.isa.semaphores)
+  if (static_cast<uint32_t>(next) > s_->target.core.semaphores)
     return fmt::format("kernel '{}' needs {} semaphores; the core has {}", p.name, next,
-                       s_->target.isa.semaphores);
+                       s_->target.core.semaphores);
   auto rank = [&](Event e) {
     const auto &w = waited[e.agent];
     return static_cast<uint32_t>(std::lower_bound(w.begin(), w.end(), e.ordinal) - w.begin()) + 1;
@@ -749,7 +718,7 @@ std::variant<isa::Program, std::string> KernelBuilder::finish() {
   }
   if (!several_files)
     for (auto &ids : p.source_file_ids) ids.clear();  // all file 0: the compact form
-  if (auto err = isa::validate_program(p, s_->target.isa))
+  if (auto err = isa::validate_program(p, s_->target.core))
     return fmt::format("kernel '{}': {}", p.name, *err);
   isa::Program out = std::move(p);
   s_->program = {};

@@ -32,6 +32,7 @@
 // nothing. Not thread safe: one builder per thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -41,6 +42,7 @@
 #include <vector>
 
 #include "isa/program.hpp"
+#include "isa/target.hpp"
 #include "kbuild/build_target.hpp"
 #include "kbuild/tile.hpp"
 
@@ -131,6 +133,10 @@ class KernelBuilder {
     uint32_t semaphores = 0;       // semaphores used
     uint64_t dma_transfers = 0;    // after splitting
     uint64_t sbuf_peak_bytes = 0;  // per partition
+    // The schedule estimate's cost of what was emitted, by the simulator's cost model: busy
+    // cycles per engine (in trn_engine_t order) and busy picoseconds per DMA queue.
+    std::array<uint64_t, isa::kEngineCount> engine_cycles{};
+    std::array<uint64_t, isa::kMaxDmaQueues> dma_busy_ps{};
   };
   Stats stats() const;
 

@@ -12,10 +12,12 @@
 #include <vector>
 
 #include "isa/instruction.hpp"
+#include "isa/target.hpp"
 
 namespace trn::kbuild::detail {
 
-constexpr uint32_t kDmaQueues = 16;
+// Room for the most DMA queues any core has; a target's own count is its core.dma_queues.
+constexpr uint32_t kDmaQueues = isa::kMaxDmaQueues;
 constexpr uint32_t kAgentCount = isa::kEngineCount * (1 + kDmaQueues);
 using Agent = uint16_t;
 

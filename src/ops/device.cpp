@@ -28,11 +28,15 @@ Device look_up(uint32_t index) {
   d.properties = TRN_DEVICE_PROPERTIES_INIT;
   check(trn_device_get_properties(d.handle, &d.properties), "reading the device's properties");
   d.target = kbuild::build_target(d.properties);
-  const isa::Target &t = d.target.isa;
+  // Everything of the target a built kernel depends on: the limits it is valid for, and the
+  // clocks and DMA rate its engine and queue choices were estimated with.
+  const isa::CoreSpec &t = d.target.core;
   d.target_key =
-      fmt::format("{} nc{} p{} sb{}/{} ps{}x{} sem{}", trn_generation_name(d.properties.generation),
-                  t.core_version, t.partitions, t.sbuf_bytes_per_partition, d.target.sbuf_bytes(),
-                  t.psum_bytes_per_partition, t.psum_banks, t.semaphores);
+      fmt::format("{} nc{} p{} sb{}/{} ps{}x{} sem{} q{} hz{}/{}/{}/{} dma{}",
+                  trn_generation_name(d.properties.generation), t.core_version, t.partitions,
+                  t.sbuf_bytes_per_partition, d.target.sbuf_bytes(), t.psum_bytes_per_partition,
+                  t.psum_banks, t.semaphores, t.dma_queues, t.tensor_hz, t.vector_hz, t.scalar_hz,
+                  t.gpsimd_hz, t.dma_engine_bytes_per_s);
   return d;
 }
 

@@ -72,6 +72,9 @@ void Profile::record(const Kernel &kernel, const trn_hal_run_result_t &result,
   std::lock_guard lock(mu_);
   ++launches_;
   kernel_ = kernel.name();
+  // The queues a kernel of this device can use: what its utilisation is a share of.
+  dma_queues_ =
+      std::clamp<uint32_t>(kernel.device->properties.dma_engines_per_core, 1, TRN_HAL_DMA_QUEUES);
   result_ = result;
   result_.trace = nullptr;
   trace_ = std::move(trace);
@@ -126,7 +129,7 @@ void Profile::summary_locked(trn_profile_summary_t *out) const {
   out->dma_bytes = r.dma_bytes;
   uint64_t dma_busy = 0;
   for (uint64_t q : r.dma_busy_ps) dma_busy += q;
-  out->dma_utilization_percent = percent(dma_busy, r.total_ps * TRN_HAL_DMA_QUEUES);
+  out->dma_utilization_percent = percent(dma_busy, r.total_ps * dma_queues_);
   out->host_ns = r.host_ns;
 }
 

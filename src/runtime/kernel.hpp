@@ -51,6 +51,7 @@ class Profile {
   uint64_t launches_ = 0;
   std::string kernel_;
   trn_hal_run_result_t result_{};
+  uint32_t dma_queues_ = 1;  // of the recorded kernel's core
   std::vector<trn_hal_trace_record_t> trace_;
   std::vector<uint32_t> trace_lines_;  // each record's source line (0: unknown)
   // Each record's source file, an index into trace_file_names_ (whose entry 0 is "": unknown).

@@ -2,6 +2,7 @@
 // library version.
 #include "isa/dtype.hpp"
 #include "isa/opcodes.hpp"
+#include "isa/target.hpp"
 #include "trn/trn.h"
 
 namespace {
@@ -105,13 +106,14 @@ TRN_API const char *trn_mem_category_name(trn_mem_category_t category) {
 }
 
 TRN_API const char *trn_generation_name(trn_generation_t generation) {
-  switch (generation) {
-    case TRN_GENERATION_TRN1: return "trn1";
-    case TRN_GENERATION_TRN2: return "trn2";
-    case TRN_GENERATION_TRN3: return "trn3";
-    default: return "unknown";
-  }
+  const char *name = trn::isa::generation_name(static_cast<trn::isa::Generation>(generation));
+  return name ? name : "unknown";
 }
+
+// The ISA numbers generations as trn_generation_t does (its core table is keyed by them).
+static_assert(TRN_GENERATION_TRN1 == static_cast<int>(trn::isa::Generation::kTrn1) &&
+              TRN_GENERATION_TRN2 == static_cast<int>(trn::isa::Generation::kTrn2) &&
+              TRN_GENERATION_TRN3 == static_cast<int>(trn::isa::Generation::kTrn3));
 
 // The C enums are the ISA's values (a kernel's argument table stores them as they are).
 static_assert(TRN_DTYPE_F32 == static_cast<int>(trn::isa::DType::kF32) &&

@@ -9,17 +9,11 @@
 
 namespace trn::test {
 
-// The builder target of a simulated core of generation `g` (as trn_device_get_properties would
-// describe it).
+// The builder target of a simulated core of generation `g`: the core the simulator runs it on, with
+// all of its SBUF to fill.
 inline kbuild::BuildTarget build_target(trn_generation_t g) {
-  const sim::exec::CoreSpec spec = sim::core_spec(g);
   kbuild::BuildTarget t;
-  t.isa = spec.target();
-  t.tensor_hz = spec.tensor_hz;
-  t.vector_hz = spec.vector_hz;
-  t.scalar_hz = spec.scalar_hz;
-  t.gpsimd_hz = spec.gpsimd_hz;
-  t.dma_bytes_per_s = spec.dma_engine_bytes_per_s;
+  t.core = sim::core_spec(g);
   return t;
 }
 

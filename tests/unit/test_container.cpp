@@ -13,6 +13,7 @@
 #include "isa/builder.hpp"
 #include "isa/container.hpp"
 #include "isa/disassembler.hpp"
+#include "isa/target.hpp"
 #include "isa/validate.hpp"
 
 using namespace trn;
@@ -333,11 +334,11 @@ TEST_CASE("container: debug lines of some engines only, and lines padded to the 
 
 TEST_CASE("container: a valid kernel still passes validate_program after a round trip") {
   const Program p = relu_program();
-  REQUIRE_FALSE(validate_program(p, Target{}));
+  REQUIRE_FALSE(validate_program(p, *isa::core_spec(isa::kDefaultGeneration)));
   Program q;
   REQUIRE_FALSE(read_kernel(write_kernel(p), q));
   check_same_program(p, q);
-  CHECK_FALSE(validate_program(q, Target{}));
+  CHECK_FALSE(validate_program(q, *isa::core_spec(isa::kDefaultGeneration)));
 }
 
 TEST_CASE("container: the file is an ELF64 little-endian image with named sections") {
@@ -733,7 +734,7 @@ TEST_CASE("container: flipping any byte never crashes the reader") {
       Program r;
       REQUIRE_FALSE(read_kernel(w, r));
       CHECK(write_kernel(r) == w);
-      (void)validate_program(q, Target{});
+      (void)validate_program(q, *isa::core_spec(isa::kDefaultGeneration));
     }
     // Fields without a structural constraint (values, strides, immediates) are accepted.
     CHECK(accepted > 0);
@@ -793,7 +794,7 @@ TEST_CASE("container: every bit-flipped kernel the loader accepts survives disas
   size_t accepted = 0, flips = 0;
   for (const Program &base : {relu_program(), small_program(), scalar_program()}) {
     const Bytes good = write_kernel(base);
-    REQUIRE_FALSE(validate_program(base, Target{}));
+    REQUIRE_FALSE(validate_program(base, *isa::core_spec(isa::kDefaultGeneration)));
     for (int i = 0; i < 2000; ++i) {
       Bytes b = good;
       const int bits = 1 + static_cast<int>(rng() % 3);
@@ -801,7 +802,8 @@ TEST_CASE("container: every bit-flipped kernel the loader accepts survives disas
         b[rng() % b.size()] ^= static_cast<std::byte>(1u << (rng() % 8));
       ++flips;
       Program p;
-      if (read_kernel(b, p) || validate_program(p, Target{})) continue;
+      if (read_kernel(b, p) || validate_program(p, *isa::core_spec(isa::kDefaultGeneration)))
+        continue;
       ++accepted;
       const std::string listing = disassemble(p);
       auto again = assemble(listing, "flipped.s");
@@ -825,7 +827,7 @@ TEST_CASE("container: every bit-flipped kernel the loader accepts survives disas
 
 TEST_CASE("container: scalar arguments and the slots that read them round-trip as version 2") {
   const Program p = scalar_program();
-  REQUIRE_FALSE(validate_program(p, Target{}));
+  REQUIRE_FALSE(validate_program(p, *isa::core_spec(isa::kDefaultGeneration)));
   const Bytes b = write_kernel(p);
   CHECK(get_le(b, offset_of(b, ".trn.meta") + 4, 4) == kKernelFormatVersionScalars);
   const size_t args = offset_of(b, ".trn.args");
@@ -894,17 +896,17 @@ TEST_CASE("container: malformed scalar arguments and slots are rejected with the
 
 TEST_CASE("validate: scalar arguments are read only where an immediate is") {
   Program p = scalar_program();
-  REQUIRE_FALSE(validate_program(p, Target{}));
+  REQUIRE_FALSE(validate_program(p, *isa::core_spec(isa::kDefaultGeneration)));
   // A scalar is not memory: an HBM operand naming it is rejected.
   Program q = p;
   q.stream(Engine::kSync)[0].src0.arg = 1;
-  auto e = validate_program(q, Target{});
+  auto e = validate_program(q, *isa::core_spec(isa::kDefaultGeneration));
   REQUIRE(e);
   CHECK_THAT(*e, Catch::Matchers::Contains("src0 names argument 'alpha', which is a scalar"));
   // dma_copy reads no immediate.
   q = p;
   q.stream(Engine::kSync)[0].scalar_arg[0] = 1;
-  e = validate_program(q, Target{});
+  e = validate_program(q, *isa::core_spec(isa::kDefaultGeneration));
   REQUIRE(e);
   CHECK_THAT(*e, Catch::Matchers::Contains(
                      "sync[0] dma_copy: imm0 reads a scalar argument, but dma_copy does not read "
@@ -914,13 +916,13 @@ TEST_CASE("validate: scalar arguments are read only where an immediate is") {
   Instruction &act = q.stream(Engine::kScalar)[0];
   act.flags |= kFlagScaleTile;
   act.src2 = sbuf(DType::kF32, 0, 128, 0, {{1, 1}});
-  e = validate_program(q, Target{});
+  e = validate_program(q, *isa::core_spec(isa::kDefaultGeneration));
   REQUIRE(e);
   CHECK_THAT(*e, Catch::Matchers::Contains("imm0 reads a scalar argument, but activation"));
   // A scalar argument with a shape.
   q = p;
   q.args[1].shape = {1};
-  e = validate_program(q, Target{});
+  e = validate_program(q, *isa::core_spec(isa::kDefaultGeneration));
   REQUIRE(e);
   CHECK_THAT(*e, Catch::Matchers::Contains("scalar argument 'alpha' has rank 1"));
 }
@@ -980,7 +982,7 @@ TEST_CASE("container: a kernel of several source files round-trips as version 3"
   CHECK(write_kernel(q) == b);
   CHECK(source_location_text(q, Engine::kSync, 0) == "kernels/softmax.cpp:12");
   CHECK(source_location_text(q, Engine::kVector, 0) == "kernels/help.h:57");
-  CHECK_FALSE(validate_program(q, Target{}));
+  CHECK_FALSE(validate_program(q, *isa::core_spec(isa::kDefaultGeneration)));
 
   // Through the text form too, byte for byte.
   const std::string text = disassemble(q);

@@ -223,7 +223,7 @@ TEST_CASE("kbuild: errors name the call that caused them") {
     // A matmul planned for a core too small for its tiles says so (never a crash).
     MatmulConfig cfg{256, 1024, 384, DType::kBf16, DType::kF32};
     cfg.target = kTrn2;
-    cfg.target.isa.partitions = 64;
+    cfg.target.core.partitions = 64;
     auto r = build_tiled_matmul(cfg);
     REQUIRE(std::holds_alternative<std::string>(r));
     CHECK(std::get<std::string>(r).find("128 partitions; a core has 1 to 64") != std::string::npos);

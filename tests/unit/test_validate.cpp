@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "isa/builder.hpp"
+#include "isa/target.hpp"
 #include "isa/validate.hpp"
 
 namespace {
@@ -33,8 +34,11 @@ using isa::Target;
 constexpr DType kF32 = DType::kF32;
 constexpr DType kBf16 = DType::kBf16;
 
+// The default generation's core (trn2, NeuronCore-v3), as the device reports it.
+const Target kDefaultTarget = *isa::core_spec(isa::kDefaultGeneration);
+
 Target core(uint32_t version) {
-  Target t;
+  Target t = kDefaultTarget;
   t.core_version = version;
   return t;
 }
@@ -64,7 +68,7 @@ Instruction changed(Instruction inst, F &&change) {
   return inst;
 }
 
-void expect_valid(const Program &program, const Target &target = {}) {
+void expect_valid(const Program &program, const Target &target = kDefaultTarget) {
   const auto err = isa::validate_program(program, target);
   INFO("core_version " << target.core_version << ", unexpected error: " << err.value_or(""));
   CHECK_FALSE(err.has_value());
@@ -317,8 +321,8 @@ TEST_CASE("validate: unknown opcode, engine, flags, wait comparison and signal o
   expect_valid(single(nop));
 
   const auto unknown_op = changed(nop, [](Instruction &i) { i.opcode = static_cast<Opcode>(15); });
-  expect_invalid(single(unknown_op), {}, "sync[0] invalid: ", "unknown opcode 15");
-  CHECK(isa::check_instruction(unknown_op, {}) == "unknown opcode 15");
+  expect_invalid(single(unknown_op), kDefaultTarget, "sync[0] invalid: ", "unknown opcode 15");
+  CHECK(isa::check_instruction(unknown_op, kDefaultTarget) == "unknown opcode 15");
 
   // An engine that does not exist cannot have a stream of its own: validate_program reports the
   // stream mismatch; check_instruction names the engine.
@@ -326,11 +330,12 @@ TEST_CASE("validate: unknown opcode, engine, flags, wait comparison and signal o
       changed(nop, [](Instruction &i) { i.engine = static_cast<Engine>(5); });
   Program p;
   p.stream(Engine::kTensor).push_back(unknown_engine);
-  expect_invalid(p, {}, "tensor[0] nop: ", "is in the tensor stream but says it runs on invalid");
-  CHECK(isa::check_instruction(unknown_engine, {}) == "unknown engine 5");
+  expect_invalid(p, kDefaultTarget,
+                 "tensor[0] nop: ", "is in the tensor stream but says it runs on invalid");
+  CHECK(isa::check_instruction(unknown_engine, kDefaultTarget) == "unknown engine 5");
 
   expect_valid(single(changed(nop, [](Instruction &i) { i.flags = isa::kFlagsKnown; })));
-  expect_invalid(single(changed(nop, [](Instruction &i) { i.flags = 1u << 9; })), {},
+  expect_invalid(single(changed(nop, [](Instruction &i) { i.flags = 1u << 9; })), kDefaultTarget,
                  "sync[0] nop: ", "unknown flags 0x200");
 
   for (auto cmp : {isa::SemCmp::kGe, isa::SemCmp::kEq})
@@ -339,7 +344,7 @@ TEST_CASE("validate: unknown opcode, engine, flags, wait comparison and signal o
                                 [](Instruction &i) {
                                   i.wait = {static_cast<isa::SemCmp>(3), 0, 1};
                                 })),
-                 {}, "sync[0] nop: ", "unknown wait comparison 3");
+                 kDefaultTarget, "sync[0] nop: ", "unknown wait comparison 3");
 
   for (auto op : {isa::SemOp::kAdd, isa::SemOp::kSet})
     expect_valid(single(changed(nop, [&](Instruction &i) { i.signal = {op, 3, 1}; })));
@@ -347,7 +352,7 @@ TEST_CASE("validate: unknown opcode, engine, flags, wait comparison and signal o
                                 [](Instruction &i) {
                                   i.signal = {static_cast<isa::SemOp>(3), 0, 1};
                                 })),
-                 {}, "sync[0] nop: ", "unknown semaphore operation 3");
+                 kDefaultTarget, "sync[0] nop: ", "unknown semaphore operation 3");
 }
 
 TEST_CASE("validate: semaphore indices stop at 255") {
@@ -361,16 +366,16 @@ TEST_CASE("validate: semaphore indices stop at 255") {
                                 [](Instruction &i) {
                                   i.wait = {isa::SemCmp::kGe, 256, 1};
                                 })),
-                 {}, "vector[0] nop: ", "waits on semaphore 256; the core has 256");
+                 kDefaultTarget, "vector[0] nop: ", "waits on semaphore 256; the core has 256");
   expect_invalid(single(changed(nop,
                                 [](Instruction &i) {
                                   i.signal = {isa::SemOp::kSet, 256, 1};
                                 })),
-                 {}, "vector[0] nop: ", "updates semaphore 256; the core has 256");
+                 kDefaultTarget, "vector[0] nop: ", "updates semaphore 256; the core has 256");
   // Builder forms.
   ProgramBuilder b("sems");
   b.sem_signal(Engine::kScalar, 300);
-  expect_invalid(b.finish(), {}, "scalar[0] sem_signal: ", "updates semaphore 300");
+  expect_invalid(b.finish(), kDefaultTarget, "scalar[0] sem_signal: ", "updates semaphore 300");
 }
 
 TEST_CASE("validate: every opcode runs only on its engines, per core version") {
@@ -438,12 +443,12 @@ TEST_CASE("validate: an instruction in another engine's stream") {
   p.stream(Engine::kScalar).push_back(instance(Opcode::kActivation, Engine::kScalar));
   expect_valid(p);
   p.stream(Engine::kScalar).push_back(vector_copy());
-  expect_invalid(p, {},
+  expect_invalid(p, kDefaultTarget,
                  "scalar[1] tensor_copy: ", "is in the scalar stream but says it runs on vector");
 }
 
 TEST_CASE("validate: operands set but unused, and used but missing") {
-  const Target t;
+  const Target t = kDefaultTarget;
   const auto set = isa::sbuf_tile(kF32, 0, 128, 2048, 64);
   expect_valid(single(vector_memset(isa::sbuf_tile(kF32, 0, 128, 0, 64))));
   expect_invalid(single(changed(vector_memset(isa::sbuf_tile(kF32, 0, 128, 0, 64)),
@@ -501,7 +506,7 @@ TEST_CASE("validate: operands set but unused, and used but missing") {
 }
 
 TEST_CASE("validate: access pattern space, dtype, dims, counts and partitions") {
-  const Target t;
+  const Target t = kDefaultTarget;
   const auto copy = vector_copy();
   expect_valid(single(copy));
   expect_invalid(
@@ -540,7 +545,7 @@ TEST_CASE("validate: access pattern space, dtype, dims, counts and partitions") 
   expect_invalid(single(at(96, 64)), t,
                  "vector[0] tensor_copy: ", "dst covers partitions 96..159; the core has 128");
   // A target with fewer partitions.
-  Target narrow;
+  Target narrow = kDefaultTarget;
   narrow.partitions = 64;
   expect_valid(single(at(0, 64)), narrow);
   expect_invalid(single(at(64, 32)), narrow,
@@ -572,14 +577,14 @@ TEST_CASE("validate: partition start alignment of engine access patterns") {
     if (c.ok) {
       expect_valid(single(copy));
     } else {
-      expect_invalid(single(copy), {}, "vector[0] tensor_copy: ",
+      expect_invalid(single(copy), kDefaultTarget, "vector[0] tensor_copy: ",
                      "dst starts at partition " + std::to_string(c.start) + " with " +
                          std::to_string(c.count) + " partitions; engines need start 0");
       // The source alone misaligned is caught too.
       const auto src_only = changed(copy, [](Instruction &i) {
         i.dst = isa::sbuf_tile(kF32, 0, i.src0.partition_count, 0, 64);
       });
-      expect_invalid(single(src_only), {}, "vector[0] tensor_copy: ",
+      expect_invalid(single(src_only), kDefaultTarget, "vector[0] tensor_copy: ",
                      "src0 starts at partition " + std::to_string(c.start));
       // DMA is not an engine access pattern: any start.
       expect_valid(single(dma(isa::sbuf_tile(kF32, c.start, c.count, 0, 64),
@@ -589,7 +594,7 @@ TEST_CASE("validate: partition start alignment of engine access patterns") {
 }
 
 TEST_CASE("validate: engine counts and strides are 16-bit, DMA is exempt") {
-  const Target t;
+  const Target t = kDefaultTarget;
   const auto mem = [](std::initializer_list<isa::Dim> dims) {
     return vector_memset(isa::sbuf(DType::kU8, 0, 1, 32768, dims));  // room for -32768
   };
@@ -619,7 +624,7 @@ TEST_CASE("validate: engine counts and strides are 16-bit, DMA is exempt") {
 }
 
 TEST_CASE("validate: free sizes per partition: 64 Ki elements in SBUF, 4 Ki in PSUM") {
-  const Target t;
+  const Target t = kDefaultTarget;
   expect_valid(single(vector_memset(isa::sbuf(DType::kU8, 0, 128, 0, {{256, 256}, {1, 256}}))));
   expect_invalid(
       single(vector_memset(isa::sbuf(DType::kU8, 0, 128, 0, {{256, 256}, {1, 257}}))), t,
@@ -637,7 +642,7 @@ TEST_CASE("validate: free sizes per partition: 64 Ki elements in SBUF, 4 Ki in P
 }
 
 TEST_CASE("validate: memory spaces each engine may touch") {
-  const Target t;
+  const Target t = kDefaultTarget;
   // Tensor engine: reads SBUF, writes PSUM.
   const auto mm = full_matmul();
   expect_valid(single(mm));
@@ -705,7 +710,7 @@ TEST_CASE("validate: memory spaces each engine may touch") {
 }
 
 TEST_CASE("validate: dma_copy queues, element counts, arguments and constants") {
-  const Target t;
+  const Target t = kDefaultTarget;
   const std::vector<Argument> args = {argument("x", kF32, ArgDirection::kIn)};
   const auto s = isa::sbuf_tile(kF32, 0, 128, 0, 64);
   const auto x = isa::hbm_tile(0, kF32, 64, 0, 128, 0, 64);
@@ -762,7 +767,7 @@ TEST_CASE("validate: nc_matmul input and output dtypes") {
     for (uint32_t v : {2u, 3u, 4u}) expect_valid(single(with_inputs(dt, dt)), core(v));
   expect_valid(single(with_inputs(kBf16, DType::kFp8E4m3)));
   expect_valid(single(with_inputs(DType::kF16, kBf16)));
-  const Target t;
+  const Target t = kDefaultTarget;
   expect_invalid(single(with_inputs(DType::kI8, kBf16)), t, "tensor[0] nc_matmul: ",
                  "inputs are i8 and bf16; nc_matmul takes bf16, f16, fp8e4m3, fp8e5m2, f32");
   expect_invalid(single(with_inputs(kBf16, DType::kI32)), t,
@@ -786,7 +791,7 @@ TEST_CASE("validate: nc_matmul input and output dtypes") {
 }
 
 TEST_CASE("validate: nc_matmul shapes: K, M, N and dst") {
-  const Target t;
+  const Target t = kDefaultTarget;
   const auto mm = [](AccessPattern d, AccessPattern st, AccessPattern mv) {
     return single(matmul(d, st, mv));
   };
@@ -826,7 +831,7 @@ TEST_CASE("validate: nc_matmul shapes: K, M, N and dst") {
 }
 
 TEST_CASE("validate: nc_matmul writes within one 2 KiB PSUM bank") {
-  const Target t;
+  const Target t = kDefaultTarget;
   const std::string lbl = "tensor[0] nc_matmul: ";
   expect_valid(single(small_matmul(0)));
   expect_valid(single(small_matmul(2048 - 8)));  // bytes 2040..2047
@@ -849,7 +854,7 @@ TEST_CASE("validate: nc_matmul writes within one 2 KiB PSUM bank") {
   // Past the 8 banks.
   expect_invalid(single(small_matmul(2048 * 8)), t, lbl, "within one of the 8 banks");
   expect_invalid(single(small_matmul(uint64_t{1} << 40)), t, lbl, "within one of the 8 banks");
-  Target four_banks;
+  Target four_banks = kDefaultTarget;
   four_banks.psum_banks = 4;
   expect_valid(single(small_matmul(2048 * 3)), four_banks);
   expect_invalid(single(small_matmul(2048 * 4)), four_banks, lbl, "within one of the 4 banks");
@@ -873,7 +878,7 @@ TEST_CASE("validate: nc_matmul writes within one 2 KiB PSUM bank") {
 }
 
 TEST_CASE("validate: nc_transpose sizes, shapes and dtypes") {
-  const Target t;
+  const Target t = kDefaultTarget;
   // Tensor engine: up to 128 x 128.
   expect_valid(single(transpose(Engine::kTensor, isa::psum_tile(kF32, 0, 128, 0, 128),
                                 isa::sbuf_tile(kF32, 0, 128, 0, 128))));
@@ -919,7 +924,7 @@ TEST_CASE("validate: nc_transpose sizes, shapes and dtypes") {
 }
 
 TEST_CASE("validate: activation function, shapes and [P,1] columns") {
-  const Target t;
+  const Target t = kDefaultTarget;
   const std::string lbl = "scalar[0] activation: ";
   const auto act = scalar_activation();
   expect_valid(single(act));
@@ -984,7 +989,7 @@ TEST_CASE("validate: activation function, shapes and [P,1] columns") {
 }
 
 TEST_CASE("validate: tensor_tensor operator, PSUM inputs and shapes") {
-  const Target t;
+  const Target t = kDefaultTarget;
   const std::string lbl = "vector[0] tensor_tensor: ";
   const auto tt = vector_tensor_tensor();
   expect_valid(single(tt));
@@ -1013,7 +1018,7 @@ TEST_CASE("validate: tensor_tensor operator, PSUM inputs and shapes") {
 }
 
 TEST_CASE("validate: tensor_scalar operators, engines and columns") {
-  const Target t;
+  const Target t = kDefaultTarget;
   const std::string lbl = "vector[0] tensor_scalar: ";
   const auto ts = tensor_scalar_on(Engine::kVector, AluOp::kSubtract, AluOp::kBypass);
   expect_valid(single(ts));
@@ -1085,7 +1090,7 @@ TEST_CASE("validate: tensor_scalar operators, engines and columns") {
 }
 
 TEST_CASE("validate: tensor_reduce operators, axes and the dst shape that keeps outer dims") {
-  const Target t;
+  const Target t = kDefaultTarget;
   const std::string lbl = "vector[0] tensor_reduce: ";
   // src0 is [128 x [4, 32]].
   expect_valid(single(reduce(1, 4)));
@@ -1122,7 +1127,7 @@ TEST_CASE("validate: tensor_reduce operators, axes and the dst shape that keeps 
 }
 
 TEST_CASE("validate: tensor_copy and memset") {
-  const Target t;
+  const Target t = kDefaultTarget;
   expect_valid(single(vector_copy()));
   // Casts are allowed; shapes must match in element count per partition.
   expect_valid(single(changed(vector_copy(), [](Instruction &i) {
@@ -1155,7 +1160,7 @@ TEST_CASE("validate: tensor_copy and memset") {
 }
 
 TEST_CASE("validate: iota destination and pattern") {
-  const Target t;
+  const Target t = kDefaultTarget;
   const std::string lbl = "gpsimd[0] iota: ";
   const auto dst = isa::sbuf_tile(DType::kI32, 0, 128, 0, 64);
   expect_valid(single(iota(dst, isa::pattern({{1, 64}}))));
@@ -1183,7 +1188,7 @@ TEST_CASE("validate: iota destination and pattern") {
 }
 
 TEST_CASE("validate: affine_select comparison, memories, pattern and on_true shape") {
-  const Target t;
+  const Target t = kDefaultTarget;
   const std::string lbl = "gpsimd[0] affine_select: ";
   const auto on_true = isa::sbuf_tile(kF32, 0, 128, 1024, 64);
   for (auto cmp : {AluOp::kEqual, AluOp::kNotEqual, AluOp::kGreater, AluOp::kGreaterEqual,
@@ -1227,7 +1232,7 @@ TEST_CASE("validate: affine_select comparison, memories, pattern and on_true sha
 }
 
 TEST_CASE("validate: sem_wait needs a wait, sem_signal an update") {
-  const Target t;
+  const Target t = kDefaultTarget;
   ProgramBuilder b("sems");
   b.sem_wait(Engine::kVector, 4, 2);
   b.sem_signal(Engine::kGpSimd, 4, 2).wait_eq(5, 1);
@@ -1261,11 +1266,11 @@ TEST_CASE("validate: the failing instruction's index within its stream") {
   b.memset(Engine::kGpSimd, isa::sbuf_tile(kF32, 0, 128, 0, 64), 0.0f);
   expect_valid(b.program());
   b.memset(Engine::kVector, isa::sbuf_tile(kF32, 0, 0, 0, 64), 0.0f);
-  expect_invalid(b.program(), {}, "vector[3] memset: ", "dst has 0 partitions");
+  expect_invalid(b.program(), kDefaultTarget, "vector[3] memset: ", "dst has 0 partitions");
   // The first violation in engine order is the one reported.
   b.matmul(isa::sbuf_tile(kF32, 0, 128, 0, 512), isa::sbuf_tile(kBf16, 0, 128, 0, 128),
            isa::sbuf_tile(kBf16, 0, 128, 256, 512), true);
-  expect_invalid(b.program(), {}, "tensor[0] nc_matmul: ", "dst is in SBUF");
+  expect_invalid(b.program(), kDefaultTarget, "tensor[0] nc_matmul: ", "dst is in SBUF");
 }
 
 TEST_CASE("validate: source lines, one per instruction or none") {
@@ -1277,19 +1282,19 @@ TEST_CASE("validate: source lines, one per instruction or none") {
   REQUIRE(p.source_lines[1].size() == 2);
   expect_valid(p);
   p.source_lines[1].push_back(9);
-  auto err = isa::validate_program(p, {});
+  auto err = isa::validate_program(p, kDefaultTarget);
   REQUIRE(err);
   CHECK(*err == "vector has 2 instructions but 3 source lines");
   p.source_lines[1].clear();
   expect_valid(p);
   p.source_lines[3] = {1, 2};
-  err = isa::validate_program(p, {});
+  err = isa::validate_program(p, kDefaultTarget);
   REQUIRE(err);
   CHECK(*err == "gpsimd has 1 instructions but 2 source lines");
   // Lines for an engine without instructions.
   p.source_lines[3] = {1};
   p.source_lines[0] = {7};
-  err = isa::validate_program(p, {});
+  err = isa::validate_program(p, kDefaultTarget);
   REQUIRE(err);
   CHECK(*err == "tensor has 0 instructions but 1 source lines");
 }
@@ -1306,12 +1311,12 @@ TEST_CASE("validate: arguments need a known dtype and direction") {
                      DType::kI16, DType::kI8, DType::kU8})
       expect_valid(with_arg(dt, dir));
   for (DType dt : {DType::kInvalid, static_cast<DType>(10), static_cast<DType>(255)}) {
-    const auto err = isa::validate_program(with_arg(dt, ArgDirection::kIn), {});
+    const auto err = isa::validate_program(with_arg(dt, ArgDirection::kIn), kDefaultTarget);
     REQUIRE(err);
     CHECK(*err == "argument 'bad' has an unknown dtype");
   }
   for (auto dir : {static_cast<ArgDirection>(0), static_cast<ArgDirection>(4)}) {
-    const auto err = isa::validate_program(with_arg(kF32, dir), {});
+    const auto err = isa::validate_program(with_arg(kF32, dir), kDefaultTarget);
     REQUIRE(err);
     CHECK(*err == "argument 'bad' has an unknown direction");
   }
@@ -1320,19 +1325,20 @@ TEST_CASE("validate: arguments need a known dtype and direction") {
 TEST_CASE("validate: check_instruction without a program skips the argument checks") {
   const auto d =
       dma(isa::sbuf_tile(kF32, 0, 128, 0, 64), isa::hbm_tile(7, kF32, 64, 0, 128, 0, 64));
-  CHECK_FALSE(isa::check_instruction(d, {}).has_value());
+  CHECK_FALSE(isa::check_instruction(d, kDefaultTarget).has_value());
   const auto c = dma(isa::sbuf_tile(kF32, 0, 128, 0, 64),
                      isa::hbm_tile(isa::kConstantsArg, kF32, 64, 0, 128, 0, 64));
-  CHECK_FALSE(isa::check_instruction(c, {}).has_value());
+  CHECK_FALSE(isa::check_instruction(c, kDefaultTarget).has_value());
   // Writing the constants is still caught.
-  CHECK(isa::check_instruction(dma(c.src0, c.dst), {}) == "dst writes the read-only constants");
+  CHECK(isa::check_instruction(dma(c.src0, c.dst), kDefaultTarget) ==
+        "dst writes the read-only constants");
   // Labels.
   CHECK(isa::instruction_label(Engine::kTensor, 3, Opcode::kMatmul) == "tensor[3] nc_matmul");
   CHECK(label(Engine::kGpSimd, 12, Opcode::kAffineSelect) == "gpsimd[12] affine_select: ");
 }
 
 TEST_CASE("validate: SBUF and PSUM byte ranges against the target's partition size") {
-  const Target trn2;  // NeuronCore-v3: 224 KiB of SBUF per partition
+  const Target trn2 = kDefaultTarget;  // NeuronCore-v3: 224 KiB of SBUF per partition
   Target trn3 = core(4);
   trn3.sbuf_bytes_per_partition = 256 * 1024;
   const std::string lbl = "vector[0] memset: ";
@@ -1374,7 +1380,7 @@ TEST_CASE("validate: SBUF and PSUM byte ranges against the target's partition si
 TEST_CASE("validate: tensor_tensor bypass is rejected, pointing at tensor_copy") {
   const auto tt = changed(vector_tensor_tensor(),
                           [](Instruction &i) { i.func = static_cast<uint8_t>(AluOp::kBypass); });
-  expect_invalid(single(tt), Target{}, "vector[0] tensor_tensor: ",
+  expect_invalid(single(tt), kDefaultTarget, "vector[0] tensor_tensor: ",
                  "op 0 is not a binary ALU operator (bypass: to copy src0, use tensor_copy)");
 }
 
@@ -1384,22 +1390,22 @@ TEST_CASE("validate: an instruction's error names its source file and line") {
   b.memset(Engine::kVector, isa::sbuf_tile(kF32, 0, 128, 1u << 20, 64), 1.0f)
       .at("kernels/helpers.hpp", 57);
   Program p = b.finish();
-  auto err = isa::validate_program(p, {});
+  auto err = isa::validate_program(p, kDefaultTarget);
   REQUIRE(err);
   CHECK(err->rfind("vector[1] memset (kernels/helpers.hpp:57): ", 0) == 0);
   // The program's only file: "file:line"; without a file: "line N".
   p.source_files.clear();
   p.source_file_ids = {};
-  err = isa::validate_program(p, {});
+  err = isa::validate_program(p, kDefaultTarget);
   REQUIRE(err);
   CHECK(err->rfind("vector[1] memset (kernels/softmax.cpp:57): ", 0) == 0);
   p.source_file.clear();
-  err = isa::validate_program(p, {});
+  err = isa::validate_program(p, kDefaultTarget);
   REQUIRE(err);
   CHECK(err->rfind("vector[1] memset (line 57): ", 0) == 0);
   // No line: the label alone, as before.
   p.source_lines = {};
-  err = isa::validate_program(p, {});
+  err = isa::validate_program(p, kDefaultTarget);
   REQUIRE(err);
   CHECK(err->rfind("vector[1] memset: ", 0) == 0);
 }
@@ -1412,16 +1418,16 @@ TEST_CASE("validate: source file ids, one per instruction or none, naming declar
   REQUIRE(p.source_file_ids[1] == std::vector<uint32_t>{0, 1});
   expect_valid(p);
   p.source_file_ids[1] = {0, 2};
-  auto err = isa::validate_program(p, {});
+  auto err = isa::validate_program(p, kDefaultTarget);
   REQUIRE(err);
   CHECK(*err == "vector[1] names source file 2, but the program has files 0..1");
   p.source_file_ids[1] = {0};
-  err = isa::validate_program(p, {});
+  err = isa::validate_program(p, kDefaultTarget);
   REQUIRE(err);
   CHECK(*err == "vector has 2 instructions but 1 source file ids");
   p.source_file_ids[1] = {0, 1};
   p.source_files[0].clear();
-  err = isa::validate_program(p, {});
+  err = isa::validate_program(p, kDefaultTarget);
   REQUIRE(err);
   CHECK(*err == "source file 1 has an empty name");
 }

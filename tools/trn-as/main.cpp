@@ -13,6 +13,7 @@
 #include "common/read_file.hpp"
 #include "isa/assembler.hpp"
 #include "isa/container.hpp"
+#include "isa/target.hpp"
 #include "isa/validate.hpp"
 #include "tool_common/cli_parse.hpp"
 
@@ -38,17 +39,13 @@ int main(int argc, char **argv) {
   app.add_option("-o,--output", output, "output binary (default: the input with .trnk)");
   app.set_version_flag("--version", std::string("trn-as ") + TRN_RELEASE_STRING);
   app.add_option("--target", target_name, "NeuronCore generation to validate for")
-      ->check(CLI::IsMember({"trn1", "trn2", "trn3"}));
+      ->check([](const std::string &name) -> std::string {
+        return parse_generation(name) ? "" : name + " is not a generation (trn1, trn2 or trn3)";
+      });
   if (auto status = trn::tools::parse_command_line(app, "trn-as", argc, argv)) return *status;
 
-  Target target;  // trn2: NeuronCore-v3
-  if (target_name == "trn1") {
-    target.core_version = 2;
-    target.sbuf_bytes_per_partition = 192 * 1024;
-  } else if (target_name == "trn3") {
-    target.core_version = 4;
-    target.sbuf_bytes_per_partition = 256 * 1024;
-  }
+  // The generation's core, as the device that runs the kernel validates it (isa/target.hpp).
+  const Target target = *core_spec(*parse_generation(target_name));
 
   const bool from_stdin = input == "-";
   if (from_stdin && output.empty()) {

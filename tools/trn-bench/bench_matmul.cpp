@@ -79,6 +79,7 @@ int run_case(const Case &c, const Context &ctx, int runs) {
   trn_core_properties_t core_props = TRN_CORE_PROPERTIES_INIT;
   check(trn_core_get_properties(ctx.core, &core_props), "trn_core_get_properties");
   kbuild::MatmulConfig cfg{n, n, n, c.dtype, DType::kF32, props.sbuf_usable_bytes_per_partition};
+  cfg.target = kbuild::build_target(props);  // the device's core, not the default generation's
   kbuild::MatmulPlan plan;
   auto built = kbuild::build_tiled_matmul(cfg, &plan);
   if (auto *err = std::get_if<std::string>(&built)) {

@@ -210,7 +210,7 @@ class Simulation {
       EngineState &s = engines_[i];
       s.blocked = Block::kNone;
       const isa::Instruction &inst = (*s.stream)[s.pc];
-      account(i, inst, release, cycles_to_ps(1, spec_.clock_hz(Engine(i))), 0);
+      account(i, inst, release, isa::cycles_to_ps(1, spec_.clock_hz(Engine(i))), 0);
     }
   }
 
@@ -242,13 +242,8 @@ class Simulation {
   }
 
   void execute(uint32_t e, const isa::Instruction &inst) {
-    Tile dst, src0, src1;
     try {
       if (OpFn fn = op_function(inst.opcode)) fn(inst, ctx_);
-      // Resolve again for the cost (cheap; the op already bounds-checked these).
-      if (inst.dst.used()) dst = ctx_.resolve(inst.dst, "dst");
-      if (inst.src0.used()) src0 = ctx_.resolve(inst.src0, "src0");
-      if (inst.src1.used()) src1 = ctx_.resolve(inst.src1, "src1");
     } catch (const ExecFault &f) {
       return fault(e, inst, f.what());
     }
@@ -256,14 +251,14 @@ class Simulation {
       if (auto race = race_->execute(e, static_cast<uint32_t>(engines_[e].pc), inst, ctx_))
         return fault(e, inst, std::move(*race));
     const Engine engine = static_cast<Engine>(e);
-    const InstructionCost cost = instruction_cost(inst, spec_, dst, src0, src1);
+    const isa::InstructionCost cost = isa::instruction_cost(inst, spec_);
     result_.counters.engines[e].cycles += cost.cycles;
-    const uint64_t issue_ps = cycles_to_ps(cost.cycles, spec_.clock_hz(engine));
+    const uint64_t issue_ps = isa::cycles_to_ps(cost.cycles, spec_.clock_hz(engine));
     if (inst.opcode != Opcode::kDmaCopy) return account(e, inst, now_, issue_ps, cost.flops);
 
     // The DMA queue starts the transfer once the issue is done and its previous one finished;
     // the semaphore update lands when the transfer completes.
-    const DmaCost dma = dma_cost(dst, src0, spec_);
+    const isa::DmaCost dma = isa::dma_cost(inst, spec_);
     const uint32_t q = inst.queue % kDmaQueues;
     const uint64_t start = std::max(now_ + issue_ps, dma_free_[q]);
     const uint64_t end = start + dma.ps;

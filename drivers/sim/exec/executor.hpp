@@ -1,5 +1,5 @@
 // One simulated NeuronCore running a program: a deterministic discrete-event simulation of its
-// five engines and 16 DMA queues (docs/ISA.md, "Execution"). Each engine issues its stream in
+// five engines and its DMA queues (docs/ISA.md, "Execution"). Each engine issues its stream in
 // order; an instruction issues when its engine is free and its semaphore wait holds, executes
 // functionally at issue, and its semaphore update lands when it completes. Same program and
 // inputs give the same outputs and the same simulated time, every run.
@@ -12,13 +12,16 @@
 #include <vector>
 
 #include "exec/core_memory.hpp"
-#include "exec/cost_model.hpp"
 #include "exec/exec_context.hpp"
+#include "isa/cost_model.hpp"
 #include "isa/program.hpp"
 
 namespace trn::sim::exec {
 
-constexpr uint32_t kDmaQueues = 16;
+// A core's figures and the cost model are the ISA's (isa/target.hpp, isa/cost_model.hpp).
+using isa::CoreSpec;
+// Per-queue arrays hold the most queues any core has; a core's own count is spec.dma_queues.
+constexpr uint32_t kDmaQueues = isa::kMaxDmaQueues;
 // Trace tracks: the five engines, then one per DMA queue.
 constexpr uint32_t kTrackCount = isa::kEngineCount + kDmaQueues;
 

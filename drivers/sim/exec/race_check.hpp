@@ -22,11 +22,13 @@
 
 #include "exec/exec_context.hpp"
 #include "isa/program.hpp"
+#include "isa/target.hpp"
 
 namespace trn::sim::exec {
 
-constexpr uint32_t kRaceDmaQueues = 16;
-// Agents: engines 0..4, then the DMA agent of (issuer e, queue q) at 5 + e * 16 + q.
+// Room for the most DMA queues any core has (validation keeps a program's queues below its own).
+constexpr uint32_t kRaceDmaQueues = isa::kMaxDmaQueues;
+// Agents: engines 0..4, then the DMA agent of (issuer e, queue q) at 5 + e * kRaceDmaQueues + q.
 constexpr uint32_t kRaceAgents = isa::kEngineCount * (1 + kRaceDmaQueues);
 constexpr uint32_t kNoClock = UINT32_MAX;
 

@@ -72,7 +72,7 @@ kbuild::Built build_strided_copy(const StridedCopyConfig &c) {
     b.dma_copy(isa::Engine::kSync, static_cast<uint8_t>(p), dst, src).at();
   }
   isa::Program program = b.finish();
-  if (auto err = isa::validate_program(program, c.target.isa)) return "strided copy: " + *err;
+  if (auto err = isa::validate_program(program, c.target.core)) return "strided copy: " + *err;
   return program;
 }
 

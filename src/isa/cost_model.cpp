@@ -1,26 +1,15 @@
-#include "exec/cost_model.hpp"
+#include "isa/cost_model.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 
-namespace trn::sim::exec {
+#include "isa/dtype.hpp"
 
-using isa::DType;
-using isa::Engine;
-using isa::MemSpace;
-using isa::Opcode;
+namespace trn::isa {
+
 using C = CostConstants;
 __extension__ typedef unsigned __int128 U128;  // cycles x 10^12 overflows 64 bits
-
-uint64_t CoreSpec::clock_hz(Engine e) const {
-  switch (e) {
-    case Engine::kTensor: return tensor_hz;
-    case Engine::kVector: return vector_hz;
-    case Engine::kGpSimd: return gpsimd_hz;
-    case Engine::kScalar:
-    case Engine::kSync: break;
-  }
-  return scalar_hz;
-}
 
 uint64_t cycles_to_ps(uint64_t cycles, uint64_t hz) {
   return static_cast<uint64_t>((U128{cycles} * 1'000'000'000'000u + hz / 2) / hz);
@@ -28,12 +17,58 @@ uint64_t cycles_to_ps(uint64_t cycles, uint64_t hz) {
 
 namespace {
 
+// The geometry of an operand, in bytes, as the engines see it: what the formulas depend on.
+struct Shape {
+  MemSpace space = MemSpace::kNone;
+  DType dtype = DType::kInvalid;
+  uint32_t elem_size = 0;
+  uint32_t partitions = 0;
+  ptrdiff_t partition_pitch = 0;  // HBM: bytes between rows; on chip partitions never adjoin
+  uint32_t num_dims = 0;
+  std::array<uint32_t, kMaxFreeDims> counts{};
+  std::array<ptrdiff_t, kMaxFreeDims> strides{};
+  uint64_t free_elements = 1;
+
+  // True when the free elements of a partition are contiguous (row-major, no gaps).
+  bool contiguous() const {
+    ptrdiff_t expect = elem_size;
+    for (uint32_t d = num_dims; d-- > 0;) {
+      if (counts[d] > 1 && strides[d] != expect) return false;
+      expect *= counts[d];
+    }
+    return true;
+  }
+  // True when partition p + 1 starts right where partition p's `bytes` end: only HBM rows can
+  // (SBUF and PSUM partitions are separate memories).
+  bool rows_adjoin(ptrdiff_t bytes) const {
+    return partitions == 1 || (space == MemSpace::kHbm && partition_pitch == bytes);
+  }
+};
+
+Shape shape_of(const AccessPattern &ap) {
+  Shape t;
+  if (!ap.used()) return t;
+  t.space = ap.space;
+  t.dtype = ap.dtype;
+  t.elem_size = dtype_size(ap.dtype);
+  t.partitions = ap.partition_count;
+  t.num_dims = std::min(ap.num_dims, kMaxFreeDims);
+  for (uint32_t d = 0; d < t.num_dims; ++d) {
+    t.counts[d] = ap.dims[d].count;
+    t.strides[d] = ptrdiff_t{ap.dims[d].stride} * t.elem_size;
+    t.free_elements *= ap.dims[d].count;
+  }
+  if (ap.space == MemSpace::kHbm)
+    t.partition_pitch = static_cast<ptrdiff_t>(ap.partition_stride * t.elem_size);
+  return t;
+}
+
 bool is_16bit_float(DType t) {
   return t == DType::kBf16 || t == DType::kF16;
 }
 
 // Innermost stride over 16 bytes halves the SBUF/PSUM interface bandwidth [§1.3, A1].
-bool strided(const Tile &t) {
+bool strided(const Shape &t) {
   if (t.space != MemSpace::kSbuf && t.space != MemSpace::kPsum) return false;
   if (t.num_dims == 0) return false;
   const ptrdiff_t s = t.strides[t.num_dims - 1];
@@ -48,8 +83,8 @@ uint64_t max_ii(uint64_t n) {
 // 16-bit floats in and out of SBUF with a contiguous innermost dim, 2x when non-contiguous or
 // one side in PSUM; 2x for tensor_tensor with both inputs in SBUF and all tensors 16-bit floats.
 // NeuronCore-v4 gives the Scalar engine the 2x mode for tensor_scalar/tensor_copy [A3].
-uint64_t perf_mode_divisor(const isa::Instruction &inst, const CoreSpec &spec, const Tile &dst,
-                           const Tile &src0, const Tile &src1) {
+uint64_t perf_mode_divisor(const Instruction &inst, const CoreSpec &spec, const Shape &dst,
+                           const Shape &src0, const Shape &src1) {
   if (spec.core_version < 3) return 1;
   const bool copy_like = inst.opcode == Opcode::kTensorCopy || inst.opcode == Opcode::kTensorScalar;
   if (inst.engine == Engine::kVector && copy_like && is_16bit_float(dst.dtype) &&
@@ -68,15 +103,14 @@ uint64_t perf_mode_divisor(const isa::Instruction &inst, const CoreSpec &spec, c
   return 1;
 }
 
-uint64_t tensor_tensor_cycles(const isa::Instruction &inst, const Tile &dst, const Tile &src0,
-                              const Tile &src1) {
+uint64_t tensor_tensor_cycles(const Instruction &inst, const Shape &dst, const Shape &src0,
+                              const Shape &src1) {
   const uint64_t n = dst.free_elements;
   // One input in PSUM and one in SBUF, or both in SBUF as all-bf16 unit-stride add/sub/mul:
   // one pass; otherwise two [§3.2, ISA26].
   const bool split = (src0.space == MemSpace::kPsum) != (src1.space == MemSpace::kPsum);
-  const auto op = static_cast<isa::AluOp>(inst.func);
-  const bool simple_op =
-      op == isa::AluOp::kAdd || op == isa::AluOp::kSubtract || op == isa::AluOp::kMultiply;
+  const auto op = static_cast<AluOp>(inst.func);
+  const bool simple_op = op == AluOp::kAdd || op == AluOp::kSubtract || op == AluOp::kMultiply;
   const bool bf16_fast = src0.space == MemSpace::kSbuf && src1.space == MemSpace::kSbuf &&
                          dst.dtype == DType::kBf16 && src0.dtype == DType::kBf16 &&
                          src1.dtype == DType::kBf16 && simple_op && src0.contiguous() &&
@@ -86,8 +120,8 @@ uint64_t tensor_tensor_cycles(const isa::Instruction &inst, const Tile &dst, con
 
 }  // namespace
 
-InstructionCost instruction_cost(const isa::Instruction &inst, const CoreSpec &spec,
-                                 const Tile &dst, const Tile &src0, const Tile &src1) {
+InstructionCost instruction_cost(const Instruction &inst, const CoreSpec &spec) {
+  const Shape dst = shape_of(inst.dst), src0 = shape_of(inst.src0), src1 = shape_of(inst.src1);
   InstructionCost c;
   switch (inst.opcode) {
     case Opcode::kNop:
@@ -118,14 +152,14 @@ InstructionCost instruction_cost(const isa::Instruction &inst, const CoreSpec &s
   uint64_t n = dst.free_elements;
   switch (inst.opcode) {
     case Opcode::kActivation:
-      n = max_ii(n) + ((inst.flags & isa::kFlagAccumulate) ? C::kAccumulateExtra : 0);
+      n = max_ii(n) + ((inst.flags & kFlagAccumulate) ? C::kAccumulateExtra : 0);
       break;
     case Opcode::kTensorTensor: n = tensor_tensor_cycles(inst, dst, src0, src1); break;
     case Opcode::kTensorReduce: {
       // N/2 for bf16 in/out add or max, else N, over the input elements [§3.2, ISA26].
-      const auto op = static_cast<isa::AluOp>(inst.func);
+      const auto op = static_cast<AluOp>(inst.func);
       const bool half = src0.dtype == DType::kBf16 && dst.dtype == DType::kBf16 &&
-                        (op == isa::AluOp::kAdd || op == isa::AluOp::kMax);
+                        (op == AluOp::kAdd || op == AluOp::kMax);
       n = half ? src0.free_elements / 2 : src0.free_elements;
       break;
     }
@@ -151,7 +185,7 @@ namespace {
 
 // Contiguous runs of a tile: its innermost dims merge while they are dense, and whole
 // partitions/rows merge only when the rows themselves are back to back.
-uint64_t runs(const Tile &t) {
+uint64_t runs(const Shape &t) {
   uint64_t run = t.elem_size;  // bytes of the longest contiguous prefix
   uint64_t count = t.free_elements * t.partitions;
   ptrdiff_t expect = t.elem_size;
@@ -161,16 +195,17 @@ uint64_t runs(const Tile &t) {
     if (t.counts[d] > 1 && t.strides[d] != expect) break;
     run *= t.counts[d];
     expect *= t.counts[d];
-    if (d == 0 && (t.partitions == 1 || t.partition_pitch == expect)) run *= t.partitions;
+    if (d == 0 && t.rows_adjoin(expect)) run *= t.partitions;
   }
-  if (t.num_dims == 0 && (t.partitions == 1 || t.partition_pitch == expect)) run *= t.partitions;
+  if (t.num_dims == 0 && t.rows_adjoin(expect)) run *= t.partitions;
   const uint64_t elements_per_run = run / t.elem_size;
   return elements_per_run ? (count + elements_per_run - 1) / elements_per_run : count;
 }
 
 }  // namespace
 
-DmaCost dma_cost(const Tile &dst, const Tile &src, const CoreSpec &spec) {
+DmaCost dma_cost(const Instruction &inst, const CoreSpec &spec) {
+  const Shape dst = shape_of(inst.dst), src = shape_of(inst.src0);
   DmaCost c;
   const uint64_t elements = uint64_t{src.partitions} * src.free_elements;
   c.bytes = elements * std::max(src.elem_size, dst.elem_size);
@@ -181,4 +216,4 @@ DmaCost dma_cost(const Tile &dst, const Tile &src, const CoreSpec &spec) {
   return c;
 }
 
-}  // namespace trn::sim::exec
+}  // namespace trn::isa

@@ -1,28 +1,16 @@
-// Simulated time of each instruction: engine cycles from the published formulas
-// (docs/hardware.md §3) at the engine's clock (§1.2), and DMA transfer time from the
-// per-engine DMA rate (§1.5). docs/ISA.md ("Cost model") lists every formula with its source.
+// Time of each instruction: engine cycles from the published formulas (docs/hardware.md §3) at
+// the engine's clock (§1.2), and DMA transfer time from the per-engine DMA rate (§1.5).
+// docs/ISA.md ("Cost model") lists every formula with its source. The one model: the simulated
+// device charges it and the kernel builder schedules by it, so a kernel's estimate and its
+// simulated time cannot drift apart.
 #pragma once
 
 #include <cstdint>
 
-#include "exec/tile.hpp"
 #include "isa/instruction.hpp"
 #include "isa/target.hpp"
 
-namespace trn::sim::exec {
-
-// What one NeuronCore of a generation is, as far as execution is concerned: the ISA limits
-// validation uses, plus clocks and DMA rate (filled by the device from its generation table).
-struct CoreSpec : isa::Target {
-  uint64_t tensor_hz = 2'400'000'000;
-  uint64_t vector_hz = 960'000'000;
-  uint64_t scalar_hz = 1'200'000'000;
-  uint64_t gpsimd_hz = 1'200'000'000;
-  uint64_t dma_engine_bytes_per_s = 23'000'000'000;
-
-  const isa::Target &target() const { return *this; }
-  uint64_t clock_hz(isa::Engine e) const;  // the Sync sequencer runs at the Scalar clock
-};
+namespace trn::isa {
 
 // Generation-independent constants of the model, each with its source (docs/hardware.md).
 struct CostConstants {
@@ -44,18 +32,19 @@ struct InstructionCost {
 };
 
 // Cost of a compute or sequencer instruction on its engine (for dma_copy: the issue cost only).
-// `dst`, `src0`, `src1` are the resolved tiles of the operands the opcode uses.
-InstructionCost instruction_cost(const isa::Instruction &inst, const CoreSpec &spec,
-                                 const Tile &dst, const Tile &src0, const Tile &src1);
+// Only the operands' shapes matter (dtype, memory, counts and strides), never their data, so the
+// builder can ask before the kernel exists.
+InstructionCost instruction_cost(const Instruction &inst, const CoreSpec &spec);
 
 struct DmaCost {
   uint64_t bytes = 0;        // bytes moved (the wider side of a casting copy)
   uint64_t descriptors = 0;  // contiguous runs
   uint64_t ps = 0;           // transfer time on one DMA engine, picoseconds
 };
-DmaCost dma_cost(const Tile &dst, const Tile &src, const CoreSpec &spec);
+// Transfer of a dma_copy (dst <- src0) on one DMA engine.
+DmaCost dma_cost(const Instruction &inst, const CoreSpec &spec);
 
 // Picoseconds of `cycles` at `hz`, rounded to nearest.
 uint64_t cycles_to_ps(uint64_t cycles, uint64_t hz);
 
-}  // namespace trn::sim::exec
+}  // namespace trn::isa
