@@ -813,8 +813,8 @@ TEST_CASE("reduce: ops other than sum, prod, max and min are refused",
   REQUIRE(trn_mem_set(md, 0, 0x77, 4096) == TRN_SUCCESS);
   std::vector<Call> calls;
   // AVG, ARGMAX and ARGMIN are ops of the enum the DMA engines do not compute.
-  for (const int op :
-       {TRN_REDUCE_AVG, TRN_REDUCE_ARGMAX, TRN_REDUCE_ARGMIN, 7, 99, 0x40000000, 0x7fffffff})
+  for (const int op : std::initializer_list<int>{TRN_REDUCE_AVG, TRN_REDUCE_ARGMAX,
+                                                 TRN_REDUCE_ARGMIN, 7, 99, 0x40000000, 0x7fffffff})
     calls.push_back({"op " + std::to_string(op),
                      [=](uint64_t *seq) {
                        return trn_queue_reduce(q, md, 0, ma, 0, mb, 0, 16, TRN_DTYPE_F32,
