@@ -10,6 +10,7 @@ all: build
 
 deps:
 	@scripts/install-deps
+	@scripts/make-venv
 
 configure: deps
 	@cmake --preset $(PRESET) >/dev/null
@@ -37,7 +38,7 @@ run: build
 		--expect y=$(BUILD_DIR)/examples/mlp_expected.npy --rtol 1e-4 --atol 1e-7
 	@echo
 	@echo "== examples/torch/train_mlp.py (PyTorch: an MLP trains on the simulated device) =="
-	@PYTHONPATH=$(BUILD_DIR)/python PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 examples/torch/train_mlp.py
+	@PYTHONPATH=$(BUILD_DIR)/python PYTHONDONTWRITEBYTECODE=1 .venv/bin/python examples/torch/train_mlp.py
 
 test: build
 	@ctest --preset $(PRESET)

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The PyTorch backend's benchmark: one JSON object per line, in trn-bench's format (bench,
 case, unit, trn, baseline, baseline_name, ratio, better; see tools/trn-bench/bench.hpp).
 
@@ -8,7 +8,7 @@ For each model of tests/torch/models.py, two rows:
   <model>_train_step_device   median simulated device ms per step, against the CPU's host ms
                               per step (what the step would cost on the device itself).
 
-    PYTHONPATH=<build>/python /usr/bin/python3 bindings/torch/bench_torch.py [--quick]
+    .venv/bin/python bindings/torch/bench_torch.py [--quick]   (after make)
 
 It runs on the default simulated device (TRN_SIM_ROOT)."""
 import json
@@ -31,7 +31,7 @@ except ImportError as e:
 
 import torch_trn  # noqa: E402
 
-DEVICE = "privateuseone"
+DEVICE = "trn"
 WARMUP = 2
 
 

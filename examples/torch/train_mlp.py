@@ -1,8 +1,8 @@
-#!/usr/bin/python3
-"""Trains a small MLP on trn (PyTorch's "privateuseone" device) and prints, per step, the loss,
+#!/usr/bin/env python3
+"""Trains a small MLP on trn (PyTorch's "trn" device) and prints, per step, the loss,
 the host time and the simulated device time, then the ops that ran on the CPU instead.
 
-    PYTHONPATH=<build>/python /usr/bin/python3 examples/torch/train_mlp.py
+    .venv/bin/python examples/torch/train_mlp.py   (after make; or with PYTHONPATH=<build>/python)
 
 It runs on your default simulated device (TRN_SIM_ROOT, as every trn program)."""
 import time
@@ -10,9 +10,9 @@ import time
 import torch
 from torch import nn
 
-import torch_trn  # registers trn as the "privateuseone" device
+import torch_trn  # registers trn as the "trn" device
 
-DEVICE = "privateuseone"
+DEVICE = "trn"
 STEPS = 5
 
 

@@ -6,9 +6,11 @@
 # trn::comm, trn::ops and trn::kbuild (it builds a kernel and runs it), docs/kbuild.md's example
 # from the prefix, and torch_trn imports from the prefix; then the prefix moves and all still
 # work.
-# usage: test_install.sh BUILD_DIR SOURCE_DIR C_COMPILER
+# usage: test_install.sh BUILD_DIR SOURCE_DIR C_COMPILER [PYTHON]
+# PYTHON: the Python with the torch that torch_trn was built against (none: torch_trn is not
+# built, and not checked).
 set -euo pipefail
-build=$1 source=$2 cc=$3
+build=$1 source=$2 cc=$3 python=${4:-}
 work=$(mktemp -d)
 sim=$(mktemp -d /dev/shm/trn-install-test-XXXXXX)
 trap 'rm -rf "$work" "$sim"' EXIT
@@ -73,13 +75,15 @@ check_prefix() {
   # The PyTorch backend, where it was built: the installed package finds the installed libtrn.
   local torch_native
   torch_native=$(find "$prefix" -path '*/torch_trn/_native.so')
-  if [ -n "$torch_native" ]; then
+  if [ -n "$torch_native" ] && [ -n "$python" ]; then
     echo "== torch_trn ($(dirname "$torch_native"))"
-    PYTHONPATH=$(dirname "$(dirname "$torch_native")") PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c '
-import torch, torch_trn
-x = torch.arange(4.0).to("privateuseone")
+    PYTHONPATH=$(dirname "$(dirname "$torch_native")") PYTHONDONTWRITEBYTECODE=1 "$python" -c '
+import os, sys, torch, torch_trn
+assert os.path.realpath(torch_trn.__file__).startswith(os.path.realpath(os.environ["PYTHONPATH"])), \
+    "torch_trn was imported from " + torch_trn.__file__ + ", not from the prefix"
+x = torch.arange(4.0).to("trn")
 assert (x + x).cpu().tolist() == [0.0, 2.0, 4.0, 6.0], "installed torch_trn computes wrongly"
-print("torch_trn:", torch_trn.device_count(), "devices")'
+print("torch_trn:", torch_trn.device_count(), "devices, on", x.device)'
   fi
 }
 

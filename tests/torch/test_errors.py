@@ -5,6 +5,7 @@ code working beside torch on its stream would (Stream.trn_queue, trn_mem_lookup 
 import ctypes
 import os
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import trn_test_env  # noqa: E402,F401  (first: sets TRN_SIM_ROOT before torch_trn starts libtrn)
@@ -67,7 +68,7 @@ def _libtrn():
 
 
 class DeviceFault(unittest.TestCase):
-    def test_fault_raises_at_synchronize_and_the_device_recovers(self):
+    def test_fault_raises_and_the_device_stays_unusable_until_reset(self):
         lib = _libtrn()
         device = ctypes.c_void_p(torch_trn.trn_device_handle(0))
         queue = ctypes.c_void_p(torch_trn.current_stream(0).trn_queue)
@@ -99,13 +100,109 @@ class DeviceFault(unittest.TestCase):
         print(message, file=sys.stderr)
         self.assertIn("faulted in copy", message)
         self.assertIn("TRN_ERROR_INVALID_HANDLE", message)
+        self.assertIn("reset_device(0)", message)
         lib.trn_sem_destroy(gate)
         lib.trn_pool_destroy(pool)
 
-        # The queue was reset: torch work on the same stream runs again.
+        # Sticky, as CUDA's asynchronous errors: every later use of the device raises, naming
+        # the fault and what to do, and nothing computes on undefined values.
+        later_uses = {
+            "an op": lambda: target + 1,
+            "a copy to the host": lambda: target.cpu(),
+            "a new tensor": lambda: torch.ones(2, device=DEVICE),
+            "a copy to the device": lambda: torch.arange(8.0).to(DEVICE),
+            "synchronize": torch_trn.synchronize,
+        }
+        for use, later in later_uses.items():
+            with self.assertRaises(RuntimeError, msg=use) as caught:
+                later()
+            self.assertIn("unusable after a device fault", str(caught.exception))
+            self.assertIn("faulted in copy", str(caught.exception))
+            self.assertIn("torch.trn.reset_device(0)", str(caught.exception))
+
+        # After reset_device, work on the same stream runs again.
+        torch.trn.reset_device(0)
         x = torch.arange(8.0).to(DEVICE)
         self.assertEqual((x * 2).cpu().tolist(), [2.0 * i for i in range(8)])
         torch_trn.synchronize()
+
+    def test_reset_device_of_a_healthy_device_changes_nothing(self):
+        x = torch.arange(4.0).to(DEVICE)
+        torch_trn.reset_device()
+        self.assertEqual((x + 1).cpu().tolist(), [1.0, 2.0, 3.0, 4.0])
+        with self.assertRaises(RuntimeError):
+            torch_trn.reset_device(99)
+        with self.assertRaises(ValueError):
+            torch_trn.reset_device("cpu")
+
+
+class _Gate:
+    """A semaphore the current stream waits at (a barrier through the C API): nothing queued on
+    the stream after it runs until open(), so the queue fills up."""
+
+    def __init__(self, lib):
+        self.lib = lib
+        device = ctypes.c_void_p(torch_trn.trn_device_handle(0))
+        self.sem = ctypes.c_void_p()
+        desc = _SemDesc(_Header(TRN_STRUCT_SEM_DESC, ctypes.sizeof(_SemDesc)), 0, 0)
+        assert lib.trn_sem_create(device, ctypes.byref(desc), ctypes.byref(self.sem)) == 0
+        queue = ctypes.c_void_p(torch_trn.current_stream(0).trn_queue)
+        wait = _SemPoint(self.sem, 1)
+        sync = _Sync(ctypes.pointer(wait), 1, None, 0)
+        assert lib.trn_queue_barrier(queue, ctypes.byref(sync), None) == 0
+
+    def open_after(self, seconds):
+        timer = threading.Timer(seconds, lambda: self.lib.trn_sem_signal(self.sem, 1))
+        timer.start()
+        return timer
+
+    def destroy(self):
+        self.lib.trn_sem_destroy(self.sem)
+
+
+class FullQueue(unittest.TestCase):
+    """More commands than a queue holds (1024) queued behind a closed gate: ops, copies and the
+    stream-ordered frees of released tensors wait on the host for room (back-pressure) instead of
+    failing or freeing early, and every result is right once the gate opens."""
+
+    def test_a_long_chain_of_small_ops_behind_a_closed_gate(self):
+        torch.manual_seed(0)
+        torch_trn.reset_fallback_ops()
+        a = torch.randn(8, 8) * 0.1
+        x0 = torch.randn(8, 4)
+        at, x = a.to(DEVICE), x0.to(DEVICE)
+        ref = x0.clone()
+        gate = _Gate(_libtrn())
+        timer = gate.open_after(0.5)
+        try:
+            # Each step queues an op and frees the step before's temporaries: 3 commands or more.
+            for _ in range(1500):  # tanh keeps the values bounded, and so the rounding differences
+                x = torch.tanh(x + at @ x)
+                ref = torch.tanh(ref + a @ ref)
+            got = x.cpu()
+        finally:
+            timer.join()
+            gate.destroy()
+        self.assertTrue(torch.isfinite(ref).all())
+        self.assertLessEqual((got - ref).abs().max().item(), 1e-4)
+        self.assertEqual(torch_trn.fallback_ops(), {}, "the chain ran on the device")
+
+    def test_copies_and_frees_behind_a_closed_gate(self):
+        src = torch.arange(64, dtype=torch.float32)
+        kept = []
+        gate = _Gate(_libtrn())
+        timer = gate.open_after(0.5)
+        try:
+            for i in range(1500):
+                t = (src + i).to(DEVICE)  # a write, and a free of the one before (unless kept)
+                if i % 300 == 0:
+                    kept.append((i, t))
+            results = [(i, t.cpu()) for i, t in kept]
+        finally:
+            timer.join()
+            gate.destroy()
+        for i, got in results:
+            self.assertEqual(got.tolist(), (src + i).tolist())
 
 
 class BadArguments(unittest.TestCase):

@@ -89,6 +89,55 @@ class TrainOnTrn(unittest.TestCase):
         self.check_core_ops("attention", self.train_both("attention"))
 
 
+class TiedLM(torch.nn.Module):
+    """An embedding and an output head sharing one weight, as GPT-style models tie them."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(16, 8)
+        self.head = torch.nn.Linear(8, 16, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, tokens):
+        return self.head(self.embed(tokens))
+
+
+class ParameterIdentity(unittest.TestCase):
+    """Module.to("trn") and .cpu() keep each Parameter object: ties hold, and an optimizer made
+    before the move trains the moved parameters."""
+
+    def test_to_keeps_parameters_and_ties(self):
+        torch.manual_seed(0)
+        model = TiedLM()
+        weight = model.embed.weight
+        model.to(DEVICE)
+        self.assertIs(model.embed.weight, weight)
+        self.assertIs(model.head.weight, model.embed.weight)
+        self.assertEqual(weight.device.type, DEVICE)
+        self.assertEqual(len(list(model.parameters())), 1)
+        model.cpu()
+        self.assertIs(model.head.weight, weight)
+        self.assertEqual(weight.device.type, "cpu")
+
+    def test_optimizer_made_before_to_trains_the_moved_model_as_on_the_cpu(self):
+        torch.manual_seed(0)
+        cpu_model = TiedLM()
+        trn_model = copy.deepcopy(cpu_model)
+        cpu_opt = torch.optim.SGD(cpu_model.parameters(), lr=0.1)
+        trn_opt = torch.optim.SGD(trn_model.parameters(), lr=0.1)  # before the move
+        trn_model.to(DEVICE)
+        tokens = torch.tensor([1, 5, 7, 2])
+        for _ in range(3):
+            for model, opt, batch in ((cpu_model, cpu_opt, tokens),
+                                      (trn_model, trn_opt, tokens.to(DEVICE))):
+                opt.zero_grad()
+                model(batch).square().mean().backward()
+                opt.step()
+        diff = (trn_model.embed.weight.detach().cpu() - cpu_model.embed.weight.detach()).abs().max()
+        self.assertLessEqual(diff.item(), PARAM_ATOL)
+        self.assertIs(trn_opt.param_groups[0]["params"][0], trn_model.head.weight)
+
+
 class StateDict(unittest.TestCase):
     def test_trn_state_dict_loads_into_cpu_model(self):
         trn_model, opt, batch, loss_fn = models.build_mlp(DEVICE)
@@ -124,21 +173,21 @@ class StateDict(unittest.TestCase):
             torch.save({"trn": t, "cpu": torch.ones(2)}, buffer)
             buffer.seek(0)
             return torch.load(buffer, map_location=map_location)
-        for map_location, where in ((None, "privateuseone:0"), ("cpu", "cpu"),
+        for map_location, where in ((None, "trn:0"), ("cpu", "cpu"),
                                     (torch.device("cpu"), "cpu"),
-                                    ({"privateuseone:0": "cpu"}, "cpu"),
+                                    ({"trn:0": "cpu"}, "cpu"),
                                     (lambda storage, location: storage, "cpu"),
-                                    (lambda storage, location: None, "privateuseone:0")):
+                                    (lambda storage, location: None, "trn:0")):
             with self.subTest(map_location=map_location):
                 state = load(map_location)
                 self.assertEqual(str(state["trn"].device), where)
                 self.assertEqual(state["trn"].cpu().tolist(), [0.0, 1.0, 2.0])
                 self.assertEqual(state["cpu"].device.type, "cpu")
         if torch_trn.device_count() > 1:
-            self.assertEqual(str(load("privateuseone:1")["trn"].device), "privateuseone:1")
+            self.assertEqual(str(load("trn:1")["trn"].device), "trn:1")
         # A pickle.loads after a load keeps the tensor's device: map_location was that load's.
         load("cpu")
-        self.assertEqual(str(pickle.loads(pickle.dumps(t)).device), "privateuseone:0")
+        self.assertEqual(str(pickle.loads(pickle.dumps(t)).device), "trn:0")
 
     def test_deepcopy_of_trn_state_and_optimizer_state(self):
         # copy.deepcopy (the "keep the best weights" idiom, Optimizer.load_state_dict) clones trn

@@ -23,7 +23,7 @@ def _cleanup():
     shutil.rmtree(_cache_dir, ignore_errors=True)
 
 
-DEVICE = "privateuseone"
+DEVICE = "trn"
 
 
 def fallback_keys_for(ops, fallbacks):

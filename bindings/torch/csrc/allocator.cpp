@@ -5,11 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <vector>
 
+#include "address_map.hpp"
 #include "check.hpp"
 #include "devices.hpp"
+#include "events.hpp"
 
 namespace torch_trn {
 namespace {
@@ -47,21 +48,42 @@ struct Block {
   trn_queue_t queue;  // the stream it was allocated on: where it is freed
   uint64_t size;
   int device_index;
+  uintptr_t address = 0;  // the data pointer tensors see: the device address
 };
+
+// The live blocks by device address: copy_data (storage clones) is given addresses alone.
+AddressMap<Block> &live_blocks() {
+  static auto *blocks = new AddressMap<Block>;  // outlives tensors freed at exit
+  return *blocks;
+}
+
+// The block holding `address` and the address's offset in it.
+std::pair<Block *, uint64_t> block_at(const void *address) {
+  const auto found = live_blocks().find(address, [](const Block &b) { return b.size; });
+  TORCH_CHECK(found.first, "trn: ", address, " is no trn tensor's memory");
+  return found;
+}
 
 void release(void *context) {
   auto *block = static_cast<Block *>(context);
+  live_blocks().remove(block->address);
   counters()[static_cast<size_t>(block->device_index)].allocated -= block->size;
-  // A deleter cannot raise: a failure here (the runtime already shut down at exit) frees nothing
-  // more than the process's exit will.
-  if (trn_queue_free(block->queue, block->mem, nullptr, nullptr) != TRN_SUCCESS)
+  // Freed in stream order: the queue's work queued before may still use the block. A full queue
+  // is waited out; never freed at once under queued work.
+  const trn_result_t queued = submit_when_room(
+      block->queue, [&] { return trn_queue_free(block->queue, block->mem, nullptr, nullptr); });
+  // A deleter cannot raise. If the free could not be queued (a faulted queue, the deadline), the
+  // block is freed once the queue is idle (its work done, or cancelled by a fault); a queue still
+  // busy at the deadline keeps it (a leak, never a corruption). A runtime already shut down at
+  // exit fails both calls, and the exit frees everything.
+  if (queued != TRN_SUCCESS && trn_queue_finish(block->queue, wait_timeout_ns()) != TRN_TIMEOUT)
     trn_mem_free(block->mem);
   delete block;
 }
 
 class TrnAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) override {
     const int index = current_device();
     const c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index));
     if (n == 0) return {nullptr, nullptr, &c10::detail::deleteNothing, where};
@@ -90,9 +112,28 @@ class TrnAllocator final : public c10::Allocator {
         trn_pool_get_stats(dev.pool(), &stats) == TRN_SUCCESS)
       raise_to(c.reserved_seen, stats.reserved_bytes);
     void *data = reinterpret_cast<void *>(static_cast<uintptr_t>(info.device_address));
+    block->address = static_cast<uintptr_t>(info.device_address);
+    live_blocks().add(block->address, block);
     return {data, block, &release, where};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  // A storage's clone: a device copy on the destination's stream, complete when this returns (a
+  // clone is synchronous to its caller).
+  void copy_data(void *dest, const void *src, std::size_t count) const override {
+    if (count == 0) return;
+    const auto [to, to_offset] = block_at(dest);
+    const auto [from, from_offset] = block_at(src);
+    TORCH_CHECK(to_offset + count <= to->size && from_offset + count <= from->size,
+                "trn: a copy of ", count, " bytes runs past its allocation");
+    check(submit_when_room(to->queue,
+                           [&] {
+                             return trn_queue_copy(to->queue, to->mem, to_offset, from->mem,
+                                                   from_offset, count, nullptr, nullptr);
+                           }),
+          "trn_queue_copy");
+    device_at(to->device_index).synchronize();
+  }
+  // No raw_deleter: the data pointer is a device address, not the context (the Block) that
+  // raw_allocate's contract needs them to be.
 };
 
 trn_mem_stats_t pool_stats(int index) {
@@ -102,6 +143,12 @@ trn_mem_stats_t pool_stats(int index) {
 }
 
 }  // namespace
+
+int device_of_pointer(const void *data) {
+  const Block *block =
+      live_blocks().find(data, [](const Block &b) { return std::max<uint64_t>(b.size, 1); }).first;
+  return block ? block->device_index : -1;
+}
 
 trn_queue_t allocation_queue(const c10::DataPtr &data) {
   if (data.get_deleter() != &release || !data.get_context()) return nullptr;

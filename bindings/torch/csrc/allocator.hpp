@@ -29,5 +29,7 @@ MemoryStats memory_stats(int device_index);
 void reset_peak_memory_stats(int device_index);
 // Waits for the device's queues, then returns the pool's cached memory to the device.
 void empty_cache(int device_index);
+// The device a trn tensor's data pointer (a device address) belongs to; -1 for other memory.
+int device_of_pointer(const void *data);
 
 }  // namespace torch_trn

@@ -19,8 +19,8 @@ namespace {
   TORCH_CHECK(false, text);
 }
 
-// The queue's fault as a sentence (empty when it has none), the queue then reset so that new
-// work runs.
+// The queue's fault as a sentence (empty when it has none). The queue is then drained and reset,
+// and its torch device marked faulted: the device's later work raises until reset_device.
 std::string take_fault(trn_queue_t queue) {
   trn_queue_fault_t fault = TRN_QUEUE_FAULT_INIT;
   if (!queue || trn_queue_get_fault(queue, &fault) != TRN_SUCCESS || fault.result == TRN_SUCCESS)
@@ -39,9 +39,15 @@ std::string take_fault(trn_queue_t queue) {
   // next call reports the fault again.
   trn_queue_finish(queue, wait_timeout_ns());
   trn_queue_reset(queue);
-  return "the device faulted in " + where + ": " + trn_result_name(fault.result) + ": " +
-         fault.reason + "; " + std::to_string(fault.cancelled) +
-         " later commands were cancelled. The queue was reset: new work runs";
+  const std::string what = "the device faulted in " + where + ": " + trn_result_name(fault.result) +
+                           ": " + fault.reason + "; " + std::to_string(fault.cancelled) +
+                           " later commands were cancelled";
+  Device *device = device_of_queue(queue);
+  if (!device) return what + ". The queue was reset: new work runs";
+  device->mark_faulted(what);
+  const std::string index = std::to_string(device->index());
+  return what + ". trn:" + index + "'s later work raises until torch.trn.reset_device(" + index +
+         "): values written on it from the fault on are undefined";
 }
 
 }  // namespace

@@ -85,6 +85,9 @@ std::string op_device_name(int64_t index) {
 void op_synchronize(int64_t index) {
   device_at(resolve(index)).synchronize();
 }
+void op_reset_device(int64_t index) {
+  device_at(resolve(index)).reset();
+}
 std::vector<int64_t> op_memory_stats(int64_t index) {
   const MemoryStats s = memory_stats(resolve(index));
   return {static_cast<int64_t>(s.allocated), static_cast<int64_t>(s.peak_allocated),
@@ -171,6 +174,7 @@ TORCH_LIBRARY(torch_trn, m) {
   m.def("set_device(int device) -> ()", &op_set_device);
   m.def("device_name(int device) -> str", &op_device_name);
   m.def("synchronize(int device) -> ()", &op_synchronize);
+  m.def("reset_device(int device) -> ()", &op_reset_device);
   m.def("memory_stats(int device) -> int[]", &op_memory_stats);
   m.def("reset_peak_memory_stats(int device) -> ()", &op_reset_peak_memory_stats);
   m.def("empty_cache(int device) -> ()", &op_empty_cache);

@@ -7,6 +7,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorFactories.h>
+#include <ATen/ops/set_native.h>
 #include <c10/core/CPUAllocator.h>
 #include <torch/library.h>
 
@@ -53,7 +54,7 @@ at::Tensor empty_memory_format(c10::SymIntArrayRef size, c10::optional<at::Scala
   (void)pin_memory;
   const NewTensor t = new_tensor(dtype, layout, device);
   c10::DeviceGuard guard(t.device);
-  return at::detail::empty_generic(c10::asIntArrayRefSlow(size), allocator(), kKeys, t.type,
+  return at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), allocator(), kKeys, t.type,
                                    memory_format);
 }
 
@@ -64,7 +65,7 @@ at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
   const NewTensor t = new_tensor(dtype, layout, device);
   c10::DeviceGuard guard(t.device);
   return at::detail::empty_strided_generic(
-      c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride), allocator(), kKeys, t.type);
+      C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride), allocator(), kKeys, t.type);
 }
 
 // Host memory a queued copy still reads or writes: kept alive until its queue passes the command.
@@ -125,9 +126,12 @@ void host_to_device(const at::Tensor &src, const at::Tensor &dst, bool non_block
   const auto t = location_of(target.get());
   trn_queue_t queue = queue_of(target.get());
   uint64_t sequence = 0;
-  check(
-      trn_queue_write(queue, t.mem, t.offset, host.data_ptr(), nbytes_of(host), nullptr, &sequence),
-      "trn_queue_write");
+  check(submit_when_room(queue,
+                         [&] {
+                           return trn_queue_write(queue, t.mem, t.offset, host.data_ptr(),
+                                                  nbytes_of(host), nullptr, &sequence);
+                         }),
+        "trn_queue_write");
   // Held from here on, whatever fails below: the queue reads it when it gets there.
   const Event written = queue_event(queue, sequence);
   pending_host_buffers().add(written, host);
@@ -145,8 +149,11 @@ void device_to_host(const at::Tensor &src, const at::Tensor &dst) {
   const auto s = location_of(source);
   trn_queue_t queue = queue_of(source);
   uint64_t sequence = 0;
-  check(trn_queue_read(queue, host.data_ptr(), s.mem, s.offset, nbytes_of(source), nullptr,
-                       &sequence),
+  check(submit_when_room(queue,
+                         [&] {
+                           return trn_queue_read(queue, host.data_ptr(), s.mem, s.offset,
+                                                 nbytes_of(source), nullptr, &sequence);
+                         }),
         "trn_queue_read");
   const Event read = queue_event(queue, sequence);
   try {
@@ -196,8 +203,11 @@ void device_to_device(const at::Tensor &src, const at::Tensor &dst) {
   trn_queue_t src_queue = queue_of(staged), dst_queue = queue_of(target.get());
   queue_wait(src_queue, queue_mark(dst_queue));
   const auto s = location_of(staged), t = location_of(target.get());
-  check(trn_queue_copy(src_queue, t.mem, t.offset, s.mem, s.offset, nbytes_of(staged), nullptr,
-                       nullptr),
+  check(submit_when_room(src_queue,
+                         [&] {
+                           return trn_queue_copy(src_queue, t.mem, t.offset, s.mem, s.offset,
+                                                 nbytes_of(staged), nullptr, nullptr);
+                         }),
         "trn_queue_copy");
   queue_wait(dst_queue, queue_mark(src_queue));
   c10::DeviceGuard guard(dst.device());
@@ -234,7 +244,7 @@ at::Tensor copy_from_and_resize(const at::Tensor &self, const at::Tensor &dst) {
 
 const at::Tensor &resize(const at::Tensor &self, c10::SymIntArrayRef size_sym,
                          c10::optional<at::MemoryFormat> memory_format) {
-  const auto size = c10::asIntArrayRefSlow(size_sym);
+  const auto size = C10_AS_INTARRAYREF_SLOW(size_sym);
   c10::DeviceGuard guard(self.device());
   auto *impl = self.unsafeGetTensorImpl();
   TORCH_CHECK(memory_format != at::MemoryFormat::Preserve, "resize_ does not take preserve_format");
@@ -263,8 +273,11 @@ const at::Tensor &resize(const at::Tensor &self, c10::SymIntArrayRef size_sym,
       check(trn_mem_lookup(dev.trn_device(), reinterpret_cast<uintptr_t>(fresh.get()), &to,
                            &to_offset),
             "trn_mem_lookup");
-      check(trn_queue_copy(queue, to, to_offset, from, from_offset, storage.nbytes(), nullptr,
-                           nullptr),
+      check(submit_when_room(queue,
+                             [&] {
+                               return trn_queue_copy(queue, to, to_offset, from, from_offset,
+                                                     storage.nbytes(), nullptr, nullptr);
+                             }),
             "trn_queue_copy");
     }
     if (old_queue) queue_wait(old_queue, queue_mark(queue));
@@ -274,16 +287,35 @@ const at::Tensor &resize(const at::Tensor &self, c10::SymIntArrayRef size_sym,
   return self;
 }
 
+// A tensor made to view a trn storage (Storage.cpu() and torch.save make one; so do views of
+// storages from Python): the storage must be trn's, as at::native's checks require.
+at::Tensor &set_storage(at::Tensor &self, at::Storage source, c10::SymInt storage_offset,
+                        c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  return at::native::set_storage_cpu_(
+      self, std::move(source), storage_offset.guard_int(__FILE__, __LINE__),
+      C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+at::Tensor &set_whole_storage(at::Tensor &self, at::Storage source) {
+  return at::native::set_(self, std::move(source));
+}
+
+// An empty tensor of its own (a fresh empty trn storage).
+at::Tensor &set_empty(at::Tensor &self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, allocator(), /*resizable=*/true);
+  return set_storage(self, std::move(storage), 0, {0}, {});
+}
+
 at::Tensor view(const at::Tensor &self, c10::SymIntArrayRef size) {
-  return at::native::view(self, c10::asIntArrayRefSlow(size));
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
 }
 
 at::Tensor as_strided(const at::Tensor &self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
                       c10::optional<c10::SymInt> storage_offset) {
   c10::optional<int64_t> offset;
   if (storage_offset) offset = storage_offset->expect_int();
-  return at::native::as_strided_tensorimpl(self, c10::asIntArrayRefSlow(size),
-                                           c10::asIntArrayRefSlow(stride), offset);
+  return at::native::as_strided_tensorimpl(self, C10_AS_INTARRAYREF_SLOW(size),
+                                           C10_AS_INTARRAYREF_SLOW(stride), offset);
 }
 
 // Windows of a dim as a view (Tensor.unfold, which repeat and tile use): the CPU fallback would
@@ -294,8 +326,8 @@ at::Tensor unfold(const at::Tensor &self, int64_t dimension, int64_t size, int64
 
 at::Tensor reshape_alias(const at::Tensor &self, c10::SymIntArrayRef size,
                          c10::SymIntArrayRef stride) {
-  return at::native::_reshape_alias(self, c10::asIntArrayRefSlow(size),
-                                    c10::asIntArrayRefSlow(stride));
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size),
+                                    C10_AS_INTARRAYREF_SLOW(stride));
 }
 
 at::Scalar local_scalar_dense(const at::Tensor &self) {
@@ -406,6 +438,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   m.impl("resize_", TORCH_FN(resize));
   m.impl("view", TORCH_FN(view));
+  m.impl("set_.source_Storage", TORCH_FN(set_whole_storage));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage));
+  m.impl("set_", TORCH_FN(set_empty));
   m.impl("as_strided", TORCH_FN(as_strided));
   m.impl("_reshape_alias", TORCH_FN(reshape_alias));
   m.impl("unfold", TORCH_FN(unfold));

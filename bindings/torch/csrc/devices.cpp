@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -21,7 +22,7 @@ class Registry {
   }
   int count() const { return static_cast<int>(devices_.size()); }
   Device &at(int index) {
-    TORCH_CHECK(index >= 0 && index < count(), "privateuseone:", index,
+    TORCH_CHECK(index >= 0 && index < count(), "trn:", index,
                 " is not a trn device: this process sees ", count(),
                 " (one per NeuronCore; TRN_VISIBLE_CORES chooses them)");
     return *devices_[static_cast<size_t>(index)];
@@ -75,10 +76,20 @@ trn_queue_t Device::make_queue(int priority) {
   return queue;
 }
 
+void Device::check_usable_locked() const {
+  TORCH_CHECK(fault_.empty(), "trn:", index_, " is unusable after a device fault (", fault_,
+              "). Values written on it from the fault on are undefined: call "
+              "torch.trn.reset_device(",
+              index_,
+              "), then reload what it held (parameters, optimizer state) from the CPU or a "
+              "checkpoint");
+}
+
 trn_queue_t Device::queue(int64_t stream_id) {
   std::lock_guard lock(mutex_);
+  check_usable_locked();
   TORCH_CHECK(stream_id >= 0 && static_cast<size_t>(stream_id) < queues_.size(), "stream ",
-              stream_id, " does not exist on privateuseone:", index_);
+              stream_id, " does not exist on trn:", index_);
   trn_queue_t &queue = queues_[static_cast<size_t>(stream_id)];
   if (!queue) queue = make_queue(0);
   return queue;
@@ -100,7 +111,36 @@ std::vector<trn_queue_t> Device::queues() {
 }
 
 void Device::synchronize() {
+  {
+    std::lock_guard lock(mutex_);
+    check_usable_locked();
+  }
   for (trn_queue_t q : queues()) queue_finish(q);
+}
+
+void Device::mark_faulted(const std::string &fault) {
+  std::lock_guard lock(mutex_);
+  if (fault_.empty()) fault_ = fault;
+}
+
+bool Device::faulted() {
+  std::lock_guard lock(mutex_);
+  return !fault_.empty();
+}
+
+void Device::reset() {
+  for (trn_queue_t q : queues()) {
+    // Cancelled commands drain first; then the queue's error state is cleared.
+    trn_queue_finish(q, wait_timeout_ns());
+    check(trn_queue_reset(q), "trn_queue_reset");
+  }
+  std::lock_guard lock(mutex_);
+  fault_.clear();
+}
+
+bool Device::has_queue(trn_queue_t queue) {
+  std::lock_guard lock(mutex_);
+  return std::find(queues_.begin(), queues_.end(), queue) != queues_.end();
 }
 
 int device_count() noexcept {
@@ -109,6 +149,17 @@ int device_count() noexcept {
   } catch (...) {
     return 0;
   }
+}
+
+Device *device_of_queue(trn_queue_t queue) noexcept {
+  if (!queue) return nullptr;
+  try {
+    const int count = Registry::get().count();
+    for (int i = 0; i < count; ++i)
+      if (Device &d = Registry::get().at(i); d.has_queue(queue)) return &d;
+  } catch (...) {
+  }
+  return nullptr;
 }
 
 Device &device_at(int index) {

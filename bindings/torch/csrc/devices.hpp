@@ -1,14 +1,15 @@
-// The torch devices: `privateuseone:N` is the N-th NeuronCore visible to the process (over all
-// trn devices, in enumeration order), as TorchNeuron maps one device to one core. Each has a
-// device-memory pool on the core's HBM bank and streams: stream 0 is the default queue, others
-// are queues made by torch_trn.Stream. The current device and the current stream per device are
-// per thread, as CUDA's are. Everything is created on first use; thread-safe.
+// The torch devices: `trn:N` (PyTorch's PrivateUse1, renamed) is the N-th NeuronCore visible to the
+// process (over all trn devices, in enumeration order), as TorchNeuron maps one device to one core.
+// Each has a device-memory pool on the core's HBM bank and streams: stream 0 is the default queue,
+// others are queues made by torch_trn.Stream. The current device and the current stream per device
+// are per thread, as CUDA's are. Everything is created on first use; thread-safe.
 #pragma once
 
 #include <c10/core/Device.h>
 
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "trn/trn.h"
@@ -38,16 +39,28 @@ class Device {
   // Waits for every queue of the device (raises on a queue fault or the deadline).
   void synchronize();
 
+  // After a device fault the device is unusable, as a CUDA device is after an asynchronous error:
+  // its tensors' values are undefined from the fault on, so every later use of its streams (an
+  // op, a copy, an allocation) raises, naming the fault, until reset() (torch.trn.reset_device).
+  void mark_faulted(const std::string &fault);
+  bool faulted();
+  // Waits for every queue to drain (bounded by TRN_TORCH_TIMEOUT), clears their error states and
+  // lets work run again; raises when a queue cannot be reset.
+  void reset();
+  bool has_queue(trn_queue_t queue);
+
  private:
   trn_queue_t make_queue(int priority);
+  void check_usable_locked() const;  // raises after a fault (mutex_ held)
 
   const int index_;
   const trn_device_t device_;
   const trn_core_t core_;
   const uint32_t hbm_bank_;
-  std::mutex mutex_;  // guards pool_ and queues_
+  std::mutex mutex_;  // guards pool_, queues_ and fault_
   trn_pool_t pool_ = nullptr;
   std::vector<trn_queue_t> queues_{nullptr};  // by stream id; [0] the default (null until used)
+  std::string fault_;                         // the first fault since the last reset()
 };
 
 // Number of torch devices (visible cores); 0 when trn has none (is_available() is then false).
@@ -61,6 +74,8 @@ void set_current_device(int index);
 
 int64_t current_stream_id(int device_index) noexcept;
 void set_current_stream_id(int device_index, int64_t stream_id);
+// The device a queue belongs to; nullptr for a queue of none (one made through the C API).
+Device *device_of_queue(trn_queue_t queue) noexcept;
 // The current stream's queue of a device.
 trn_queue_t current_queue(int device_index);
 

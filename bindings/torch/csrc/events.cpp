@@ -2,10 +2,39 @@
 
 #include <c10/util/Exception.h>
 
+#include <chrono>
+
 #include "check.hpp"
 #include "devices.hpp"
 
 namespace torch_trn {
+
+namespace {
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+}  // namespace
+
+uint64_t room_deadline_ns() {
+  return now_ns() + wait_timeout_ns();
+}
+
+bool wait_for_room(trn_queue_t queue, uint64_t deadline_ns) {
+  trn_sem_t timeline = nullptr;
+  uint64_t completed = 0;
+  if (trn_queue_get_semaphore(queue, &timeline) != TRN_SUCCESS ||
+      trn_sem_query(timeline, &completed) != TRN_SUCCESS)
+    return false;
+  const uint64_t now = now_ns();
+  if (now >= deadline_ns) return false;
+  // The queue is full, so its next command is in flight: its completion makes room (or it already
+  // came between the refusal and the query, and this returns at once).
+  return trn_sem_wait(timeline, completed + 1, deadline_ns - now) == TRN_SUCCESS;
+}
 
 Event queue_event(trn_queue_t queue, uint64_t sequence) {
   Event event;
@@ -17,7 +46,8 @@ Event queue_event(trn_queue_t queue, uint64_t sequence) {
 
 Event queue_mark(trn_queue_t queue) {
   uint64_t sequence = 0;
-  check(trn_queue_barrier(queue, nullptr, &sequence), "trn_queue_barrier");
+  check(submit_when_room(queue, [&] { return trn_queue_barrier(queue, nullptr, &sequence); }),
+        "trn_queue_barrier");
   return queue_event(queue, sequence);
 }
 
@@ -25,7 +55,8 @@ void queue_wait(trn_queue_t queue, const Event &event) {
   if (!event.sem || event.queue == queue) return;  // a queue is in order with itself
   const trn_sem_point_t wait{event.sem, event.value};
   const trn_sync_t sync{&wait, 1, nullptr, 0};
-  check(trn_queue_barrier(queue, &sync, nullptr), "trn_queue_barrier");
+  check(submit_when_room(queue, [&] { return trn_queue_barrier(queue, &sync, nullptr); }),
+        "trn_queue_barrier");
 }
 
 void queue_finish(trn_queue_t queue) {
@@ -41,10 +72,13 @@ void event_record(Event &event, int device_index, int64_t stream_id, bool timing
   trn_queue_t queue = device_at(device_index).queue(stream_id);
   uint64_t sequence = 0;
   if (timing)
-    check(trn_queue_write_timestamp(queue, &event.stamp, nullptr, &sequence),
+    check(submit_when_room(
+              queue,
+              [&] { return trn_queue_write_timestamp(queue, &event.stamp, nullptr, &sequence); }),
           "trn_queue_write_timestamp");
   else
-    check(trn_queue_barrier(queue, nullptr, &sequence), "trn_queue_barrier");
+    check(submit_when_room(queue, [&] { return trn_queue_barrier(queue, nullptr, &sequence); }),
+          "trn_queue_barrier");
   const Event point = queue_event(queue, sequence);
   event.sem = point.sem;
   event.value = point.value;

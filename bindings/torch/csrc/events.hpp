@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "trn/trn.h"
 
@@ -16,6 +17,22 @@ struct Event {
   trn_timestamp_t stamp{};      // written by the queue when timing is on
   bool timed = false;
 };
+
+// A full queue is back-pressure, never a reason to skip or reorder work: waits until the queue
+// completes one more command (deadline TRN_TORCH_TIMEOUT from the first wait). True when there may
+// be room now; false when the deadline passed or the queue failed (its semaphore did).
+bool wait_for_room(trn_queue_t queue, uint64_t deadline_ns);
+uint64_t room_deadline_ns();
+// Calls `submit` (which submits one command to `queue` and returns its result) until it is not
+// TRN_ERROR_QUEUE_FULL, waiting for room between tries; the last result.
+template <typename Submit>
+trn_result_t submit_when_room(trn_queue_t queue, Submit &&submit) {
+  trn_result_t r = std::forward<Submit>(submit)();
+  if (r != TRN_ERROR_QUEUE_FULL) return r;
+  const uint64_t deadline = room_deadline_ns();
+  while (r == TRN_ERROR_QUEUE_FULL && wait_for_room(queue, deadline)) r = submit();
+  return r;
+}
 
 // The event of a queue's command `sequence`: reached once it and every command before it
 // completed.

@@ -58,8 +58,8 @@ struct TrnGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void record(void **event, const c10::Stream &stream, const c10::DeviceIndex device_index,
               const c10::EventFlag flag) const override {
     TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
-                "an event recorded on privateuseone:", stream.device_index(),
-                " was made for privateuseone:", device_index);
+                "an event recorded on trn:", stream.device_index(),
+                " was made for trn:", device_index);
     auto *e = static_cast<Event *>(*event);
     if (!e) *event = e = new Event();
     event_record(*e, stream.device_index(), stream.id(), flag != c10::EventFlag::PYTORCH_DEFAULT);

@@ -422,7 +422,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
     double eps) {
   check_same_device("native_layer_norm",
                     {input, weight_opt.value_or(at::Tensor()), bias_opt.value_or(at::Tensor())});
-  const auto normalized_shape = c10::asIntArrayRefSlow(normalized_shape_sym);
+  const auto normalized_shape = C10_AS_INTARRAYREF_SLOW(normalized_shape_sym);
   const NormShape shape = norm_shape(input, normalized_shape);
   const at::Tensor weight = weight_opt.value_or(at::Tensor());
   const at::Tensor bias = bias_opt.value_or(at::Tensor());
@@ -457,7 +457,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
     const at::Tensor &grad_out, const at::Tensor &input, c10::SymIntArrayRef normalized_shape_sym,
     const at::Tensor &mean, const at::Tensor &rstd, const c10::optional<at::Tensor> &weight_opt,
     const c10::optional<at::Tensor> &bias_opt, std::array<bool, 3> output_mask) {
-  const auto normalized_shape = c10::asIntArrayRefSlow(normalized_shape_sym);
+  const auto normalized_shape = C10_AS_INTARRAYREF_SLOW(normalized_shape_sym);
   (void)norm_shape(input, normalized_shape);
   const at::Tensor weight = weight_opt.value_or(at::Tensor());
   const at::Tensor bias = bias_opt.value_or(at::Tensor());
@@ -867,7 +867,7 @@ at::Tensor embedding(const at::Tensor &weight, const at::Tensor &indices, int64_
                      bool scale_grad_by_freq, bool sparse) {
   check_same_device("embedding", {weight, indices});
   if (!embedding_on_device(weight, indices))
-    return at::native::embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse);
+    return at::native::embedding_symint(weight, indices, padding_idx, scale_grad_by_freq, sparse);
   OpScope scope(weight);
   // The forward keeps the padding row's values (only its gradient is zero).
   const at::Tensor mask =
@@ -941,13 +941,70 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
   return {out.to(d), to_device(save_mean, d), to_device(save_invstd, d)};
 }
 
+// The schemas' SymInt arguments as the kernels above take them: every kernel of an op must have
+// the C++ signature its schema gives (other backends' kernels, functorch's, are registered with
+// it). The sizes are concrete here (no symbolic shapes reach an eager backend).
+int64_t concrete(const c10::SymInt &value) {
+  return value.guard_int(__FILE__, __LINE__);
+}
+
+at::Tensor embedding_sym(const at::Tensor &weight, const at::Tensor &indices,
+                         c10::SymInt padding_idx, bool scale_grad_by_freq, bool sparse) {
+  return torch_trn::embedding(weight, indices, concrete(padding_idx), scale_grad_by_freq, sparse);
+}
+
+at::Tensor embedding_dense_backward_sym(const at::Tensor &grad_output, const at::Tensor &indices,
+                                        c10::SymInt num_weights, c10::SymInt padding_idx,
+                                        bool scale_grad_by_freq) {
+  return torch_trn::embedding_dense_backward(grad_output, indices, std::move(num_weights),
+                                             concrete(padding_idx), scale_grad_by_freq);
+}
+
+at::Tensor convolution_sym(const at::Tensor &input, const at::Tensor &weight,
+                           const c10::optional<at::Tensor> &bias, c10::SymIntArrayRef stride,
+                           c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                           bool transposed, c10::SymIntArrayRef output_padding,
+                           c10::SymInt groups) {
+  return torch_trn::convolution(input, weight, bias, C10_AS_INTARRAYREF_SLOW(stride),
+                                C10_AS_INTARRAYREF_SLOW(padding), C10_AS_INTARRAYREF_SLOW(dilation),
+                                transposed, C10_AS_INTARRAYREF_SLOW(output_padding),
+                                concrete(groups));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_sym(
+    const at::Tensor &grad_output, const at::Tensor &input, const at::Tensor &weight,
+    c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+    bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups,
+    std::array<bool, 3> output_mask) {
+  return torch_trn::convolution_backward(
+      grad_output, input, weight, C10_AS_INTARRAYREF_SLOW(stride), C10_AS_INTARRAYREF_SLOW(padding),
+      C10_AS_INTARRAYREF_SLOW(dilation), transposed, C10_AS_INTARRAYREF_SLOW(output_padding),
+      concrete(groups), output_mask);
+}
+
+std::tuple<at::Tensor &, at::Tensor &> nll_loss_forward_out_sym(
+    const at::Tensor &self, const at::Tensor &target, const c10::optional<at::Tensor> &weight,
+    int64_t reduction, c10::SymInt ignore_index, at::Tensor &output, at::Tensor &total_weight) {
+  return torch_trn::nll_loss_forward_out(self, target, weight, reduction, concrete(ignore_index),
+                                         output, total_weight);
+}
+
+at::Tensor &nll_loss_backward_out_sym(const at::Tensor &grad_output, const at::Tensor &self,
+                                      const at::Tensor &target,
+                                      const c10::optional<at::Tensor> &weight, int64_t reduction,
+                                      c10::SymInt ignore_index, const at::Tensor &total_weight,
+                                      at::Tensor &grad_input) {
+  return torch_trn::nll_loss_backward_out(grad_output, self, target, weight, reduction,
+                                          concrete(ignore_index), total_weight, grad_input);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("embedding", TORCH_FN(embedding));
-  m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
-  m.impl("convolution_overrideable", TORCH_FN(convolution));
-  m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward));
+  m.impl("embedding", TORCH_FN(embedding_sym));
+  m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward_sym));
+  m.impl("convolution_overrideable", TORCH_FN(convolution_sym));
+  m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_sym));
   m.impl("max_pool2d_with_indices.out", TORCH_FN(max_pool2d_with_indices_out));
   m.impl("max_pool2d_with_indices_backward.grad_input",
          TORCH_FN(max_pool2d_with_indices_backward_out));
@@ -958,8 +1015,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_softmax_backward_data.out", TORCH_FN(softmax_backward_out));
   m.impl("_log_softmax.out", TORCH_FN(log_softmax_out));
   m.impl("_log_softmax_backward_data.out", TORCH_FN(log_softmax_backward_out));
-  m.impl("nll_loss_forward.output", TORCH_FN(nll_loss_forward_out));
-  m.impl("nll_loss_backward.grad_input", TORCH_FN(nll_loss_backward_out));
+  m.impl("nll_loss_forward.output", TORCH_FN(nll_loss_forward_out_sym));
+  m.impl("nll_loss_backward.grad_input", TORCH_FN(nll_loss_backward_out_sym));
   m.impl("mse_loss.out", TORCH_FN(mse_loss_out));
   m.impl("mse_loss_backward.grad_input", TORCH_FN(mse_loss_backward_out));
   // mse_loss_backward has no composite form over its .out variant (only CPU and CUDA kernels).

@@ -29,7 +29,7 @@ bool is_trn_dtype(c10::ScalarType type) {
 
 trn_ops_tensor_t location_of(const at::Tensor &t) {
   TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
-              "expected a trn (privateuseone) tensor, got one on ", t.device().str());
+              "expected a trn tensor, got one on ", t.device().str());
   const auto dtype = to_trn_dtype(t.scalar_type());
   TORCH_CHECK(dtype, "trn tensors cannot hold ", t.scalar_type());
   trn_ops_tensor_t v{};

@@ -1,25 +1,29 @@
 """trn as a PyTorch device.
 
-``import torch_trn`` registers trn with PyTorch as the ``privateuseone`` device (PyTorch 1.13
-cannot rename it): every NeuronCore the process sees is one device, ``privateuseone:0`` the
-first. Tensors moved there run their ops on the simulated device through libtrn_ops; an op
-with no trn kernel runs on the CPU, recorded in :func:`fallback_ops`. The functions here are
-also ``torch.privateuseone.<name>``, as ``torch.cuda`` offers them::
+``import torch_trn`` registers trn with PyTorch as the device ``trn`` (PyTorch's PrivateUse1
+backend, renamed): every NeuronCore the process sees is one device, ``trn:0`` the first.
+Tensors moved there run their ops on the simulated device through libtrn_ops; an op with no
+trn kernel runs on the CPU, recorded in :func:`fallback_ops`. The functions here are also
+``torch.trn.<name>``, as ``torch.cuda`` offers them::
 
     import torch, torch_trn
-    model = torch.nn.Linear(4, 2).to("privateuseone")
-    y = model(torch.randn(8, 4).to("privateuseone"))
-    torch_trn.synchronize()
+    model = torch.nn.Linear(4, 2).to("trn")
+    y = model(torch.randn(8, 4).to("trn"))
+    torch.trn.synchronize()
 """
-import copy as _copy
 import os as _os
 import sys as _sys
-import threading as _threading
 import types as _types
 
 import torch
-import torch.serialization as _serialization
 
+# The name first: the library's registrations and every message then say "trn".
+torch.utils.rename_privateuse1_backend("trn")
+# Module.to("trn") keeps each Parameter object (and so tied weights and the optimizers made
+# before the move): PyTorch can swap a CPU tensor's contents in place only with a device it
+# knows, so for trn it would make new, untied Parameters. Swapping is PyTorch's announced
+# default-to-be; a module whose parameters cannot be swapped raises rather than untie.
+torch.__future__.set_swap_module_params_on_conversion(True)
 torch.ops.load_library(_os.path.join(_os.path.dirname(__file__), "_native.so"))
 _ops = torch.ops.torch_trn
 
@@ -29,7 +33,8 @@ __all__ = [
     "Event", "Stream", "current_device", "current_stream", "default_stream", "device",
     "device_count", "device_time_ns", "empty_cache", "fallback_ops", "get_device_name",
     "is_available", "max_memory_allocated", "max_memory_reserved", "memory_allocated",
-    "memory_reserved", "memory_stats", "reset_fallback_ops", "reset_peak_memory_stats",
+    "memory_reserved", "memory_stats", "reset_device", "reset_fallback_ops",
+    "reset_peak_memory_stats",
     "set_device", "stream", "synchronize", "trn_device_handle",
 ]
 
@@ -41,8 +46,8 @@ def _index(device=None):
     if isinstance(device, int):
         return device
     device = torch.device(device)
-    if device.type != "privateuseone":
-        raise ValueError(f"not a trn device: {device} (trn devices are 'privateuseone:N')")
+    if device.type != "trn":
+        raise ValueError(f"not a trn device: {device} (trn devices are 'trn:N')")
     return -1 if device.index is None else device.index
 
 
@@ -88,6 +93,17 @@ class device:
 def synchronize(device=None):
     """Waits for every queued op of the device (the current one by default)."""
     _ops.synchronize(_index(device))
+
+
+def reset_device(device=None):
+    """Makes a device usable again after a device fault (the current one by default).
+
+    A fault (a kernel that faulted, a copy of freed memory) raises at the next call that waits,
+    and from then on every use of the device raises, as a CUDA device does after an asynchronous
+    error: what was written on it from the fault on is undefined. This drains and resets the
+    device's streams; reload what the device held (parameters, optimizer state) before going on.
+    """
+    _ops.reset_device(_index(device))
 
 
 def memory_stats(device=None):
@@ -150,115 +166,12 @@ def reset_fallback_ops():
     _ops.reset_fallback_ops()
 
 
-# The map_location of the torch.load running on this thread: torch.load asks for its restore
-# function before it unpickles anything, and a trn tensor is unpickled by _rebuild_tensor below,
-# not through a storage that map_location would be applied to.
-_load_state = _threading.local()
-_get_restore_location = _serialization._get_restore_location
-
-
-def _remember_map_location(map_location):
-    _load_state.map_location = map_location
-    return _get_restore_location(map_location)
-
-
-_serialization._get_restore_location = _remember_map_location
-
-
-def _forgetting_map_location(load):
-    # The map_location applies to the load that gave it, not to a pickle.loads after it.
-    def run(*args, **kwargs):
-        try:
-            return load(*args, **kwargs)
-        finally:
-            _load_state.map_location = None
-    return run
-
-
-_serialization._load = _forgetting_map_location(_serialization._load)
-_serialization._legacy_load = _forgetting_map_location(_serialization._legacy_load)
-
-
-def _restore_trn_location(storage, location):
-    # map_location naming a trn device reaches every storage of the checkpoint, and 1.13's
-    # storages cannot live on privateuseone: they stay on the CPU; a trn tensor's copy then moves
-    # in _rebuild_tensor, a CPU tensor stays where it was saved.
-    return storage if location.startswith("privateuseone") else None
-
-
-_serialization.register_package(30, lambda storage: None, _restore_trn_location)
-
-
-def _mapped_location(cpu_tensor, device):
-    """Where map_location sends a tensor saved from `device`, as torch.load maps a storage's
-    location: None keeps it, a dict maps it, a string or device replaces it, a function is asked
-    (None from it keeps the location; a storage from it is the CPU's)."""
-    map_location = getattr(_load_state, "map_location", None)
-    if map_location is None:
-        return device
-    if isinstance(map_location, dict):
-        return str(map_location.get(device, device))
-    if isinstance(map_location, (str, torch.device)):
-        return str(map_location)
-    return device if map_location(cpu_tensor.storage(), device) is None else "cpu"
-
-
-def _rebuild_tensor(cpu_tensor, device, requires_grad):
-    """Unpickles a trn tensor saved by torch.save: where torch.load's map_location sends it, else
-    onto its device when this process has it, else (a checkpoint opened where there is no such trn
-    device) onto the CPU."""
-    target = _mapped_location(cpu_tensor, device)
-    if target.startswith("privateuseone"):
-        if _index(target) < _ops.device_count():
-            cpu_tensor = cpu_tensor.to(target)
-    elif target != "cpu":
-        cpu_tensor = cpu_tensor.to(target)
-    return cpu_tensor.requires_grad_(requires_grad)
-
-
-_reduce_ex_internal = torch.Tensor._reduce_ex_internal
-
-
-def _reduce_ex(self, proto):
-    # PyTorch 1.13 pickles a tensor through its storage, and its storage Python bindings do not
-    # know privateuseone: a trn tensor is saved as its CPU copy and the device it was on.
-    if self.device.type == "privateuseone":
-        return (_rebuild_tensor, (self.detach().cpu(), str(self.device), self.requires_grad))
-    return _reduce_ex_internal(self, proto)
-
-
-torch.Tensor._reduce_ex_internal = _reduce_ex
-
-_tensor_deepcopy = torch.Tensor.__deepcopy__
-
-
-def _deepcopy(self, memo):
-    # PyTorch 1.13 deep-copies a tensor through its storage, whose Python bindings do not know
-    # privateuseone (copy.deepcopy of a state_dict, Optimizer.load_state_dict): a trn tensor is
-    # cloned on its device instead, as PyTorch does for XLA's.
-    if (self.device.type != "privateuseone" or type(self) is not torch.Tensor
-            or torch.overrides.has_torch_function_unary(self)):
-        return _tensor_deepcopy(self, memo)
-    if not self.is_leaf:
-        raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
-                           "the deepcopy protocol at the moment")
-    if id(self) in memo:
-        return memo[id(self)]
-    with torch.no_grad():
-        new = self.clone()
-        new.requires_grad_(self.requires_grad)
-        if self.grad is not None:
-            new.grad = _copy.deepcopy(self.grad, memo)
-    new.__dict__ = _copy.deepcopy(self.__dict__, memo)
-    memo[id(self)] = new
-    return new
-
-
-torch.Tensor.__deepcopy__ = _deepcopy
-
-# torch.privateuseone.<name>, as torch.cuda.<name>: what torch's own code and users look up.
-_module = _types.ModuleType("torch.privateuseone")
+# torch.trn.<name>, as torch.cuda.<name>: what torch's own code and users look up.
+_module = _types.ModuleType("torch.trn")
 for _name in __all__:
     setattr(_module, _name, globals()[_name])
-torch._register_device_module("privateuseone", _module)
-_sys.modules["torch.privateuseone"] = _module
+torch._register_device_module("trn", _module)
+_sys.modules["torch.trn"] = _module
+# Tensor.trn(), Tensor.is_trn, Module.trn(), and storages' counterparts, as for CUDA.
+torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True,
+                                                     for_packed_sequence=True, for_storage=True)

@@ -24,7 +24,7 @@ class Stream:
 
     @property
     def device(self):
-        return torch.device("privateuseone", self.device_index)
+        return torch.device("trn", self.device_index)
 
     @property
     def trn_queue(self):
@@ -58,7 +58,7 @@ class Stream:
         return hash((self.device_index, self.stream_id))
 
     def __repr__(self):
-        return f"<torch_trn.Stream device=privateuseone:{self.device_index} id={self.stream_id}>"
+        return f"<torch_trn.Stream device=trn:{self.device_index} id={self.stream_id}>"
 
 
 def current_stream(device=None):
