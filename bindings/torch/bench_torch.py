@@ -47,16 +47,17 @@ def time_steps(name, device, steps):
     """Median host ms and simulated device ms per training step of model `name` on `device`
     (device ms only on trn), after WARMUP untimed steps."""
     model, opt, batch, loss_fn = models.BUILDERS[name](device)
+    clip = models.CLIP.get(name)
     on_trn = device != "cpu"
     for _ in range(WARMUP):  # first use: kernels built or loaded, pools filled
-        models.train_step(model, opt, batch, loss_fn)
+        models.train_step(model, opt, batch, loss_fn, clip)
     host_ms, device_ms = [], []
     for _ in range(steps):
         if on_trn:
             torch_trn.synchronize()
             device_start = torch_trn.device_time_ns()
         start = time.perf_counter()
-        models.train_step(model, opt, batch, loss_fn)  # .item() waits for the loss
+        models.train_step(model, opt, batch, loss_fn, clip)  # .item() waits for the loss
         if on_trn:
             torch_trn.synchronize()  # and this for the optimizer's step
         host_ms.append((time.perf_counter() - start) * 1e3)

@@ -36,6 +36,20 @@ CORE_OPS = {
             "add", "mul", "addcmul", "addcdiv", "sqrt", "div"},
     # native_batch_norm: without a trn native_layer_norm, torch 1.13 decomposes layer_norm
     # into it (math_native_layer_norm), so layer_norm's fallback shows under that name.
+    # The GPT's attention (scaled_dot_product_attention's math path), embeddings, GELU MLP,
+    # AdamW's default (foreach) update and clip_grad_norm_'s vector norms.
+    "gpt": {"embedding", "embedding_dense_backward", "native_layer_norm",
+            "native_layer_norm_backward", "bmm", "mm", "addmm", "_softmax",
+            "_softmax_backward_data", "gelu", "_log_softmax", "nll_loss_forward",
+            "nll_loss_backward", "linalg_vector_norm", "lerp", "sum", "add", "mul", "addcmul",
+            "addcdiv", "sqrt", "div"},
+    "resnet": {"convolution_overrideable", "convolution_backward_overrideable", "relu",
+               "threshold_backward", "addmm", "mm", "mean", "sum", "add", "mul"},
+    # The fused cells PyTorch hands every accelerator's LSTM and GRU steps to.
+    "lstm": {"_thnn_fused_lstm_cell", "_thnn_fused_lstm_cell_backward_impl", "sigmoid", "tanh",
+             "mm", "addmm", "lerp", "sum", "add", "mul", "addcmul", "addcdiv", "sqrt", "div"},
+    "gru": {"_thnn_fused_gru_cell", "_thnn_fused_gru_cell_backward", "sigmoid", "tanh", "mm",
+            "addmm", "lerp", "sum", "add", "mul", "addcmul", "addcdiv", "sqrt", "div"},
     "attention": {"native_layer_norm", "native_layer_norm_backward", "native_batch_norm",
                   "bmm", "_softmax",
                   "_softmax_backward_data", "mm", "addmm", "mean", "mse_loss",
@@ -59,8 +73,9 @@ class TrainOnTrn(unittest.TestCase):
 
         torch_trn.reset_fallback_ops()
         for step in range(STEPS):
-            cpu_loss = models.train_step(cpu_model, cpu_opt, cpu_batch, loss_fn)
-            trn_loss = models.train_step(trn_model, trn_opt, trn_batch, loss_fn)
+            clip = models.CLIP.get(name)
+            cpu_loss = models.train_step(cpu_model, cpu_opt, cpu_batch, loss_fn, clip)
+            trn_loss = models.train_step(trn_model, trn_opt, trn_batch, loss_fn, clip)
             self.assertTrue(abs(trn_loss - cpu_loss) <= LOSS_RTOL * abs(cpu_loss),
                             f"{name} step {step}: trn loss {trn_loss!r}, cpu loss {cpu_loss!r}")
         torch_trn.synchronize()
@@ -87,6 +102,18 @@ class TrainOnTrn(unittest.TestCase):
 
     def test_attention(self):
         self.check_core_ops("attention", self.train_both("attention"))
+
+    def test_gpt_with_tied_head_sdpa_adamw_and_clipping(self):
+        self.check_core_ops("gpt", self.train_both("gpt"))
+
+    def test_resnet_with_batchnorm(self):
+        self.check_core_ops("resnet", self.train_both("resnet"))
+
+    def test_lstm(self):
+        self.check_core_ops("lstm", self.train_both("lstm"))
+
+    def test_gru(self):
+        self.check_core_ops("gru", self.train_both("gru"))
 
 
 class TiedLM(torch.nn.Module):

@@ -271,6 +271,27 @@ at::Tensor where(const at::Tensor &condition, const at::Tensor &self, const at::
   t_where(scope.queue(), out, c, a, b);
   return out;
 }
+at::Tensor &where_out(const at::Tensor &condition, const at::Tensor &self, const at::Tensor &other,
+                      at::Tensor &out) {
+  const at::Tensor result = torch_trn::where(condition, self, other);
+  resize_out(out, result.sizes());
+  return out.copy_(result);
+}
+
+// lerp as PyTorch's CPU kernel computes it, for its rounding: from the nearer end,
+// `self + w * (end - self)` below w = 0.5 and `end - (end - self) * (1 - w)` from it.
+at::Tensor &lerp_scalar_out(const at::Tensor &self, const at::Tensor &end, const at::Scalar &weight,
+                            at::Tensor &out) {
+  const at::Tensor diff = at::sub(end, self);
+  const double w = weight.toDouble();
+  return w < 0.5 ? at::add_out(out, self, diff, w) : at::sub_out(out, end, diff, 1.0 - w);
+}
+at::Tensor &lerp_tensor_out(const at::Tensor &self, const at::Tensor &end, const at::Tensor &weight,
+                            at::Tensor &out) {
+  const at::Tensor diff = at::sub(end, self);
+  const at::Tensor low = at::add(self, weight * diff), high = at::sub(end, diff * (1 - weight));
+  return where_out(weight < 0.5, low, high, out);
+}
 
 }  // namespace
 
@@ -317,6 +338,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("clamp_min.out", TORCH_FN(clamp_min_out));
   m.impl("clamp_max.out", TORCH_FN(clamp_max_out));
   m.impl("where.self", TORCH_FN(where));
+  m.impl("where.self_out", TORCH_FN(where_out));
+  m.impl("lerp.Scalar_out", TORCH_FN(lerp_scalar_out));
+  m.impl("lerp.Tensor_out", TORCH_FN(lerp_tensor_out));
 }
 
 }  // namespace torch_trn

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "fallback.hpp"
 #include "op_support.hpp"
 
 namespace torch_trn {
@@ -133,7 +134,42 @@ at::Tensor min_all(const at::Tensor &self) {
 
 }  // namespace
 
+namespace {
+
+// The vector norms clip_grad_norm_ and the optimizers take, on the device: 2 (the root of the
+// sum of squares), 1 (the sum of magnitudes) and inf (the largest magnitude) of floating tensors.
+// Other orders and dtypes run on the CPU, recorded.
+at::Tensor &vector_norm_out(const at::Tensor &self, const at::Scalar &ord,
+                            at::OptionalIntArrayRef dim, bool keepdim,
+                            std::optional<at::ScalarType> dtype, at::Tensor &out) {
+  const double p = ord.toDouble();
+  const at::ScalarType type = dtype.value_or(self.scalar_type());
+  const bool on_device = at::isFloatingType(type) && type != at::kDouble &&
+                         at::isFloatingType(self.scalar_type()) &&
+                         (p == 2.0 || p == 1.0 || p == std::numeric_limits<double>::infinity());
+  at::Tensor result;
+  if (on_device) {
+    const at::Tensor x = self.to(type);
+    const at::Tensor magnitude = x.abs();
+    if (p == 2.0)
+      result = at::sum(x * x, dim, keepdim).sqrt();
+    else if (p == 1.0)
+      result = at::sum(magnitude, dim, keepdim);
+    else
+      result = dim && !dim->empty() ? at::amax(magnitude, *dim, keepdim)
+                                    : at::amax(magnitude, at::IntArrayRef{}, keepdim);
+  } else {
+    record_cpu_run("aten::linalg_vector_norm.out");
+    result = at::linalg_vector_norm(self.cpu(), ord, dim, keepdim, dtype);
+  }
+  resize_out(out, result.sizes());
+  return out.copy_(result);
+}
+
+}  // namespace
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("linalg_vector_norm.out", TORCH_FN(vector_norm_out));
   m.impl("sum.IntList_out", TORCH_FN(sum_out));
   m.impl("mean.out", TORCH_FN(mean_out));
   m.impl("amax.out", TORCH_FN(amax_out));
