@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <vector>
 
 #include "address_map.hpp"
@@ -48,8 +49,38 @@ struct Block {
   trn_queue_t queue;  // the stream it was allocated on: where it is freed
   uint64_t size;
   int device_index;
-  uintptr_t address = 0;  // the data pointer tensors see: the device address
+  uintptr_t address = 0;             // the data pointer tensors see: the device address
+  std::vector<trn_queue_t> used_on;  // other streams' queues (record_stream), under uses_mutex()
 };
+
+std::mutex &uses_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+// The points the free of a block waits for: each stream it was recorded on, as far as its work is
+// queued now. False when a stream could be neither marked nor waited for (the deadline): the
+// block must then not be freed.
+bool recorded_uses(Block *block, std::vector<trn_sem_point_t> *waits) {
+  std::vector<trn_queue_t> queues;
+  {
+    std::lock_guard lock(uses_mutex());
+    queues.swap(block->used_on);
+  }
+  for (trn_queue_t q : queues) {
+    uint64_t sequence = 0;
+    trn_sem_t timeline = nullptr;
+    if (submit_when_room(q, [&] { return trn_queue_barrier(q, nullptr, &sequence); }) ==
+            TRN_SUCCESS &&
+        trn_queue_get_semaphore(q, &timeline) == TRN_SUCCESS) {
+      waits->push_back({timeline, sequence});
+      continue;
+    }
+    // A faulted queue cancels its work; otherwise wait for it here.
+    if (trn_queue_finish(q, wait_timeout_ns()) == TRN_TIMEOUT) return false;
+  }
+  return true;
+}
 
 // The live blocks by device address: copy_data (storage clones) is given addresses alone.
 AddressMap<Block> &live_blocks() {
@@ -70,8 +101,15 @@ void release(void *context) {
   counters()[static_cast<size_t>(block->device_index)].allocated -= block->size;
   // Freed in stream order: the queue's work queued before may still use the block. A full queue
   // is waited out; never freed at once under queued work.
-  const trn_result_t queued = submit_when_room(
-      block->queue, [&] { return trn_queue_free(block->queue, block->mem, nullptr, nullptr); });
+  std::vector<trn_sem_point_t> waits;
+  if (!recorded_uses(block, &waits)) {
+    delete block;  // another stream may still use it: kept (a leak, never a corruption)
+    return;
+  }
+  const trn_sync_t after{waits.data(), static_cast<uint32_t>(waits.size()), nullptr, 0};
+  const trn_result_t queued = submit_when_room(block->queue, [&] {
+    return trn_queue_free(block->queue, block->mem, waits.empty() ? nullptr : &after, nullptr);
+  });
   // A deleter cannot raise. If the free could not be queued (a faulted queue, the deadline), the
   // block is freed once the queue is idle (its work done, or cancelled by a fault); a queue still
   // busy at the deadline keeps it (a leak, never a corruption). A runtime already shut down at
@@ -104,7 +142,7 @@ class TrnAllocator final : public c10::Allocator {
       trn_mem_free(mem);
       check(r, "trn_mem_get_info");
     }
-    auto *block = new Block{mem, current_queue(index), n, index};
+    auto *block = new Block{mem, current_queue(index), n, index, 0, {}};
     Counters &c = counters()[static_cast<size_t>(index)];
     raise_to(c.peak, c.allocated += n);
     trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
@@ -153,6 +191,15 @@ int device_of_pointer(const void *data) {
 trn_queue_t allocation_queue(const c10::DataPtr &data) {
   if (data.get_deleter() != &release || !data.get_context()) return nullptr;
   return static_cast<const Block *>(data.get_context())->queue;
+}
+
+void record_stream(const c10::DataPtr &data, trn_queue_t queue) {
+  if (data.get_deleter() != &release || !data.get_context()) return;
+  auto *block = static_cast<Block *>(data.get_context());
+  if (queue == block->queue) return;
+  std::lock_guard lock(uses_mutex());
+  if (std::find(block->used_on.begin(), block->used_on.end(), queue) == block->used_on.end())
+    block->used_on.push_back(queue);
 }
 
 c10::Allocator *allocator() {

@@ -24,6 +24,10 @@ c10::Allocator *allocator();
 // The stream queue a block of ours is freed on (the one it was allocated on); null for memory
 // that is not ours.
 trn_queue_t allocation_queue(const c10::DataPtr &data);
+// Tensor.record_stream: the block is also used on `queue`, so its free waits (on the device) for
+// the work queued there up to the free, as CUDA's caching allocator does. Memory not ours, or a
+// block's own stream, is nothing to record.
+void record_stream(const c10::DataPtr &data, trn_queue_t queue);
 MemoryStats memory_stats(int device_index);
 // Resets peak_allocated and peak_reserved to what is allocated and reserved now.
 void reset_peak_memory_stats(int device_index);

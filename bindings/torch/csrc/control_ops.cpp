@@ -16,6 +16,7 @@
 #include "devices.hpp"
 #include "events.hpp"
 #include "fallback.hpp"
+#include "generator.hpp"
 #include "trn/trn_ops.h"
 
 namespace torch_trn {
@@ -82,11 +83,62 @@ std::string op_device_name(int64_t index) {
   return std::string(trn_generation_name(props.generation)) + " NeuronCore " +
          std::to_string(core.index) + " of trn device " + std::to_string(core.device_index);
 }
+// What get_device_properties reports: (generation name, chip name, HBM bank bytes, DMA engines,
+// peak bf16 flop/s, peak fp32 flop/s, trn device index, core index, global core id).
+std::tuple<std::string, std::string, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>
+op_device_properties(int64_t index) {
+  const Device &dev = device_at(resolve(index));
+  trn_core_properties_t core = TRN_CORE_PROPERTIES_INIT;
+  check(trn_core_get_properties(dev.core(), &core), "trn_core_get_properties");
+  trn_device_properties_t props = TRN_DEVICE_PROPERTIES_INIT;
+  check(trn_device_get_properties(dev.trn_device(), &props), "trn_device_get_properties");
+  const uint64_t bank_bytes =
+      core.hbm_bank < props.hbm_bank_count ? props.hbm_bank_bytes[core.hbm_bank] : 0;
+  return {trn_generation_name(props.generation),
+          props.name,
+          static_cast<int64_t>(bank_bytes),
+          static_cast<int64_t>(core.dma_engines),
+          static_cast<int64_t>(props.peak_bf16_flops_per_core),
+          static_cast<int64_t>(props.peak_fp32_flops_per_core),
+          static_cast<int64_t>(core.device_index),
+          static_cast<int64_t>(core.index),
+          static_cast<int64_t>(core.global_id)};
+}
 void op_synchronize(int64_t index) {
   device_at(resolve(index)).synchronize();
 }
 void op_reset_device(int64_t index) {
   device_at(resolve(index)).reset();
+}
+
+// The device's default generator (seeds cross as int64: the Python side maps them to uint64).
+TrnGenerator &rng_of(int64_t index) {
+  return *at::check_generator<TrnGenerator>(default_generator(resolve(index)));
+}
+void op_rng_manual_seed(int64_t index, int64_t seed) {
+  TrnGenerator &gen = rng_of(index);
+  std::lock_guard lock(gen.mutex_);
+  gen.set_current_seed(static_cast<uint64_t>(seed));
+}
+int64_t op_rng_seed(int64_t index) {
+  TrnGenerator &gen = rng_of(index);
+  std::lock_guard lock(gen.mutex_);
+  return static_cast<int64_t>(gen.seed());
+}
+int64_t op_rng_initial_seed(int64_t index) {
+  TrnGenerator &gen = rng_of(index);
+  std::lock_guard lock(gen.mutex_);
+  return static_cast<int64_t>(gen.current_seed());
+}
+at::Tensor op_rng_get_state(int64_t index) {
+  TrnGenerator &gen = rng_of(index);
+  std::lock_guard lock(gen.mutex_);
+  return at::Tensor(gen.get_state());
+}
+void op_rng_set_state(int64_t index, const at::Tensor &state) {
+  TrnGenerator &gen = rng_of(index);
+  std::lock_guard lock(gen.mutex_);
+  gen.set_state(*state.unsafeGetTensorImpl());
 }
 std::vector<int64_t> op_memory_stats(int64_t index) {
   const MemoryStats s = memory_stats(resolve(index));
@@ -173,8 +225,15 @@ TORCH_LIBRARY(torch_trn, m) {
   m.def("current_device() -> int", &op_current_device);
   m.def("set_device(int device) -> ()", &op_set_device);
   m.def("device_name(int device) -> str", &op_device_name);
+  m.def("device_properties(int device) -> (str, str, int, int, int, int, int, int, int)",
+        &op_device_properties);
   m.def("synchronize(int device) -> ()", &op_synchronize);
   m.def("reset_device(int device) -> ()", &op_reset_device);
+  m.def("rng_manual_seed(int device, int seed) -> ()", &op_rng_manual_seed);
+  m.def("rng_seed(int device) -> int", &op_rng_seed);
+  m.def("rng_initial_seed(int device) -> int", &op_rng_initial_seed);
+  m.def("rng_get_state(int device) -> Tensor", &op_rng_get_state);
+  m.def("rng_set_state(int device, Tensor state) -> ()", &op_rng_set_state);
   m.def("memory_stats(int device) -> int[]", &op_memory_stats);
   m.def("reset_peak_memory_stats(int device) -> ()", &op_reset_peak_memory_stats);
   m.def("empty_cache(int device) -> ()", &op_empty_cache);

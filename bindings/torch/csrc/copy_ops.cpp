@@ -429,9 +429,17 @@ at::Tensor &cat_out(const at::ITensorListRef &tensors, int64_t dim, at::Tensor &
   return out;
 }
 
+// Tensor.record_stream: the storage's block is freed only after `stream`'s work queued so far.
+void record_stream_op(at::Tensor &self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
+              "record_stream: a trn tensor is recorded on a trn stream, not on ", stream.device());
+  record_stream(self.storage().data_ptr(), device_at(stream.device_index()).queue(stream.id()));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("record_stream", TORCH_FN(record_stream_op));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("_copy_from", TORCH_FN(copy_from));

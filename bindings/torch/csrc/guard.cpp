@@ -2,6 +2,7 @@
 // (events.hpp) for torch's stream machinery, and the device count.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include "allocator.hpp"
 #include "check.hpp"
 #include "devices.hpp"
 #include "events.hpp"
@@ -79,6 +80,26 @@ struct TrnGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void synchronizeStream(const c10::Stream &stream) const override {
     stream_synchronize(stream.device_index(), stream.id());
+  }
+  c10::Stream getNewStream(c10::Device d, int priority) const override {
+    const int index = d.has_index() ? d.index() : current_device();
+    return make_stream(index, device_at(index).create_stream(priority));
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool high_priority) const override {
+    return getNewStream(d, high_priority ? -1 : 0);
+  }
+  void synchronizeEvent(void *event) const override {
+    if (event) event_synchronize(*static_cast<Event *>(event));
+  }
+  void synchronizeDevice(const c10::DeviceIndex index) const override {
+    device_at(index < 0 ? current_device() : index).synchronize();
+  }
+  double elapsedTime(void *start, void *end, const c10::DeviceIndex) const override {
+    TORCH_CHECK(start && end, "trn: elapsed_time needs two recorded events");
+    return event_elapsed_ms(*static_cast<Event *>(start), *static_cast<Event *>(end));
+  }
+  void recordDataPtrOnStream(const c10::DataPtr &data, const c10::Stream &stream) const override {
+    record_stream(data, device_at(stream.device_index()).queue(stream.id()));
   }
 };
 

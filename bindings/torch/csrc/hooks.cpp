@@ -1,11 +1,12 @@
 // PyTorch's questions about the trn device that are not ops (PrivateUse1HooksInterface): whether
-// it is there, how many, which is current, whose memory a pointer is. The autograd engine,
-// torch.accelerator and the generic device code ask them.
+// it is there, how many, which is current, whose memory a pointer is, its generators. The autograd
+// engine, torch.accelerator and the generic device code ask them.
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/util/Exception.h>
 
 #include "allocator.hpp"
 #include "devices.hpp"
+#include "generator.hpp"
 #include "pinned.hpp"
 
 namespace torch_trn {
@@ -40,6 +41,13 @@ struct TrnHooks final : at::PrivateUse1HooksInterface {
     return {c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)};
   }
   bool isPinnedPtr(const void *data) const override { return is_pinned(data); }
+  const at::Generator &getDefaultGenerator(c10::DeviceIndex index) const override {
+    return default_generator(index);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex index) const override {
+    return at::make_generator<TrnGenerator>(
+        index < 0 ? static_cast<c10::DeviceIndex>(current_device()) : index);
+  }
   c10::Allocator *getPinnedMemoryAllocator() const override { return pinned_allocator(); }
 };
 

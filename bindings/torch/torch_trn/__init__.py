@@ -28,14 +28,19 @@ torch.ops.load_library(_os.path.join(_os.path.dirname(__file__), "_native.so"))
 _ops = torch.ops.torch_trn
 
 from ._streams import Event, Stream, current_stream, default_stream, stream  # noqa: E402
+from ._random import (  # noqa: E402
+    _is_in_bad_fork, get_rng_state, get_rng_state_all, initial_seed, manual_seed,
+    manual_seed_all, seed, seed_all, set_rng_state, set_rng_state_all)
 
 __all__ = [
-    "Event", "Stream", "current_device", "current_stream", "default_stream", "device",
-    "device_count", "device_time_ns", "empty_cache", "fallback_ops", "get_device_name",
-    "is_available", "max_memory_allocated", "max_memory_reserved", "memory_allocated",
-    "memory_reserved", "memory_stats", "reset_device", "reset_fallback_ops",
-    "reset_peak_memory_stats",
-    "set_device", "stream", "synchronize", "trn_device_handle",
+    "DeviceProperties", "Event", "Stream", "current_device", "current_stream", "default_stream",
+    "device", "device_count", "device_time_ns", "empty_cache", "fallback_ops",
+    "get_amp_supported_dtype", "get_device_name", "get_device_properties", "get_fallback_ops",
+    "get_rng_state", "get_rng_state_all", "initial_seed", "is_available", "manual_seed",
+    "manual_seed_all", "max_memory_allocated", "max_memory_reserved", "memory_allocated",
+    "memory_reserved", "memory_stats", "memory_summary", "reset_device", "reset_fallback_ops",
+    "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_rng_state",
+    "set_rng_state_all", "stream", "synchronize", "trn_device_handle", "_is_in_bad_fork",
 ]
 
 
@@ -71,6 +76,31 @@ def set_device(device):
 
 def get_device_name(device=None):
     return _ops.device_name(_index(device))
+
+
+class DeviceProperties:
+    """What get_device_properties returns, with torch.cuda's names where they apply."""
+
+    def __init__(self, fields):
+        (self.type, self.chip, self.total_memory, self.dma_engines, self.peak_bf16_flops,
+         self.peak_fp32_flops, self.trn_device, self.core, self.global_core_id) = fields
+        self.name = f"{self.type} NeuronCore {self.core} of trn device {self.trn_device}"
+
+    def __repr__(self):
+        return (f"DeviceProperties(name='{self.name}', chip='{self.chip}', "
+                f"total_memory={self.total_memory // (1 << 20)}MB, "
+                f"dma_engines={self.dma_engines}, peak_bf16_flops={self.peak_bf16_flops:.3g})")
+
+
+def get_device_properties(device=None):
+    """The device's core: its generation (``type``, "trn2"), ``total_memory`` (bytes of the HBM
+    bank its tensors live in), DMA engines and peak flop/s, and where it is."""
+    return DeviceProperties(_ops.device_properties(_index(device)))
+
+
+def get_amp_supported_dtype():
+    """The dtypes torch.autocast("trn", dtype=...) takes."""
+    return [torch.bfloat16, torch.float16]
 
 
 class device:
@@ -162,8 +192,33 @@ def fallback_ops():
     return dict(zip(names, counts))
 
 
+def get_fallback_ops():
+    """TorchNeuron's name for :func:`fallback_ops`."""
+    return fallback_ops()
+
+
 def reset_fallback_ops():
     _ops.reset_fallback_ops()
+
+
+def memory_summary(device=None, abbreviated=False):
+    """A table of the device's memory statistics, as torch.cuda.memory_summary prints."""
+    stats = memory_stats(device)
+
+    def size(n):
+        for unit in ("B", "KiB", "MiB", "GiB"):
+            if abs(n) < 1024 or unit == "GiB":
+                return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+            n /= 1024
+
+    index = _ops.current_device() if _index(device) < 0 else _index(device)
+    rows = [("Allocated memory", "allocated_bytes"), ("Reserved memory", "reserved_bytes")]
+    lines = [f"trn:{index} memory summary ({get_device_name(index)})",
+             f"{'':22}{'current':>14}{'peak':>14}"]
+    for label, key in rows:
+        lines.append(f"{label:22}{size(stats[key + '.all.current']):>14}"
+                     f"{size(stats[key + '.all.peak']):>14}")
+    return "\n".join(lines) + "\n"
 
 
 # torch.trn.<name>, as torch.cuda.<name>: what torch's own code and users look up.

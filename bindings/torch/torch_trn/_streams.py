@@ -14,17 +14,22 @@ def _device_index(device):
     return _ops.current_device() if index < 0 else index
 
 
-class Stream:
-    """A queue of its own on a device (priority < 0: high priority)."""
+# PyTorch's number for the PrivateUse1 device type (c10::DeviceType), which trn renames.
+_DEVICE_TYPE = 20
+
+
+class Stream(torch.Stream):
+    """A queue of its own on a device (priority < 0: high priority). A torch.Stream, so that
+    Tensor.record_stream, torch.accelerator and PyTorch's stream utilities take it."""
+
+    def __new__(cls, device=None, priority=0, _stream_id=None):
+        index = _device_index(device)
+        stream_id = _ops.stream_create(index, priority) if _stream_id is None else _stream_id
+        return super().__new__(cls, stream_id=stream_id, device_index=index,
+                               device_type=_DEVICE_TYPE)
 
     def __init__(self, device=None, priority=0, _stream_id=None):
-        self.device_index = _device_index(device)
-        self.stream_id = (_ops.stream_create(self.device_index, priority)
-                          if _stream_id is None else _stream_id)
-
-    @property
-    def device(self):
-        return torch.device("trn", self.device_index)
+        pass  # made whole by __new__ (torch.Stream's fields are set there)
 
     @property
     def trn_queue(self):
@@ -51,8 +56,8 @@ class Stream:
         return event
 
     def __eq__(self, other):
-        return (isinstance(other, Stream) and self.device_index == other.device_index
-                and self.stream_id == other.stream_id)
+        return (isinstance(other, torch.Stream) and other.device.type == "trn"
+                and self.device_index == other.device_index and self.stream_id == other.stream_id)
 
     def __hash__(self):
         return hash((self.device_index, self.stream_id))
