@@ -84,6 +84,14 @@ assert os.path.realpath(torch_trn.__file__).startswith(os.path.realpath(os.envir
 x = torch.arange(4.0).to("trn")
 assert (x + x).cpu().tolist() == [0.0, 2.0, 4.0, 6.0], "installed torch_trn computes wrongly"
 print("torch_trn:", torch_trn.device_count(), "devices, on", x.device)'
+    # TorchNeuron compatibility: the neuron-compat folder beside the package.
+    local packages
+    packages=$(dirname "$(dirname "$torch_native")")
+    PYTHONPATH=$packages/neuron-compat:$packages PYTHONDONTWRITEBYTECODE=1 "$python" -c '
+import torch, torch_neuronx
+x = torch.arange(3.0, device="neuron")
+assert (x * 2).cpu().tolist() == [0.0, 2.0, 4.0], "installed neuron-compat computes wrongly"
+print("neuron-compat:", x.device)'
   fi
 }
 

@@ -17,8 +17,18 @@ import types as _types
 
 import torch
 
-# The name first: the library's registrations and every message then say "trn".
-torch.utils.rename_privateuse1_backend("trn")
+# The device's name: "trn", or what TRN_TORCH_DEVICE_NAME says (the neuron-compat folder sets it
+# to "neuron" for TorchNeuron scripts). The name first: the registrations then use it.
+DEVICE_NAME = _os.environ.get("TRN_TORCH_DEVICE_NAME", "trn")
+if not DEVICE_NAME.isidentifier() or DEVICE_NAME in ("cpu", "cuda", "meta"):
+    raise ImportError(f"torch_trn: TRN_TORCH_DEVICE_NAME={DEVICE_NAME!r} is not a device name "
+                      "torch_trn can take (a lowercase identifier that is not a built-in device; "
+                      "unset it for 'trn')")
+if torch._C._get_privateuse1_backend_name() not in ("privateuseone", DEVICE_NAME):
+    raise ImportError(f"torch_trn: PyTorch's PrivateUse1 device is already named "
+                      f"{torch._C._get_privateuse1_backend_name()!r} by another backend in this "
+                      "process; torch_trn cannot register beside it")
+torch.utils.rename_privateuse1_backend(DEVICE_NAME)
 # Module.to("trn") keeps each Parameter object (and so tied weights and the optimizers made
 # before the move): PyTorch can swap a CPU tensor's contents in place only with a device it
 # knows, so for trn it would make new, untied Parameters. Swapping is PyTorch's announced
@@ -51,8 +61,8 @@ def _index(device=None):
     if isinstance(device, int):
         return device
     device = torch.device(device)
-    if device.type != "trn":
-        raise ValueError(f"not a trn device: {device} (trn devices are 'trn:N')")
+    if device.type != DEVICE_NAME:
+        raise ValueError(f"not a trn device: {device} (trn devices are '{DEVICE_NAME}:N')")
     return -1 if device.index is None else device.index
 
 
@@ -213,7 +223,7 @@ def memory_summary(device=None, abbreviated=False):
 
     index = _ops.current_device() if _index(device) < 0 else _index(device)
     rows = [("Allocated memory", "allocated_bytes"), ("Reserved memory", "reserved_bytes")]
-    lines = [f"trn:{index} memory summary ({get_device_name(index)})",
+    lines = [f"{DEVICE_NAME}:{index} memory summary ({get_device_name(index)})",
              f"{'':22}{'current':>14}{'peak':>14}"]
     for label, key in rows:
         lines.append(f"{label:22}{size(stats[key + '.all.current']):>14}"
@@ -222,11 +232,11 @@ def memory_summary(device=None, abbreviated=False):
 
 
 # torch.trn.<name>, as torch.cuda.<name>: what torch's own code and users look up.
-_module = _types.ModuleType("torch.trn")
+_module = _types.ModuleType(f"torch.{DEVICE_NAME}")
 for _name in __all__:
     setattr(_module, _name, globals()[_name])
-torch._register_device_module("trn", _module)
-_sys.modules["torch.trn"] = _module
+torch._register_device_module(DEVICE_NAME, _module)
+_sys.modules[f"torch.{DEVICE_NAME}"] = _module
 # Tensor.trn(), Tensor.is_trn, Module.trn(), and storages' counterparts, as for CUDA.
 torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True,
                                                      for_packed_sequence=True, for_storage=True)

@@ -56,14 +56,14 @@ class Stream(torch.Stream):
         return event
 
     def __eq__(self, other):
-        return (isinstance(other, torch.Stream) and other.device.type == "trn"
+        return (isinstance(other, torch.Stream) and other.device.type == self.device.type
                 and self.device_index == other.device_index and self.stream_id == other.stream_id)
 
     def __hash__(self):
         return hash((self.device_index, self.stream_id))
 
     def __repr__(self):
-        return f"<torch_trn.Stream device=trn:{self.device_index} id={self.stream_id}>"
+        return f"<torch_trn.Stream device={self.device} id={self.stream_id}>"
 
 
 def current_stream(device=None):
