@@ -187,6 +187,14 @@ class FullQueue(unittest.TestCase):
         self.assertLessEqual((got - ref).abs().max().item(), 1e-4)
         self.assertEqual(torch_trn.fallback_ops(), {}, "the chain ran on the device")
 
+    def test_twenty_thousand_small_ops_without_a_wait(self):
+        torch_trn.reset_fallback_ops()
+        x = torch.zeros(16, device=DEVICE)
+        for i in range(20000):  # each op queues a kernel, and frees the tensor before
+            x = x + 1.0
+        self.assertEqual(x.cpu().tolist(), [20000.0] * 16)
+        self.assertEqual(torch_trn.fallback_ops(), {})
+
     def test_copies_and_frees_behind_a_closed_gate(self):
         src = torch.arange(64, dtype=torch.float32)
         kept = []

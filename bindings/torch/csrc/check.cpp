@@ -6,6 +6,7 @@
 #include <string>
 
 #include "devices.hpp"
+#include "kernel_ops.hpp"
 #include "trn/trn_ops.h"
 
 namespace torch_trn {
@@ -27,7 +28,14 @@ std::string take_fault(trn_queue_t queue) {
     return {};
   std::string where =
       std::string(fault.command) + " (command " + std::to_string(fault.sequence) + ")";
-  if (fault.kernel[0]) where += std::string(" of kernel '") + fault.kernel + "'";
+  // Whose kernel it was: the user's own (torch_trn.kernel), or another (trn's op kernels, whose
+  // faults are trn's bugs, or C code's launches beside torch).
+  if (fault.kernel[0])
+    where += is_user_kernel(fault.kernel)
+                 ? std::string(" of your kernel '") + fault.kernel + "' (torch_trn.kernel)"
+                 : std::string(" of kernel '") + fault.kernel +
+                       "' (not launched through torch_trn.kernel: one of trn's op kernels, a "
+                       "bug in trn to report, or C code's)";
   // An engine and instruction only for a fault inside the kernel's code (not one found before it
   // ran, such as freed memory bound to an argument).
   if (fault.kernel[0] && fault.engine[0])

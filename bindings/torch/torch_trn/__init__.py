@@ -38,15 +38,16 @@ torch.ops.load_library(_os.path.join(_os.path.dirname(__file__), "_native.so"))
 _ops = torch.ops.torch_trn
 
 from ._streams import Event, Stream, current_stream, default_stream, stream  # noqa: E402
+from ._kernels import Kernel, KernelArg, kernel  # noqa: E402
 from ._random import (  # noqa: E402
     _is_in_bad_fork, get_rng_state, get_rng_state_all, initial_seed, manual_seed,
     manual_seed_all, seed, seed_all, set_rng_state, set_rng_state_all)
 
 __all__ = [
-    "DeviceProperties", "Event", "Stream", "current_device", "current_stream", "default_stream",
+    "DeviceProperties", "Event", "Kernel", "KernelArg", "Stream", "current_device", "current_stream", "default_stream",
     "device", "device_count", "device_time_ns", "empty_cache", "fallback_ops",
     "get_amp_supported_dtype", "get_device_name", "get_device_properties", "get_fallback_ops",
-    "get_rng_state", "get_rng_state_all", "initial_seed", "is_available", "manual_seed",
+    "get_rng_state", "get_rng_state_all", "initial_seed", "is_available", "kernel", "manual_seed",
     "manual_seed_all", "max_memory_allocated", "max_memory_reserved", "memory_allocated",
     "memory_reserved", "memory_stats", "memory_summary", "reset_device", "reset_fallback_ops",
     "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_rng_state",
