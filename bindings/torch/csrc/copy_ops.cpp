@@ -171,6 +171,7 @@ void device_to_host(const at::Tensor &src, const at::Tensor &dst) {
 // as the CPU converts them (truncated to an int, then its low bits: -1.0 is 255 as a uint8,
 // 300.0 is 44), where the device's own conversion saturates.
 void copy_on_device(const at::Tensor &dst, const at::Tensor &src) {
+  if (dst.numel() == 0) return;  // an empty slice (a cat or stack with a dim of size 0)
   const bool narrow = dst.scalar_type() == at::kByte || dst.scalar_type() == at::kChar ||
                       dst.scalar_type() == at::kShort;
   if (dst.scalar_type() == at::kBool && src.scalar_type() != at::kBool) {

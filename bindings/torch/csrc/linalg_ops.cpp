@@ -65,8 +65,10 @@ at::Tensor &addmm_out(const at::Tensor &self, const at::Tensor &mat1, const at::
     return out;
   }
   bool ta = false, tb = false;
-  // The bias as torch broadcasts it: [N] and [M, N] are taken as they are, [1, N] as [N].
-  const at::Tensor bias = self.dim() == 2 && self.size(0) == 1 ? self.squeeze(0) : self;
+  // The bias as torch broadcasts it: [N] and [M, N] are taken as they are, [1, N] as [N] where
+  // M > 1 (with M = 1 it is [M, N] itself: it may be the output, in place, as addmm_ makes it).
+  const at::Tensor bias =
+      self.dim() == 2 && self.size(0) == 1 && out.size(0) != 1 ? self.squeeze(0) : self;
   const auto o = view_of(out), c = view_of(bias), x = operand(mat1, &ta), y = operand(mat2, &tb);
   check_ops(trn_ops_addmm(scope.queue(), &o, &c, &x, &y, scalar_of(beta), scalar_of(alpha),
                           flags_of(ta, tb), nullptr),

@@ -18,6 +18,11 @@
 namespace torch_trn {
 namespace {
 
+// An optional tensor's CPU copy (for the ops that run on the CPU in some cases).
+c10::optional<at::Tensor> on_cpu(const c10::optional<at::Tensor> &t) {
+  return t && t->defined() ? c10::optional<at::Tensor>(t->cpu()) : c10::nullopt;
+}
+
 bool is_float_type(c10::ScalarType t) {
   return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
 }
@@ -423,6 +428,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
   check_same_device("native_layer_norm",
                     {input, weight_opt.value_or(at::Tensor()), bias_opt.value_or(at::Tensor())});
   const auto normalized_shape = C10_AS_INTARRAYREF_SLOW(normalized_shape_sym);
+  if (eps < 0) {
+    // The device kernel takes eps >= 0; PyTorch's CPU takes any (NaN where var + eps < 0).
+    record_cpu_run("aten::native_layer_norm");
+    auto [o, m, r] = at::native_layer_norm(input.cpu(), normalized_shape, on_cpu(weight_opt),
+                                           on_cpu(bias_opt), eps);
+    return {o.to(input.device()), m.to(input.device()), r.to(input.device())};
+  }
   const NormShape shape = norm_shape(input, normalized_shape);
   const at::Tensor weight = weight_opt.value_or(at::Tensor());
   const at::Tensor bias = bias_opt.value_or(at::Tensor());
@@ -927,9 +939,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
     const c10::optional<at::Tensor> &bias, const c10::optional<at::Tensor> &running_mean,
     const c10::optional<at::Tensor> &running_var, bool training, double momentum, double eps) {
   record_cpu_run("aten::native_batch_norm");
-  auto on_cpu = [](const c10::optional<at::Tensor> &t) {
-    return t && t->defined() ? c10::optional<at::Tensor>(t->cpu()) : c10::nullopt;
-  };
   const c10::optional<at::Tensor> mean = on_cpu(running_mean), var = on_cpu(running_var);
   auto [out, save_mean, save_invstd] = at::native_batch_norm(
       input.cpu(), on_cpu(weight), on_cpu(bias), mean, var, training, momentum, eps);
