@@ -1,8 +1,9 @@
-"""Makes docs/torch-ops.md's table from a report of test_opinfo.py (TRN_OPINFO_OPS=all
-TRN_OPINFO_REPORT=<file>): one row per op and variant, its status, the samples compared and what
-ran on the CPU.
+"""Makes docs/torch-ops.md's tables from the reports of test_opinfo.py (TRN_OPINFO_OPS=all
+TRN_OPINFO_REPORT=<ops.jsonl>) and test_module_db.py (TRN_MODULE_DB=all
+TRN_OPINFO_REPORT=<modules.jsonl>): one row per op (or module and mode), its status, the samples
+compared and what ran on the CPU.
 
-    .venv/bin/python tests/torch/opinfo_table.py <report.jsonl> > docs/torch-ops.md
+    .venv/bin/python tests/torch/opinfo_table.py <ops.jsonl> <modules.jsonl> > docs/torch-ops.md
 """
 import collections
 import json
@@ -36,8 +37,24 @@ included: making a sample on trn can itself use some (`_index_put_impl_`, `trn_o
 """
 
 
-def main(path):
-    rows = [json.loads(line) for line in open(path)]
+MODULES = """
+## torch.nn modules
+
+`tests/torch/test_module_db.py` runs PyTorch's module database (`common_modules.module_db`) the
+same way: each module made on the CPU from up to {inputs} of its constructor inputs, in training
+and in evaluation mode, moved to trn with `.to()`, run forward and backward on both; outputs,
+the gradients of its parameters and inputs, and its buffers (running statistics) compared.
+Modules whose CPU output depends on the seed (dropout inside) are "random". CI runs {ci} of
+them.
+
+{summary}
+
+| module (mode) | status | inputs | ran on the CPU / first difference or error |
+|---|---|---|---|
+"""
+
+
+def table(rows):
     counts = collections.Counter()
     lines = []
     for r in sorted(rows, key=lambda r: (r["op"], r["variant"])):
@@ -56,11 +73,24 @@ def main(path):
         note = note.replace("|", "\\|").replace("\n", " ")
         lines.append(f"| `{name}` | {status} | {r['compared']} | {note} |")
     summary = ", ".join(f"{status}: {n}" for status, n in counts.most_common())
-    from test_opinfo import CI_OPS, MAX_SAMPLES  # noqa: E402 (the sweep's own settings)
+    return summary, "\n".join(lines) + "\n"
+
+
+def main(ops_report, modules_report):
+    # The sweeps' own settings, for the text.
+    from test_module_db import CI_MODULES, MAX_INPUTS  # noqa: E402
+    from test_opinfo import CI_OPS, MAX_SAMPLES  # noqa: E402
+    rows = [json.loads(line) for line in open(ops_report)]
+    summary, lines = table(rows)
     sys.stdout.write(HEADER.format(samples=MAX_SAMPLES, ci=len(CI_OPS),
                                    summary=f"{len(rows)} ops and variants: {summary}."))
-    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.write(lines)
+    rows = [json.loads(line) for line in open(modules_report)]
+    summary, lines = table(rows)
+    sys.stdout.write(MODULES.format(inputs=MAX_INPUTS, ci=len(CI_MODULES),
+                                    summary=f"{len(rows)} modules and modes: {summary}."))
+    sys.stdout.write(lines)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])

@@ -13,19 +13,17 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import trn_test_env  # noqa: E402,F401  (first: sets TRN_SIM_ROOT before torch_trn starts libtrn)
 
-import json
 import warnings
 
 import torch
-import torch_trn
 from torch.testing._internal.common_device_type import instantiate_device_type_tests, ops
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.common_utils import TestCase, run_tests
 from torch.utils._pytree import tree_flatten, tree_map
 
+from sweep_support import BACKWARD, FORWARD, host, report, run_recorded
+
 MAX_SAMPLES = 8
-FORWARD = dict(rtol=1e-4, atol=1e-5)
-BACKWARD = dict(rtol=1e-3, atol=1e-4)
 
 # The fixed set CI runs: elementwise, reductions, linear algebra, shape ops, nn functionals.
 CI_OPS = {
@@ -72,10 +70,6 @@ def to_cpu(tree):
     return tree_map(move, tree)
 
 
-def host(tree):
-    return tree_map(lambda t: t.detach().cpu() if isinstance(t, torch.Tensor) else t, tree)
-
-
 def float_outputs(out):
     return [t for t in tree_flatten(out)[0]
             if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
@@ -99,23 +93,16 @@ def gradients(out, inputs):
 
 
 class TestTrnOpInfo(TestCase):
-    def report(self, record):
-        path = os.environ.get("TRN_OPINFO_REPORT")
-        if path:
-            with open(path, "a") as f:
-                f.write(json.dumps(record) + "\n")
-
     @ops(selected(), allowed_dtypes=(torch.float32,))
     def test_matches_cpu(self, device, dtype, op):
         record = {"op": op.name, "variant": op.variant_test_name, "compared": 0,
                   "random": 0, "status": "pass"}
         if skipped_by_pytorch(op):
             record["status"] = "not compared"
-            self.report(record)
+            report(record)
             self.skipTest("PyTorch's OpInfo does not compare this op with the CPU")
-        torch_trn.reset_fallback_ops()
-        failure = None
-        try:
+
+        def compare():
             samples = op.sample_inputs(device, dtype, requires_grad=op.supports_autograd)
             for i, sample in enumerate(samples):
                 if i == MAX_SAMPLES:
@@ -148,21 +135,8 @@ class TestTrnOpInfo(TestCase):
                         check_device=False, check_stride=False,
                         msg=lambda m: f"sample {i} backward: {m}", **BACKWARD)
                 record["compared"] += 1
-            torch_trn.synchronize()
-        except AssertionError as e:
-            failure = e
-            record["status"] = "wrong"
-            record["detail"] = str(e).splitlines()[0][:300]
-        except Exception as e:  # noqa: BLE001 (every error is a result to report)
-            failure = e
-            record["status"] = "refused" if "trn tensors cannot hold" in str(e) else "error"
-            record["detail"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
-            if "unusable after a device fault" in str(e) or "faulted" in str(e):
-                torch_trn.reset_device()
-        record["fallbacks"] = sorted(torch_trn.fallback_ops())
-        self.report(record)
-        if failure is not None:
-            raise failure
+
+        run_recorded(record, compare)
 
 
 instantiate_device_type_tests(TestTrnOpInfo, globals(), only_for="trn")

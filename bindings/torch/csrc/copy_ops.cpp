@@ -430,6 +430,19 @@ at::Tensor &cat_out(const at::ITensorListRef &tensors, int64_t dim, at::Tensor &
   return out;
 }
 
+// Module.to("trn"), .cpu() and .trn() keep each Parameter object (and so tied weights, and the
+// optimizers made before the move) by swapping its contents in place (param.data = moved), which
+// PyTorch does only when it deems the two tensors compatible. It knows only its built-in devices
+// and leaves PrivateUse1 to say: dense CPU and trn tensors are.
+bool has_compatible_shallow_copy_type(const at::Tensor &self, const at::Tensor &from) {
+  auto dense = [](const at::Tensor &t) {
+    return t.layout() == at::kStrided && !t.is_quantized() &&
+           (t.device().is_cpu() || t.device().type() == c10::DeviceType::PrivateUse1);
+  };
+  if (dense(self) && dense(from)) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 // Tensor.record_stream: the storage's block is freed only after `stream`'s work queued so far.
 void record_stream_op(at::Tensor &self, c10::Stream stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
@@ -441,6 +454,7 @@ void record_stream_op(at::Tensor &self, c10::Stream stream) {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("record_stream", TORCH_FN(record_stream_op));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("_copy_from", TORCH_FN(copy_from));

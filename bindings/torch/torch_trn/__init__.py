@@ -29,11 +29,6 @@ if torch._C._get_privateuse1_backend_name() not in ("privateuseone", DEVICE_NAME
                       f"{torch._C._get_privateuse1_backend_name()!r} by another backend in this "
                       "process; torch_trn cannot register beside it")
 torch.utils.rename_privateuse1_backend(DEVICE_NAME)
-# Module.to("trn") keeps each Parameter object (and so tied weights and the optimizers made
-# before the move): PyTorch can swap a CPU tensor's contents in place only with a device it
-# knows, so for trn it would make new, untied Parameters. Swapping is PyTorch's announced
-# default-to-be; a module whose parameters cannot be swapped raises rather than untie.
-torch.__future__.set_swap_module_params_on_conversion(True)
 torch.ops.load_library(_os.path.join(_os.path.dirname(__file__), "_native.so"))
 _ops = torch.ops.torch_trn
 
