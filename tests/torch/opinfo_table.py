@@ -78,8 +78,7 @@ def table(rows):
 
 def main(ops_report, modules_report):
     # The sweeps' own settings, for the text.
-    from test_module_db import CI_MODULES, MAX_INPUTS  # noqa: E402
-    from test_opinfo import CI_OPS, MAX_SAMPLES  # noqa: E402
+    from sweep_support import CI_MODULES, CI_OPS, MAX_INPUTS, MAX_SAMPLES
     rows = [json.loads(line) for line in open(ops_report)]
     summary, lines = table(rows)
     sys.stdout.write(HEADER.format(samples=MAX_SAMPLES, ci=len(CI_OPS),

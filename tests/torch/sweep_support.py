@@ -1,6 +1,7 @@
-"""What the OpInfo and module-database sweeps (test_opinfo.py, test_module_db.py) share: the
-tolerances, results brought to the host, and running one op's (or module's) comparisons with its
-outcome classified, its fallbacks listed and a JSON line written to TRN_OPINFO_REPORT."""
+"""What the OpInfo and module-database sweeps (test_opinfo.py, test_module_db.py) share: their
+settings (which ops and modules CI runs, how many samples), the tolerances, results brought to
+the host, and running one op's (or module's) comparisons with its outcome classified, its
+fallbacks listed and a JSON line written to TRN_OPINFO_REPORT."""
 import json
 import os
 
@@ -10,6 +11,26 @@ from torch.utils._pytree import tree_map
 
 FORWARD = dict(rtol=1e-4, atol=1e-5)
 BACKWARD = dict(rtol=1e-3, atol=1e-4)
+
+MAX_SAMPLES = 8
+
+# The fixed set CI runs: elementwise, reductions, linear algebra, shape ops, nn functionals.
+CI_OPS = {
+    "abs", "add", "addcdiv", "addcmul", "addmm", "amax", "amin", "bmm", "cat", "clamp", "div",
+    "exp", "expand", "flatten", "gather", "log", "log_softmax", "lerp", "masked_fill", "matmul",
+    "maximum", "mean", "minimum", "mm", "mul", "neg", "nn.functional.gelu",
+    "nn.functional.layer_norm", "nn.functional.linear", "nn.functional.mse_loss",
+    "nn.functional.relu", "nn.functional.silu", "permute", "pow", "reciprocal", "rsqrt",
+    "sigmoid", "softmax", "sqrt", "squeeze", "stack", "sub", "sum", "tanh", "transpose",
+    "unsqueeze", "view", "where",
+}
+
+MAX_INPUTS = 6
+CI_MODULES = {
+    "nn.Linear", "nn.Conv2d", "nn.LayerNorm", "nn.BatchNorm2d", "nn.Embedding", "nn.LSTM",
+    "nn.GRU", "nn.MultiheadAttention", "nn.ReLU", "nn.GELU", "nn.Softmax", "nn.MaxPool2d",
+    "nn.AvgPool2d", "nn.CrossEntropyLoss", "nn.MSELoss", "nn.TransformerEncoderLayer",
+}
 
 
 def host(tree):

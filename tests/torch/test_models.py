@@ -42,9 +42,10 @@ CORE_OPS = {
             "native_layer_norm_backward", "bmm", "mm", "addmm", "_softmax",
             "_softmax_backward_data", "gelu", "_log_softmax", "nll_loss_forward",
             "nll_loss_backward", "linalg_vector_norm", "lerp", "sum", "add", "mul", "addcmul",
-            "addcdiv", "sqrt", "div"},
+            "addcdiv", "sqrt", "div", "tril", "isneginf", "all", "where"},
     "resnet": {"convolution_overrideable", "convolution_backward_overrideable", "relu",
-               "threshold_backward", "addmm", "mm", "mean", "sum", "add", "mul"},
+               "threshold_backward", "addmm", "mm", "mean", "sum", "add", "mul",
+               "native_batch_norm", "native_batch_norm_backward"},
     # The fused cells PyTorch hands every accelerator's LSTM and GRU steps to.
     "lstm": {"_thnn_fused_lstm_cell", "_thnn_fused_lstm_cell_backward_impl", "sigmoid", "tanh",
              "mm", "addmm", "lerp", "sum", "add", "mul", "addcmul", "addcdiv", "sqrt", "div"},

@@ -16,26 +16,14 @@ import trn_test_env  # noqa: E402,F401  (first: sets TRN_SIM_ROOT before torch_t
 import warnings
 
 import torch
+# Before common_device_type, which names its PrivateUse1 test base after the device when imported.
+import torch_trn  # noqa: F401
 from torch.testing._internal.common_device_type import instantiate_device_type_tests, ops
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.common_utils import TestCase, run_tests
 from torch.utils._pytree import tree_flatten, tree_map
 
-from sweep_support import BACKWARD, FORWARD, host, report, run_recorded
-
-MAX_SAMPLES = 8
-
-# The fixed set CI runs: elementwise, reductions, linear algebra, shape ops, nn functionals.
-CI_OPS = {
-    "abs", "add", "addcdiv", "addcmul", "addmm", "amax", "amin", "bmm", "cat", "clamp", "div",
-    "exp", "expand", "flatten", "gather", "log", "log_softmax", "lerp", "masked_fill", "matmul",
-    "maximum", "mean", "minimum", "mm", "mul", "neg", "nn.functional.gelu",
-    "nn.functional.layer_norm", "nn.functional.linear", "nn.functional.mse_loss",
-    "nn.functional.relu", "nn.functional.silu", "permute", "pow", "reciprocal", "rsqrt",
-    "sigmoid", "softmax", "sqrt", "squeeze", "stack", "sub", "sum", "tanh", "transpose",
-    "unsqueeze", "view", "where",
-}
-
+from sweep_support import BACKWARD, CI_OPS, FORWARD, MAX_SAMPLES, host, report, run_recorded
 
 def skipped_by_pytorch(op):
     """Whether PyTorch's own OpInfo entry turns off its CPU comparison (TestCommon's
@@ -140,6 +128,8 @@ class TestTrnOpInfo(TestCase):
 
 
 instantiate_device_type_tests(TestTrnOpInfo, globals(), only_for="trn")
+if "TestTrnOpInfoPRIVATEUSE1" not in globals():  # no trn tests made: fail, never pass with none run
+    raise RuntimeError("common_device_type made no trn tests: is torch_trn imported first?")
 
 if __name__ == "__main__":
     run_tests()

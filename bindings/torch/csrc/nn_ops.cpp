@@ -931,25 +931,6 @@ at::Tensor embedding_dense_backward(const at::Tensor &grad_output, const at::Ten
   return grad_weight;
 }
 
-// Batch norm runs on the CPU. PyTorch 1.13's schema does not mark the running statistics as
-// written, so the generic fallback would leave the trn tensors at their first values: they are
-// written back here (training mode updates them, as the CPU kernel does in place).
-std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
-    const at::Tensor &input, const c10::optional<at::Tensor> &weight,
-    const c10::optional<at::Tensor> &bias, const c10::optional<at::Tensor> &running_mean,
-    const c10::optional<at::Tensor> &running_var, bool training, double momentum, double eps) {
-  record_cpu_run("aten::native_batch_norm");
-  const c10::optional<at::Tensor> mean = on_cpu(running_mean), var = on_cpu(running_var);
-  auto [out, save_mean, save_invstd] = at::native_batch_norm(
-      input.cpu(), on_cpu(weight), on_cpu(bias), mean, var, training, momentum, eps);
-  if (training) {
-    if (mean) running_mean->copy_(*mean);
-    if (var) running_var->copy_(*var);
-  }
-  const at::Device d = input.device();
-  return {out.to(d), to_device(save_mean, d), to_device(save_invstd, d)};
-}
-
 // The schemas' SymInt arguments as the kernels above take them: every kernel of an op must have
 // the C++ signature its schema gives (other backends' kernels, functorch's, are registered with
 // it). The sizes are concrete here (no symbolic shapes reach an eager backend).
@@ -1017,7 +998,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("max_pool2d_with_indices.out", TORCH_FN(max_pool2d_with_indices_out));
   m.impl("max_pool2d_with_indices_backward.grad_input",
          TORCH_FN(max_pool2d_with_indices_backward_out));
-  m.impl("native_batch_norm", TORCH_FN(native_batch_norm));
   m.impl("native_layer_norm", TORCH_FN(native_layer_norm));
   m.impl("native_layer_norm_backward", TORCH_FN(native_layer_norm_backward));
   m.impl("_softmax.out", TORCH_FN(softmax_out));

@@ -1,0 +1,92 @@
+// Masks and tests composed of device ops: tril and triu (a causal attention mask), isneginf and
+// isposinf, all and any. scaled_dot_product_attention's math path, and code that checks its
+// tensors, use them on every call; each is a compare, a select or a max on the device instead
+// of a copy to the CPU and back.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <limits>
+#include <vector>
+
+#include "op_support.hpp"
+
+namespace torch_trn {
+namespace {
+
+// Keeps x where `keep(column - row)` of its last two dims holds, zeros elsewhere: the indices
+// are float32 aranges on the device (exact below 2^24).
+template <typename Keep>
+at::Tensor &triangle(const at::Tensor &self, int64_t diagonal, at::Tensor &out, Keep keep) {
+  TORCH_CHECK(self.dim() >= 2, "tril/triu: the input needs two dims, got ", self.sizes());
+  resize_out(out, self.sizes());
+  if (self.numel() == 0) return out;
+  const auto index = self.options().dtype(at::kFloat);
+  const at::Tensor rows = at::arange(self.size(-2), index).unsqueeze(1);
+  const at::Tensor cols = at::arange(self.size(-1), index).unsqueeze(0);
+  const at::Tensor mask = keep(cols - rows, static_cast<double>(diagonal));
+  return out.copy_(at::where(mask, self, at::zeros({}, self.options())));
+}
+at::Tensor &tril_out(const at::Tensor &self, int64_t diagonal, at::Tensor &out) {
+  return triangle(self, diagonal, out,
+                  [](const at::Tensor &offset, double k) { return offset <= k; });
+}
+at::Tensor &triu_out(const at::Tensor &self, int64_t diagonal, at::Tensor &out) {
+  return triangle(self, diagonal, out,
+                  [](const at::Tensor &offset, double k) { return offset >= k; });
+}
+
+at::Tensor &is_infinite_out(const at::Tensor &self, double infinity, at::Tensor &out) {
+  resize_out(out, self.sizes());
+  if (!at::isFloatingType(self.scalar_type())) return out.fill_(false);
+  return out.copy_(at::eq(self, infinity));
+}
+at::Tensor &isneginf_out(const at::Tensor &self, at::Tensor &out) {
+  return is_infinite_out(self, -std::numeric_limits<double>::infinity(), out);
+}
+at::Tensor &isposinf_out(const at::Tensor &self, at::Tensor &out) {
+  return is_infinite_out(self, std::numeric_limits<double>::infinity(), out);
+}
+
+// all: no element is zero (the largest of "is zero" is 0); any: some element is not zero.
+at::Tensor &truth_reduce(const at::Tensor &self, at::OptionalIntArrayRef dims, bool keepdim,
+                         bool all, at::Tensor &out) {
+  const at::Tensor hit = (all ? at::eq(self, 0) : at::ne(self, 0)).to(at::kFloat);
+  std::vector<int64_t> over;
+  if (dims.has_value()) over.assign(dims->begin(), dims->end());
+  at::Tensor found = self.numel() == 0 ? at::zeros(at::IntArrayRef{}, hit.options())
+                                       : at::amax(hit, over, keepdim);
+  if (self.numel() == 0 && (keepdim || !over.empty())) {
+    // An empty input: all() is true, any() false, in the reduced shape.
+    return out.copy_(at::empty(out.sizes(), out.options()).fill_(all));
+  }
+  const at::Tensor result = all ? at::eq(found, 0) : at::ne(found, 0);
+  resize_out(out, result.sizes());
+  return out.copy_(result);
+}
+at::Tensor &all_all_out(const at::Tensor &self, at::Tensor &out) {
+  return truth_reduce(self, c10::nullopt, false, true, out);
+}
+at::Tensor &any_all_out(const at::Tensor &self, at::Tensor &out) {
+  return truth_reduce(self, c10::nullopt, false, false, out);
+}
+at::Tensor &all_dim_out(const at::Tensor &self, int64_t dim, bool keepdim, at::Tensor &out) {
+  return truth_reduce(self, at::IntArrayRef{dim}, keepdim, true, out);
+}
+at::Tensor &any_dim_out(const at::Tensor &self, int64_t dim, bool keepdim, at::Tensor &out) {
+  return truth_reduce(self, at::IntArrayRef{dim}, keepdim, false, out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("tril.out", TORCH_FN(tril_out));
+  m.impl("triu.out", TORCH_FN(triu_out));
+  m.impl("isneginf.out", TORCH_FN(isneginf_out));
+  m.impl("isposinf.out", TORCH_FN(isposinf_out));
+  m.impl("all.all_out", TORCH_FN(all_all_out));
+  m.impl("any.all_out", TORCH_FN(any_all_out));
+  m.impl("all.out", TORCH_FN(all_dim_out));
+  m.impl("any.out", TORCH_FN(any_dim_out));
+}
+
+}  // namespace torch_trn
