@@ -4,7 +4,8 @@ case, unit, trn, baseline, baseline_name, ratio, better; see tools/trn-bench/ben
 
 For each model of tests/torch/models.py, two rows:
   <model>_train_step_host     median host ms per training step on trn, against the CPU;
-                              its "fallbacks" field lists the ops that ran on the CPU instead;
+                              its "fallbacks" field lists the ops that ran on the CPU instead,
+                              "fallbacks_per_step" how many such runs a step makes;
   <model>_train_step_device   median simulated device ms per step, against the CPU's host ms
                               per step (what the step would cost on the device itself).
 
@@ -83,8 +84,10 @@ def main():
             print(f"bench_torch: {name} failed on trn: {type(e).__name__}: {e}", file=sys.stderr)
             failed.append(name)
             continue
+        fallbacks = torch_trn.fallback_ops()
         emit(f"{name}_train_step_host", "ms", trn_host, cpu_host, "CPU (same model, libtorch)",
-             fallbacks=torch_trn.fallback_ops())
+             fallbacks=fallbacks,
+             fallbacks_per_step=round(sum(fallbacks.values()) / (WARMUP + steps), 2))
         # What the step costs the (simulated) device, against what it costs the host's CPU.
         emit(f"{name}_train_step_device", "ms", trn_device, cpu_host,
              "CPU host ms per step (same model, libtorch)")
