@@ -166,7 +166,11 @@ TRN_OPS_API trn_result_t trn_ops_binary_scalar(trn_queue_t queue, trn_ops_binary
 TRN_OPS_API trn_result_t trn_ops_where(trn_queue_t queue, const trn_ops_tensor_t *out,
                                        const trn_ops_tensor_t *cond, const trn_ops_tensor_t *a,
                                        const trn_ops_tensor_t *b, const trn_sync_t *sync);
-/** out = x converted to out's dtype and layout (x broadcasts): cast, contiguous(), expand. */
+/**
+ * out = x converted to out's dtype and layout (x broadcasts): cast, contiguous(), expand, and
+ * copies into a strided out (a slice of a larger tensor), on the DMA engines where both views
+ * fit a DMA pattern.
+ */
 TRN_OPS_API trn_result_t trn_ops_copy(trn_queue_t queue, const trn_ops_tensor_t *out,
                                       const trn_ops_tensor_t *x, const trn_sync_t *sync);
 /** Every element of out = value (converted to out's dtype). */

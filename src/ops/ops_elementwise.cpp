@@ -409,10 +409,11 @@ TRN_OPS_API trn_result_t trn_ops_copy(trn_queue_t queue, const trn_ops_tensor_t 
     }
     if (broadcast_shapes(o.shape, in.shape, "copy") != o.shape)
       invalid(fmt::format("copy: x {} does not broadcast to out {}", in.describe(), o.describe()));
-    // Views the expression kernel does not read (a transpose, gaps), and same-dtype integer
-    // copies, go to the DMA engines as one strided transfer.
+    // Views the expression kernel does not read or write (a transpose, gaps, a slice of a larger
+    // output), and same-dtype integer copies, go to the DMA engines as one strided transfer.
     if (o.numel() > 0 && o.device_index == in.device_index &&
-        (!in.contiguous_but_broadcast() || (o.dtype == in.dtype && !dtype_is_float(o.dtype)))) {
+        (!in.contiguous_but_broadcast() || !o.contiguous() ||
+         (o.dtype == in.dtype && !dtype_is_float(o.dtype)))) {
       std::optional<std::string> why = strided_copy_on_device(queue, sync, o, in);
       if (!why) return;
       if (o.dtype == in.dtype)

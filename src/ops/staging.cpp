@@ -54,7 +54,9 @@ trn_mem_t scratch(const Tensor &like, uint64_t bytes) {
 
 std::optional<std::string> strided_copy_on_device(trn_queue_t queue, const trn_sync_t *sync,
                                                   const Tensor &out, const Tensor &x) {
-  if (auto r = host_reason({&out}, false)) return r;
+  // The output may be a view (strided): the DMA pattern writes it as it lies.
+  if (!dtype_on_device(out.dtype) || config().host_only)
+    return host_reason({&out}).value_or("a host dtype");
   if (!dtype_on_device(x.dtype)) return host_reason({&x}).value_or("a host dtype");
   if (x.dtype != out.dtype && !dtype_is_float(out.dtype))
     return fmt::format("a cast to {} truncates as PyTorch does; the device rounds",
@@ -68,8 +70,16 @@ std::optional<std::string> strided_copy_on_device(trn_queue_t queue, const trn_s
   c.out_dtype = static_cast<isa::DType>(out.dtype);
   std::string signature =
       fmt::format("strided_copy {}>{} span {}", dtype_name(x.dtype), dtype_name(out.dtype), c.span);
-  for (const auto &d : kernels::merge_dims(c.dims))
-    signature += fmt::format(" {}:{}", d.first, d.second);
+  if (!out.contiguous()) {
+    c.out_strides = out.strides;
+    c.out_span = (out.span_end - out.span_begin) / out.element_size();
+    signature += fmt::format(" into span {}", c.out_span);
+    for (size_t d = 0; d < c.dims.size(); ++d)
+      signature += fmt::format(" {}:{}:{}", c.dims[d].first, c.dims[d].second, c.out_strides[d]);
+  } else {
+    for (const auto &d : kernels::merge_dims(c.dims))
+      signature += fmt::format(" {}:{}", d.first, d.second);
+  }
   return try_device([&] {
     launch_kernels(queue, sync, out.device_index,
                    {{signature,

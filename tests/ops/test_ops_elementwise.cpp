@@ -241,6 +241,43 @@ TEST_CASE("copy casts between dtypes, makes views contiguous and expands broadca
             std::vector<double>{1, 2, 3});
     CHECK(fallback_count("copy") == 0);  // the transpose by DMA, the expand by a kernel
   }
+  SECTION("into a strided output (a column block of a wider tensor), casts included") {
+    // y[:, 3:8] = x for y [6, 11]: the destination is a view with a row step of 11; what lies
+    // outside the block stays as it was.
+    const host_array x = random_array(rng, {6, 5}, TRN_DTYPE_F32, -50, 50);
+    DeviceTensor tx = f.tensor(TRN_DTYPE_F32, x);
+    for (trn_dtype_t to : {TRN_DTYPE_F32, TRN_DTYPE_BF16}) {
+      const host_array before = host_array::full({6, 11}, 7);
+      DeviceTensor ty = f.tensor(to, before);
+      trn_ops_tensor_t block = ty.t;
+      block.offset = 3 * trn_dtype_size(to);
+      block.shape[1] = 5;  // strides stay [11, 1]
+      REQUIRE(trn_ops_copy(f.queue(), &block, tx.get(), nullptr) == TRN_SUCCESS);
+      const host_array got = f.read(ty);
+      for (int64_t i = 0; i < 6; ++i)
+        for (int64_t j = 0; j < 11; ++j) {
+          const bool inside = j >= 3 && j < 8;
+          const double want = inside ? as_dtype(to, x.data[i * 5 + (j - 3)]) : 7.0;
+          CHECK(got.data[i * 11 + j] == want);
+        }
+    }
+    // Both sides strided: a transposed source into every other row of the destination.
+    const host_array src = random_array(rng, {4, 3}, TRN_DTYPE_F32);
+    DeviceTensor ts = f.tensor(TRN_DTYPE_F32, src), td = f.tensor(TRN_DTYPE_F32, {6, 4});
+    REQUIRE(trn_ops_fill(f.queue(), td.get(), 0.0, nullptr) == TRN_SUCCESS);
+    trn_ops_tensor_t transposed = ts.t;  // src^T: [3, 4], strides [1, 3]
+    transposed.shape[0] = 3, transposed.shape[1] = 4;
+    transposed.strides[0] = 1, transposed.strides[1] = 3;
+    trn_ops_tensor_t rows = td.t;  // td[::2]: [3, 4], strides [8, 1]
+    rows.shape[0] = 3;
+    rows.strides[0] = 8;
+    REQUIRE(trn_ops_copy(f.queue(), &rows, &transposed, nullptr) == TRN_SUCCESS);
+    const host_array d = f.read(td);
+    for (int64_t i = 0; i < 6; ++i)
+      for (int64_t j = 0; j < 4; ++j)
+        CHECK(d.data[i * 4 + j] == (i % 2 == 0 ? src.data[j * 3 + i / 2] : 0.0));
+    CHECK(fallback_count("copy") == 0);
+  }
   SECTION("strided views of every kind, with casts, on the DMA engines") {
     // A [4, 6, 10] tensor viewed as x[:, 1:5, ::3] transposed to [10/3, 4, 4] style shapes.
     const host_array x = random_array(rng, {4, 6, 10}, TRN_DTYPE_F32, -50, 50);
