@@ -111,10 +111,11 @@ class TrainOnTrn(unittest.TestCase):
         self.check_core_ops("resnet", self.train_both("resnet"))
 
     def test_lstm(self):
-        self.check_core_ops("lstm", self.train_both("lstm"))
+        # Nothing at all off the device: get_fallback_ops() is empty.
+        self.assertEqual(self.train_both("lstm"), {})
 
     def test_gru(self):
-        self.check_core_ops("gru", self.train_both("gru"))
+        self.assertEqual(self.train_both("gru"), {})
 
 
 class TiedLM(torch.nn.Module):
