@@ -121,6 +121,33 @@ class DeviceModuleParity(unittest.TestCase):
         self.assertEqual(torch.trn.get_fallback_ops(), torch_trn.fallback_ops())
 
 
+def _squeeze(text):
+    return "".join(text.replace(",", " ").split())
+
+
+class Printing(unittest.TestCase):
+    def test_print_is_the_cpu_text_with_the_device_and_warns_about_nothing(self):
+        cases = [torch.randn(3, 4), torch.tensor([1.0, 2.0, 3.0]), torch.randn(3000).half(),
+                 torch.tensor([1e-8, 1e9, float("inf"), float("nan"), 0.0]),
+                 torch.tensor([1, 2, 3]), torch.tensor(True), torch.zeros(0),
+                 torch.tensor([[1.5, -2.0]], dtype=torch.float64)]
+        for cpu in cases:
+            t = cpu.to(DEVICE)
+            torch_trn.reset_fallback_ops()
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                text = repr(t)
+            self.assertEqual(torch_trn.fallback_ops(), {}, text)
+            want = repr(cpu)
+            suffix = f"device='{t.device}'"
+            self.assertIn(suffix, text)
+            # The values' text is the CPU's: the same characters once the suffix is taken out
+            # (it may move the line breaks).
+            self.assertEqual(_squeeze(text.replace(suffix, "")), _squeeze(want), text)
+        x = torch.randn(2, 2, device=DEVICE, requires_grad=True) * 2
+        self.assertIn("grad_fn=<MulBackward0>", repr(x))
+
+
 class Autocast(unittest.TestCase):
     def test_matmuls_in_bf16_reductions_in_f32(self):
         layer = torch.nn.Linear(8, 8).to(DEVICE)

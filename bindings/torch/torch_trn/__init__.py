@@ -34,6 +34,7 @@ _ops = torch.ops.torch_trn
 
 from ._streams import Event, Stream, current_stream, default_stream, stream  # noqa: E402
 from ._kernels import Kernel, KernelArg, kernel  # noqa: E402
+from . import _printing  # noqa: E402
 from ._random import (  # noqa: E402
     _is_in_bad_fork, get_rng_state, get_rng_state_all, initial_seed, manual_seed,
     manual_seed_all, seed, seed_all, set_rng_state, set_rng_state_all)
@@ -236,3 +237,5 @@ _sys.modules[f"torch.{DEVICE_NAME}"] = _module
 # Tensor.trn(), Tensor.is_trn, Module.trn(), and storages' counterparts, as for CUDA.
 torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True,
                                                      for_packed_sequence=True, for_storage=True)
+# print(tensor) formats a CPU copy, as PyTorch does for XLA: no device op per element.
+_printing.install(DEVICE_NAME)
