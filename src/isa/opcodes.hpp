@@ -50,8 +50,10 @@ enum class ActFunc : uint8_t {
   kRsqrt = 10,
   kReciprocal = 11,
   kSquare = 12,
+  kErf = 13,
+  kGeluDx = 14,  // gelu's derivative, Φ(x) + x·φ(x) (NKI's gelu_dx): GELU's backward
 };
-constexpr uint32_t kActFuncCount = 13;
+constexpr uint32_t kActFuncCount = 15;
 const char *act_func_name(ActFunc f);
 std::optional<ActFunc> parse_act_func(std::string_view name);
 

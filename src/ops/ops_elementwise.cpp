@@ -181,9 +181,8 @@ uint16_t unary_steps(ExpressionOp &op, trn_ops_unary_op_t u, uint16_t x) {
   }
 }
 
-// d op(x)/dx * g, on values g and x; nullopt when the device has no way (gelu's erf).
-std::optional<uint16_t> unary_backward_steps(ExpressionOp &op, trn_ops_unary_op_t u, uint16_t g,
-                                             uint16_t x) {
+// d op(x)/dx * g, on values g and x.
+uint16_t unary_backward_steps(ExpressionOp &op, trn_ops_unary_op_t u, uint16_t g, uint16_t x) {
   auto mul = [&](uint16_t a, uint16_t b) { return op.alu(AluOp::kMultiply, a, b); };
   auto scale = [&](uint16_t a, float k) { return op.alu_constant(AluOp::kMultiply, a, k); };
   auto one_minus = [&](uint16_t a) { return op.alu_constant(AluOp::kSubtract, a, 1.0f, true); };
@@ -220,6 +219,7 @@ std::optional<uint16_t> unary_backward_steps(ExpressionOp &op, trn_ops_unary_op_
       const uint16_t w = op.alu_constant(AluOp::kAdd, mul(x, one_minus(s)), 1.0f);
       return mul(g, mul(s, w));
     }
+    case TRN_OPS_GELU: return mul(g, op.act(ActFunc::kGeluDx, x));
     case TRN_OPS_GELU_TANH: {  // 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c
                                // x^3))
       const float k = 0.7978845608028654f, c = 0.044715f;
@@ -232,8 +232,7 @@ std::optional<uint16_t> unary_backward_steps(ExpressionOp &op, trn_ops_unary_op_
       return mul(g, op.alu(AluOp::kAdd, left, right));
     }
     case TRN_OPS_RECIPROCAL: return scale(op.alu(AluOp::kDivide, g, mul(x, x)), -1.0f);
-    case TRN_OPS_SQUARE: return scale(mul(g, x), 2.0f);
-    default: return std::nullopt;  // gelu (erf form): no erf on the device
+    default: return scale(mul(g, x), 2.0f);  // square
   }
 }
 
@@ -300,21 +299,14 @@ TRN_OPS_API trn_result_t trn_ops_unary_backward(trn_queue_t queue, trn_ops_unary
                  in = tensor_arg(x, "x");
     check_shape(g, gx.shape, "grad_out", "unary_backward");
     check_shape(in, gx.shape, "x", "unary_backward");
-    ExpressionOp probe;
-    probe.inputs = {&g, &in};
-    const bool device_has_it = unary_backward_steps(probe, op, 0, 1).has_value();
     run_elementwise(
         queue, sync,
         {"unary_backward",
          {&g, &in},
          &gx,
          false,
-         [op](ExpressionOp &e) { return *unary_backward_steps(e, op, 0, 1); },
-         [op](const Arrays &a) { return host::unary_backward(host_unary(op), a[0], a[1]); },
-         device_has_it ? std::nullopt
-                       : std::optional<std::string>(fmt::format(
-                             "no device kernel for {}'s backward (the device has no erf)",
-                             trn_ops_unary_op_name(op)))});
+         [op](ExpressionOp &e) { return unary_backward_steps(e, op, 0, 1); },
+         [op](const Arrays &a) { return host::unary_backward(host_unary(op), a[0], a[1]); }});
   });
 }
 

@@ -929,11 +929,11 @@ TEST_CASE("validate: activation function, shapes and [P,1] columns") {
   const auto act = scalar_activation();
   expect_valid(single(act));
   expect_valid(single(
-      changed(act, [](Instruction &i) { i.func = static_cast<uint8_t>(ActFunc::kSquare); })));
+      changed(act, [](Instruction &i) { i.func = static_cast<uint8_t>(ActFunc::kGeluDx); })));
   expect_invalid(
       single(
           changed(act, [](Instruction &i) { i.func = static_cast<uint8_t>(isa::kActFuncCount); })),
-      t, lbl, "unknown activation function 13");
+      t, lbl, "unknown activation function 15");
   expect_invalid(single(changed(act, [](Instruction &i) { i.func = 200; })), t, lbl,
                  "unknown activation function 200");
   expect_invalid(

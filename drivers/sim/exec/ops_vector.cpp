@@ -14,6 +14,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <numbers>
 #include <string>
 #include <utility>
 #include <vector>
@@ -143,9 +144,18 @@ inline float act(float x) {
     return 1.0f / std::sqrt(x);
   } else if constexpr (f == ActFunc::kReciprocal) {
     return 1.0f / x;
-  } else {
-    static_assert(f == ActFunc::kSquare);
+  } else if constexpr (f == ActFunc::kSquare) {
     return x * x;
+  } else if constexpr (f == ActFunc::kErf) {
+    return std::erf(x);
+  } else {
+    // Φ(x) + x·φ(x) in double, rounded once: near its zero (x ≈ -0.75) the two terms cancel,
+    // and an fp32 sum would keep little of either.
+    static_assert(f == ActFunc::kGeluDx);
+    const double d = x;
+    return static_cast<float>(0.5 * std::erfc(-d * std::numbers::sqrt2 / 2.0) +
+                              d * std::exp(-0.5 * d * d) * std::numbers::inv_sqrtpi /
+                                  std::numbers::sqrt2);
   }
 }
 
