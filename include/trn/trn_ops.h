@@ -95,7 +95,10 @@ TRN_OPS_API int trn_ops_tensor_is_contiguous(const trn_ops_tensor_t *tensor);
  * fp32 on the device and float64 on the host; comparisons give 1 or 0. Ops whose tensors are all
  * integers (neg, abs, relu, square, add, sub, mul, pow, maximum, minimum, the comparisons, where,
  * integer casts, and sum, max, min, argmax and argmin) compute in int64 on the host, exact at any
- * magnitude, wrapping on overflow and into a narrower output as PyTorch's integer kernels do.
+ * magnitude, wrapping on overflow and into a narrower output as PyTorch's integer kernels do;
+ * add and sub of int32 or int64 tensors of one dtype and shape (or with an integer scalar) run on
+ * the device, as exactly (16-bit limbs with a carry). An int64 output of fill or arange whose
+ * values fp32 holds exactly (|v| <= 2^24) is written on the device.
  * ------------------------------------------------------------------------------------------ */
 
 typedef enum trn_ops_unary_op {

@@ -71,8 +71,11 @@ void add_expression(Commands &commands, const ExpressionOp &op, const Elementwis
     for (size_t i = 0; i < op.inputs.size(); ++i)
       c.inputs.push_back({device_dtype(op.inputs[i]->dtype), plan.layouts[i]});
     c.steps = op.steps;
-    for (const ExpressionOp::Output &o : op.outputs)
-      c.outputs.push_back({o.value, device_dtype(o.tensor->dtype), o.input});
+    for (const ExpressionOp::Output &o : op.outputs) {
+      const bool int64 = o.tensor->dtype == TRN_DTYPE_I64;
+      c.outputs.push_back(
+          {o.value, int64 ? isa::DType::kI32 : device_dtype(o.tensor->dtype), o.input, int64});
+    }
     c.scalars = static_cast<uint32_t>(op.scalars.size());
     const bool indexed = std::any_of(op.steps.begin(), op.steps.end(), [](const auto &s) {
       return s.kind == kernels::ExprStep::Kind::kIndex;

@@ -9,6 +9,7 @@
 #include "ops/expression_op.hpp"
 #include "ops/host/integer.hpp"
 #include "ops/host_path.hpp"
+#include "ops/integer_add_op.hpp"
 #include "ops/kernel_op.hpp"
 #include "ops/op_support.hpp"
 #include "ops/staging.hpp"
@@ -65,11 +66,18 @@ bool exact_in_f32(trn_dtype_t t) {
 }
 
 // Why the device cannot compute this elementwise op, if it cannot.
+// An exact integer result (integer_result) goes into an int64 output as a pair of int32 words
+// (the expression kernel's ExprOutput::int64): the device has no int64 arithmetic, but it need
+// not compute in int64 to write one.
+bool int64_output(const Tensor &out, bool integer_result) {
+  return integer_result && out.dtype == TRN_DTYPE_I64;
+}
+
 std::optional<std::string> elementwise_reason(const std::vector<const Tensor *> &inputs,
                                               const Tensor &out, bool integer_result,
                                               bool cast_to_float) {
   std::vector<const Tensor *> all = inputs;
-  all.push_back(&out);
+  if (!int64_output(out, integer_result)) all.push_back(&out);
   if (auto r = host_reason(all)) return r;
   if (!out.contiguous()) return fmt::format("the output {} is not contiguous", out.describe());
   // A cast to a float dtype rounds an integer to nearest even, as PyTorch's conversion does: an
@@ -101,6 +109,11 @@ struct Elementwise {
   // The op on int64 values, exact, where it has such a form (host_path.hpp's integer ops): taken
   // on the host when every tensor has an integer dtype.
   IntegerElementwise integer = nullptr;
+  // An exact device path of the op's own for integer tensors (integer_add_op.hpp), tried first
+  // on the (staged) inputs: nullopt when it queued the op.
+  std::function<std::optional<std::string>(trn_queue_t, const trn_sync_t *,
+                                           const std::vector<const Tensor *> &)>
+      integer_device = nullptr;
 };
 
 void run_elementwise(trn_queue_t queue, const trn_sync_t *sync, const Elementwise &e) {
@@ -120,12 +133,14 @@ void run_elementwise(trn_queue_t queue, const trn_sync_t *sync, const Elementwis
   Staging staging(queue, sync);
   std::vector<Tensor> staged;
   staged.reserve(e.inputs.size());
-  const bool may_run_on_device = !e.not_on_device && !host_reason({e.out}, false);
+  const bool may_run_on_device =
+      !e.not_on_device && (int64_output(*e.out, e.integer_result) || !host_reason({e.out}, false));
   for (const Tensor *t : e.inputs)
     staged.push_back(may_run_on_device ? staging.contiguous(*t) : *t);
   std::vector<const Tensor *> inputs;
   for (const Tensor &t : staged) inputs.push_back(&t);
   const trn_sync_t *op_sync = staging.op_sync();
+  if (e.integer_device && !e.integer_device(queue, op_sync, inputs)) return;
   std::optional<std::string> reason = e.not_on_device;
   if (!reason) reason = elementwise_reason(inputs, *e.out, e.integer_result, e.cast_to_float);
   std::optional<ElementwisePlan> plan;
@@ -326,6 +341,10 @@ TRN_OPS_API trn_result_t trn_ops_binary(trn_queue_t queue, trn_ops_binary_op_t o
       e.integer = [b = host_binary(op)](const int64_t *v) {
         return host::apply_integer(b, v[0], v[1]);
       };
+    if (op == TRN_OPS_ADD || op == TRN_OPS_SUB)
+      e.integer_device = [&o, op](trn_queue_t q, const trn_sync_t *s, const auto &in) {
+        return integer_add_on_device(q, s, o, *in[0], in[1], 0, op == TRN_OPS_SUB);
+      };
     run_elementwise(queue, sync, e);
   });
 }
@@ -354,10 +373,15 @@ TRN_OPS_API trn_result_t trn_ops_binary_scalar(trn_queue_t queue, trn_ops_binary
                   }};
     e.scalars = {static_cast<float>(scalar)};
     // A scalar that is no int64 (0.5, 2^63) makes the result a float's, as in PyTorch.
-    if (host::has_integer_form(host_binary(op)) && std::trunc(scalar) == scalar &&
-        std::fabs(scalar) < 0x1p63)
+    const bool integer_scalar = std::trunc(scalar) == scalar && std::fabs(scalar) < 0x1p63;
+    if (host::has_integer_form(host_binary(op)) && integer_scalar)
       e.integer = [b = host_binary(op), s = static_cast<int64_t>(scalar), first](const int64_t *v) {
         return first ? host::apply_integer(b, s, v[0]) : host::apply_integer(b, v[0], s);
+      };
+    if (integer_scalar && (op == TRN_OPS_ADD || (op == TRN_OPS_SUB && !first)))
+      e.integer_device = [&o, op, s = static_cast<int64_t>(scalar)](
+                             trn_queue_t q, const trn_sync_t *sy, const auto &in) {
+        return integer_add_on_device(q, sy, o, *in[0], nullptr, s, op == TRN_OPS_SUB);
       };
     run_elementwise(queue, sync, e);
   });

@@ -2,6 +2,7 @@
 // and overflow wraps around as PyTorch's integer kernels and casts do.
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "ops_fixture.hpp"
@@ -76,8 +77,94 @@ TEST_CASE("i64 arithmetic and comparisons are exact beyond 2^53 and wrap on over
   REQUIRE(trn_ops_binary(f.queue(), TRN_OPS_LT, flags.get(), near.get(), same.get(), nullptr) ==
           TRN_SUCCESS);
   CHECK(read_values<uint8_t>(f, flags) == std::vector<uint8_t>{1, 0, 0, 0, 1, 0});
-  // On the host, recorded with the reason.
-  CHECK(fallback_count("add") == 1);
+  // add and sub ran on the device (16-bit limbs with a carry); mul on the host, recorded.
+  CHECK(fallback_count("add") == 0);
+  CHECK(fallback_count("sub") == 0);
+  CHECK(fallback_count("mul") == 1);
+}
+
+TEST_CASE("int32 and int64 add and sub run on the device, exact and wrapping, in place too",
+          "[ops][integer]") {
+  OpsFixture f;
+  std::mt19937_64 rng(5);
+  const int64_t n = 300;  // 128 partitions and a remainder row: two launches
+  std::vector<int64_t> a(n), b(n);
+  for (int64_t i = 0; i < n; ++i)
+    a[i] = static_cast<int64_t>(rng()), b[i] = static_cast<int64_t>(rng());
+  a[0] = kMax, b[0] = 1;     // wraps to kMin
+  a[1] = -1, b[1] = -1;      // borrows through every limb
+  a[2] = 0xffff, b[2] = 1;   // a carry out of the lowest limb
+  a[3] = kMin, b[3] = kMax;  // -1
+  auto wrap_add = [](int64_t x, int64_t y) {
+    return static_cast<int64_t>(uint64_t(x) + uint64_t(y));
+  };
+  auto wrap_sub = [](int64_t x, int64_t y) {
+    return static_cast<int64_t>(uint64_t(x) - uint64_t(y));
+  };
+  DeviceTensor ta = i64_tensor(f, {n}, a), tb = i64_tensor(f, {n}, b);
+  DeviceTensor out = f.tensor(TRN_DTYPE_I64, Shape{n});
+  std::vector<int64_t> sum(n), diff(n), plus(n), minus(n);
+  const int64_t s = (int64_t{1} << 40) + 12345;
+  for (int64_t i = 0; i < n; ++i)
+    sum[i] = wrap_add(a[i], b[i]), diff[i] = wrap_sub(a[i], b[i]), plus[i] = wrap_add(a[i], -7),
+    minus[i] = wrap_sub(a[i], s);
+  REQUIRE(trn_ops_binary(f.queue(), TRN_OPS_ADD, out.get(), ta.get(), tb.get(), nullptr) ==
+          TRN_SUCCESS);
+  CHECK(read_values<int64_t>(f, out) == sum);
+  REQUIRE(trn_ops_binary(f.queue(), TRN_OPS_SUB, out.get(), ta.get(), tb.get(), nullptr) ==
+          TRN_SUCCESS);
+  CHECK(read_values<int64_t>(f, out) == diff);
+  REQUIRE(trn_ops_binary_scalar(f.queue(), TRN_OPS_ADD, out.get(), ta.get(), -7.0, 1, nullptr) ==
+          TRN_SUCCESS);
+  CHECK(read_values<int64_t>(f, out) == plus);
+  // In place: out is a (BatchNorm's num_batches_tracked += 1 is this form).
+  REQUIRE(trn_ops_binary_scalar(f.queue(), TRN_OPS_SUB, ta.get(), ta.get(), double(s), 0,
+                                nullptr) == TRN_SUCCESS);
+  CHECK(read_values<int64_t>(f, ta) == minus);
+
+  // int32: two limbs, wrapping at 2^32; a scalar beyond int32 wraps as PyTorch's does.
+  const std::vector<int32_t> x = {INT32_MAX, INT32_MIN, -1, 65535, 123456789, -2};
+  const std::vector<int32_t> y = {1, -1, -1, 1, 987654321, 16777217};
+  DeviceTensor tx = f.tensor(TRN_DTYPE_I32, Shape{6}), ty = f.tensor(TRN_DTYPE_I32, Shape{6}),
+               o32 = f.tensor(TRN_DTYPE_I32, Shape{6});
+  write_values(tx, x);
+  write_values(ty, y);
+  REQUIRE(trn_ops_binary(f.queue(), TRN_OPS_ADD, o32.get(), tx.get(), ty.get(), nullptr) ==
+          TRN_SUCCESS);
+  std::vector<int32_t> want(6);
+  for (size_t i = 0; i < 6; ++i) want[i] = static_cast<int32_t>(uint32_t(x[i]) + uint32_t(y[i]));
+  CHECK(read_values<int32_t>(f, o32) == want);
+  REQUIRE(trn_ops_binary(f.queue(), TRN_OPS_SUB, o32.get(), tx.get(), ty.get(), nullptr) ==
+          TRN_SUCCESS);
+  for (size_t i = 0; i < 6; ++i) want[i] = static_cast<int32_t>(uint32_t(x[i]) - uint32_t(y[i]));
+  CHECK(read_values<int32_t>(f, o32) == want);
+  REQUIRE(trn_ops_binary_scalar(f.queue(), TRN_OPS_ADD, o32.get(), tx.get(), 0x1p32 + 5, 0,
+                                nullptr) == TRN_SUCCESS);
+  for (size_t i = 0; i < 6; ++i) want[i] = static_cast<int32_t>(uint32_t(x[i]) + 5u);
+  CHECK(read_values<int32_t>(f, o32) == want);
+  CHECK(fallback_count("add") == 0);
+  CHECK(fallback_count("sub") == 0);
+  CHECK(fallback_count("add_scalar") == 0);
+  CHECK(fallback_count("sub_scalar") == 0);
+}
+
+TEST_CASE("int64 arange and fill run on the device where fp32 holds the values exactly",
+          "[ops][integer]") {
+  OpsFixture f;
+  DeviceTensor out = f.tensor(TRN_DTYPE_I64, Shape{300});
+  REQUIRE(trn_ops_arange(f.queue(), out.get(), -150.0, 3.0, nullptr) == TRN_SUCCESS);
+  std::vector<int64_t> want(300);
+  for (int64_t i = 0; i < 300; ++i) want[i] = -150 + 3 * i;
+  CHECK(read_values<int64_t>(f, out) == want);
+  REQUIRE(trn_ops_fill(f.queue(), out.get(), -16777216.0, nullptr) == TRN_SUCCESS);
+  CHECK(read_values<int64_t>(f, out) == std::vector<int64_t>(300, -16777216));
+  CHECK(fallback_count("arange") == 0);
+  CHECK(fallback_count("fill") == 0);
+  // Beyond 2^24 fp32 would round: the host computes it, recorded.
+  const int64_t beyond = (int64_t{1} << 40) + 1;
+  REQUIRE(trn_ops_fill(f.queue(), out.get(), double(beyond), nullptr) == TRN_SUCCESS);
+  CHECK(read_values<int64_t>(f, out) == std::vector<int64_t>(300, beyond));
+  CHECK(fallback_count("fill") == 1);
 }
 
 TEST_CASE("i64 ops broadcast, take integer scalars exactly and keep unary results exact",

@@ -162,12 +162,14 @@ class Autocast(unittest.TestCase):
         model, opt, batch, loss_fn = models.build_gpt(DEVICE)
         reference, ref_opt, _, _ = models.build_gpt(DEVICE)
         losses = []
+        torch_trn.reset_fallback_ops()
         for _ in range(4):
             with torch.autocast(DEVICE, dtype=torch.bfloat16):
                 losses.append(models.train_step(model, opt, batch, loss_fn, models.CLIP["gpt"]))
             full = models.train_step(reference, ref_opt, batch, loss_fn, models.CLIP["gpt"])
             self.assertLess(abs(losses[-1] - full), 0.03 * abs(full))
         self.assertLess(losses[-1], losses[0])
+        self.assertEqual(torch_trn.get_fallback_ops(), {})  # bf16 ops on the device as well
 
 
 class StreamsAndMemory(unittest.TestCase):

@@ -939,6 +939,34 @@ class Integers(unittest.TestCase):
                 self.assertTrue(torch.equal(got.cpu(), want), f"{got.cpu()} != {want}")
 
 
+    def test_int_add_sub_arange_and_counters_stay_on_the_device(self):
+        # int32 and int64 add and sub run on the device in 16-bit limbs with a carry, exact and
+        # wrapping; int64 arange and small fills write (low, high) words: none is a fallback.
+        for dtype in (torch.int32, torch.int64):
+            info = torch.iinfo(dtype)
+            g = torch.Generator().manual_seed(3)
+            a = torch.randint(info.min, info.max, (300,), dtype=dtype, generator=g)
+            b = torch.randint(info.min, info.max, (300,), dtype=dtype, generator=g)
+            a[:3] = torch.tensor([info.max, info.min, -1], dtype=dtype)
+            b[:3] = torch.tensor([1, -1, -1], dtype=dtype)
+            cases = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y,
+                     "add scalar": lambda x, y: x + 5, "sub scalar": lambda x, y: x - 70000,
+                     "add_ in place": lambda x, y: x.clone().add_(1)}
+            for name, f in cases.items():
+                with self.subTest(op=name, dtype=str(dtype)):
+                    torch_trn.reset_fallback_ops()
+                    got = f(a.to(DEVICE), b.to(DEVICE))
+                    self.assertTrue(torch.equal(got.cpu(), f(a, b)))
+                    self.assertEqual(torch_trn.fallback_ops(), {})
+        torch_trn.reset_fallback_ops()
+        positions = torch.arange(-5, 300, 7, device=DEVICE)
+        counter = torch.zeros((), dtype=torch.int64, device=DEVICE)
+        for _ in range(3):
+            counter.add_(1)  # BatchNorm's num_batches_tracked
+        self.assertTrue(torch.equal(positions.cpu(), torch.arange(-5, 300, 7)))
+        self.assertEqual(counter.item(), 3)
+        self.assertEqual(torch_trn.fallback_ops(), {})
+
     def test_python_ints_beyond_2_53_stay_exact(self):
         big = 2 ** 53 + 1  # a double would round it to 2^53
         cases = {

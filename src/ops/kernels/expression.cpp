@@ -43,6 +43,8 @@ std::optional<std::string> check(const ExprConfig &c) {
     if (o.value >= values) return fmt::format("{}: an output names value {}", c.name, o.value);
     if (o.input >= static_cast<int>(c.inputs.size()))
       return fmt::format("{}: an output writes input {}", c.name, o.input);
+    if (o.int64 && (o.input >= 0 || o.dtype != isa::DType::kI32))
+      return fmt::format("{}: an int64 output is an i32 word pair of its own", c.name);
   }
   return std::nullopt;
 }
@@ -50,7 +52,8 @@ std::optional<std::string> check(const ExprConfig &c) {
 // Columns per chunk: every value of an iteration lives in SBUF at once, fp32, and two
 // iterations' worth should fit so that loads of the next overlap this one.
 uint64_t chunk_columns(const ExprConfig &c) {
-  const uint64_t values = c.inputs.size() + c.steps.size() + c.outputs.size() + 1;
+  uint64_t values = c.inputs.size() + c.steps.size() + c.outputs.size() + 1;
+  for (const ExprOutput &o : c.outputs) values += o.int64 ? 3 : 0;  // the word pair and the sign
   const uint64_t per_column = values * 4 * 2;
   return std::clamp<uint64_t>(c.target.sbuf_bytes() / 2 / per_column, 1, 4096);
 }
@@ -88,6 +91,7 @@ std::string expression_signature(const ExprConfig &c) {
     put(o.value);
     put(o.dtype);
     put(o.input);
+    put(o.int64);
   }
   put(c.index_base);
   return s;
@@ -114,7 +118,8 @@ kbuild::Built build_expression(const ExprConfig &c) {
   for (size_t i = 0; i < c.outputs.size(); ++i)
     out[i] = c.outputs[i].input >= 0
                  ? in[c.outputs[i].input]
-                 : kb.output(fmt::format("out{}", i), c.outputs[i].dtype, {c.rows, c.cols});
+                 : kb.output(fmt::format("out{}", i), c.outputs[i].dtype,
+                             {c.rows, c.outputs[i].int64 ? 2 * c.cols : c.cols});
   std::vector<ScalarArg> scalars;
   for (uint32_t i = 0; i < c.scalars; ++i) scalars.push_back(kb.scalar(fmt::format("s{}", i)));
 
@@ -212,7 +217,17 @@ kbuild::Built build_expression(const ExprConfig &c) {
           kb.copy(spread, t.broadcast(cc));
           t = spread;
         }
-        kb.store(out[i].tile(r0, p, c0, cc), t);
+        if (!c.outputs[i].int64) {
+          kb.store(out[i].tile(r0, p, c0, cc), t);
+          continue;
+        }
+        // (low, high) words: the value as int32, then -1 where it is negative and 0 elsewhere.
+        const Tile pair = kb.sbuf(isa::DType::kI32, p, {cc, 2}, "int64");
+        kb.copy(pair.slice(1, 0, 1), t.reshape({cc, 1}));
+        const Tile high = kb.sbuf(f32, p, {cc}, "sign");
+        kb.tensor_scalar(high, t, isa::AluOp::kLess, 0.0f, isa::AluOp::kMultiply, -1.0f);
+        kb.copy(pair.slice(1, 1, 1), high.reshape({cc, 1}));
+        kb.store(out[i].tile(r0, p, 2 * c0, 2 * cc), pair.reshape({2 * cc}));
       }
     });
   });

@@ -5,8 +5,9 @@
 // [1, cols] along the partitions (loaded once per column chunk), [rows, 1] along the free axis
 // (a per-partition operand), [1, 1] both.
 //
-// Arguments, in order: every input (inout when an output writes it back), every other output,
-// then the scalars (f32, launch-time values, so one binary serves every learning rate or alpha).
+// Arguments, in order: every input (inout when an output writes it back), every other output
+// (an int64 one as i32 [rows, 2 * cols]), then the scalars (f32, launch-time values, so one binary
+// serves every learning rate or alpha).
 #pragma once
 
 #include <cstdint>
@@ -49,6 +50,11 @@ struct ExprOutput {
   uint16_t value = 0;
   isa::DType dtype = isa::DType::kF32;
   int16_t input = -1;  // >= 0: written back into that input (in place), no argument of its own
+  // An int64 output, which the ISA has no dtype for: stored as (low, high) int32 words, the value
+  // converted to int32 and its sign extended. Exact for an integer value fp32 holds exactly (the
+  // ops that set it check that on the host). `dtype` is then kI32 and the argument's columns
+  // twice the output's.
+  bool int64 = false;
 };
 
 struct ExprConfig {
