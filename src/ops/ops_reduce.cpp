@@ -9,10 +9,13 @@
 
 #include "kbuild/kernels/reduce.hpp"
 #include "kbuild/kernels/softmax.hpp"
+#include "ops/config.hpp"
+#include "ops/error.hpp"
 #include "ops/expression_op.hpp"
 #include "ops/host/integer.hpp"
 #include "ops/host_path.hpp"
 #include "ops/kernel_op.hpp"
+#include "ops/kernels/arg_extreme.hpp"
 #include "ops/kernels/log_softmax.hpp"
 #include "ops/kernels/softmax_grad.hpp"
 #include "ops/op_support.hpp"
@@ -74,6 +77,40 @@ Shape reduced_shape(const Tensor &x, const std::vector<int64_t> &dims, bool keep
   return out;
 }
 
+// argmax or argmin on the device (kernels/arg_extreme.hpp): a float x, reduced along its last dim
+// or over every dim (one row), into int64 or int32 indices. nullopt when queued, else why not.
+std::optional<std::string> arg_extreme_on_device(trn_queue_t queue, Staging &staging,
+                                                 trn_reduce_op_t op, const Tensor &o,
+                                                 const Tensor &x, const std::vector<int64_t> &dims,
+                                                 bool every_dim) {
+  if (config().host_only) return "TRN_OPS_HOST_ONLY is set";
+  if (!dtype_on_device(x.dtype) || !dtype_is_float(x.dtype))
+    return fmt::format("{} is not a float tensor of the device's", x.describe());
+  if (o.dtype != TRN_DTYPE_I64 && o.dtype != TRN_DTYPE_I32)
+    return fmt::format("indices into {} (the device writes i64 or i32)", o.describe());
+  if (!o.contiguous()) return fmt::format("the output {} is not contiguous", o.describe());
+  const bool last = x.rank() == 0 || (dims.size() == 1 && dims[0] == x.rank() - 1);
+  if (!every_dim && !last) return "a dim other than the last (PyTorch's binding moves it last)";
+  const uint64_t n = static_cast<uint64_t>(x.numel());
+  kernels::ArgExtremeConfig c;
+  c.cols = every_dim || x.rank() == 0 ? n : static_cast<uint64_t>(x.shape.back());
+  c.rows = n / c.cols;
+  if (c.cols > (uint64_t{1} << 24)) return "over 2^24 elements along the dim: fp32 indices round";
+  c.dtype = device_dtype(x.dtype);
+  c.largest = op == TRN_REDUCE_ARGMAX;
+  c.int64 = o.dtype == TRN_DTYPE_I64;
+  const Tensor xc = staging.contiguous(x);
+  return try_device([&] {
+    launch_kernels(queue, staging.op_sync(), o.device_index,
+                   {{kernels::arg_extreme_signature(c),
+                     [c](const kbuild::BuildTarget &t) mutable {
+                       c.target = t;
+                       return kernels::build_arg_extreme(c);
+                     },
+                     {bind(xc), bind(o)}}});
+  });
+}
+
 }  // namespace
 
 }  // namespace trn::ops
@@ -127,17 +164,18 @@ TRN_OPS_API trn_result_t trn_ops_reduce(trn_queue_t queue, trn_ops_reduce_op_t o
     // leading dims (axis 0).
     Staging staging(queue, sync);
     const Tensor in_view = in;
+    std::optional<std::string> reason;
+    if (index_op) {
+      reason = arg_extreme_on_device(queue, staging, op, o, in_view, reduced, dim_count == 0);
+      if (!reason) return;
+    }
     if (!host_reason({&o}, false) && !index_op) in = staging.contiguous(in_view);
     const trn_sync_t *op_sync = staging.op_sync();
-    std::optional<std::string> reason = host_reason({&in, &o}, false);
+    if (!reason) reason = host_reason({&in, &o}, false);
     uint32_t axis = 1;
     uint64_t rows = 1, cols = 1;
-    if (!reason) {
-      if (index_op)
-        reason = fmt::format("no device kernel for {} yet", name);
-      else if (!dtype_is_float(in.dtype) || !dtype_is_float(o.dtype))
-        reason = "integer reductions must be exact; the device computes in fp32";
-    }
+    if (!reason && (!dtype_is_float(in.dtype) || !dtype_is_float(o.dtype)))
+      reason = "integer reductions must be exact; the device computes in fp32";
     if (!reason && in.numel() == 0) reason = "an empty reduction";
     if (!reason && op == TRN_OPS_MEAN && o.dtype != TRN_DTYPE_F32)
       reason = "a mean into a narrow dtype (the sum could overflow it before it is scaled)";

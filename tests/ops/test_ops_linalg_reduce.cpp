@@ -4,6 +4,8 @@
 // min over trailing, leading, all and middle dims, argmax and argmin; softmax and log_softmax
 // over the last dim and another, with their backward ops (also checked against central finite
 // differences); which cases run on the host (recorded as fallbacks); and bad shapes refused.
+#include <limits>
+
 #include "ops_fixture.hpp"
 
 using namespace trn::test;
@@ -351,7 +353,8 @@ TEST_CASE("a reduction over a middle dim runs on the host, recorded", "[ops][red
   CHECK(cache_stats().builds == 0);
 }
 
-TEST_CASE("argmax and argmin run on the host and write i64 or i32 indices", "[ops][reduce]") {
+TEST_CASE("argmax and argmin along the last dim run on the device and write i64 or i32 indices",
+          "[ops][reduce]") {
   OpsFixture f;
   std::mt19937 rng(16);
   host_array x = random_array(rng, {7, 129}, TRN_DTYPE_F32);
@@ -384,8 +387,43 @@ TEST_CASE("argmax and argmin run on the host and write i64 or i32 indices", "[op
   }
   CHECK(host::reduce(host::Reduce::kArgmax, x, {}, false).data[0] == 3);
   CHECK(host::reduce(host::Reduce::kArgmin, x, {1}, false).data[1] == 7);
-  CHECK(fallback_count("argmax") + fallback_count("argmin") == runs);
-  CHECK(cache_stats().builds == 0);
+  // Along the last dim and over every element on the device; along dim 0 on the host, recorded.
+  CHECK(runs == 10);
+  CHECK(fallback_count("argmax") + fallback_count("argmin") == 2);
+  CHECK(cache_stats().builds > 0);
+}
+
+TEST_CASE("argmax and argmin across column chunks: first of ties, first NaN, infinities, bf16",
+          "[ops][reduce]") {
+  OpsFixture f;
+  const double nan = std::numeric_limits<double>::quiet_NaN(),
+               inf = std::numeric_limits<double>::infinity();
+  std::mt19937 rng(17);
+  const int64_t cols = 9000;  // three chunks of the kernel's 4096 columns
+  host_array x = random_array(rng, {5, cols}, TRN_DTYPE_F32);
+  auto at = [&](int64_t r, int64_t c) -> double & { return x.data[r * cols + c]; };
+  at(0, 100) = at(0, 5000) = at(0, 8999) = 9.0;  // a tie across chunks: the first wins
+  at(1, 8500) = nan;                             // a NaN in the last chunk beats everything
+  at(1, 4096) = 9.0;
+  at(2, 7000) = nan, at(2, 10) = nan;  // the first NaN
+  for (int64_t c = 0; c < cols; ++c) at(3, c) = -inf;
+  at(4, 4095) = inf, at(4, 4096) = inf;  // a tie at a chunk's edge
+  const trn_dtype_t dtype = GENERATE(TRN_DTYPE_F32, TRN_DTYPE_BF16);
+  DeviceTensor dx = f.tensor(dtype, x);
+  const host_array stored = f.read(dx);  // as the dtype holds the values
+  const int64_t last = -1;
+  for (trn_ops_reduce_op_t r : {TRN_OPS_ARGMAX, TRN_OPS_ARGMIN}) {
+    const host_array want = host::reduce(
+        r == TRN_OPS_ARGMAX ? host::Reduce::kArgmax : host::Reduce::kArgmin, stored, {1}, false);
+    DeviceTensor dout = f.tensor(TRN_DTYPE_I64, want.shape);
+    INFO(trn_ops_reduce_op_name(r) << " " << trn_dtype_name(dtype) << ": " << ops_error());
+    REQUIRE(trn_ops_reduce(f.queue(), r, dout.get(), dx.get(), &last, 1, 0, nullptr) ==
+            TRN_SUCCESS);
+    CHECK(f.read(dout).data == want.data);
+  }
+  CHECK(host::reduce(host::Reduce::kArgmax, stored, {1}, false).data ==
+        std::vector<double>{100, 8500, 10, 0, 4095});
+  CHECK(fallback_count("argmax") + fallback_count("argmin") == 0);
 }
 
 TEST_CASE("trn_ops_reduce takes trn_reduce_op_t and refuses the ops it does not compute",

@@ -384,6 +384,35 @@ class Reductions(OpCase):
             with self.subTest(case="mean of a 0-dim tensor", dtype=dtype_name(dtype)):
                 self.check(lambda x: x.mean(), [randn()], dtype, on_device=("mean",))
 
+    def test_argmax_argmin_and_max_min_with_indices(self):
+        # On the device along any dim (moved last) and over every element: the first index of
+        # the extreme, the first NaN's where there is one, as the CPU picks them.
+        nan, inf = float("nan"), float("inf")
+        special = torch.tensor([[1.0, 3.0, 3.0, 2.0], [nan, 1.0, nan, 5.0],
+                                [-inf, -inf, -inf, -inf], [0.0, -0.0, 0.0, 1.0]])
+        long_rows = randn(2, 9000, seed=4)  # three column chunks of the kernel
+        long_rows[0, 8500] = nan
+        long_rows[1, 100] = long_rows[1, 5000] = 50.0
+        for dtype in DTYPES:
+            for x in (randn(3, 4, 5), special, long_rows):
+                cases = [("argmax", lambda t: t.argmax()), ("argmin", lambda t: t.argmin())]
+                for d in range(-1, x.dim()):
+                    cases += [(f"argmax dim={d}", lambda t, d=d: t.argmax(d)),
+                              (f"argmin dim={d} keepdim", lambda t, d=d: t.argmin(d, keepdim=True)),
+                              (f"max dim={d}", lambda t, d=d: torch.max(t, d)),
+                              (f"min dim={d} keepdim", lambda t, d=d: torch.min(t, d, keepdim=True))]
+                for name, fn in cases:
+                    with self.subTest(case=f"{name} {list(x.shape)}", dtype=dtype_name(dtype)):
+                        xx = x.to(dtype)
+                        torch_trn.reset_fallback_ops()
+                        got, want = fn(xx.to(DEVICE)), fn(xx)
+                        for g, w in zip(got if isinstance(got, tuple) else (got,),
+                                        want if isinstance(want, tuple) else (want,)):
+                            self.assertTrue(torch.equal(g.cpu(), w) or
+                                            torch.allclose(g.cpu(), w, equal_nan=True), name)
+                            self.assertEqual(g.dtype, w.dtype)
+                        self.assertEqual(torch_trn.fallback_ops(), {})
+
 
 # --- nn kernels ------------------------------------------------------------------------------
 

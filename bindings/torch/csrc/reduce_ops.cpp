@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "fallback.hpp"
@@ -125,6 +126,62 @@ at::Tensor full_extreme(trn_ops_reduce_op_t op, const at::Tensor &self, const ch
   reduce(op, self, c10::nullopt, false, out, name);
   return out;
 }
+// argmax and argmin (and max.dim / min.dim's indices): the dim moved last (a strided view, made
+// contiguous on the device), or every element as one row, into int64 indices on the device.
+void arg_extreme(trn_ops_reduce_op_t op, const at::Tensor &self, c10::optional<int64_t> dim,
+                 bool keepdim, const at::Tensor &out, const char *name) {
+  if (out.numel() == 0) return;
+  OpScope scope(out);
+  at::Tensor x = self, o = out;
+  std::vector<int64_t> dims;
+  bool keep = keepdim;
+  const int64_t rank = self.dim();
+  if (dim && rank > 0) {
+    const int64_t d = c10::maybe_wrap_dim(*dim, rank);
+    if (d != rank - 1) {
+      x = self.movedim(d, -1);
+      if (keepdim) {
+        o = out.squeeze(d);
+        keep = false;
+      }
+    }
+    dims.push_back(rank - 1);
+  }
+  run_reduce(scope.queue(), op, o, x, dims, keep, name);
+}
+
+at::Tensor &argmax_out(const at::Tensor &self, c10::optional<int64_t> dim, bool keepdim,
+                       at::Tensor &out) {
+  arg_extreme(TRN_OPS_ARGMAX, self, dim, keepdim, out, "argmax");
+  return out;
+}
+at::Tensor &argmin_out(const at::Tensor &self, c10::optional<int64_t> dim, bool keepdim,
+                       at::Tensor &out) {
+  arg_extreme(TRN_OPS_ARGMIN, self, dim, keepdim, out, "argmin");
+  return out;
+}
+
+// max(dim) and min(dim): the extreme values (NaN where a row has one) and their first indices.
+std::tuple<at::Tensor &, at::Tensor &> extreme_dim(trn_ops_reduce_op_t values_op,
+                                                   trn_ops_reduce_op_t index_op,
+                                                   const at::Tensor &self, int64_t dim,
+                                                   bool keepdim, at::Tensor &values,
+                                                   at::Tensor &indices, const char *name) {
+  reduce(values_op, self, at::IntArrayRef(dim), keepdim, values, name);
+  arg_extreme(index_op, self, dim, keepdim, indices, name);
+  return {values, indices};
+}
+std::tuple<at::Tensor &, at::Tensor &> max_dim_out(const at::Tensor &self, int64_t dim,
+                                                   bool keepdim, at::Tensor &values,
+                                                   at::Tensor &indices) {
+  return extreme_dim(TRN_OPS_MAX, TRN_OPS_ARGMAX, self, dim, keepdim, values, indices, "max");
+}
+std::tuple<at::Tensor &, at::Tensor &> min_dim_out(const at::Tensor &self, int64_t dim,
+                                                   bool keepdim, at::Tensor &values,
+                                                   at::Tensor &indices) {
+  return extreme_dim(TRN_OPS_MIN, TRN_OPS_ARGMIN, self, dim, keepdim, values, indices, "min");
+}
+
 at::Tensor max_all(const at::Tensor &self) {
   return full_extreme(TRN_OPS_MAX, self, "max");
 }
@@ -175,6 +232,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("amax.out", TORCH_FN(amax_out));
   m.impl("amin.out", TORCH_FN(amin_out));
   m.impl("max", TORCH_FN(max_all));
+  m.impl("argmax.out", TORCH_FN(argmax_out));
+  m.impl("argmin.out", TORCH_FN(argmin_out));
+  m.impl("max.dim_max", TORCH_FN(max_dim_out));
+  m.impl("min.dim_min", TORCH_FN(min_dim_out));
   m.impl("min", TORCH_FN(min_all));
 }
 
