@@ -417,7 +417,7 @@ class Reductions(OpCase):
 # --- nn kernels ------------------------------------------------------------------------------
 
 class SelectionsAndFactories(OpCase):
-    """where, clamp, amax/amin, max()/min(), arange and cat: all on the device."""
+    """where, clamp, masked_fill, amax/amin, max()/min(), arange and cat: all on the device."""
 
     def test_where_and_clamp(self):
         for dtype in DTYPES:
@@ -428,10 +428,23 @@ class SelectionsAndFactories(OpCase):
                 ("clamp", lambda x: x.clamp(-0.5, 0.5), [randn(4, 6)]),
                 ("clamp min", lambda x: x.clamp(min=-0.25), [randn(4, 6)]),
                 ("clamp max", lambda x: torch.clamp(x, max=0.1), [randn(4, 6)]),
+                ("masked_fill", lambda x: x.masked_fill(x > 0.3, float("-inf")), [randn(4, 6)]),
+                ("masked_fill broadcast mask", lambda x, y: x.masked_fill(y > 0, -2.5),
+                 [randn(4, 6), randn(6, seed=1)]),
+                ("masked_fill tensor value", lambda x: x.masked_fill(x < 0, torch.tensor(7.0)),
+                 [randn(4, 6)]),
             ]
             for name, fn, args in cases:
                 with self.subTest(case=name, dtype=dtype_name(dtype)):
-                    self.check(fn, args, dtype, grad=False, on_device=("where", "clamp", "clamp_min", "clamp_max"))
+                    self.check(fn, args, dtype, grad=False,
+                               on_device=("where", "clamp", "clamp_min", "clamp_max", "masked_fill_"))
+        x = torch.zeros(3, device=DEVICE)
+        with self.assertRaisesRegex(RuntimeError, "does not broadcast"):
+            x.masked_fill_(torch.ones(3, 3, dtype=torch.bool, device=DEVICE), 1.0)
+        with self.assertRaisesRegex(RuntimeError, "boolean masks"):
+            x.masked_fill_(torch.ones(3, device=DEVICE), 1.0)
+        with self.assertRaisesRegex(RuntimeError, "0-dimensional value"):
+            x.masked_fill_(torch.ones(3, dtype=torch.bool, device=DEVICE), torch.ones(2))
 
     def test_extremes(self):
         for dtype in DTYPES:

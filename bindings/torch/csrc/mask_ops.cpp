@@ -1,7 +1,7 @@
 // Masks and tests composed of device ops: tril and triu (a causal attention mask), isneginf and
-// isposinf, all and any. scaled_dot_product_attention's math path, and code that checks its
-// tensors, use them on every call; each is a compare, a select or a max on the device instead
-// of a copy to the CPU and back.
+// isposinf, all and any, masked_fill. scaled_dot_product_attention's math path, and code that
+// checks its tensors, use them on every call; each is a compare, a select or a max on the device
+// instead of a copy to the CPU and back.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -76,6 +76,28 @@ at::Tensor &any_dim_out(const at::Tensor &self, int64_t dim, bool keepdim, at::T
   return truth_reduce(self, at::IntArrayRef{dim}, keepdim, false, out);
 }
 
+// masked_fill_: where(mask, value, self) into self, an exact select of the value's bits. The
+// mask broadcasts to self (not self to the mask), as PyTorch requires.
+at::Tensor &masked_fill_with(at::Tensor &self, const at::Tensor &mask, const at::Tensor &value) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "masked_fill_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  TORCH_CHECK(at::infer_size(self.sizes(), mask.sizes()) == self.sizes(),
+              "masked_fill_: a mask of shape ", mask.sizes(), " does not broadcast to self's ",
+              self.sizes(), " (the mask may broadcast, self may not)");
+  if (self.numel() == 0) return self;
+  return self.copy_(at::where(mask, value.to(self.scalar_type()), self));
+}
+at::Tensor &masked_fill_scalar_(at::Tensor &self, const at::Tensor &mask, const at::Scalar &value) {
+  return masked_fill_with(self, mask, at::scalar_tensor(value, self.options().device(at::kCPU)));
+}
+at::Tensor &masked_fill_tensor_(at::Tensor &self, const at::Tensor &mask, const at::Tensor &value) {
+  TORCH_CHECK(value.dim() == 0,
+              "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  return masked_fill_with(self, mask, value);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -87,6 +109,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("any.all_out", TORCH_FN(any_all_out));
   m.impl("all.out", TORCH_FN(all_dim_out));
   m.impl("any.out", TORCH_FN(any_dim_out));
+  m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar_));
+  m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill_tensor_));
 }
 
 }  // namespace torch_trn
