@@ -148,6 +148,44 @@ class Printing(unittest.TestCase):
         self.assertIn("grad_fn=<MulBackward0>", repr(x))
 
 
+class Profiler(unittest.TestCase):
+    def test_torch_profiler_shows_each_ops_device_time(self):
+        import json
+        import tempfile
+        from torch.profiler import ProfilerActivity, profile
+        self.assertIn(ProfilerActivity.TRN, torch.profiler.supported_activities())
+        x, w = torch.randn(128, 128).to(DEVICE), torch.randn(128, 128).to(DEVICE)
+        want = torch.relu(x.cpu() @ w.cpu()).sum()
+        torch.trn.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.TRN]) as prof:
+            got = torch.relu(x @ w).sum().cpu()
+        self.assertTrue(torch.allclose(got, want, rtol=1e-4))
+        rows = {e.key: e for e in prof.key_averages()}
+        for op in ("mm", "relu", "sum"):
+            device = rows[f"trn:aten::{op}"]
+            self.assertGreater(device.self_device_time_total, 0, op)  # simulated device time
+            self.assertEqual(device.cpu_time_total, 0, op)
+            # Linked to the CPU op that queued it: its device time counts under that op too.
+            self.assertGreater(rows[f"aten::{op}"].device_time_total, 0, op)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "trace.json")
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                events = json.load(f)["traceEvents"]
+        kernels = [e for e in events if e.get("cat") == "kernel"]
+        self.assertLessEqual({"trn:aten::mm", "trn:aten::relu", "trn:aten::sum"},
+                             {e["name"] for e in kernels})
+        self.assertTrue(all(e["dur"] > 0 for e in kernels))
+        # Outside a profile nothing is recorded: a second profile sees only its own ops.
+        x.add_(1)
+        with profile(activities=[ProfilerActivity.TRN]) as again:
+            torch.neg(x)
+            torch.trn.synchronize()
+        names = [e.key for e in again.key_averages()]
+        self.assertIn("trn:aten::neg", names)
+        self.assertNotIn("trn:aten::add_", names)
+
+
 class Autocast(unittest.TestCase):
     def test_matmuls_in_bf16_reductions_in_f32(self):
         layer = torch.nn.Linear(8, 8).to(DEVICE)

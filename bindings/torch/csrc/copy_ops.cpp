@@ -125,6 +125,7 @@ void host_to_device(const at::Tensor &src, const at::Tensor &dst, bool non_block
   const OutTarget target(dst, queue_of(dst));
   const auto t = location_of(target.get());
   trn_queue_t queue = queue_of(target.get());
+  const DeviceRange profiled(queue, dst.device().index());
   uint64_t sequence = 0;
   check(submit_when_room(queue,
                          [&] {
@@ -148,6 +149,7 @@ void device_to_host(const at::Tensor &src, const at::Tensor &dst) {
   at::Tensor host = direct ? dst : at::empty(src.sizes(), src.options().device(at::kCPU));
   const auto s = location_of(source);
   trn_queue_t queue = queue_of(source);
+  const DeviceRange profiled(queue, src.device().index());
   uint64_t sequence = 0;
   check(submit_when_room(queue,
                          [&] {
@@ -188,6 +190,7 @@ void copy_on_device(const at::Tensor &dst, const at::Tensor &src) {
 void device_to_device(const at::Tensor &src, const at::Tensor &dst) {
   if (src.device() == dst.device()) {
     c10::DeviceGuard guard(dst.device());
+    const DeviceRange profiled(queue_of(dst), dst.device().index());
     copy_on_device(dst, src);
     return;
   }

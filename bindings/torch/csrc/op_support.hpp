@@ -10,6 +10,7 @@
 
 #include "check.hpp"
 #include "devices.hpp"
+#include "profiler.hpp"
 #include "tensor_view.hpp"
 #include "trn/trn_ops.h"
 
@@ -18,12 +19,14 @@ namespace torch_trn {
 // An op's device (that of its first trn tensor) made current while it runs, and its queue.
 class OpScope {
  public:
-  explicit OpScope(const at::Tensor &on) : guard_(on.device()), queue_(queue_of(on)) {}
+  explicit OpScope(const at::Tensor &on)
+      : guard_(on.device()), queue_(queue_of(on)), profiled_(queue_, on.device().index()) {}
   trn_queue_t queue() const { return queue_; }
 
  private:
   c10::DeviceGuard guard_;
   trn_queue_t queue_;
+  DeviceRange profiled_;  // the op's device time, while torch.profiler records (profiler.hpp)
 };
 
 // Resizes an .out argument to `sizes` (a no-op when it has them already), as at::native's
