@@ -384,6 +384,32 @@ class Reductions(OpCase):
             with self.subTest(case="mean of a 0-dim tensor", dtype=dtype_name(dtype)):
                 self.check(lambda x: x.mean(), [randn()], dtype, on_device=("mean",))
 
+    def test_cumsum(self):
+        # On the device as products with a triangular matrix of ones (blocks of 128 carried one
+        # level up); infinities and NaN propagate as IEEE addition does, not as 0 * inf.
+        nan, inf = float("nan"), float("inf")
+        special = torch.tensor([[1.0, inf, 2.0, -inf, 3.0], [1.0, 2.0, nan, 3.0, 4.0],
+                                [-inf, 1.0, 2.0, 3.0, 4.0], [0.5, -0.25, 3.0, 4.0, -5.0]])
+        for dtype in DTYPES:
+            for name, fn, x in (("cumsum dim=-1", lambda t: t.cumsum(-1), randn(3, 4, 5)),
+                                ("cumsum dim=1", lambda t: torch.cumsum(t, 1), randn(3, 4, 5)),
+                                ("cumsum 300 columns", lambda t: t.cumsum(1), randn(3, 300)),
+                                ("cumsum of a 0-dim tensor", lambda t: t.cumsum(0), randn())):
+                with self.subTest(case=name, dtype=dtype_name(dtype)):
+                    self.check(fn, [x], dtype, on_device=("cumsum",))
+            with self.subTest(case="cumsum with infinities and NaN", dtype=dtype_name(dtype)):
+                torch_trn.reset_fallback_ops()
+                got = special.to(dtype).to(DEVICE).cumsum(1).cpu()
+                want = special.to(dtype).float().cumsum(1).to(dtype)
+                self.assertTrue(torch.equal(got.isnan(), want.isnan()))
+                self.assertTrue(torch.allclose(got.float(), want.float(), equal_nan=True))
+                self.assertEqual(torch_trn.fallback_ops(), {})
+        # Integers would round in fp32: the CPU computes them, recorded.
+        torch_trn.reset_fallback_ops()
+        big = torch.tensor([2 ** 40, 1, 2], dtype=torch.int64)
+        self.assertTrue(torch.equal(big.to(DEVICE).cumsum(0).cpu(), big.cumsum(0)))
+        self.assertIn("aten::cumsum.out", torch_trn.fallback_ops())
+
     def test_argmax_argmin_and_max_min_with_indices(self):
         # On the device along any dim (moved last) and over every element: the first index of
         # the extreme, the first NaN's where there is one, as the CPU picks them.
