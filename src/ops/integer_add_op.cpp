@@ -26,7 +26,7 @@ std::optional<std::string> integer_add_on_device(trn_queue_t queue, const trn_sy
   if (!out.contiguous()) return fmt::format("the output {} is not contiguous", out.describe());
   const std::optional<ElementwisePlan> plan =
       plan_elementwise(out.shape, b ? std::vector<const Tensor *>{&a, b} : std::vector{&a});
-  if (!plan) return "no plan";
+  if (!plan) return fmt::format("{} does not split into [rows, cols] pieces", out.describe());
   kernels::IntegerAddConfig c;
   c.limbs = out.dtype == TRN_DTYPE_I64 ? 4 : 2;
   c.tensor_b = b != nullptr;

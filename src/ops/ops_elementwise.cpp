@@ -65,7 +65,6 @@ bool exact_in_f32(trn_dtype_t t) {
   return dtype_is_float(t) || t == TRN_DTYPE_I16 || t == TRN_DTYPE_I8 || t == TRN_DTYPE_U8;
 }
 
-// Why the device cannot compute this elementwise op, if it cannot.
 // An exact integer result (integer_result) goes into an int64 output as a pair of int32 words
 // (the expression kernel's ExprOutput::int64): the device has no int64 arithmetic, but it need
 // not compute in int64 to write one.
@@ -73,6 +72,7 @@ bool int64_output(const Tensor &out, bool integer_result) {
   return integer_result && out.dtype == TRN_DTYPE_I64;
 }
 
+// Why the device cannot compute this elementwise op, if it cannot.
 std::optional<std::string> elementwise_reason(const std::vector<const Tensor *> &inputs,
                                               const Tensor &out, bool integer_result,
                                               bool cast_to_float) {

@@ -90,7 +90,9 @@ std::optional<std::string> arg_extreme_on_device(trn_queue_t queue, Staging &sta
     return fmt::format("indices into {} (the device writes i64 or i32)", o.describe());
   if (!o.contiguous()) return fmt::format("the output {} is not contiguous", o.describe());
   const bool last = x.rank() == 0 || (dims.size() == 1 && dims[0] == x.rank() - 1);
-  if (!every_dim && !last) return "a dim other than the last (PyTorch's binding moves it last)";
+  if (!every_dim && !last)
+    return "a dim other than the last (the device kernel reduces the last dim: pass a view with "
+           "this dim moved last)";
   const uint64_t n = static_cast<uint64_t>(x.numel());
   kernels::ArgExtremeConfig c;
   c.cols = every_dim || x.rank() == 0 ? n : static_cast<uint64_t>(x.shape.back());
