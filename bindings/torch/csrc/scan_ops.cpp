@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include <limits>
+#include <vector>
 
 #include "fallback.hpp"
 #include "op_support.hpp"
@@ -57,10 +58,12 @@ at::Tensor &cumsum_out(const at::Tensor &self, int64_t dim, c10::optional<at::Sc
   const at::Tensor zero = at::zeros({}, rows.options());
   // |x| < inf is false for infinities and NaN alike (one compare on the device).
   at::Tensor sum = scan_rows(at::where(rows.abs() < inf, rows, zero));
-  auto count = [&](const at::Tensor &hit) {
-    return scan_rows(at::where(hit, at::ones({}, rows.options()), zero));
-  };
-  const at::Tensor pos = count(rows == inf), neg = count(rows == -inf), nan = count(rows != rows);
+  // How many +inf, -inf and NaN came up to each position: the three indicator matrices stacked
+  // and scanned as one.
+  const at::Tensor hits = at::cat({rows == inf, rows == -inf, rows != rows}, 0);
+  const std::vector<at::Tensor> counts =
+      scan_rows(at::where(hits, at::ones({}, rows.options()), zero)).chunk(3, 0);
+  const at::Tensor &pos = counts[0], &neg = counts[1], &nan = counts[2];
   sum = at::where(pos > 0, at::full({}, inf, rows.options()), sum);
   sum = at::where(neg > 0, at::full({}, -inf, rows.options()), sum);
   const at::Tensor undefined = (nan + pos * neg) > 0;  // a NaN, or both infinities, came before
