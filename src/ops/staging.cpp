@@ -50,10 +50,26 @@ trn_mem_t scratch(const Tensor &like, uint64_t bytes) {
   return nullptr;
 }
 
+// An 8-byte element (int64, float64: no device dtype) as two int32 words, the last dim.
+Tensor as_word_pairs(const Tensor &t) {
+  Tensor words = t;
+  words.dtype = TRN_DTYPE_I32;
+  for (int64_t &stride : words.strides) stride *= 2;
+  words.shape.push_back(2);
+  words.strides.push_back(1);
+  return words;
+}
+
 }  // namespace
 
 std::optional<std::string> strided_copy_on_device(trn_queue_t queue, const trn_sync_t *sync,
                                                   const Tensor &out, const Tensor &x) {
+  // A same-dtype copy moves bytes, which the DMA engines move exactly whatever they hold: an
+  // int64 or float64 view (a transpose of indices) moves as its int32 word pairs.
+  if (x.dtype == out.dtype && !dtype_on_device(x.dtype) && dtype_size(x.dtype) == 8 &&
+      !config().host_only)
+    return strided_copy_on_device(queue, sync, as_word_pairs(out),
+                                  as_word_pairs(expanded_to(x, out.shape)));
   // The output may be a view (strided): the DMA pattern writes it as it lies.
   if (!dtype_on_device(out.dtype) || config().host_only)
     return host_reason({&out}).value_or("a host dtype");

@@ -268,6 +268,29 @@ TEST_CASE("integer casts keep every bit that fits and wrap the rest, views inclu
         std::vector<int32_t>{1, std::numeric_limits<int32_t>::min(), -1, -129, 300, -1});
 }
 
+TEST_CASE("an int64 view copies on the device as its int32 word pairs, every bit kept",
+          "[ops][integer]") {
+  OpsFixture f;
+  DeviceTensor x = i64_tensor(f, {2, 3}, {kBig, -1, 300, kMin, -129, kMax});
+  trn_ops_tensor_t xt = x.t;  // a transpose: the DMA engines' strided path
+  std::swap(xt.shape[0], xt.shape[1]);
+  std::swap(xt.strides[0], xt.strides[1]);
+  DeviceTensor t64 = f.tensor(TRN_DTYPE_I64, Shape{3, 2});
+  REQUIRE(trn_ops_copy(f.queue(), t64.get(), &xt, nullptr) == TRN_SUCCESS);
+  CHECK(read_values<int64_t>(f, t64) == std::vector<int64_t>{kBig, kMin, -1, -129, 300, kMax});
+  // A broadcast row into a strided output (every other column of a [2, 6]).
+  DeviceTensor wide = i64_tensor(f, {2, 6}, std::vector<int64_t>(12, 7));
+  trn_ops_tensor_t every_other = wide.t;
+  every_other.shape[1] = 3;
+  every_other.strides[1] = 2;
+  trn_ops_tensor_t row = x.t;
+  row.shape[0] = 1;
+  REQUIRE(trn_ops_copy(f.queue(), &every_other, &row, nullptr) == TRN_SUCCESS);
+  CHECK(read_values<int64_t>(f, wide) ==
+        std::vector<int64_t>{kBig, 7, -1, 7, 300, 7, kBig, 7, -1, 7, 300, 7});
+  CHECK(fallback_count("copy") == 0);
+}
+
 TEST_CASE("integer tensors with a float operand or result keep the float path", "[ops][integer]") {
   OpsFixture f;
   DeviceTensor x = i64_tensor(f, {3}, {4, -6, 1});
