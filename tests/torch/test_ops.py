@@ -515,6 +515,121 @@ class Embedding(OpCase):
                        recorded=("aten::embedding_dense_backward",))
 
 
+class Indexing(OpCase):
+    """Gathers, scatters, indexing, flip, topk and sort on the device (one-hot matches of the
+    indices, gather.hpp): forward exact, backward against the CPU, with no fallback."""
+
+    INDEX_OPS = ("gather", "scatter", "scatter_add", "index_select", "index_add", "index",
+                 "_index_put_impl_", "flip", "topk", "sort", "copy", "argmax")
+
+    def test_gathers_and_their_gradients(self):
+        g = torch.tensor([[0, 1, 4], [2, 2, 0], [1, 3, 3], [4, 4, 4]])
+        i = torch.tensor([3, 0, 0, 2])
+        cases = {
+            "gather dim 1": (lambda x, g: torch.gather(x, 1, g), [randn(4, 5), g]),
+            "gather dim 0": (lambda x, g: torch.gather(x, 0, g[:2] % 4), [randn(4, 5), g]),
+            "index_select dim 0": (lambda x, i: x.index_select(0, i), [randn(4, 5), i]),
+            "index_select dim 1, int32": (lambda x, i: x.index_select(1, i), [randn(3, 5), i.int()]),
+            "x[i]": (lambda x, i: x[i], [randn(4, 5), i.view(2, 2)]),
+            "x[:, -i]": (lambda x, i: x[:, i], [randn(3, 5), torch.tensor([-1, 0, -5])]),
+            "flip": (lambda x: x.flip(0, 1), [randn(3, 5)]),
+        }
+        for dtype in DTYPES:
+            for name, (fn, inputs) in cases.items():
+                with self.subTest(case=name, dtype=dtype_name(dtype)):
+                    self.check(fn, inputs, dtype, on_device=self.INDEX_OPS)
+
+    def test_scatters(self):
+        g = torch.tensor([[0, 1, 4], [2, 2, 0], [1, 3, 3], [4, 4, 4]])  # repeats: sums, last wins
+        i = torch.tensor([3, 0, 0, 2])
+        cases = {
+            "scatter_add": (lambda x, g, s: torch.scatter_add(x, 1, g, s),
+                            [randn(4, 5), g, randn(4, 3, seed=1)]),
+            "scatter_add_ of a narrower index": (lambda x, g, s: x.clone().scatter_add_(0, g[:2] % 4, s),
+                                                 [randn(4, 5), g, randn(2, 3, seed=1)]),
+            "scatter (last wins)": (lambda x, g, s: torch.scatter(x, 1, g, s),
+                                    [randn(4, 5), g, randn(4, 3, seed=1)]),
+            "scatter of a value": (lambda x, g: torch.scatter(x, 1, g, 2.5), [randn(4, 5), g]),
+            "index_add alpha 2": (lambda x, i, s: torch.index_add(x, 1, i, s, alpha=2),
+                                  [randn(3, 5), i, randn(3, 4, seed=1)]),
+            "index_put accumulate": (lambda x, i, v: x.index_put((i,), v, accumulate=True),
+                                     [randn(4, 5), i, randn(4, 5, seed=1)]),
+            "x[i] = v (last wins)": (lambda x, i, v: x.index_put((i,), v),
+                                     [randn(4, 5), i, randn(4, 5, seed=1)]),
+        }
+        for dtype in DTYPES:
+            for name, (fn, inputs) in cases.items():
+                with self.subTest(case=name, dtype=dtype_name(dtype)):
+                    self.check(fn, inputs, dtype, on_device=self.INDEX_OPS)
+
+    def test_topk_and_sort_order_nan_first_and_ties_by_index(self):
+        x = torch.tensor([[0.5, float("nan"), -1.0, 0.5, float("inf"), -float("inf"), 2.0]])
+        for dim_x in (x, x.t().contiguous()):
+            dim = 1 if dim_x.shape[1] > 1 else 0
+            for flag in (True, False):
+                with self.subTest(dim=dim, flag=flag):
+                    torch_trn.reset_fallback_ops()
+                    for name, fn in (("topk", lambda t: t.topk(4, dim, largest=flag)),
+                                     ("sort", lambda t: t.sort(dim=dim, descending=flag, stable=True))):
+                        want, got = fn(dim_x), fn(dim_x.to(DEVICE))
+                        self.assertTrue(torch.equal(want.values.nan_to_num(7.0),
+                                                    got.values.cpu().nan_to_num(7.0)), name)
+                        self.assertEqual(got.indices.dtype, torch.int64)
+                        if name == "sort":  # stable: ties by index
+                            self.assertTrue(torch.equal(want.indices, got.indices.cpu()), name)
+                        else:  # topk leaves ties' order open: the indices point at the values
+                            at = dim_x.gather(dim, got.indices.cpu())
+                            self.assertTrue(torch.equal(at.nan_to_num(7.0),
+                                                        want.values.nan_to_num(7.0)), name)
+                    self.assertEqual(fallback_hits(self.INDEX_OPS, torch_trn.fallback_ops()), [])
+        for dtype in DTYPES:
+            with self.subTest(case="topk's gradient", dtype=dtype_name(dtype)):
+                self.check(lambda t: t.topk(2, 1).values, [randn(3, 6)], dtype,
+                           on_device=self.INDEX_OPS)
+        with self.assertRaisesRegex(RuntimeError, "out of range"):
+            x.to(DEVICE).topk(8)
+
+    def test_logical_ops(self):
+        a = torch.tensor([0.0, 1.5, float("nan"), -2.0])
+        b = torch.tensor([3.0, 0.0, 0.0, -1.0])
+        torch_trn.reset_fallback_ops()
+        for fn in (torch.logical_and, torch.logical_or, torch.logical_xor):
+            self.assertTrue(torch.equal(fn(a.to(DEVICE), b.to(DEVICE)).cpu(), fn(a, b)), fn)
+        self.assertTrue(torch.equal(torch.logical_not(a.to(DEVICE)).cpu(), torch.logical_not(a)))
+        out = torch.empty(4, device=DEVICE)
+        torch.logical_and(a.to(DEVICE), b.to(DEVICE), out=out)
+        self.assertTrue(torch.equal(out.cpu(), torch.logical_and(a, b).float()))
+        self.assertEqual(fallback_hits(("logical_and", "logical_or", "logical_xor", "logical_not"),
+                                       torch_trn.fallback_ops()), [])
+
+    def test_infinities_nan_and_signed_zeros_pass_exactly(self):
+        x = torch.tensor([[float("inf"), -float("inf"), float("nan"), -0.0, 1e-40]])
+        i = torch.tensor([4, 3, 2, 1, 0])
+        got = x.to(DEVICE).index_select(1, i.to(DEVICE)).cpu()
+        want = x.index_select(1, i)
+        self.assertTrue(torch.equal(got.nan_to_num(7.0), want.nan_to_num(7.0)), got)
+        self.assertEqual(torch.signbit(got[0, 1]).item(), True)  # -0.0 stays negative
+
+    def test_an_index_out_of_range_gives_nan_never_a_plausible_value(self):
+        # The CPU raises IndexError; the device does not read the indices back (that would cost
+        # a synchronisation per op): the places they reach are NaN instead.
+        x = randn(3, 4)
+        bad = {"past the end": 4, "negative": -1, "2^32 (whose low word is 0)": 2 ** 32}
+        for name, value in bad.items():
+            with self.subTest(index=name):
+                i = torch.tensor([value, 1]).to(DEVICE)
+                got = x.to(DEVICE).index_select(1, i).cpu()
+                self.assertTrue(got[:, 0].isnan().all() and torch.equal(got[:, 1], x[:, 1]), got)
+                g = torch.gather(x.to(DEVICE), 1, i.view(1, 2)).cpu()
+                self.assertTrue(g[0, 0].isnan() and g[0, 1] == x[0, 1], g)
+                s = torch.scatter_add(x.to(DEVICE), 1, i.view(1, 2), torch.ones(1, 2, device=DEVICE))
+                self.assertTrue(s.cpu()[0].isnan().any(), s)
+        big = torch.tensor([2 ** 32 + 1, 1]).to(DEVICE)
+        self.assertTrue(F.embedding(big, x.to(DEVICE)).cpu()[0].isnan().all())
+        loss = F.cross_entropy(randn(2, 4).to(DEVICE), torch.tensor([2 ** 32, 1]).to(DEVICE))
+        self.assertTrue(loss.isnan().item())
+
+
 class EdgeCases(unittest.TestCase):
     """What PyTorch users rely on at the edges: each against the CPU's answer."""
 

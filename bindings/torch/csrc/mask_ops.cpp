@@ -1,7 +1,7 @@
 // Masks and tests composed of device ops: tril and triu (a causal attention mask), isneginf and
-// isposinf, all and any, masked_fill. scaled_dot_product_attention's math path, and code that
-// checks its tensors, use them on every call; each is a compare, a select or a max on the device
-// instead of a copy to the CPU and back.
+// isposinf, all and any, the logical ops, masked_fill. scaled_dot_product_attention's math path,
+// and code that checks its tensors, use them on every call; each is a compare, a select or a max on
+// the device instead of a copy to the CPU and back.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -76,6 +76,28 @@ at::Tensor &any_dim_out(const at::Tensor &self, int64_t dim, bool keepdim, at::T
   return truth_reduce(self, at::IntArrayRef{dim}, keepdim, false, out);
 }
 
+// The logical ops: each operand's truth (not zero; NaN is true) as a bool on the device, then a
+// compare or a select of those, converted to out's dtype as PyTorch's are.
+at::Tensor truth_of(const at::Tensor &x) {
+  return x.scalar_type() == at::kBool ? x : at::ne(x, 0);
+}
+at::Tensor &logical_out(const at::Tensor &result, at::Tensor &out) {
+  resize_out(out, result.sizes());
+  return out.copy_(result);
+}
+at::Tensor &logical_not_out(const at::Tensor &self, at::Tensor &out) {
+  return logical_out(at::eq(self, 0), out);
+}
+at::Tensor &logical_and_out(const at::Tensor &self, const at::Tensor &other, at::Tensor &out) {
+  return logical_out(at::where(truth_of(self), truth_of(other), false), out);
+}
+at::Tensor &logical_or_out(const at::Tensor &self, const at::Tensor &other, at::Tensor &out) {
+  return logical_out(at::where(truth_of(self), true, truth_of(other)), out);
+}
+at::Tensor &logical_xor_out(const at::Tensor &self, const at::Tensor &other, at::Tensor &out) {
+  return logical_out(at::ne(truth_of(self), truth_of(other)), out);
+}
+
 // masked_fill_: where(mask, value, self) into self, an exact select of the value's bits. The
 // mask broadcasts to self (not self to the mask), as PyTorch requires.
 at::Tensor &masked_fill_with(at::Tensor &self, const at::Tensor &mask, const at::Tensor &value) {
@@ -109,6 +131,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("any.all_out", TORCH_FN(any_all_out));
   m.impl("all.out", TORCH_FN(all_dim_out));
   m.impl("any.out", TORCH_FN(any_dim_out));
+  m.impl("logical_not.out", TORCH_FN(logical_not_out));
+  m.impl("logical_and.out", TORCH_FN(logical_and_out));
+  m.impl("logical_or.out", TORCH_FN(logical_or_out));
+  m.impl("logical_xor.out", TORCH_FN(logical_xor_out));
   m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar_));
   m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill_tensor_));
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fallback.hpp"
+#include "gather.hpp"
 #include "op_support.hpp"
 
 namespace torch_trn {
@@ -21,10 +22,6 @@ namespace {
 // An optional tensor's CPU copy (for the ops that run on the CPU in some cases).
 c10::optional<at::Tensor> on_cpu(const c10::optional<at::Tensor> &t) {
   return t && t->defined() ? c10::optional<at::Tensor>(t->cpu()) : c10::nullopt;
-}
-
-bool is_float_type(c10::ScalarType t) {
-  return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
 }
 
 // A pair parameter (kernel size, stride, ...) given as one value or two.
@@ -627,20 +624,10 @@ struct NllMask {
   at::Tensor rows;
 };
 
-// The 1-D int64 `indices` as an [N, 1] f32 column, on the device: their low 32-bit words
-// (little endian: class and row indices, ignore_index and padding_idx fit), which libtrn_ops
-// casts to float exactly below 2^24.
-at::Tensor index_column(trn_queue_t q, const at::Tensor &like, const at::Tensor &indices) {
-  trn_ops_tensor_t low = view_of(indices);
-  low.dtype = TRN_DTYPE_I32;
-  low.rank = 2;
-  low.shape[1] = 1;
-  low.strides[0] *= 2;
-  low.strides[1] = 1;
-  at::Tensor column = empty_on(like, {indices.size(0), 1}, at::kFloat);
-  const auto vc = view_of(column);
-  check_ops(trn_ops_copy(q, &vc, &low, nullptr), "copy");
-  return column;
+// The 1-D int64 `indices` as an [N, 1] f32 column on the device, exact for the indices of any
+// class or row (gather.hpp's positions: one of 2^32 or beyond is no class, never its low word's).
+at::Tensor index_column(const at::Tensor &like, const at::Tensor &indices) {
+  return index_positions(indices, like, 0, /*wrap=*/false).view({-1, 1});
 }
 
 // The one-hot [N, C] in `type` of an index column: row i has a 1 at column index[i].
@@ -656,7 +643,7 @@ at::Tensor one_hot(trn_queue_t q, const at::Tensor &column, int64_t c, c10::Scal
 NllMask nll_mask(trn_queue_t q, const at::Tensor &self, const at::Tensor &target,
                  int64_t ignore_index) {
   const int64_t n = self.size(0), c = self.size(1);
-  const at::Tensor tf = index_column(q, self, target);
+  const at::Tensor tf = index_column(self, target);
   NllMask m{one_hot(q, tf, c, at::kFloat), empty_on(self, {n, 1}, at::kFloat)};
   t_binary_scalar(q, TRN_OPS_NE, m.rows, tf, static_cast<double>(ignore_index));
   t_binary(q, TRN_OPS_MUL, m.mask, m.mask, m.rows);
@@ -865,7 +852,7 @@ bool embedding_on_device(const at::Tensor &weight, const at::Tensor &indices) {
 at::Tensor embedding_one_hot(trn_queue_t q, const at::Tensor &indices, int64_t num_weights,
                              int64_t padding_idx, c10::ScalarType type) {
   const at::Tensor flat = indices.reshape({-1}).contiguous();
-  const at::Tensor column = index_column(q, flat, flat);
+  const at::Tensor column = index_column(flat, flat);
   at::Tensor mask = one_hot(q, column, num_weights, type);
   if (padding_idx >= 0) {
     at::Tensor kept = empty_on(column, column.sizes(), type);

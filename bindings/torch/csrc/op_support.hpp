@@ -104,6 +104,11 @@ class OutTarget {
   at::Tensor target_;
 };
 
+// The floating dtypes the engines compute in (float64 is not one of them).
+inline bool is_float_type(c10::ScalarType t) {
+  return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
+}
+
 // A new trn tensor on `like`'s device.
 at::Tensor empty_on(const at::Tensor &like, at::IntArrayRef sizes, c10::ScalarType type);
 
