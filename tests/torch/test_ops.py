@@ -630,6 +630,78 @@ class Indexing(OpCase):
         self.assertTrue(loss.isnan().item())
 
 
+class Composites(OpCase):
+    """Activations, tests, vector products and factories composed of device ops."""
+
+    def test_activations_and_their_gradients(self):
+        x = randn(4, 6) * 3
+        cases = {
+            "elu": lambda t: F.elu(t, 0.7), "selu": F.selu, "celu": lambda t: F.celu(t, 1.3),
+            "softplus": lambda t: F.softplus(t, 2.0, 5.0), "logsigmoid": F.logsigmoid,
+            "tanh": torch.tanh,
+        }
+        for dtype in DTYPES:
+            for name, fn in cases.items():
+                with self.subTest(op=name, dtype=dtype_name(dtype)):
+                    self.check(fn, [x], dtype, on_device=("elu", "elu_backward", "softplus",
+                               "softplus_backward", "log_sigmoid_forward",
+                               "log_sigmoid_backward", "tanh_backward"))
+
+    def test_vector_products(self):
+        x = randn(4, 6)
+        for dtype in DTYPES:
+            with self.subTest(dtype=dtype_name(dtype)):
+                self.check(torch.dot, [x[0], x[1]], dtype, on_device=("dot", "mm"))
+                self.check(lambda s, m, v: torch.addmv(s, m, v, beta=0.5, alpha=2),
+                           [x[:, 0], x, x[0]], dtype, on_device=("addmv", "addmm"))
+                self.check(lambda m, v: m @ v, [x, x[0]], dtype, on_device=("addmv", "mv", "mm"))
+        with self.assertRaisesRegex(RuntimeError, "same number of elements"):
+            torch.dot(torch.ones(3, device=DEVICE), torch.ones(4, device=DEVICE))
+
+    def test_tests_and_bool_bitwise_ops(self):
+        x = torch.tensor([float("nan"), -0.0, 0.0, -2.5, float("inf"), 3.0])
+        y = torch.tensor([1.0, -1.0, 0.0, 2.0, -3.0, 0.0])
+        torch_trn.reset_fallback_ops()
+        cases = {
+            "isnan": lambda a, b: torch.isnan(a), "sign": lambda a, b: torch.sign(a),
+            "sgn": lambda a, b: torch.sgn(a), "&": lambda a, b: (a > 0) & (b > 0),
+            "|": lambda a, b: (a > 0) | (b > 0), "^": lambda a, b: (a > 0) ^ (b > 0),
+            "~": lambda a, b: ~(a > 0),
+        }
+        for name, fn in cases.items():
+            want, got = fn(x, y), fn(x.to(DEVICE), y.to(DEVICE)).cpu()
+            self.assertEqual(got.dtype, want.dtype, name)
+            self.assertTrue(torch.equal(got, want), f"{name}: {got} != {want}")
+        self.assertEqual(torch_trn.fallback_ops(), {})
+        # Integer bitwise ops are exact on the CPU, recorded.
+        i = torch.tensor([6, -3, 255])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.assertTrue(torch.equal((i.to(DEVICE) & 5).cpu(), i & 5))
+        self.assertIn("aten::bitwise_and.Tensor_out", torch_trn.fallback_ops())
+
+    def test_eye_and_linspace(self):
+        torch_trn.reset_fallback_ops()
+        for dtype in (torch.float32, torch.bfloat16):
+            self.assertTrue(torch.equal(torch.eye(3, 5, device=DEVICE, dtype=dtype).cpu(),
+                                        torch.eye(3, 5, dtype=dtype)))
+            self.assertTrue(torch.equal(torch.eye(4, device=DEVICE, dtype=dtype).cpu(),
+                                        torch.eye(4, dtype=dtype)))
+        for start, end, steps in ((0, 1, 11), (-3.3, 7.1, 100), (5, -5, 7), (1, 2, 1), (0, 1, 0)):
+            with self.subTest(start=start, end=end, steps=steps):
+                got = torch.linspace(start, end, steps, device=DEVICE).cpu()
+                want = torch.linspace(start, end, steps)
+                self.assertEqual(got.shape, want.shape)
+                if steps:  # the CPU's own formula: within a rounding of it
+                    self.assertLessEqual((got - want).abs().max().item(),
+                                         2 * torch.finfo(torch.float32).eps * max(abs(start), abs(end)))
+                    self.assertEqual(got[0].item(), want[0].item())
+                    self.assertEqual(got[-1].item(), want[-1].item())
+        self.assertEqual(torch_trn.fallback_ops(), {})
+        with self.assertRaisesRegex(RuntimeError, "non-negative"):
+            torch.linspace(0, 1, -1, device=DEVICE)
+
+
 class EdgeCases(unittest.TestCase):
     """What PyTorch users rely on at the edges: each against the CPU's answer."""
 

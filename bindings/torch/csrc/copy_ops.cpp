@@ -20,6 +20,7 @@
 #include "check.hpp"
 #include "devices.hpp"
 #include "events.hpp"
+#include "fallback.hpp"
 #include "op_support.hpp"
 #include "tensor_view.hpp"
 #include "trn/trn_ops.h"
@@ -388,6 +389,45 @@ at::Tensor &arange_out(const at::Scalar &start, const at::Scalar &end, const at:
   return out;
 }
 
+// eye: compares of two device aranges (exact below 2^24), converted to out's dtype.
+at::Tensor &eye_m_out(c10::SymInt n_sym, c10::SymInt m_sym, at::Tensor &out) {
+  const int64_t n = n_sym.guard_int(__FILE__, __LINE__), m = m_sym.guard_int(__FILE__, __LINE__);
+  TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
+  TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
+  resize_out(out, {n, m});
+  if (out.numel() == 0) return out;
+  OpScope scope(out);
+  const auto index = out.options().dtype(at::kFloat);
+  return out.copy_(at::arange(n, index).unsqueeze(1) == at::arange(m, index).unsqueeze(0));
+}
+at::Tensor &eye_out(c10::SymInt n, at::Tensor &out) {
+  return eye_m_out(n, n, out);
+}
+
+// linspace as PyTorch's CPU kernel computes it, in float32 for float32, bfloat16 and float16
+// outputs: step = (end - start) / (steps - 1) in float32, start + step * i for the first half and
+// end - step * (steps - 1 - i) for the rest. Other dtypes on the CPU, recorded.
+at::Tensor &linspace_out(const at::Scalar &start, const at::Scalar &end, int64_t steps,
+                         at::Tensor &out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  resize_out(out, {steps});
+  if (steps == 0) return out;
+  if (!is_float_type(out.scalar_type()) || steps >= (int64_t{1} << 24)) {
+    const at::Tensor result = at::linspace(start, end, steps, out.options().device(at::kCPU));
+    record_cpu_run("aten::linspace.out");
+    return out.copy_(result);
+  }
+  if (steps == 1) return out.fill_(start);
+  OpScope scope(out);
+  const float s = start.to<float>(), e = end.to<float>();
+  const float step = (e - s) / static_cast<float>(steps - 1);
+  const at::Tensor i = at::arange(steps, out.options().dtype(at::kFloat));
+  const at::Tensor low = i * static_cast<double>(step) + static_cast<double>(s);
+  const at::Tensor high =
+      static_cast<double>(e) - (static_cast<double>(steps - 1) - i) * static_cast<double>(step);
+  return out.copy_(at::where(i < static_cast<double>(steps / 2), low, high));
+}
+
 // cat: each input copied into its slice of the output (one DMA copy each when the slices are
 // contiguous, as they are along dim 0).
 at::Tensor &cat_out(const at::ITensorListRef &tensors, int64_t dim, at::Tensor &out) {
@@ -476,6 +516,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("zero_", TORCH_FN(zero));
   m.impl("arange.start_out", TORCH_FN(arange_out));
   m.impl("cat.out", TORCH_FN(cat_out));
+  m.impl("eye.out", TORCH_FN(eye_out));
+  m.impl("eye.m_out", TORCH_FN(eye_m_out));
+  m.impl("linspace.out", TORCH_FN(linspace_out));
 }
 
 }  // namespace torch_trn

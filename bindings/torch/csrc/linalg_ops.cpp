@@ -1,6 +1,6 @@
-// Matrix products: mm, addmm (nn.Linear), bmm (attention). A transposed operand — what
-// `weight.t()` and `k.transpose(-2, -1)` give — is passed as its storage with the transpose flag,
-// so the Tensor engine reads it as it lies instead of a copy making it contiguous first.
+// Matrix products: mm, addmm (nn.Linear), bmm (attention), dot and addmv. A transposed operand —
+// what `weight.t()` and `k.transpose(-2, -1)` give — is passed as its storage with the transpose
+// flag, so the Tensor engine reads it as it lies instead of a copy making it contiguous first.
 #include <torch/library.h>
 
 #include "op_support.hpp"
@@ -76,12 +76,44 @@ at::Tensor &addmm_out(const at::Tensor &self, const at::Tensor &mat1, const at::
   return out;
 }
 
+// dot and addmv as matrix products of the vectors' [1, n] and [n, 1] views (fp32 accumulation,
+// as the CPU's float kernels accumulate).
+at::Tensor dot(const at::Tensor &self, const at::Tensor &other) {
+  check_same_device("dot", {self, other});
+  TORCH_CHECK(self.dim() == 1 && other.dim() == 1, "1D tensors expected, but got ", self.dim(),
+              "D and ", other.dim(), "D tensors");
+  TORCH_CHECK(self.size(0) == other.size(0), "inconsistent tensor size, expected tensor [",
+              self.size(0), "] and src [", other.size(0),
+              "] to have the same number of elements, but got ", self.size(0), " and ",
+              other.size(0), " elements respectively");
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(),
+              "dot : expected both vectors to have same dtype, but found ", self.scalar_type(),
+              " and ", other.scalar_type());
+  if (self.numel() == 0) return at::zeros({}, self.options());
+  return at::mm(self.view({1, -1}), other.view({-1, 1})).view(at::IntArrayRef{});
+}
+
+at::Tensor &addmv_out(const at::Tensor &self, const at::Tensor &mat, const at::Tensor &vec,
+                      const at::Scalar &beta, const at::Scalar &alpha, at::Tensor &out) {
+  check_same_device("addmv", {self, mat, vec, out});
+  TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1 && mat.size(1) == vec.size(0),
+              "vector + matrix @ vector expected, got ", self.sizes(), ", ", mat.sizes(), ", ",
+              vec.sizes());
+  const at::Tensor addmm =
+      at::addmm(self.dim() == 1 ? self.view({-1, 1}) : self.expand({mat.size(0)}).view({-1, 1}),
+                mat, vec.view({-1, 1}), beta, alpha);
+  resize_out(out, {mat.size(0)});
+  return out.copy_(addmm.view({mat.size(0)}));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mm.out", TORCH_FN(mm_out));
   m.impl("bmm.out", TORCH_FN(bmm_out));
   m.impl("addmm.out", TORCH_FN(addmm_out));
+  m.impl("dot", TORCH_FN(dot));
+  m.impl("addmv.out", TORCH_FN(addmv_out));
 }
 
 }  // namespace torch_trn

@@ -1,5 +1,6 @@
 // Masks and tests composed of device ops: tril and triu (a causal attention mask), isneginf and
-// isposinf, all and any, the logical ops, masked_fill. scaled_dot_product_attention's math path,
+// isposinf, isnan, sign, all and any, the logical ops (and the bitwise ones of bools),
+// masked_fill. scaled_dot_product_attention's math path,
 // and code that checks its tensors, use them on every call; each is a compare, a select or a max on
 // the device instead of a copy to the CPU and back.
 #include <ATen/ATen.h>
@@ -8,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "fallback.hpp"
 #include "op_support.hpp"
 
 namespace torch_trn {
@@ -98,6 +100,68 @@ at::Tensor &logical_xor_out(const at::Tensor &self, const at::Tensor &other, at:
   return logical_out(at::ne(truth_of(self), truth_of(other)), out);
 }
 
+// isnan: x != x; integer tensors hold no NaN.
+at::Tensor isnan(const at::Tensor &self) {
+  if (!at::isFloatingType(self.scalar_type()))
+    return at::zeros(self.sizes(), self.options().dtype(at::kBool));
+  return at::ne(self, self);
+}
+
+// sign (and sgn, its name for real tensors): (x > 0) - (x < 0), so that NaN and both zeros give 0
+// as on the CPU.
+at::Tensor &sign_like(const char *name, at::Tensor (*cpu)(const at::Tensor &),
+                      const at::Tensor &self, at::Tensor &out) {
+  if (!is_float_type(self.scalar_type()) || out.scalar_type() != self.scalar_type()) {
+    const at::Tensor result = cpu(self.cpu());
+    record_cpu_run(name);
+    return logical_out(result.to(self.device()), out);
+  }
+  const auto type = self.scalar_type();
+  return logical_out(at::gt(self, 0).to(type) - at::lt(self, 0).to(type), out);
+}
+at::Tensor &sign_out(const at::Tensor &self, at::Tensor &out) {
+  return sign_like(
+      "aten::sign.out", [](const at::Tensor &x) { return at::sign(x); }, self, out);
+}
+at::Tensor &sgn_out(const at::Tensor &self, at::Tensor &out) {
+  return sign_like(
+      "aten::sgn.out", [](const at::Tensor &x) { return at::sgn(x); }, self, out);
+}
+
+// The bitwise ops of bool tensors are the logical ops; of integer tensors they run on the CPU
+// (recorded): the engines' bitvec operators are not reachable through libtrn_ops yet.
+template <typename Logical, typename Cpu>
+at::Tensor &bitwise_out(const char *name, const at::Tensor &self, const at::Tensor &other,
+                        at::Tensor &out, Logical logical, Cpu cpu) {
+  if (self.scalar_type() == at::kBool && other.scalar_type() == at::kBool &&
+      out.scalar_type() == at::kBool)
+    return logical(self, other, out);
+  const at::Tensor result = cpu(self.cpu(), other.is_cpu() ? other : other.cpu());
+  record_cpu_run(name);
+  return logical_out(result.to(self.device()), out);
+}
+at::Tensor &bitwise_and_out(const at::Tensor &self, const at::Tensor &other, at::Tensor &out) {
+  return bitwise_out(
+      "aten::bitwise_and.Tensor_out", self, other, out, logical_and_out,
+      [](const at::Tensor &a, const at::Tensor &b) { return at::bitwise_and(a, b); });
+}
+at::Tensor &bitwise_or_out(const at::Tensor &self, const at::Tensor &other, at::Tensor &out) {
+  return bitwise_out("aten::bitwise_or.Tensor_out", self, other, out, logical_or_out,
+                     [](const at::Tensor &a, const at::Tensor &b) { return at::bitwise_or(a, b); });
+}
+at::Tensor &bitwise_xor_out(const at::Tensor &self, const at::Tensor &other, at::Tensor &out) {
+  return bitwise_out(
+      "aten::bitwise_xor.Tensor_out", self, other, out, logical_xor_out,
+      [](const at::Tensor &a, const at::Tensor &b) { return at::bitwise_xor(a, b); });
+}
+at::Tensor &bitwise_not_out(const at::Tensor &self, at::Tensor &out) {
+  if (self.scalar_type() == at::kBool && out.scalar_type() == at::kBool)
+    return logical_not_out(self, out);
+  const at::Tensor result = at::bitwise_not(self.cpu());
+  record_cpu_run("aten::bitwise_not.out");
+  return logical_out(result.to(self.device()), out);
+}
+
 // masked_fill_: where(mask, value, self) into self, an exact select of the value's bits. The
 // mask broadcasts to self (not self to the mask), as PyTorch requires.
 at::Tensor &masked_fill_with(at::Tensor &self, const at::Tensor &mask, const at::Tensor &value) {
@@ -135,6 +199,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("logical_and.out", TORCH_FN(logical_and_out));
   m.impl("logical_or.out", TORCH_FN(logical_or_out));
   m.impl("logical_xor.out", TORCH_FN(logical_xor_out));
+  m.impl("isnan", TORCH_FN(isnan));
+  m.impl("sign.out", TORCH_FN(sign_out));
+  m.impl("sgn.out", TORCH_FN(sgn_out));
+  m.impl("bitwise_and.Tensor_out", TORCH_FN(bitwise_and_out));
+  m.impl("bitwise_or.Tensor_out", TORCH_FN(bitwise_or_out));
+  m.impl("bitwise_xor.Tensor_out", TORCH_FN(bitwise_xor_out));
+  m.impl("bitwise_not.out", TORCH_FN(bitwise_not_out));
   m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar_));
   m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill_tensor_));
 }
