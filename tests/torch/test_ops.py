@@ -702,6 +702,40 @@ class Composites(OpCase):
             torch.linspace(0, 1, -1, device=DEVICE)
 
 
+class AveragePooling(OpCase):
+    """avg_pool2d and adaptive_avg_pool2d composed of device ops, forward and backward."""
+
+    ON_DEVICE = ("avg_pool2d", "avg_pool2d_backward", "_adaptive_avg_pool2d",
+                 "_adaptive_avg_pool2d_backward")
+
+    def test_pools_on_the_device(self):
+        x = randn(2, 3, 9, 8)
+        cases = {
+            "2x2": lambda t: F.avg_pool2d(t, 2),
+            "3x3 stride 2 padding 1": lambda t: F.avg_pool2d(t, 3, 2, 1),
+            "padding left out of the count": lambda t: F.avg_pool2d(t, 3, 2, 1,
+                                                                    count_include_pad=False),
+            "3x2 stride 1 divisor 5": lambda t: F.avg_pool2d(t, (3, 2), 1, divisor_override=5),
+            "unbatched": lambda t: F.avg_pool2d(t[0], 2),
+            "adaptive to 1": lambda t: F.adaptive_avg_pool2d(t, 1),
+            "adaptive to 3x4": lambda t: F.adaptive_avg_pool2d(t, (3, 4)),
+        }
+        for dtype in DTYPES:
+            for name, fn in cases.items():
+                with self.subTest(case=name, dtype=dtype_name(dtype)):
+                    self.check(fn, [x], dtype, on_device=self.ON_DEVICE)
+
+    def test_partial_windows_run_on_the_cpu_recorded(self):
+        x = randn(1, 2, 9, 8)
+        self.check(lambda t: F.avg_pool2d(t, 2, ceil_mode=True), [x], torch.float32,
+                   recorded=("aten::avg_pool2d.out", "aten::avg_pool2d_backward.grad_input"))
+        self.check(lambda t: F.adaptive_avg_pool2d(t, (2, 3)), [x], torch.float32,
+                   recorded=("aten::_adaptive_avg_pool2d",
+                             "aten::_adaptive_avg_pool2d_backward"))
+        with self.assertRaisesRegex(RuntimeError, "pad should be"):
+            F.avg_pool2d(x.to(DEVICE), 2, 2, 2)
+
+
 class EdgeCases(unittest.TestCase):
     """What PyTorch users rely on at the edges: each against the CPU's answer."""
 

@@ -24,14 +24,6 @@ c10::optional<at::Tensor> on_cpu(const c10::optional<at::Tensor> &t) {
   return t && t->defined() ? c10::optional<at::Tensor>(t->cpu()) : c10::nullopt;
 }
 
-// A pair parameter (kernel size, stride, ...) given as one value or two.
-std::array<int64_t, 2> pair_of(at::IntArrayRef v, const char *name, int64_t if_empty) {
-  if (v.empty()) return {if_empty, if_empty};
-  TORCH_CHECK(v.size() == 1 || v.size() == 2, "trn ops: ", name, " must be one or two ints, got ",
-              v.size());
-  return {v[0], v.size() == 2 ? v[1] : v[0]};
-}
-
 // A CPU copy of an optional trn tensor (undefined stays undefined).
 at::Tensor to_cpu(const at::Tensor &t) {
   return t.defined() ? t.cpu() : t;

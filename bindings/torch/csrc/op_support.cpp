@@ -117,4 +117,11 @@ at::Tensor empty_on(const at::Tensor &like, at::IntArrayRef sizes, c10::ScalarTy
   return at::empty(sizes, like.options().dtype(type));
 }
 
+std::array<int64_t, 2> pair_of(at::IntArrayRef v, const char *name, int64_t if_empty) {
+  if (v.empty()) return {if_empty, if_empty};
+  TORCH_CHECK(v.size() == 1 || v.size() == 2, "trn ops: ", name, " must be one or two ints, got ",
+              v.size());
+  return {v[0], v.size() == 2 ? v[1] : v[0]};
+}
+
 }  // namespace torch_trn

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <array>
 #include <initializer_list>
 #include <vector>
 
@@ -103,6 +104,9 @@ class OutTarget {
   trn_queue_t q_;
   at::Tensor target_;
 };
+
+// A pair parameter (kernel size, stride, ...) given as one value or two; `if_empty` for none.
+std::array<int64_t, 2> pair_of(at::IntArrayRef v, const char *name, int64_t if_empty);
 
 // The floating dtypes the engines compute in (float64 is not one of them).
 inline bool is_float_type(c10::ScalarType t) {
