@@ -109,6 +109,20 @@ class DeviceModuleParity(unittest.TestCase):
         self.assertIn("trn:0", summary)
         del x
 
+    def test_mem_get_info_counts_what_tensors_reserve(self):
+        self.assertTrue(torch.trn.is_initialized())
+        free, total = torch.trn.mem_get_info()
+        self.assertEqual(total, torch.trn.get_device_properties(0).total_memory)
+        self.assertLessEqual(free, total)
+        x = torch.empty(64 << 20, dtype=torch.uint8, device=DEVICE)  # 64 MiB
+        free_after, _ = torch.trn.mem_get_info(0)
+        self.assertLessEqual(free_after, free - (64 << 20))
+        del x
+        torch.trn.empty_cache()
+        self.assertGreaterEqual(torch.trn.mem_get_info()[0], free_after + (64 << 20))
+        with self.assertRaisesRegex(RuntimeError, "not a trn device"):
+            torch.trn.mem_get_info(99)
+
     def test_accelerator(self):
         self.assertTrue(torch.accelerator.is_available())
         self.assertEqual(torch.accelerator.current_accelerator().type, DEVICE)

@@ -104,6 +104,19 @@ op_device_properties(int64_t index) {
           static_cast<int64_t>(core.index),
           static_cast<int64_t>(core.global_id)};
 }
+// What mem_get_info reports: (free, total) bytes of the core's HBM bank, every process's
+// reservations counted (trn_device_get_memory_stats, what trn-ls shows).
+std::tuple<int64_t, int64_t> op_mem_get_info(int64_t index) {
+  const Device &dev = device_at(resolve(index));
+  trn_core_properties_t core = TRN_CORE_PROPERTIES_INIT;
+  check(trn_core_get_properties(dev.core(), &core), "trn_core_get_properties");
+  trn_mem_stats_t stats = TRN_MEM_STATS_INIT;
+  check(trn_device_get_memory_stats(dev.trn_device(), core.hbm_bank, &stats),
+        "trn_device_get_memory_stats");
+  const uint64_t total = stats.limit_bytes;
+  const uint64_t free = total > stats.reserved_bytes ? total - stats.reserved_bytes : 0;
+  return {static_cast<int64_t>(free), static_cast<int64_t>(total)};
+}
 void op_synchronize(int64_t index) {
   device_at(resolve(index)).synchronize();
 }
@@ -235,6 +248,7 @@ TORCH_LIBRARY(torch_trn, m) {
   m.def("rng_get_state(int device) -> Tensor", &op_rng_get_state);
   m.def("rng_set_state(int device, Tensor state) -> ()", &op_rng_set_state);
   m.def("memory_stats(int device) -> int[]", &op_memory_stats);
+  m.def("mem_get_info(int device) -> (int, int)", &op_mem_get_info);
   m.def("reset_peak_memory_stats(int device) -> ()", &op_reset_peak_memory_stats);
   m.def("empty_cache(int device) -> ()", &op_empty_cache);
   m.def("device_time_ns(int device) -> int", &op_device_time_ns);

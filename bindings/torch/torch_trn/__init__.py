@@ -43,7 +43,8 @@ __all__ = [
     "DeviceProperties", "Event", "Kernel", "KernelArg", "Stream", "current_device", "current_stream", "default_stream",
     "device", "device_count", "device_time_ns", "empty_cache", "fallback_ops",
     "get_amp_supported_dtype", "get_device_name", "get_device_properties", "get_fallback_ops",
-    "get_rng_state", "get_rng_state_all", "initial_seed", "is_available", "kernel", "manual_seed",
+    "get_rng_state", "get_rng_state_all", "initial_seed", "is_available", "is_initialized", "kernel",
+    "manual_seed", "mem_get_info",
     "manual_seed_all", "max_memory_allocated", "max_memory_reserved", "memory_allocated",
     "memory_reserved", "memory_stats", "memory_summary", "reset_device", "reset_fallback_ops",
     "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_rng_state",
@@ -66,6 +67,12 @@ def _index(device=None):
 def is_available():
     """True when the process sees at least one NeuronCore."""
     return _ops.device_count() > 0
+
+
+def is_initialized():
+    """True: the runtime starts when torch_trn is imported (torch.cuda's lazy initialisation has
+    no counterpart here)."""
+    return True
 
 
 def device_count():
@@ -160,6 +167,12 @@ def memory_allocated(device=None):
 
 def max_memory_allocated(device=None):
     return _ops.memory_stats(_index(device))[1]
+
+
+def mem_get_info(device=None):
+    """(free, total) bytes of the device's HBM bank, as torch.cuda.mem_get_info: what every
+    process using the bank has reserved is taken (trn-ls shows who)."""
+    return tuple(_ops.mem_get_info(_index(device)))
 
 
 def memory_reserved(device=None):
