@@ -116,6 +116,8 @@ typedef enum trn_ops_unary_op {
   TRN_OPS_SILU = 12,
   TRN_OPS_RECIPROCAL = 13,
   TRN_OPS_SQUARE = 14,
+  TRN_OPS_SIN = 15, /**< radians */
+  TRN_OPS_COS = 16,
   TRN_OPS_UNARY_FORCE_INT32 = 0x7fffffff
 } trn_ops_unary_op_t;
 

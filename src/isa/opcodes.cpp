@@ -26,8 +26,8 @@ constexpr std::array<const char *, kOpcodeCount> kOpcodeNames = {
     "tensor_tensor", "tensor_scalar", "tensor_reduce", "tensor_copy",  "memset",
     "iota",          "affine_select", "sem_wait",      "sem_signal",   "barrier"};
 constexpr std::array<const char *, kActFuncCount> kActNames = {
-    "identity", "relu", "gelu",  "gelu_tanh",  "silu",   "sigmoid", "tanh",   "exp",
-    "log",      "sqrt", "rsqrt", "reciprocal", "square", "erf",     "gelu_dx"};
+    "identity", "relu",  "gelu",       "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log",
+    "sqrt",     "rsqrt", "reciprocal", "square",    "erf",  "gelu_dx", "sin",  "cos"};
 constexpr std::array<const char *, kAluOpCount> kAluNames = {
     "bypass",        "bitwise_not", "bitwise_and", "bitwise_or",  "bitwise_xor",
     "shift_left",    "shift_right", "add",         "subtract",    "multiply",

@@ -52,8 +52,10 @@ enum class ActFunc : uint8_t {
   kSquare = 12,
   kErf = 13,
   kGeluDx = 14,  // gelu's derivative, Φ(x) + x·φ(x) (NKI's gelu_dx): GELU's backward
+  kSin = 15,
+  kCos = 16,
 };
-constexpr uint32_t kActFuncCount = 15;
+constexpr uint32_t kActFuncCount = 17;
 const char *act_func_name(ActFunc f);
 std::optional<ActFunc> parse_act_func(std::string_view name);
 

@@ -29,14 +29,14 @@ double rounded_to(trn_dtype_t dtype, double value) {
 using isa::ActFunc;
 using isa::AluOp;
 
-const char *const kUnaryNames[] = {"neg",       "abs",  "exp",        "log",   "sqrt",
-                                   "rsqrt",     "tanh", "sigmoid",    "relu",  "gelu",
-                                   "gelu_tanh", "silu", "reciprocal", "square"};
+const char *const kUnaryNames[] = {"neg",        "abs",     "exp",  "log",  "sqrt",      "rsqrt",
+                                   "tanh",       "sigmoid", "relu", "gelu", "gelu_tanh", "silu",
+                                   "reciprocal", "square",  "sin",  "cos"};
 const char *const kBinaryNames[] = {"add", "sub", "mul", "div", "maximum", "minimum", "pow",
                                     "eq",  "ne",  "lt",  "le",  "gt",      "ge"};
 
 bool valid_unary(trn_ops_unary_op_t op) {
-  return op >= TRN_OPS_NEG && op <= TRN_OPS_SQUARE;
+  return op >= TRN_OPS_NEG && op <= TRN_OPS_COS;
 }
 bool valid_binary(trn_ops_binary_op_t op) {
   return op >= TRN_OPS_ADD && op <= TRN_OPS_GE;
@@ -192,6 +192,8 @@ uint16_t unary_steps(ExpressionOp &op, trn_ops_unary_op_t u, uint16_t x) {
     case TRN_OPS_GELU_TANH: return op.act(ActFunc::kGeluTanh, x);
     case TRN_OPS_SILU: return op.act(ActFunc::kSilu, x);
     case TRN_OPS_RECIPROCAL: return op.act(ActFunc::kReciprocal, x);
+    case TRN_OPS_SIN: return op.act(ActFunc::kSin, x);
+    case TRN_OPS_COS: return op.act(ActFunc::kCos, x);
     default: return op.act(ActFunc::kSquare, x);
   }
 }
@@ -247,6 +249,8 @@ uint16_t unary_backward_steps(ExpressionOp &op, trn_ops_unary_op_t u, uint16_t g
       return mul(g, op.alu(AluOp::kAdd, left, right));
     }
     case TRN_OPS_RECIPROCAL: return scale(op.alu(AluOp::kDivide, g, mul(x, x)), -1.0f);
+    case TRN_OPS_SIN: return mul(g, op.act(ActFunc::kCos, x));
+    case TRN_OPS_COS: return scale(mul(g, op.act(ActFunc::kSin, x)), -1.0f);
     default: return scale(mul(g, x), 2.0f);  // square
   }
 }
@@ -254,7 +258,7 @@ uint16_t unary_backward_steps(ExpressionOp &op, trn_ops_unary_op_t u, uint16_t g
 void check_unary(trn_ops_unary_op_t op) {
   if (!valid_unary(op))
     fail(TRN_ERROR_INVALID_ENUM,
-         fmt::format("op {} is not a trn_ops_unary_op_t (TRN_OPS_NEG..TRN_OPS_SQUARE)",
+         fmt::format("op {} is not a trn_ops_unary_op_t (TRN_OPS_NEG..TRN_OPS_COS)",
                      static_cast<int>(op)));
 }
 void check_binary(trn_ops_binary_op_t op) {

@@ -278,6 +278,8 @@ class Elementwise(OpCase):
             ("gelu tanh", lambda x: F.gelu(x, approximate="tanh"), randn(5, 7) * 2, ("gelu_backward",)),
             ("gelu (erf)", F.gelu, randn(5, 7) * 2, ("gelu_backward",)),
             ("silu", F.silu, randn(5, 7) * 2, ("silu_backward",)),
+            ("sin", torch.sin, randn(5, 7) * 4, ("cos", "mul")),
+            ("cos", torch.cos, randn(5, 7) * 4, ("sin", "mul", "neg")),
             ("exp non-contiguous", lambda x: x.t().exp(), randn(5, 7), ("mul",)),
         ]
         for dtype in DTYPES:
@@ -910,13 +912,14 @@ class EdgeCases(unittest.TestCase):
             self.assertTrue(loss.isnan().item(), bad)
 
     def test_float16_ops_that_fall_back_run_widened(self):
-        # PyTorch 1.13's CPU has no float16 sin, cumsum, topk...: they run in float32 and come
-        # back as float16, in place and out= included.
+        # An op with no float16 CPU kernel runs in float32 and comes back as float16, in place
+        # and out= included; float16 ops on the device (sin, cumsum, topk) compute alike.
         x = torch.tensor([[0.5, -1.25, 2.0], [3.5, 0.25, -0.75]])
         cases = {
             "sin": lambda t: t.sin(), "cumsum": lambda t: t.cumsum(1),
             "topk": lambda t: t.topk(2, 1).values, "prod": lambda t: t.prod(1),
-            "sin_ on a view": lambda t: (lambda c: (c[:, ::2].sin_(), c)[1])(t.clone()),
+            "atan": lambda t: t.atan(), "cumprod": lambda t: t.cumprod(1),
+            "atan_ on a view": lambda t: (lambda c: (c[:, ::2].atan_(), c)[1])(t.clone()),
             "out=": lambda t: torch.floor(t, out=torch.empty(2, 3, dtype=t.dtype, device=t.device)),
         }
         for name, f in cases.items():

@@ -444,6 +444,8 @@ double ref_act(ActFunc f, double x) {
     case ActFunc::kReciprocal: return 1.0 / x;
     case ActFunc::kSquare: return x * x;
     case ActFunc::kErf: return std::erf(x);
+    case ActFunc::kSin: return std::sin(x);
+    case ActFunc::kCos: return std::cos(x);
     case ActFunc::kGeluDx:
       return 0.5 * std::erfc(-x / std::sqrt(2.0)) +
              x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);

@@ -933,7 +933,7 @@ TEST_CASE("validate: activation function, shapes and [P,1] columns") {
   expect_invalid(
       single(
           changed(act, [](Instruction &i) { i.func = static_cast<uint8_t>(isa::kActFuncCount); })),
-      t, lbl, "unknown activation function 15");
+      t, lbl, "unknown activation function 17");
   expect_invalid(single(changed(act, [](Instruction &i) { i.func = 200; })), t, lbl,
                  "unknown activation function 200");
   expect_invalid(

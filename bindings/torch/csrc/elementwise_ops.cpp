@@ -161,6 +161,8 @@ TRN_UNARY_OUT(log_out, TRN_OPS_LOG, "log")
 TRN_UNARY_OUT(sqrt_out, TRN_OPS_SQRT, "sqrt")
 TRN_UNARY_OUT(rsqrt_out, TRN_OPS_RSQRT, "rsqrt")
 TRN_UNARY_OUT(tanh_out, TRN_OPS_TANH, "tanh")
+TRN_UNARY_OUT(sin_out, TRN_OPS_SIN, "sin")
+TRN_UNARY_OUT(cos_out, TRN_OPS_COS, "cos")
 TRN_UNARY_OUT(sigmoid_out, TRN_OPS_SIGMOID, "sigmoid")
 TRN_UNARY_OUT(reciprocal_out, TRN_OPS_RECIPROCAL, "reciprocal")
 TRN_UNARY_OUT(silu_out, TRN_OPS_SILU, "silu")
@@ -323,6 +325,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sqrt.out", TORCH_FN(sqrt_out));
   m.impl("rsqrt.out", TORCH_FN(rsqrt_out));
   m.impl("tanh.out", TORCH_FN(tanh_out));
+  m.impl("sin.out", TORCH_FN(sin_out));
+  m.impl("cos.out", TORCH_FN(cos_out));
   m.impl("sigmoid.out", TORCH_FN(sigmoid_out));
   m.impl("reciprocal.out", TORCH_FN(reciprocal_out));
   m.impl("silu.out", TORCH_FN(silu_out));

@@ -148,6 +148,10 @@ inline float act(float x) {
     return x * x;
   } else if constexpr (f == ActFunc::kErf) {
     return std::erf(x);
+  } else if constexpr (f == ActFunc::kSin) {
+    return std::sin(x);
+  } else if constexpr (f == ActFunc::kCos) {
+    return std::cos(x);
   } else {
     // Φ(x) + x·φ(x) in double, rounded once: near its zero (x ≈ -0.75) the two terms cancel,
     // and an fp32 sum would keep little of either.

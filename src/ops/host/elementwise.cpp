@@ -37,6 +37,8 @@ double apply(Unary op, double x) {
     case Unary::kSilu: return x * sigmoid(x);
     case Unary::kReciprocal: return 1.0 / x;
     case Unary::kSquare: return x * x;
+    case Unary::kSin: return std::sin(x);
+    case Unary::kCos: return std::cos(x);
   }
   fail("unary", "unknown op " + std::to_string(static_cast<int>(op)));
 }
@@ -73,6 +75,8 @@ double derivative(Unary op, double x) {
     }
     case Unary::kReciprocal: return -1.0 / (x * x);
     case Unary::kSquare: return 2.0 * x;
+    case Unary::kSin: return std::cos(x);
+    case Unary::kCos: return -std::sin(x);
   }
   fail("unary_backward", "unknown op " + std::to_string(static_cast<int>(op)));
 }

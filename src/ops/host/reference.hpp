@@ -36,7 +36,9 @@ enum class Unary {
   kGeluTanh,
   kSilu,
   kReciprocal,
-  kSquare
+  kSquare,
+  kSin,
+  kCos
 };
 Array unary(Unary op, const Array &x);
 // grad_in = grad_out * d op(x)/dx; relu's and abs's derivative at 0 is 0 as in PyTorch.
