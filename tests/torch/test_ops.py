@@ -682,6 +682,26 @@ class Composites(OpCase):
             self.assertTrue(torch.equal((i.to(DEVICE) & 5).cpu(), i & 5))
         self.assertIn("aten::bitwise_and.Tensor_out", torch_trn.fallback_ops())
 
+    def test_rounding_is_exact_ties_to_even_and_keeps_the_sign_of_zero(self):
+        vals = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, -0.3, 0.3, -0.0, 0.0, 2.999, -2.999, 8388607.5,
+                -8388607.5, 8388608.0, 1e10, -1e10, float("inf"), -float("inf"), float("nan"),
+                1e-40, -1e-40, 123.456, -123.456]
+        x = torch.tensor(vals)
+        torch_trn.reset_fallback_ops()
+        for fn in (torch.floor, torch.ceil, torch.trunc, torch.round, torch.frac):
+            for dtype in (torch.float32, torch.bfloat16, torch.float16):
+                with self.subTest(op=fn.__name__, dtype=dtype_name(dtype)):
+                    want, got = fn(x.to(dtype)), fn(x.to(dtype).to(DEVICE)).cpu()
+                    self.assertTrue(torch.equal(want.nan_to_num(7.0), got.nan_to_num(7.0)), got)
+                    self.assertTrue(torch.equal(want.nan_to_num(7.0).signbit(),
+                                                got.nan_to_num(7.0).signbit()), got)
+        self.assertEqual(torch_trn.fallback_ops(), {})
+        # Integer tensors are their own floor: the CPU's kernel, recorded.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            i = torch.tensor([3, -4])
+            self.assertTrue(torch.equal(torch.floor(i.to(DEVICE)).cpu(), torch.floor(i)))
+
     def test_eye_and_linspace(self):
         torch_trn.reset_fallback_ops()
         for dtype in (torch.float32, torch.bfloat16):
