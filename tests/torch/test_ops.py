@@ -702,6 +702,50 @@ class Composites(OpCase):
             i = torch.tensor([3, -4])
             self.assertTrue(torch.equal(torch.floor(i.to(DEVICE)).cpu(), torch.floor(i)))
 
+    def test_bounds_nan_ignoring_extremes_and_truncating_division(self):
+        x, y = randn(4, 6), randn(4, 6, seed=1)
+        x[0, 0], y[1, 1] = float("nan"), float("nan")
+        lo, hi = randn(4, 6, seed=2) - 1, randn(4, 6, seed=3) + 1
+        for dtype in DTYPES:
+            with self.subTest(dtype=dtype_name(dtype)):
+                self.check(lambda a, l, h: torch.clamp(a, l, h), [x, lo, hi], dtype,
+                           on_device=("clamp", "maximum", "minimum"))
+                self.check(torch.fmax, [x, y], dtype, on_device=("fmax", "maximum"))
+                self.check(torch.fmin, [x, y], dtype, on_device=("fmin", "minimum"))
+                self.check(lambda a, b: torch.div(a, b * 0.1, rounding_mode="trunc"), [x, y],
+                           dtype, grad=False, on_device=("div", "trunc"))
+        # Python's floor division goes through fmod on the CPU (floor(a / b) can be one off).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            a, b = torch.tensor([1.0, -7.5]), torch.tensor([0.1, 2.0])
+            got = torch.div(a.to(DEVICE), b.to(DEVICE), rounding_mode="floor").cpu()
+        self.assertTrue(torch.equal(got, torch.div(a, b, rounding_mode="floor")), got)
+
+    def test_variance_and_standard_deviation(self):
+        z = randn(3, 5, 7)
+        cases = {
+            "var": lambda t: t.var(), "var(1)": lambda t: t.var(1),
+            "var((0, 2), correction=0, keepdim)": lambda t: torch.var(t, (0, 2), correction=0,
+                                                                       keepdim=True),
+            "std(-1)": lambda t: t.std(-1), "var_mean(1)": lambda t: torch.var_mean(t, 1),
+            "std_mean((0, 1), keepdim)": lambda t: torch.std_mean(t, (0, 1), keepdim=True),
+            "var of one element per row": lambda t: t[:, :1].var(1),
+        }
+        for dtype in DTYPES:
+            for name, fn in cases.items():
+                with self.subTest(case=name, dtype=dtype_name(dtype)):
+                    self.check(fn, [z], dtype, on_device=("var", "std", "var_mean", "std_mean"))
+
+    def test_cross_entropy_over_an_image(self):
+        scores, target = randn(2, 4, 3, 5), torch.randint(0, 4, (2, 3, 5))
+        target[0, 0, 0] = -100  # ignored
+        for reduction in ("mean", "sum"):
+            for dtype in DTYPES:
+                with self.subTest(reduction=reduction, dtype=dtype_name(dtype)):
+                    self.check(lambda s, t: F.cross_entropy(s, t, reduction=reduction),
+                               [scores, target], dtype,
+                               on_device=("nll_loss2d_forward", "nll_loss2d_backward", "nll_loss"))
+
     def test_eye_and_linspace(self):
         torch_trn.reset_fallback_ops()
         for dtype in (torch.float32, torch.bfloat16):

@@ -7,6 +7,7 @@
 
 #include <string_view>
 
+#include "fallback.hpp"
 #include "op_support.hpp"
 
 namespace torch_trn {
@@ -295,6 +296,79 @@ at::Tensor &lerp_tensor_out(const at::Tensor &self, const at::Tensor &end, const
   return where_out(weight < 0.5, low, high, out);
 }
 
+// clamp with tensor bounds: maximum with min, then minimum with max (NaN in x or a bound gives
+// NaN; min > max gives max, as the CPU's). Non-float tensors on the CPU, recorded.
+at::Tensor &clamp_tensor_out(const at::Tensor &self, const c10::optional<at::Tensor> &min,
+                             const c10::optional<at::Tensor> &max, at::Tensor &out) {
+  const bool has_min = min && min->defined(), has_max = max && max->defined();
+  TORCH_CHECK(has_min || has_max, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  check_same_device("clamp",
+                    {self, has_min ? *min : at::Tensor(), has_max ? *max : at::Tensor(), out});
+  const bool floats = is_float_type(self.scalar_type()) && is_float_type(out.scalar_type()) &&
+                      (!has_min || min->is_floating_point()) &&
+                      (!has_max || max->is_floating_point());
+  if (!floats) {
+    const auto host = [](const c10::optional<at::Tensor> &t) {
+      return t && t->defined() ? c10::optional<at::Tensor>(t->cpu()) : c10::nullopt;
+    };
+    const at::Tensor result = at::clamp(self.cpu(), host(min), host(max));
+    record_cpu_run("aten::clamp.Tensor_out");
+    prepare_out(out, {result}, result.scalar_type());
+    return out.copy_(result);
+  }
+  at::Tensor result = self;
+  if (has_min) result = at::maximum(result, *min);
+  if (has_max) result = at::minimum(result, *max);
+  prepare_out(out, {result}, result.scalar_type());
+  return out.copy_(result);
+}
+
+// fmax and fmin: the larger (smaller) of the two, the number where one of them is NaN.
+at::Tensor &nan_ignoring(const at::Tensor &self, const at::Tensor &other, at::Tensor &out,
+                         bool larger, const char *name) {
+  check_same_device(name, {self, other, out});
+  if (!is_float_type(self.scalar_type()) || !is_float_type(out.scalar_type()) ||
+      !other.is_floating_point()) {
+    const at::Tensor result =
+        larger ? at::fmax(self.cpu(), other.cpu()) : at::fmin(self.cpu(), other.cpu());
+    record_cpu_run(std::string("aten::") + name + ".out");
+    prepare_out(out, {result}, result.scalar_type());
+    return out.copy_(result);
+  }
+  const at::Tensor extreme = larger ? at::maximum(self, other) : at::minimum(self, other);
+  const at::Tensor result =
+      at::where(at::ne(self, self), other, at::where(at::ne(other, other), self, extreme));
+  prepare_out(out, {result}, result.scalar_type());
+  return out.copy_(result);
+}
+at::Tensor &fmax_out(const at::Tensor &self, const at::Tensor &other, at::Tensor &out) {
+  return nan_ignoring(self, other, out, true, "fmax");
+}
+at::Tensor &fmin_out(const at::Tensor &self, const at::Tensor &other, at::Tensor &out) {
+  return nan_ignoring(self, other, out, false, "fmin");
+}
+
+// div with a rounding mode: "trunc" is trunc(a / b), as the CPU computes it, on the device;
+// "floor" follows Python's a // b, which the CPU computes through fmod (floor(a / b) can differ
+// by one where a / b rounds up to an integer): on the CPU, recorded.
+at::Tensor &div_mode_out(const at::Tensor &self, const at::Tensor &other,
+                         c10::optional<c10::string_view> rounding_mode, at::Tensor &out) {
+  if (!rounding_mode) return div_out(self, other, out);
+  check_same_device("div", {self, other, out});
+  const bool trunc = *rounding_mode == "trunc";
+  if (trunc && is_float_type(out.scalar_type()) &&
+      (self.is_floating_point() || other.is_floating_point())) {
+    const at::Tensor result = at::trunc(at::div(self, other));
+    prepare_out(out, {result}, result.scalar_type());
+    return out.copy_(result);
+  }
+  const at::Tensor result =
+      at::div(self.cpu(), other.is_cpu() ? other : other.cpu(), rounding_mode);
+  record_cpu_run("aten::div.out_mode");
+  prepare_out(out, {result}, result.scalar_type());
+  return out.copy_(result);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -339,6 +413,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addcmul.out", TORCH_FN(addcmul_out));
   m.impl("addcdiv.out", TORCH_FN(addcdiv_out));
   m.impl("clamp.out", TORCH_FN(clamp_out));
+  m.impl("clamp.Tensor_out", TORCH_FN(clamp_tensor_out));
+  m.impl("fmax.out", TORCH_FN(fmax_out));
+  m.impl("fmin.out", TORCH_FN(fmin_out));
+  m.impl("div.out_mode", TORCH_FN(div_mode_out));
   m.impl("clamp_min.out", TORCH_FN(clamp_min_out));
   m.impl("clamp_max.out", TORCH_FN(clamp_max_out));
   m.impl("where.self", TORCH_FN(where));

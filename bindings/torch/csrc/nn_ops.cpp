@@ -958,6 +958,37 @@ std::tuple<at::Tensor &, at::Tensor &> nll_loss_forward_out_sym(
                                          output, total_weight);
 }
 
+// nll_loss2d ([N, C, H, W] scores, [N, H, W] targets: a segmentation's cross_entropy) as the
+// [N*H*W, C] nll_loss of the classes moved last, through the kernels above.
+at::Tensor classes_last(const at::Tensor &self) {
+  return self.movedim(1, -1).reshape({-1, self.size(1)});
+}
+std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor &self,
+                                                      const at::Tensor &target,
+                                                      const c10::optional<at::Tensor> &weight,
+                                                      int64_t reduction, c10::SymInt ignore_index) {
+  check_same_device("nll_loss2d_forward", {self, target});
+  TORCH_CHECK(self.dim() == 4 && target.dim() == 3 && self.size(0) == target.size(0) &&
+                  self.size(2) == target.size(1) && self.size(3) == target.size(2),
+              "nll_loss2d: expected input [N, C, H, W] and target [N, H, W], got ", self.sizes(),
+              " and ", target.sizes());
+  auto [out, total] = at::nll_loss_forward_symint(classes_last(self), target.reshape({-1}), weight,
+                                                  reduction, std::move(ignore_index));
+  if (reduction == kReductionNone) out = out.view(target.sizes());
+  return {out, total};
+}
+at::Tensor nll_loss2d_backward(const at::Tensor &grad_output, const at::Tensor &self,
+                               const at::Tensor &target, const c10::optional<at::Tensor> &weight,
+                               int64_t reduction, c10::SymInt ignore_index,
+                               const at::Tensor &total_weight) {
+  check_same_device("nll_loss2d_backward", {grad_output, self, target});
+  const at::Tensor grad = reduction == kReductionNone ? grad_output.reshape({-1}) : grad_output;
+  const at::Tensor flat =
+      at::nll_loss_backward_symint(grad, classes_last(self), target.reshape({-1}), weight,
+                                   reduction, std::move(ignore_index), total_weight);
+  return flat.view({self.size(0), self.size(2), self.size(3), self.size(1)}).movedim(-1, 1);
+}
+
 at::Tensor &nll_loss_backward_out_sym(const at::Tensor &grad_output, const at::Tensor &self,
                                       const at::Tensor &target,
                                       const c10::optional<at::Tensor> &weight, int64_t reduction,
@@ -985,6 +1016,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_log_softmax_backward_data.out", TORCH_FN(log_softmax_backward_out));
   m.impl("nll_loss_forward.output", TORCH_FN(nll_loss_forward_out_sym));
   m.impl("nll_loss_backward.grad_input", TORCH_FN(nll_loss_backward_out_sym));
+  m.impl("nll_loss2d_forward", TORCH_FN(nll_loss2d_forward));
+  m.impl("nll_loss2d_backward", TORCH_FN(nll_loss2d_backward));
   m.impl("mse_loss.out", TORCH_FN(mse_loss_out));
   m.impl("mse_loss_backward.grad_input", TORCH_FN(mse_loss_backward_out));
   // mse_loss_backward has no composite form over its .out variant (only CPU and CUDA kernels).

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -223,6 +224,87 @@ at::Tensor &vector_norm_out(const at::Tensor &self, const at::Scalar &ord,
   return out.copy_(result);
 }
 
+// var and std (and var_mean, std_mean) of float tensors in two passes on the device: the mean,
+// then the sum of squared differences over max(0, N - correction), in float32 (the CPU's
+// Welford accumulates alike; the two agree to float32's rounding). Others on the CPU, recorded.
+struct Moments {
+  at::Tensor var, mean;  // float32; the variance before it is rounded to the input's dtype
+};
+std::optional<Moments> moments(const at::Tensor &self, at::OptionalIntArrayRef dim,
+                               const c10::optional<at::Scalar> &correction, bool keepdim) {
+  if (!is_float_type(self.scalar_type())) return std::nullopt;
+  std::vector<int64_t> dims;
+  if (dim && !dim->empty()) dims.assign(dim->begin(), dim->end());
+  if (dims.empty())
+    for (int64_t d = 0; d < self.dim(); ++d) dims.push_back(d);
+  int64_t n = 1;
+  for (int64_t &d : dims) {
+    d = c10::maybe_wrap_dim(d, self.dim());
+    n *= self.dim() == 0 ? 1 : self.size(d);
+  }
+  const double c = correction ? correction->toDouble() : 1.0;
+  const double divisor = std::max(0.0, static_cast<double>(n) - c);
+  const at::Tensor x = self.to(at::kFloat);
+  const at::Tensor mean = self.dim() == 0 ? x : x.mean(dims, /*keepdim=*/true);
+  const at::Tensor centred = x - mean;
+  at::Tensor sq = self.dim() == 0 ? centred * centred : (centred * centred).sum(dims, keepdim);
+  at::Tensor var = sq / divisor;
+  at::Tensor m = keepdim || self.dim() == 0 ? mean : mean.squeeze(dims);
+  return Moments{var, m.to(self.scalar_type())};
+}
+
+// The variance (or its root, `root`) on the device, or the CPU's.
+at::Tensor spread_of(const at::Tensor &self, at::OptionalIntArrayRef dim,
+                     const c10::optional<at::Scalar> &correction, bool keepdim, bool root) {
+  if (const auto m = moments(self, dim, correction, keepdim))
+    return (root ? at::sqrt(m->var) : m->var).to(self.scalar_type());
+  const at::Tensor r = root ? at::std(self.cpu(), dim, correction, keepdim)
+                            : at::var(self.cpu(), dim, correction, keepdim);
+  record_cpu_run(root ? "aten::std.correction" : "aten::var.correction");
+  return r.to(self.device());
+}
+
+at::Tensor &var_out(const at::Tensor &self, at::OptionalIntArrayRef dim,
+                    const c10::optional<at::Scalar> &correction, bool keepdim, at::Tensor &out) {
+  check_same_device("var", {self, out});
+  const at::Tensor result = spread_of(self, dim, correction, keepdim, false);
+  resize_out(out, result.sizes());
+  return out.copy_(result);
+}
+at::Tensor var(const at::Tensor &self, at::OptionalIntArrayRef dim,
+               const c10::optional<at::Scalar> &correction, bool keepdim) {
+  check_same_device("var", {self});
+  return spread_of(self, dim, correction, keepdim, false);
+}
+at::Tensor std_dev(const at::Tensor &self, at::OptionalIntArrayRef dim,
+                   const c10::optional<at::Scalar> &correction, bool keepdim) {
+  check_same_device("std", {self});
+  return spread_of(self, dim, correction, keepdim, true);
+}
+// var_mean and std_mean: (the spread, the mean).
+std::tuple<at::Tensor, at::Tensor> spread_and_mean(const at::Tensor &self,
+                                                   at::OptionalIntArrayRef dim,
+                                                   const c10::optional<at::Scalar> &correction,
+                                                   bool keepdim, bool root) {
+  check_same_device(root ? "std_mean" : "var_mean", {self});
+  if (const auto m = moments(self, dim, correction, keepdim))
+    return {(root ? at::sqrt(m->var) : m->var).to(self.scalar_type()), m->mean};
+  const auto [v, mean] = root ? at::std_mean(self.cpu(), dim, correction, keepdim)
+                              : at::var_mean(self.cpu(), dim, correction, keepdim);
+  record_cpu_run(root ? "aten::std_mean.correction" : "aten::var_mean.correction");
+  return {v.to(self.device()), mean.to(self.device())};
+}
+std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor &self, at::OptionalIntArrayRef dim,
+                                            const c10::optional<at::Scalar> &correction,
+                                            bool keepdim) {
+  return spread_and_mean(self, dim, correction, keepdim, false);
+}
+std::tuple<at::Tensor, at::Tensor> std_mean(const at::Tensor &self, at::OptionalIntArrayRef dim,
+                                            const c10::optional<at::Scalar> &correction,
+                                            bool keepdim) {
+  return spread_and_mean(self, dim, correction, keepdim, true);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -237,6 +319,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("max.dim_max", TORCH_FN(max_dim_out));
   m.impl("min.dim_min", TORCH_FN(min_dim_out));
   m.impl("min", TORCH_FN(min_all));
+  m.impl("var.correction", TORCH_FN(var));
+  m.impl("var.correction_out", TORCH_FN(var_out));
+  m.impl("std.correction", TORCH_FN(std_dev));
+  m.impl("var_mean.correction", TORCH_FN(var_mean));
+  m.impl("std_mean.correction", TORCH_FN(std_mean));
 }
 
 }  // namespace torch_trn
