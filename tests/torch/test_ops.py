@@ -746,6 +746,17 @@ class Composites(OpCase):
                                [scores, target], dtype,
                                on_device=("nll_loss2d_forward", "nll_loss2d_backward", "nll_loss"))
 
+    def test_vector_norms_of_any_order(self):
+        w = randn(3, 5)
+        w[0, 1] = 0.0
+        for dtype in DTYPES:
+            for p in (0, 3, 0.5, -1.5, -float("inf")):
+                with self.subTest(ord=p, dtype=dtype_name(dtype)):
+                    self.check(lambda t: torch.linalg.vector_norm(t, p, dim=1), [w], dtype,
+                               grad=p not in (0, -float("inf")), on_device=("linalg_vector_norm",))
+                    self.check(lambda t: torch.linalg.vector_norm(t, p), [w], dtype,
+                               grad=False, on_device=("linalg_vector_norm",))
+
     def test_eye_and_linspace(self):
         torch_trn.reset_fallback_ops()
         for dtype in (torch.float32, torch.bfloat16):

@@ -195,27 +195,38 @@ at::Tensor min_all(const at::Tensor &self) {
 namespace {
 
 // The vector norms clip_grad_norm_ and the optimizers take, on the device: 2 (the root of the
-// sum of squares), 1 (the sum of magnitudes) and inf (the largest magnitude) of floating tensors.
-// Other orders and dtypes run on the CPU, recorded.
+// sum of squares), 1 (the sum of magnitudes), inf and -inf (the largest and smallest magnitude),
+// 0 (how many are not zero) and any other p ((sum |x|^p)^(1/p)) of floating tensors. float64 and
+// integer dtypes run on the CPU, recorded.
 at::Tensor &vector_norm_out(const at::Tensor &self, const at::Scalar &ord,
                             at::OptionalIntArrayRef dim, bool keepdim,
                             std::optional<at::ScalarType> dtype, at::Tensor &out) {
   const double p = ord.toDouble();
   const at::ScalarType type = dtype.value_or(self.scalar_type());
+  const double inf = std::numeric_limits<double>::infinity();
   const bool on_device = at::isFloatingType(type) && type != at::kDouble &&
-                         at::isFloatingType(self.scalar_type()) &&
-                         (p == 2.0 || p == 1.0 || p == std::numeric_limits<double>::infinity());
+                         at::isFloatingType(self.scalar_type()) && !std::isnan(p) &&
+                         (self.numel() > 0 || p >= 0.0);
   at::Tensor result;
   if (on_device) {
     const at::Tensor x = self.to(type);
     const at::Tensor magnitude = x.abs();
+    const auto extreme = [&](bool largest) {
+      return dim && !dim->empty() ? (largest ? at::amax(magnitude, *dim, keepdim)
+                                             : at::amin(magnitude, *dim, keepdim))
+                                  : (largest ? at::amax(magnitude, at::IntArrayRef{}, keepdim)
+                                             : at::amin(magnitude, at::IntArrayRef{}, keepdim));
+    };
     if (p == 2.0)
       result = at::sum(x * x, dim, keepdim).sqrt();
     else if (p == 1.0)
       result = at::sum(magnitude, dim, keepdim);
+    else if (p == inf || p == -inf)
+      result = extreme(p > 0);
+    else if (p == 0.0)  // how many elements are not zero
+      result = at::sum(at::ne(x, 0).to(type), dim, keepdim);
     else
-      result = dim && !dim->empty() ? at::amax(magnitude, *dim, keepdim)
-                                    : at::amax(magnitude, at::IntArrayRef{}, keepdim);
+      result = at::pow(at::sum(at::pow(magnitude, p), dim, keepdim), 1.0 / p);
   } else {
     record_cpu_run("aten::linalg_vector_norm.out");
     result = at::linalg_vector_norm(self.cpu(), ord, dim, keepdim, dtype);
