@@ -564,6 +564,21 @@ class Indexing(OpCase):
                 with self.subTest(case=name, dtype=dtype_name(dtype)):
                     self.check(fn, inputs, dtype, on_device=self.INDEX_OPS)
 
+    def test_roll_of_every_dtype(self):
+        x = torch.arange(24).view(2, 3, 4)
+        torch_trn.reset_fallback_ops()
+        for shifts, dims in (((1,), ()), ((-2,), ()), ((1, 2), (0, 2)), ((5,), (1,)),
+                             ((0,), (2,)), ((-7, 3), (-1, 1))):
+            for t in (x, x.float(), x.bool(), x.to(torch.int8)):
+                with self.subTest(shifts=shifts, dims=dims, dtype=t.dtype):
+                    got = torch.roll(t.to(DEVICE), shifts, dims).cpu()
+                    self.assertTrue(torch.equal(got, torch.roll(t, shifts, dims)), got)
+        self.assertEqual(torch_trn.fallback_ops(), {})
+        self.check(lambda t: torch.roll(t, 2, 1), [randn(3, 4)], torch.float32,
+                   on_device=("roll", "cat"))
+        with self.assertRaisesRegex(RuntimeError, "must align"):
+            torch.roll(x.to(DEVICE), (1, 2), (0,))
+
     def test_topk_and_sort_order_nan_first_and_ties_by_index(self):
         x = torch.tensor([[0.5, float("nan"), -1.0, 0.5, float("inf"), -float("inf"), 2.0]])
         for dim_x in (x, x.t().contiguous()):

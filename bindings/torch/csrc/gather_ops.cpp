@@ -1,4 +1,5 @@
-// index_select, gather, scatter, scatter_add, index_add and flip on the device, through
+// index_select, gather, scatter, scatter_add, index_add and flip on the device (and roll, as
+// concatenated slices), through
 // gather.hpp's one-hot matches: the dim indexed moved last, the other dims a batch. Cases
 // gather_fits() refuses, and arguments PyTorch's kernels would refuse, go to the CPU's kernel
 // (recorded), which raises its own message for the latter.
@@ -218,6 +219,25 @@ at::Tensor flip(const at::Tensor &self, at::IntArrayRef dims) {
   return x.is_same(self) ? self.clone() : x.contiguous();
 }
 
+// roll: along each dim, the last `shift` elements and the rest, concatenated in that order (DMA
+// copies: exact for every dtype). No dims rolls the flattened tensor.
+at::Tensor roll(const at::Tensor &self, c10::SymIntArrayRef shifts_sym, at::IntArrayRef dims) {
+  check_same_device("roll", {self});
+  const auto shifts = C10_AS_INTARRAYREF_SLOW(shifts_sym);
+  if (shifts.size() != dims.size() && !(dims.empty() && shifts.size() == 1)) {
+    return at::roll(self.cpu(), shifts, dims).to(self.device());  // raises PyTorch's message
+  }
+  if (self.numel() == 0) return self.clone();
+  if (dims.empty()) return roll(self.reshape({-1}), shifts_sym, {0}).view(self.sizes());
+  at::Tensor x = self;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    const int64_t d = c10::maybe_wrap_dim(dims[k], self.dim());
+    const int64_t n = x.size(d), s = ((shifts[k] % n) + n) % n;
+    if (s != 0) x = at::cat({x.narrow(d, n - s, s), x.narrow(d, 0, n - s)}, d);
+  }
+  return x.is_same(self) ? self.clone() : x;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -229,6 +249,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter.value_out", TORCH_FN(scatter_value_out));
   m.impl("index_add.out", TORCH_FN(index_add_out));
   m.impl("flip", TORCH_FN(flip));
+  m.impl("roll", TORCH_FN(roll));
 }
 
 }  // namespace torch_trn
