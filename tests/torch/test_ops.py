@@ -641,6 +641,10 @@ class Indexing(OpCase):
                 self.assertTrue(g[0, 0].isnan() and g[0, 1] == x[0, 1], g)
                 s = torch.scatter_add(x.to(DEVICE), 1, i.view(1, 2), torch.ones(1, 2, device=DEVICE))
                 self.assertTrue(s.cpu()[0].isnan().any(), s)
+        # x[i] = v with i past the end writes nothing anywhere: the rows it spans turn NaN.
+        y = x.to(DEVICE)
+        y[torch.tensor([7]).to(DEVICE)] = torch.ones(4, device=DEVICE)
+        self.assertTrue(y.cpu().isnan().all(), y)
         big = torch.tensor([2 ** 32 + 1, 1]).to(DEVICE)
         self.assertTrue(F.embedding(big, x.to(DEVICE)).cpu()[0].isnan().all())
         loss = F.cross_entropy(randn(2, 4).to(DEVICE), torch.tensor([2 ** 32, 1]).to(DEVICE))
@@ -729,6 +733,13 @@ class Composites(OpCase):
                 self.check(torch.fmin, [x, y], dtype, on_device=("fmin", "minimum"))
                 self.check(lambda a, b: torch.div(a, b * 0.1, rounding_mode="trunc"), [x, y],
                            dtype, grad=False, on_device=("div", "trunc"))
+        # A bfloat16 quotient is truncated before it is rounded: 386 / 3 = 128.67 gives 128, where
+        # the bfloat16 quotient (129) would give 129. (The CPU's own bfloat16 kernel gives 128 for
+        # one element and 129 through its vectorized loop: the float32 quotient is the reference.)
+        a, b = torch.tensor([386.0, -386.0]).bfloat16(), torch.tensor([3.0, 3.0]).bfloat16()
+        got = torch.div(a.to(DEVICE), b.to(DEVICE), rounding_mode="trunc").cpu()
+        want = torch.div(a.float(), b.float(), rounding_mode="trunc").bfloat16()
+        self.assertTrue(torch.equal(got, want), got)
         # Python's floor division goes through fmod on the CPU (floor(a / b) can be one off).
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

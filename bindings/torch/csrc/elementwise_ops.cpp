@@ -356,10 +356,12 @@ at::Tensor &div_mode_out(const at::Tensor &self, const at::Tensor &other,
   if (!rounding_mode) return div_out(self, other, out);
   check_same_device("div", {self, other, out});
   const bool trunc = *rounding_mode == "trunc";
-  if (trunc && is_float_type(out.scalar_type()) &&
-      (self.is_floating_point() || other.is_floating_point())) {
-    const at::Tensor result = at::trunc(at::div(self, other));
-    prepare_out(out, {result}, result.scalar_type());
+  const at::ScalarType type = at::result_type(self, other);
+  if (trunc && is_float_type(type) && is_float_type(out.scalar_type())) {
+    // The quotient in float32, truncated before it is rounded to a narrower dtype, as the CPU
+    // computes it (a bfloat16 quotient of 2.996 rounds to 3 first otherwise).
+    const at::Tensor result = at::trunc(at::div(self.to(at::kFloat), other.to(at::kFloat)));
+    prepare_out(out, {self, other}, type);
     return out.copy_(result);
   }
   const at::Tensor result =

@@ -9,8 +9,8 @@
 //
 // An index that is no position of the dim (out of range, or any int64 beyond (-2^31, 2^31))
 // matches nothing: where the CPU raises IndexError, a gather gives NaN in that place and a
-// scatter makes its whole result NaN, never a plausible value (checking on the host would cost a
-// synchronisation per op).
+// scatter makes NaN of every place its index tensor spans (those it would write and those it
+// leaves), never a plausible value (checking on the host would cost a synchronisation per op).
 #pragma once
 
 #include <ATen/ATen.h>

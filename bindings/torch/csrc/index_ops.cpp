@@ -96,13 +96,14 @@ at::Tensor &index_put(at::Tensor &self, const Indices &indices, const at::Tensor
   // values as [..., N] with the index's N positions last, as the match's rows.
   const at::Tensor rows =
       values.expand(target).reshape(sizes_around(self, k, {one.index.numel()})).movedim(k, -1);
-  const at::Tensor sums = poison_if(
-      accumulate ? spread(rows, match) : place(rows, last_matches(match)), any_unmatched(match));
+  // An index out of range makes every row it could reach NaN, written or not.
+  const at::Tensor poisoned = any_unmatched(match);
   at::Tensor region = self.movedim(k, -1);
   if (accumulate)
-    region.add_(sums);
+    region.add_(poison_if(spread(rows, match), poisoned));
   else
-    region.copy_(at::where(match.any(0), sums, region));
+    region.copy_(
+        poison_if(at::where(match.any(0), place(rows, last_matches(match)), region), poisoned));
   return self;
 }
 

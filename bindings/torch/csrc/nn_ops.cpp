@@ -584,9 +584,9 @@ at::Tensor &log_softmax_backward_out(const at::Tensor &grad_output, const at::Te
 // ---------------------------------------------------------------------------------------------
 // nll_loss. libtrn_ops' nll_loss runs on the host for int64 targets. The common case of
 // cross-entropy training (log-probabilities [N, C], no class weights, a mean or a sum) is
-// composed from device ops instead: the targets' low 32-bit words (little endian: class
-// indices and ignore_index fit) are cast to f32 and compared with a [1, C] arange into a one-hot
-// mask, whose ignored rows are zeroed; the loss is -sum(mask * logp) (divided by the count of
+// composed from device ops instead: the targets as float32 positions (gather.hpp: exact for
+// every int64) are compared with a [1, C] arange into a one-hot mask, whose ignored rows are
+// zeroed; the loss is -sum(mask * logp) (divided by the count of
 // targets kept, for a mean).
 
 constexpr int64_t kReductionNone = 0, kReductionMean = 1, kReductionSum = 2;

@@ -44,12 +44,26 @@ at::Tensor rounded(const at::Tensor &self, Rounding mode) {
   return r;
 }
 
-at::Tensor &rounding_out(const char *name, Rounding mode, at::Tensor (*cpu)(const at::Tensor &),
-                         const at::Tensor &self, at::Tensor &out) {
-  check_same_device(name, {self, out});
+// The CPU's kernel of each mode, and its name, for the dtypes the device path does not take.
+struct CpuRounding {
+  const char *name;
+  at::Tensor (*run)(const at::Tensor &);
+};
+const CpuRounding kCpu[] = {
+    {"aten::floor.out", [](const at::Tensor &x) { return at::floor(x); }},
+    {"aten::ceil.out", [](const at::Tensor &x) { return at::ceil(x); }},
+    {"aten::trunc.out", [](const at::Tensor &x) { return at::trunc(x); }},
+    {"aten::round.out", [](const at::Tensor &x) { return at::round(x); }},
+    {"aten::frac.out", [](const at::Tensor &x) { return at::frac(x); }},
+};
+
+template <Rounding mode>
+at::Tensor &rounding_out(const at::Tensor &self, at::Tensor &out) {
+  const CpuRounding &cpu = kCpu[static_cast<int>(mode)];
+  check_same_device(cpu.name, {self, out});
   if (!is_float_type(self.scalar_type()) || out.scalar_type() != self.scalar_type()) {
-    const at::Tensor result = cpu(self.cpu());
-    record_cpu_run(std::string("aten::") + name + ".out");
+    const at::Tensor result = cpu.run(self.cpu());
+    record_cpu_run(cpu.name);
     resize_out(out, result.sizes());
     return out.copy_(result);
   }
@@ -59,35 +73,14 @@ at::Tensor &rounding_out(const char *name, Rounding mode, at::Tensor (*cpu)(cons
   return out.copy_(rounded(self, mode));
 }
 
-at::Tensor &floor_out(const at::Tensor &self, at::Tensor &out) {
-  return rounding_out(
-      "floor", Rounding::kFloor, [](const at::Tensor &x) { return at::floor(x); }, self, out);
-}
-at::Tensor &ceil_out(const at::Tensor &self, at::Tensor &out) {
-  return rounding_out(
-      "ceil", Rounding::kCeil, [](const at::Tensor &x) { return at::ceil(x); }, self, out);
-}
-at::Tensor &trunc_out(const at::Tensor &self, at::Tensor &out) {
-  return rounding_out(
-      "trunc", Rounding::kTrunc, [](const at::Tensor &x) { return at::trunc(x); }, self, out);
-}
-at::Tensor &round_out(const at::Tensor &self, at::Tensor &out) {
-  return rounding_out(
-      "round", Rounding::kRound, [](const at::Tensor &x) { return at::round(x); }, self, out);
-}
-at::Tensor &frac_out(const at::Tensor &self, at::Tensor &out) {
-  return rounding_out(
-      "frac", Rounding::kFrac, [](const at::Tensor &x) { return at::frac(x); }, self, out);
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("floor.out", TORCH_FN(floor_out));
-  m.impl("ceil.out", TORCH_FN(ceil_out));
-  m.impl("trunc.out", TORCH_FN(trunc_out));
-  m.impl("round.out", TORCH_FN(round_out));
-  m.impl("frac.out", TORCH_FN(frac_out));
+  m.impl("floor.out", TORCH_FN(rounding_out<Rounding::kFloor>));
+  m.impl("ceil.out", TORCH_FN(rounding_out<Rounding::kCeil>));
+  m.impl("trunc.out", TORCH_FN(rounding_out<Rounding::kTrunc>));
+  m.impl("round.out", TORCH_FN(rounding_out<Rounding::kRound>));
+  m.impl("frac.out", TORCH_FN(rounding_out<Rounding::kFrac>));
 }
 
 }  // namespace torch_trn
